@@ -1,0 +1,627 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Duration is a time.Duration written in YAML (and environment variables)
+// as a Go duration string such as "10s", "5m" or "24h".
+type Duration time.Duration
+
+// String returns the Go duration syntax, e.g. "24h0m0s".
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New(`expected a duration such as "10s", "5m" or "24h"`)
+	}
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string (JSON, logs).
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := parseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+func parseDuration(s string) (Duration, error) {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf(`invalid duration %q (use Go duration syntax such as "10s", "5m" or "24h")`, s)
+	}
+	return Duration(v), nil
+}
+
+// Config is the hub's configuration. DefaultConfig gives the values used when
+// nothing is configured; LoadConfig layers a YAML file, LMOS_HUB_* environment
+// variables and flags over them.
+type Config struct {
+	DataDir string `yaml:"dataDir"` // default "./lmos-data"
+	Hub     struct {
+		Name string `yaml:"name"`
+	} `yaml:"hub"` // default os.Hostname()
+	HTTP            HTTPConfig     `yaml:"http"`
+	MQTT            MQTTConfig     `yaml:"mqtt"`
+	MDNS            MDNSConfig     `yaml:"mdns"`
+	Join            JoinConfig     `yaml:"join"`
+	Security        SecurityConfig `yaml:"security"`
+	AdminToken      string         `yaml:"adminToken"`
+	Log             LogConfig      `yaml:"log"`
+	Registry        RegistryConfig `yaml:"registry"`
+	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
+}
+
+// HTTPConfig configures the HTTP listener (directory API, proxy, dashboard).
+type HTTPConfig struct {
+	Addr           string   `yaml:"addr"`           // default ":8080"
+	Private        bool     `yaml:"private"`        // require a token for reads too
+	MaxBodyBytes   int64    `yaml:"maxBodyBytes"`   // default 262144
+	WriteRate      float64  `yaml:"writeRate"`      // per-client writes per second, default 200; 0 disables the limit
+	WriteBurst     int      `yaml:"writeBurst"`     // default 400
+	AllowedOrigins []string `yaml:"allowedOrigins"` // CORS / WebSocket origins besides the hub's own
+}
+
+// MQTTConfig configures the embedded MQTT broker.
+type MQTTConfig struct {
+	Addr      string `yaml:"addr"`      // default ":1883"
+	Anonymous bool   `yaml:"anonymous"` // default true
+}
+
+// MDNSConfig configures DNS-SD advertising and browsing.
+type MDNSConfig struct {
+	Enabled     bool     `yaml:"enabled"`     // default true
+	Interfaces  []string `yaml:"interfaces"`  // empty: all multicast interfaces
+	ForgetAfter Duration `yaml:"forgetAfter"` // default 24h
+}
+
+// JoinConfig configures how new agents are admitted.
+type JoinConfig struct {
+	Mode string `yaml:"mode"` // open|approve|closed, default open
+}
+
+// SecurityConfig configures signature requirements.
+type SecurityConfig struct {
+	RequireSigned bool `yaml:"requireSigned"`
+}
+
+// LogConfig configures log/slog output.
+type LogConfig struct {
+	Format string `yaml:"format"` // text|json, default text
+	Level  string `yaml:"level"`  // debug|info|warn|error, default info
+}
+
+// RegistryConfig configures the Thing registry.
+type RegistryConfig struct {
+	EventLogSize int `yaml:"eventLogSize"` // default 1000
+	MaxThings    int `yaml:"maxThings"`    // 0 = unlimited
+}
+
+// Allowed values of the enumerated settings.
+var (
+	joinModes  = []string{"open", "approve", "closed"}
+	logFormats = []string{"text", "json"}
+	logLevels  = []string{"debug", "info", "warn", "error"}
+)
+
+// maxHubNameBytes is the longest hub name: it becomes a DNS-SD instance label.
+const maxHubNameBytes = 63
+
+// DefaultConfig returns the configuration used when nothing is configured:
+// the hub runs with it as is.
+func DefaultConfig() Config {
+	var c Config
+	c.DataDir = "./lmos-data"
+	c.Hub.Name = defaultHubName()
+	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400}
+	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true}
+	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
+	c.Join = JoinConfig{Mode: "open"}
+	c.Log = LogConfig{Format: "text", Level: "info"}
+	c.Registry = RegistryConfig{EventLogSize: 1000}
+	c.ShutdownTimeout = Duration(10 * time.Second)
+	return c
+}
+
+// defaultHubName is the host name, cut to a valid hub name.
+func defaultHubName() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return "lmos-hub"
+	}
+	name = strings.TrimSpace(name)
+	for len(name) > maxHubNameBytes {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	if checkHubName(name) != nil {
+		return "lmos-hub"
+	}
+	return name
+}
+
+// Redacted returns a copy safe to print: AdminToken replaced by "<redacted>"
+// when set. Slices are copied too.
+func (c Config) Redacted() Config {
+	if c.AdminToken != "" {
+		c.AdminToken = "<redacted>"
+	}
+	if c.HTTP.AllowedOrigins != nil {
+		c.HTTP.AllowedOrigins = append([]string{}, c.HTTP.AllowedOrigins...)
+	}
+	if c.MDNS.Interfaces != nil {
+		c.MDNS.Interfaces = append([]string{}, c.MDNS.Interfaces...)
+	}
+	return c
+}
+
+// Validate says exactly which setting is wrong, naming it as in the YAML
+// file (e.g. `join.mode: "maybe" is not one of open, approve, closed`). It
+// reports every problem, joined with errors.Join; nil when all is well.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(setting string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", setting, err))
+		}
+	}
+	bad("dataDir", checkNonEmpty(c.DataDir))
+	bad("hub.name", checkHubName(c.Hub.Name))
+	bad("http.addr", checkAddr(c.HTTP.Addr))
+	if c.HTTP.MaxBodyBytes <= 0 {
+		bad("http.maxBodyBytes", fmt.Errorf("must be greater than 0 (got %d)", c.HTTP.MaxBodyBytes))
+	}
+	switch r := c.HTTP.WriteRate; {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0:
+		bad("http.writeRate", fmt.Errorf("must be a number of writes per second ≥ 0, 0 disables the limit (got %v)", r))
+	case r > 0 && c.HTTP.WriteBurst < 1:
+		bad("http.writeBurst", fmt.Errorf("must be at least 1 while http.writeRate is above 0 (got %d)", c.HTTP.WriteBurst))
+	}
+	for i, o := range c.HTTP.AllowedOrigins {
+		bad(fmt.Sprintf("http.allowedOrigins[%d]", i), checkOrigin(o))
+	}
+	bad("mqtt.addr", checkAddr(c.MQTT.Addr))
+	for i, name := range c.MDNS.Interfaces {
+		if strings.TrimSpace(name) == "" {
+			bad(fmt.Sprintf("mdns.interfaces[%d]", i), errors.New("must be an interface name such as eth0, not empty"))
+		}
+	}
+	if c.MDNS.ForgetAfter <= 0 {
+		bad("mdns.forgetAfter", fmt.Errorf("must be a duration greater than 0 such as \"24h\" (got %s)", c.MDNS.ForgetAfter))
+	}
+	bad("join.mode", checkOneOf(c.Join.Mode, joinModes))
+	bad("adminToken", checkToken(c.AdminToken))
+	bad("log.format", checkOneOf(c.Log.Format, logFormats))
+	bad("log.level", checkOneOf(c.Log.Level, logLevels))
+	if c.Registry.EventLogSize < 1 {
+		bad("registry.eventLogSize", fmt.Errorf("must be at least 1 (got %d)", c.Registry.EventLogSize))
+	}
+	if c.Registry.MaxThings < 0 {
+		bad("registry.maxThings", fmt.Errorf("must be 0 (unlimited) or more (got %d)", c.Registry.MaxThings))
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func checkNonEmpty(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+}
+
+func checkOneOf(v string, allowed []string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not one of %s", v, strings.Join(allowed, ", "))
+}
+
+// checkAddr accepts HOST:PORT with a numeric port 0..65535 (0 picks a free
+// port); HOST may be empty (all interfaces).
+func checkAddr(addr string) error {
+	if addr == "" {
+		return errors.New(`must not be empty (use HOST:PORT, e.g. ":8080" for all interfaces)`)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("%s %q (use HOST:PORT, e.g. \":8080\")", ae.Err, addr)
+		}
+		return fmt.Errorf("%q is not HOST:PORT: %v", addr, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q in %q is not a number from 0 to 65535", port, addr)
+	}
+	return nil
+}
+
+func checkHubName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return errors.New("must not be empty")
+	case len(name) > maxHubNameBytes:
+		return fmt.Errorf("%q is %d bytes long; the limit is %d bytes (the name becomes an mDNS instance label)", name, len(name), maxHubNameBytes)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%q is not valid UTF-8", name)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("%q contains control characters", name)
+	}
+	return nil
+}
+
+// checkToken accepts any token that can travel in an Authorization header.
+func checkToken(tok string) error {
+	if tok == "" {
+		return nil
+	}
+	if strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || r > unicode.MaxASCII }) >= 0 {
+		return errors.New("must be printable ASCII without spaces (it travels in an Authorization: Bearer header)")
+	}
+	return nil
+}
+
+// checkOrigin accepts "*" or an origin such as "https://example.com:8443".
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q is not an origin such as \"https://example.com:8443\" or \"*\"", o)
+	}
+	return nil
+}
+
+// A serveSetting is one setting that has a flag and an environment twin.
+type serveSetting struct {
+	flag, env string
+	usage     string // flag.UnquoteUsage picks the `NAME` in back quotes
+	isBool    bool
+	set       func(c *Config, v string) error
+}
+
+var serveSettings = []serveSetting{
+	{flag: "data-dir", env: "LMOS_HUB_DATA_DIR", usage: "store the hub's data in `DIR` (default ./lmos-data)",
+		set: func(c *Config, v string) error { c.DataDir = v; return checkNonEmpty(v) }},
+	{flag: "http-addr", env: "LMOS_HUB_HTTP_ADDR", usage: "listen for HTTP on `HOST:PORT`; port 0 picks a free port (default :8080)",
+		set: func(c *Config, v string) error { c.HTTP.Addr = v; return checkAddr(v) }},
+	{flag: "mqtt-addr", env: "LMOS_HUB_MQTT_ADDR", usage: "listen for MQTT on `HOST:PORT`; port 0 picks a free port (default :1883)",
+		set: func(c *Config, v string) error { c.MQTT.Addr = v; return checkAddr(v) }},
+	{flag: "mdns", env: "LMOS_HUB_MDNS", isBool: true, usage: "advertise the hub and discover agents over mDNS: --mdns=true|false (default true)",
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("%q is not a boolean (use true or false)", v)
+			}
+			c.MDNS.Enabled = b
+			return nil
+		}},
+	{flag: "join-mode", env: "LMOS_HUB_JOIN_MODE", usage: "admit new agents: `open|approve|closed` (default open)",
+		set: func(c *Config, v string) error { c.Join.Mode = v; return checkOneOf(v, joinModes) }},
+	{flag: "admin-token", env: "LMOS_HUB_ADMIN_TOKEN", usage: "install `TOKEN` as an admin token (for provisioning and automation)",
+		set: func(c *Config, v string) error { c.AdminToken = v; return checkToken(v) }},
+	{flag: "log-format", env: "LMOS_HUB_LOG_FORMAT", usage: "log as `text|json` (default text)",
+		set: func(c *Config, v string) error { c.Log.Format = v; return checkOneOf(v, logFormats) }},
+	{flag: "log-level", env: "LMOS_HUB_LOG_LEVEL", usage: "log at `debug|info|warn|error` (default info)",
+		set: func(c *Config, v string) error { c.Log.Level = v; return checkOneOf(v, logLevels) }},
+	{flag: "hub-name", env: "LMOS_HUB_NAME", usage: "call the hub `NAME` (mDNS instance, dashboard; default the host name)",
+		set: func(c *Config, v string) error { c.Hub.Name = v; return checkHubName(v) }},
+}
+
+// settingFlag is the flag.Value of a serveSetting. Set checks the value at
+// parse time (so the flag package names the flag in its error) and keeps it;
+// LoadConfig applies it after the file and the environment.
+type settingFlag struct {
+	s   *serveSetting
+	raw string
+}
+
+func (f *settingFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.raw
+}
+
+func (f *settingFlag) Set(v string) error {
+	var scratch Config
+	if err := f.s.set(&scratch, v); err != nil {
+		return err
+	}
+	f.raw = v
+	return nil
+}
+
+func (f *settingFlag) IsBoolFlag() bool { return f != nil && f.s != nil && f.s.isBool }
+
+// newServeFlagSet defines the flags of `lmos-hub [serve]` (and of
+// `lmos-hub config print`). Its output is discarded: callers report errors.
+func newServeFlagSet(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "read settings from the YAML configuration `FILE` (env LMOS_HUB_CONFIG)")
+	for i := range serveSettings {
+		s := &serveSettings[i]
+		fs.Var(&settingFlag{s: s}, s.flag, s.usage+" (env "+s.env+")")
+	}
+	return fs, configPath
+}
+
+// printServeFlags writes the flag list of `lmos-hub [serve]` to w.
+func printServeFlags(w io.Writer) {
+	fs, _ := newServeFlagSet("serve")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w, "\nPrecedence: defaults < YAML file < LMOS_HUB_* environment variables < flags.")
+}
+
+// LoadConfig builds the effective configuration for `lmos-hub [serve]` from,
+// in increasing precedence: defaults, the YAML file named by --config (or
+// LMOS_HUB_CONFIG), LMOS_HUB_* environment variables, flags. args are the
+// arguments after the subcommand; getenv is os.Getenv in production. Unknown
+// YAML keys are an error naming the key. The result is validated. With -h or
+// --help the error is flag.ErrHelp (print printServeFlags then).
+func LoadConfig(args []string, getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	fs, configFlag := newServeFlagSet("serve")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		hint := ""
+		if i := len(args) - fs.NArg() - 1; i >= 0 && strings.TrimLeft(args[i], "-") == "mdns" {
+			hint = " (write boolean flags with =, e.g. --mdns=false)"
+		}
+		return Config{}, fmt.Errorf("unexpected argument %q: the hub takes only flags%s", fs.Arg(0), hint)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	cfg := DefaultConfig()
+
+	path := getenv("LMOS_HUB_CONFIG")
+	if set["config"] {
+		path = *configFlag
+	}
+	if path != "" {
+		if err := loadConfigFile(path, &cfg); err != nil {
+			return Config{}, err
+		}
+	}
+
+	var errs []error
+	for i := range serveSettings {
+		s := &serveSettings[i]
+		if v := getenv(s.env); v != "" {
+			if err := s.set(&cfg, v); err != nil {
+				errs = append(errs, fmt.Errorf("environment variable %s: %w", s.env, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+
+	fs.Visit(func(f *flag.Flag) {
+		if sf, ok := f.Value.(*settingFlag); ok {
+			_ = sf.s.set(&cfg, sf.raw) // checked by Set during Parse
+		}
+	})
+
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// loadConfigFile decodes the YAML file at path over cfg.
+func loadConfigFile(path string, cfg *Config) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cannot read configuration file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err = dec.Decode(cfg)
+	if errors.Is(err, io.EOF) {
+		return nil // empty file: nothing configured
+	}
+	if err != nil {
+		// Explain with the full name of the setting where possible.
+		var root yaml.Node
+		if yaml.Unmarshal(data, &root) == nil {
+			if errs := yamlConfigErrors(&root, reflect.TypeFor[Config](), ""); len(errs) > 0 {
+				for i, e := range errs {
+					errs[i] = fmt.Errorf("configuration file %s: %w", path, e)
+				}
+				return errors.Join(errs...)
+			}
+		}
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			errs := make([]error, len(te.Errors))
+			for i, msg := range te.Errors {
+				errs[i] = fmt.Errorf("configuration file %s: %s", path, msg)
+			}
+			return errors.Join(errs...)
+		}
+		return fmt.Errorf("configuration file %s: %w", path, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("configuration file %s: holds more than one YAML document; keep one", path)
+	}
+	return nil
+}
+
+// yamlConfigErrors walks n against the struct type t and reports unknown keys
+// and undecodable values by their dotted setting name and line.
+func yamlConfigErrors(n *yaml.Node, t reflect.Type, prefix string) []error {
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil
+		}
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.ShortTag() == "!!null" {
+		return nil
+	}
+	where := "the configuration"
+	if prefix != "" {
+		where = prefix
+	}
+	if n.Kind != yaml.MappingNode {
+		return []error{fmt.Errorf("line %d: %s must be a mapping of settings", n.Line, where)}
+	}
+	fields := map[string]reflect.StructField{}
+	var known []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = f
+		known = append(known, name)
+	}
+	sort.Strings(known)
+	var errs []error
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		full := k.Value
+		if prefix != "" {
+			full = prefix + "." + k.Value
+		}
+		f, ok := fields[k.Value]
+		if !ok {
+			errs = append(errs, fmt.Errorf("line %d: unknown setting %q (known settings in %s: %s)",
+				k.Line, full, where, strings.Join(known, ", ")))
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+			errs = append(errs, yamlConfigErrors(v, f.Type, full)...)
+			continue
+		}
+		if err := v.Decode(reflect.New(f.Type).Interface()); err != nil {
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				for _, msg := range te.Errors {
+					if _, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(msg, "line ") {
+						msg = rest
+					}
+					errs = append(errs, fmt.Errorf("line %d: %s: %s", v.Line, full, msg))
+				}
+			} else {
+				errs = append(errs, fmt.Errorf("line %d: %s: %w", v.Line, full, err))
+			}
+		}
+	}
+	return errs
+}
+
+const configUsage = `usage: lmos-hub config print [serve flags]
+
+Prints the effective configuration (defaults < YAML file < LMOS_HUB_*
+environment variables < flags) as YAML, with the admin token redacted.
+
+Serve flags:
+`
+
+// runConfig implements `lmos-hub config print [serve flags]`: it prints the
+// effective, redacted configuration as YAML. Exit 0, or 2 on a bad
+// configuration or usage.
+func runConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "error: missing subcommand: lmos-hub config print")
+		fmt.Fprint(stderr, configUsage)
+		printServeFlags(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "print":
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, configUsage)
+		printServeFlags(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "error: unknown subcommand %q: lmos-hub config has only print\n", args[0])
+		fmt.Fprint(stderr, configUsage)
+		printServeFlags(stderr)
+		return 2
+	}
+	cfg, err := LoadConfig(args[1:], getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, configUsage)
+		printServeFlags(stdout)
+		return 0
+	}
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "error:", line)
+		}
+		fmt.Fprintln(stderr, "run `lmos-hub config print --help` for the flags")
+		return 2
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# effective lmos-hub configuration (defaults < file < LMOS_HUB_* environment < flags)\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(cfg.Redacted()); err != nil {
+		fmt.Fprintln(stderr, "error: cannot encode the configuration:", err)
+		return 2
+	}
+	if err := enc.Close(); err != nil {
+		fmt.Fprintln(stderr, "error: cannot encode the configuration:", err)
+		return 2
+	}
+	if _, err := stdout.Write(buf.Bytes()); err != nil {
+		fmt.Fprintln(stderr, "error: cannot write the configuration:", err)
+		return 1
+	}
+	return 0
+}

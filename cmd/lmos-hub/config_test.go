@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// envMap is a getenv backed by a map.
+func envMap(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func writeConfigFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lmos-hub.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate() = %v", err)
+	}
+	if c.DataDir != "./lmos-data" || c.HTTP.Addr != ":8080" || c.MQTT.Addr != ":1883" ||
+		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Log.Level != "info" || c.Log.Format != "text" ||
+		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
+		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
+		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 0 ||
+		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
+		t.Errorf("unexpected defaults: %+v", c)
+	}
+	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {
+		t.Errorf("Hub.Name = %q, want the host name %q", c.Hub.Name, host)
+	}
+
+	// With no file, no environment and no flags LoadConfig gives the defaults.
+	got, err := LoadConfig(nil, envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("LoadConfig(nil) = %+v, want %+v", got, c)
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	path := writeConfigFile(t, `
+dataDir: /from/file
+hub:
+  name: file-hub
+http:
+  addr: "127.0.0.1:9001"
+  private: true
+  allowedOrigins: ["https://example.com"]
+mqtt:
+  addr: "127.0.0.1:9002"
+mdns:
+  enabled: false
+  forgetAfter: 1h
+join:
+  mode: approve
+log:
+  format: json
+  level: debug
+registry:
+  maxThings: 50
+shutdownTimeout: 3s
+`)
+	env := map[string]string{
+		"LMOS_HUB_CONFIG":    path,
+		"LMOS_HUB_MQTT_ADDR": "127.0.0.1:9102", // env over file
+		"LMOS_HUB_JOIN_MODE": "closed",         // env over file, then flag over env
+		"LMOS_HUB_LOG_LEVEL": "warn",           // env over file
+		"LMOS_HUB_MDNS":      "true",           // env over file
+	}
+	args := []string{"--join-mode", "open", "--log-format=text", "--http-addr", ":0", "--hub-name", "flag-hub"}
+	c, err := LoadConfig(args, envMap(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"dataDir (file)", c.DataDir, "/from/file"},
+		{"http.private (file)", c.HTTP.Private, true},
+		{"http.allowedOrigins (file)", c.HTTP.AllowedOrigins, []string{"https://example.com"}},
+		{"mdns.forgetAfter (file)", c.MDNS.ForgetAfter, Duration(time.Hour)},
+		{"registry.maxThings (file)", c.Registry.MaxThings, 50},
+		{"shutdownTimeout (file)", c.ShutdownTimeout, Duration(3 * time.Second)},
+		{"http.maxBodyBytes (default kept)", c.HTTP.MaxBodyBytes, int64(262144)},
+		{"mqtt.anonymous (default kept)", c.MQTT.Anonymous, true},
+		{"registry.eventLogSize (default kept)", c.Registry.EventLogSize, 1000},
+		{"mqtt.addr (env over file)", c.MQTT.Addr, "127.0.0.1:9102"},
+		{"log.level (env over file)", c.Log.Level, "warn"},
+		{"mdns.enabled (env over file)", c.MDNS.Enabled, true},
+		{"join.mode (flag over env)", c.Join.Mode, "open"},
+		{"log.format (flag over file)", c.Log.Format, "text"},
+		{"http.addr (flag over file)", c.HTTP.Addr, ":0"},
+		{"hub.name (flag over file)", c.Hub.Name, "flag-hub"},
+	}
+	for _, ch := range checks {
+		if !reflect.DeepEqual(ch.got, ch.want) {
+			t.Errorf("%s = %#v, want %#v", ch.name, ch.got, ch.want)
+		}
+	}
+
+	// --config wins over LMOS_HUB_CONFIG.
+	other := writeConfigFile(t, "dataDir: /other\n")
+	c, err = LoadConfig([]string{"--config", other}, envMap(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/other" || c.Hub.Name == "file-hub" {
+		t.Errorf("--config did not replace LMOS_HUB_CONFIG: dataDir=%q hub.name=%q", c.DataDir, c.Hub.Name)
+	}
+}
+
+func TestConfigFlagOverridesOnlyWhenSet(t *testing.T) {
+	env := map[string]string{"LMOS_HUB_MDNS": "false", "LMOS_HUB_DATA_DIR": "/env", "LMOS_HUB_NAME": "env-hub",
+		"LMOS_HUB_ADMIN_TOKEN": "env-token", "LMOS_HUB_HTTP_ADDR": ":7000"}
+	c, err := LoadConfig([]string{"--log-level", "error"}, envMap(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MDNS.Enabled || c.DataDir != "/env" || c.Hub.Name != "env-hub" || c.AdminToken != "env-token" || c.HTTP.Addr != ":7000" {
+		t.Errorf("unset flags overrode the environment: %+v", c)
+	}
+	// A flag set to the default value still overrides.
+	c, err = LoadConfig([]string{"--mdns", "--data-dir=./lmos-data", "--admin-token", "flag-token"}, envMap(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.MDNS.Enabled || c.DataDir != "./lmos-data" || c.AdminToken != "flag-token" {
+		t.Errorf("set flags did not override: %+v", c)
+	}
+}
+
+func TestConfigYAMLUnknownKey(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"http:\n  adr: \":8080\"\n", `"http.adr"`},
+		{"datadir: /x\n", `"datadir"`},
+		{"hub:\n  name: x\n  nmae: y\n", `"hub.nmae"`},
+	} {
+		path := writeConfigFile(t, tc.text)
+		_, err := LoadConfig([]string{"--config", path}, envMap(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("YAML %q: error %v, want one naming %s and the file", tc.text, err, tc.want)
+		}
+	}
+}
+
+func TestConfigYAMLBadValues(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"shutdownTimeout: 10 sec\n", "shutdownTimeout"},
+		{"mdns:\n  forgetAfter: [1]\n", "mdns.forgetAfter"},
+		{"http:\n  maxBodyBytes: lots\n", "http.maxBodyBytes"},
+		{"http: 8080\n", "http"},
+		{"- a\n- b\n", "mapping"},
+	} {
+		path := writeConfigFile(t, tc.text)
+		_, err := LoadConfig([]string{"--config", path}, envMap(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("YAML %q: error %v, want one naming %s", tc.text, err, tc.want)
+		}
+	}
+	// Values that decode but are invalid are reported by Validate.
+	path := writeConfigFile(t, "join:\n  mode: maybe\n")
+	_, err := LoadConfig([]string{"--config", path}, envMap(nil))
+	if err == nil || !strings.Contains(err.Error(), `join.mode: "maybe" is not one of open, approve, closed`) {
+		t.Errorf("join.mode maybe: error %v", err)
+	}
+	// An empty file configures nothing.
+	path = writeConfigFile(t, "# nothing here\n")
+	if _, err := LoadConfig([]string{"--config", path}, envMap(nil)); err != nil {
+		t.Errorf("empty file: %v", err)
+	}
+	// A missing file is an error.
+	_, err = LoadConfig([]string{"--config", filepath.Join(t.TempDir(), "absent.yaml")}, envMap(nil))
+	if err == nil || !strings.Contains(err.Error(), "absent.yaml") {
+		t.Errorf("missing file: error %v", err)
+	}
+}
+
+func TestConfigBadEnv(t *testing.T) {
+	for _, tc := range []struct{ env, value, want string }{
+		{"LMOS_HUB_MDNS", "maybe", `"maybe" is not a boolean`},
+		{"LMOS_HUB_JOIN_MODE", "maybe", `"maybe" is not one of open, approve, closed`},
+		{"LMOS_HUB_HTTP_ADDR", "localhost", `missing port in address "localhost"`},
+		{"LMOS_HUB_MQTT_ADDR", ":70000", "not a number from 0 to 65535"},
+		{"LMOS_HUB_LOG_FORMAT", "xml", `"xml" is not one of text, json`},
+		{"LMOS_HUB_LOG_LEVEL", "loud", `"loud" is not one of debug, info, warn, error`},
+		{"LMOS_HUB_NAME", strings.Repeat("n", 64), "limit is 63"},
+		{"LMOS_HUB_ADMIN_TOKEN", "has space", "without spaces"},
+	} {
+		_, err := LoadConfig(nil, envMap(map[string]string{tc.env: tc.value}))
+		if err == nil || !strings.Contains(err.Error(), tc.env) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: error %v, want one naming the variable and %q", tc.env, tc.value, err, tc.want)
+		}
+	}
+}
+
+func TestConfigBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mdns=maybe"}, "-mdns"},
+		{[]string{"--join-mode", "maybe"}, `"maybe" is not one of open, approve, closed`},
+		{[]string{"--http-addr", "localhost"}, `missing port in address "localhost"`},
+		{[]string{"--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"--data-dir"}, "flag needs an argument"},
+		{[]string{"--mdns", "false"}, `unexpected argument "false"`},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		_, err := LoadConfig(tc.args, envMap(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadConfig(%q): error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := LoadConfig([]string{"-h"}, envMap(nil)); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("LoadConfig(-h) = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestConfigValidateNamesSetting(t *testing.T) {
+	for _, tc := range []struct {
+		setting string
+		mutate  func(*Config)
+		want    string
+	}{
+		{"dataDir", func(c *Config) { c.DataDir = "" }, "dataDir: must not be empty"},
+		{"hub.name", func(c *Config) { c.Hub.Name = "" }, "hub.name: must not be empty"},
+		{"hub.name", func(c *Config) { c.Hub.Name = strings.Repeat("x", 64) }, "hub.name: "},
+		{"hub.name", func(c *Config) { c.Hub.Name = "a\nb" }, "hub.name: "},
+		{"http.addr", func(c *Config) { c.HTTP.Addr = "localhost" }, `http.addr: missing port in address "localhost"`},
+		{"http.addr", func(c *Config) { c.HTTP.Addr = ":65536" }, "http.addr: "},
+		{"http.addr", func(c *Config) { c.HTTP.Addr = ":-1" }, "http.addr: "},
+		{"http.addr", func(c *Config) { c.HTTP.Addr = ":http" }, "http.addr: "},
+		{"http.addr", func(c *Config) { c.HTTP.Addr = "" }, "http.addr: "},
+		{"http.maxBodyBytes", func(c *Config) { c.HTTP.MaxBodyBytes = 0 }, "http.maxBodyBytes: "},
+		{"http.writeRate", func(c *Config) { c.HTTP.WriteRate = -1 }, "http.writeRate: "},
+		{"http.writeBurst", func(c *Config) { c.HTTP.WriteBurst = 0 }, "http.writeBurst: "},
+		{"http.allowedOrigins", func(c *Config) { c.HTTP.AllowedOrigins = []string{"*", "example.com"} }, "http.allowedOrigins[1]: "},
+		{"mqtt.addr", func(c *Config) { c.MQTT.Addr = "1883" }, `mqtt.addr: missing port in address "1883"`},
+		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},
+		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
+		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},
+		{"adminToken", func(c *Config) { c.AdminToken = "a b" }, "adminToken: "},
+		{"log.format", func(c *Config) { c.Log.Format = "xml" }, `log.format: "xml" is not one of text, json`},
+		{"log.level", func(c *Config) { c.Log.Level = "" }, `log.level: "" is not one of debug, info, warn, error`},
+		{"registry.eventLogSize", func(c *Config) { c.Registry.EventLogSize = 0 }, "registry.eventLogSize: "},
+		{"registry.maxThings", func(c *Config) { c.Registry.MaxThings = -1 }, "registry.maxThings: "},
+		{"shutdownTimeout", func(c *Config) { c.ShutdownTimeout = 0 }, "shutdownTimeout: "},
+	} {
+		c := DefaultConfig()
+		tc.mutate(&c)
+		err := c.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: Validate() = %v, want an error starting %q", tc.setting, err, tc.want)
+		}
+	}
+
+	// Valid edge values.
+	c := DefaultConfig()
+	c.HTTP.Addr, c.MQTT.Addr = ":0", "[::1]:65535"
+	c.HTTP.WriteRate, c.HTTP.WriteBurst = 0, 0 // limit disabled: burst unused
+	c.Hub.Name = strings.Repeat("é", 31)       // 62 bytes
+	c.HTTP.AllowedOrigins = []string{"*", "https://example.com:8443", "http://hub.local"}
+	if err := c.Validate(); err != nil {
+		t.Errorf("valid edge values: %v", err)
+	}
+
+	// All problems are reported together.
+	c = DefaultConfig()
+	c.DataDir, c.Join.Mode, c.HTTP.Addr = "", "maybe", "x"
+	err := c.Validate()
+	for _, want := range []string{"dataDir", "join.mode", "http.addr"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("joined error %v does not name %s", err, want)
+		}
+	}
+	if n := len(strings.Split(err.Error(), "\n")); n != 3 {
+		t.Errorf("joined error has %d lines, want 3: %v", n, err)
+	}
+}
+
+func TestConfigRedacted(t *testing.T) {
+	c := DefaultConfig()
+	if r := c.Redacted(); r.AdminToken != "" {
+		t.Errorf("Redacted() of no token = %q, want empty", r.AdminToken)
+	}
+	c.AdminToken = "s3cret"
+	c.HTTP.AllowedOrigins = []string{"https://a.example"}
+	r := c.Redacted()
+	if r.AdminToken != "<redacted>" {
+		t.Errorf("Redacted().AdminToken = %q", r.AdminToken)
+	}
+	if c.AdminToken != "s3cret" {
+		t.Error("Redacted changed the original")
+	}
+	r.HTTP.AllowedOrigins[0] = "changed"
+	if c.HTTP.AllowedOrigins[0] != "https://a.example" {
+		t.Error("Redacted shares slices with the original")
+	}
+}
+
+func TestConfigDurationYAML(t *testing.T) {
+	var v struct {
+		D Duration `yaml:"d"`
+	}
+	if err := yaml.Unmarshal([]byte("d: 1h30m\n"), &v); err != nil || v.D != Duration(90*time.Minute) {
+		t.Fatalf("unmarshal: %v %v", v.D, err)
+	}
+	out, err := yaml.Marshal(v)
+	if err != nil || string(out) != "d: 1h30m0s\n" {
+		t.Errorf("marshal = %q %v", out, err)
+	}
+	if err := yaml.Unmarshal([]byte("d: soon\n"), &v); err == nil || !strings.Contains(err.Error(), `invalid duration "soon"`) {
+		t.Errorf("bad duration: %v", err)
+	}
+}
+
+func TestRunConfigPrint(t *testing.T) {
+	path := writeConfigFile(t, "http:\n  allowedOrigins: [\"https://example.com\"]\nmdns:\n  interfaces: [eth0]\n")
+	env := map[string]string{"LMOS_HUB_ADMIN_TOKEN": "s3cret", "LMOS_HUB_CONFIG": path}
+	var stdout, stderr bytes.Buffer
+	code := runConfig([]string{"print", "--http-addr", "127.0.0.1:0", "--join-mode=approve"}, &stdout, &stderr, envMap(env))
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "s3cret") {
+		t.Errorf("the admin token is printed:\n%s", stdout.String())
+	}
+	want, err := LoadConfig([]string{"--http-addr", "127.0.0.1:0", "--join-mode=approve"}, envMap(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The output parses back, with no unknown key, into the redacted configuration.
+	got := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	dec.KnownFields(true)
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("output does not parse back: %v\n%s", err, stdout.String())
+	}
+	if !reflect.DeepEqual(got, want.Redacted()) {
+		t.Errorf("parsed back %+v\nwant %+v\noutput:\n%s", got, want.Redacted(), stdout.String())
+	}
+	if got.AdminToken != "<redacted>" || got.HTTP.Addr != "127.0.0.1:0" || got.Join.Mode != "approve" {
+		t.Errorf("unexpected values: %+v", got)
+	}
+	// It is also a valid --config file (with the token left out).
+	path2 := writeConfigFile(t, strings.Replace(stdout.String(), "adminToken: <redacted>", "adminToken: \"\"", 1))
+	again, err := LoadConfig([]string{"--config", path2}, envMap(nil))
+	if err != nil {
+		t.Fatalf("printed configuration does not load: %v", err)
+	}
+	want.AdminToken = ""
+	if !reflect.DeepEqual(again, want) {
+		t.Errorf("reloaded %+v, want %+v", again, want)
+	}
+}
+
+func TestRunConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "missing subcommand"},
+		{[]string{"show"}, nil, `unknown subcommand "show"`},
+		{[]string{"print", "--join-mode", "maybe"}, nil, `"maybe" is not one of open, approve, closed`},
+		{[]string{"print"}, map[string]string{"LMOS_HUB_MDNS": "maybe"}, "LMOS_HUB_MDNS"},
+		{[]string{"print", "--bogus"}, nil, "flag provided but not defined: -bogus"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := runConfig(tc.args, &stdout, &stderr, envMap(tc.env))
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("runConfig(%q): exit %d, stderr %q, stdout %q; want exit 2 and %q", tc.args, code, stderr.String(), stdout.String(), tc.want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"print", "-h"}, &stdout, &stderr, envMap(nil)); code != 0 || !strings.Contains(stdout.String(), "-http-addr") {
+		t.Errorf("config print -h: exit %d, stdout %q", code, stdout.String())
+	}
+}

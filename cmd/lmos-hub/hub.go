@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/web"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Main is the hub process: it opens the adapters in order, wires them, and
+// closes them in reverse order. Tests run it in-process exactly as main does.
+type Main struct {
+	Config Config
+	// Stdout receives the first admin token, printed once.
+	Stdout io.Writer
+	Logger *slog.Logger
+
+	DB       *store.DB
+	Registry *hub.Registry
+	Tokens   *hub.Tokens
+	HTTP     *http.Server
+	// HTTPAddr is the address the HTTP listener actually bound.
+	HTTPAddr net.Addr
+
+	errc    chan error
+	closers []func(context.Context) error
+}
+
+// NewMain returns a Main for cfg.
+func NewMain(cfg Config, stdout io.Writer, logger *slog.Logger) *Main {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Main{Config: cfg, Stdout: stdout, Logger: logger, errc: make(chan error, 1)}
+}
+
+// Run opens everything and starts serving; it returns once the hub serves.
+// Sockets are opened here, synchronously, so a port in use fails Run.
+func (m *Main) Run(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			_ = m.Close(context.Background())
+		}
+	}()
+	cfg := m.Config
+	start := time.Now()
+
+	db, err := store.Open(cfg.DataDir, store.Options{EventLogSize: cfg.Registry.EventLogSize})
+	if err != nil {
+		return err
+	}
+	m.DB = db
+	m.onClose(func(context.Context) error { return db.Close() })
+
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{
+		Logger:    m.Logger.With("component", "registry"),
+		MaxThings: cfg.Registry.MaxThings,
+	})
+	if err != nil {
+		return err
+	}
+	m.Registry = reg
+	m.onClose(func(context.Context) error { return reg.Close() })
+
+	m.Tokens = hub.NewTokens(db, nil)
+	if err := m.bootstrapToken(); err != nil {
+		return err
+	}
+
+	srv := web.New(reg, m.Tokens, web.Config{
+		HubID:        db.HubID(),
+		HubName:      cfg.Hub.Name,
+		Version:      version,
+		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
+		WriteRate:    cfg.HTTP.WriteRate,
+		WriteBurst:   cfg.HTTP.WriteBurst,
+		Private:      cfg.HTTP.Private,
+		StoreSize:    db.Size,
+		Checks: map[string]func() error{
+			"store":    func() error { return nil },
+			"registry": func() error { return nil },
+		},
+		Logger: m.Logger.With("component", "http"),
+	})
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on http.addr %s: %w", cfg.HTTP.Addr, err)
+	}
+	m.HTTPAddr = ln.Addr()
+	m.HTTP = &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(m.Logger.With("component", "http").Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.errc <- fmt.Errorf("http server failed: %w", err)
+		}
+	}()
+	m.onClose(func(ctx context.Context) error {
+		// Event streams never end by themselves: end them so Shutdown only
+		// waits for requests in flight, whose writes then complete.
+		srv.CloseStreams()
+		return m.HTTP.Shutdown(ctx)
+	})
+	m.Logger.Info("http listening", "addr", m.HTTPAddr.String())
+	m.Logger.Info("hub ready", "name", cfg.Hub.Name, "id", db.HubID(), "things", reg.Count(),
+		"data_dir", cfg.DataDir, "startup", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// bootstrapToken installs --admin-token, or on first start creates a token
+// and prints it once: only its hash is stored.
+func (m *Main) bootstrapToken() error {
+	if tok := m.Config.AdminToken; tok != "" {
+		t, err := m.Tokens.Install(tok, "provisioned")
+		if err != nil {
+			return fmt.Errorf("cannot install adminToken: %w", err)
+		}
+		m.Logger.Info("admin token installed", "token_id", t.ID)
+		return nil
+	}
+	n, err := m.Tokens.ActiveCount()
+	if err != nil || n > 0 {
+		return err
+	}
+	secret, t, err := m.Tokens.Create("initial")
+	if err != nil {
+		return err
+	}
+	m.Logger.Info("created the first admin token; it is printed once on stdout", "token_id", t.ID)
+	if m.Stdout != nil {
+		fmt.Fprintf(m.Stdout, "\nlmos-hub created the first admin token. It is shown only this once; keep it safe:\n\n    %s\n\n"+
+			"Use it as \"Authorization: Bearer <token>\" for writes, or with `lmos-hub things --token`.\n\n", secret)
+	}
+	return nil
+}
+
+func (m *Main) onClose(f func(context.Context) error) { m.closers = append(m.closers, f) }
+
+// Err reports a component that failed while serving.
+func (m *Main) Err() <-chan error { return m.errc }
+
+// Close stops everything in reverse order of opening, within ctx.
+func (m *Main) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		if err := m.closers[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}
+
+// newLogger builds the process logger from the log settings.
+func newLogger(w io.Writer, cfg LogConfig) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Level)))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

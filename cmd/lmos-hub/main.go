@@ -1,0 +1,122 @@
+// Command lmos-hub is the LMOS hub for a LAN: a W3C WoT Thing Description
+// directory for agents and tools, with its CLI.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/store"
+)
+
+// Exit codes; the systemd unit and scripts rely on them.
+const (
+	exitOK      = 0
+	exitFailure = 1 // a runtime failure
+	exitUsage   = 2 // bad flags, arguments or configuration
+	exitLocked  = 3 // the data directory is in use by another process
+	exitAborted = 4 // a second signal cut a slow shutdown short
+)
+
+const usage = `lmos-hub — the LMOS hub: a WoT Thing Description directory for agents on a LAN
+
+usage:
+  lmos-hub [serve] [flags]         run the hub (see lmos-hub serve --help)
+  lmos-hub things ls|get|put|rm    manage Things on a running hub
+  lmos-hub token create|list|revoke
+                                   manage admin tokens
+  lmos-hub config print [flags]    print the effective configuration
+  lmos-hub version                 print the version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	cmd, rest := "serve", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, rest = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(rest, stdout, stderr, getenv)
+	case "things":
+		return runThings(rest, stdin, stdout, stderr, getenv)
+	case "token":
+		return runToken(rest, stdout, stderr, getenv)
+	case "config":
+		return runConfig(rest, stdout, stderr, getenv)
+	case "version":
+		fmt.Fprintln(stdout, "lmos-hub", version)
+		return exitOK
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "error: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// serve runs the hub until SIGINT or SIGTERM, then shuts down within
+// shutdownTimeout; a second signal aborts the shutdown.
+func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	cfg, err := LoadConfig(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, "usage: lmos-hub [serve] [flags]\n\n")
+		printServeFlags(stdout)
+		return exitOK
+	}
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "error:", line)
+		}
+		return exitUsage
+	}
+	logger := newLogger(stderr, cfg.Log)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	m := NewMain(cfg, stdout, logger)
+	if err := m.Run(context.Background()); err != nil {
+		logger.Error("cannot start", "err", err)
+		if errors.Is(err, store.ErrLocked) {
+			return exitLocked
+		}
+		return exitFailure
+	}
+	code := exitOK
+	select {
+	case s := <-sigs:
+		logger.Info("shutting down", "signal", s.String())
+	case err := <-m.Err():
+		logger.Error("stopping after a failure", "err", err)
+		code = exitFailure
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Close(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			logger.Error("shutdown incomplete", "err", err)
+			return exitFailure
+		}
+		logger.Info("stopped")
+		return code
+	case s := <-sigs:
+		logger.Warn("second signal, aborting shutdown", "signal", s.String())
+		return exitAborted
+	}
+}

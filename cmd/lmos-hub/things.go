@@ -1,0 +1,674 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode"
+)
+
+const thingsUsage = `usage: lmos-hub things <command> [flags] [arguments]
+
+Talks to a running hub over its HTTP directory API.
+
+Commands:
+  ls  [--query JSONPATH] [--json]   list the registered Things (ID, TYPE, TITLE, PRESENCE),
+                                    or print the result of an RFC 9535 JSONPath query
+  get ID [--raw]                    print a Thing Description (--raw: exactly as submitted)
+  put FILE|-                        register or replace a Thing Description (- reads stdin)
+  rm  ID...                         delete Things
+
+Flags of every command:
+  --hub URL         the hub (env LMOS_HUB_URL, default http://localhost:8080)
+  --token TOKEN     admin token, needed for put and rm (env LMOS_HUB_TOKEN)
+  --timeout D       give up on a request after D (default 10s)
+
+Exit status: 0 ok, 1 request failed, 2 usage error.
+`
+
+// thingsDefaultHub is the hub URL used without --hub or LMOS_HUB_URL.
+const thingsDefaultHub = "http://localhost:8080"
+
+// thingsPageLimit is the page size `things ls` asks for.
+const thingsPageLimit = 100
+
+// errThingsUsage marks errors that are the user's invocation (exit 2).
+var errThingsUsage = errors.New("usage error")
+
+// errThingsReported marks a failure already written to stderr (exit 1).
+var errThingsReported = errors.New("reported")
+
+// runThings implements `lmos-hub things ls|get|put|rm`. args are the
+// arguments after "things". Exit 0 ok, 1 request failed, 2 usage error.
+func runThings(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "error: missing command: ls, get, put or rm")
+		fmt.Fprint(stderr, thingsUsage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, thingsUsage)
+		return 0
+	case "ls", "get", "put", "rm":
+	default:
+		fmt.Fprintf(stderr, "error: unknown command %q: use ls, get, put or rm\n", cmd)
+		fmt.Fprint(stderr, thingsUsage)
+		return 2
+	}
+
+	fs := flag.NewFlagSet("things "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	hubURL := fs.String("hub", "", "")
+	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
+	timeout := fs.Duration("timeout", 10*time.Second, "")
+	var query string
+	var asJSON, raw bool
+	switch cmd {
+	case "ls":
+		fs.StringVar(&query, "query", "", "")
+		fs.BoolVar(&asJSON, "json", false, "")
+	case "get":
+		fs.BoolVar(&raw, "raw", false, "")
+	}
+	pos, err := parseInterspersed(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, thingsUsage)
+		return 0
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "error: "+format+"\n", a...)
+		fmt.Fprint(stderr, thingsUsage)
+		return 2
+	}
+	if err != nil {
+		return usageErr("things %s: %v", cmd, err)
+	}
+	switch {
+	case cmd == "ls" && len(pos) > 0:
+		return usageErr("things ls takes no arguments, got %q", pos[0])
+	case cmd == "get" && len(pos) != 1:
+		return usageErr("things get takes exactly one Thing id, got %d arguments", len(pos))
+	case cmd == "put" && len(pos) != 1:
+		return usageErr("things put takes exactly one file (or - for stdin), got %d arguments", len(pos))
+	case cmd == "rm" && len(pos) == 0:
+		return usageErr("things rm needs at least one Thing id")
+	case *timeout <= 0:
+		return usageErr("--timeout must be a duration above 0 such as 10s, got %s", *timeout)
+	}
+	for _, id := range pos {
+		if cmd != "put" && id == "" {
+			return usageErr("a Thing id must not be empty")
+		}
+	}
+	if cmd == "ls" && query == "" && flagWasSet(fs, "query") {
+		return usageErr("--query needs a JSONPath expression such as '$[*].title'")
+	}
+
+	hub := *hubURL
+	if !flagWasSet(fs, "hub") {
+		hub = getenv("LMOS_HUB_URL")
+	}
+	if hub == "" {
+		hub = thingsDefaultHub
+	}
+	base, err := parseHubURL(hub)
+	if err != nil {
+		return usageErr("--hub: %v", err)
+	}
+
+	c := &thingsClient{
+		base:   base,
+		token:  *token,
+		http:   &http.Client{Timeout: *timeout},
+		stderr: stderr,
+	}
+	switch cmd {
+	case "ls":
+		if query != "" {
+			err = c.search(stdout, query)
+		} else {
+			err = c.list(stdout, asJSON)
+		}
+	case "get":
+		err = c.get(stdout, pos[0], raw)
+	case "put":
+		err = c.put(stdout, stdin, pos[0])
+	case "rm":
+		err = c.remove(stdout, pos)
+	}
+	if err != nil {
+		if !errors.Is(err, errThingsReported) {
+			fmt.Fprintln(stderr, "error:", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+// parseInterspersed parses flags that may come before, between or after the
+// positional arguments (`things get ID --raw`); "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func flagWasSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+// parseHubURL accepts "http://host:port[/prefix]", "https://…" or a bare
+// "host:port" (http assumed).
+func parseHubURL(s string) (*url.URL, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%q is not a hub URL such as http://localhost:8080", s)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// thingsClient talks to one hub's directory API.
+type thingsClient struct {
+	base   *url.URL
+	token  string
+	http   *http.Client
+	stderr io.Writer
+}
+
+// url builds the absolute URL of a path (already escaped) below the hub base.
+func (c *thingsClient) url(escapedPath string) string {
+	return strings.TrimRight(c.base.String(), "/") + escapedPath
+}
+
+func thingPath(id string) string { return "/things/" + url.PathEscape(id) }
+
+// do sends one request. The token, when given, goes with every request:
+// writes always need it and a hub with http.private needs it for reads.
+func (c *thingsClient) do(method, rawURL, contentType, accept string, body []byte) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, rawURL, rd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot build the request: %w", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	req.Header.Set("User-Agent", "lmos-hub-cli")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, nil, c.transportError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, c.transportError(err)
+	}
+	return resp, data, nil
+}
+
+// transportError explains a failure to talk to the hub at all.
+func (c *thingsClient) transportError(err error) error {
+	hub := c.base.String()
+	var uerr *url.Error
+	inner := err
+	if errors.As(err, &uerr) {
+		inner = uerr.Err
+	}
+	var dnsErr *net.DNSError
+	var nerr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("cannot reach the hub at %s: is it running? (%v)", hub, inner)
+	case errors.As(err, &dnsErr):
+		return fmt.Errorf("cannot reach the hub at %s: unknown host; check --hub or LMOS_HUB_URL (%v)", hub, inner)
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &nerr) && nerr.Timeout():
+		return fmt.Errorf("the hub at %s did not answer within %s (use --timeout to wait longer)", hub, c.http.Timeout)
+	}
+	return fmt.Errorf("cannot talk to the hub at %s: %v", hub, inner)
+}
+
+// problem is an RFC 9457 problem details body.
+type problem struct {
+	Type             string `json:"type"`
+	Title            string `json:"title"`
+	Status           int    `json:"status"`
+	Detail           string `json:"detail"`
+	Instance         string `json:"instance"`
+	ValidationErrors []struct {
+		Field       string `json:"field"`
+		Description string `json:"description"`
+	} `json:"validationErrors"`
+}
+
+// report writes a non-2xx answer to stderr as
+// `error: 400 Bad Request: <detail>` plus one line per validation error and
+// a hint where one helps; it returns errThingsReported.
+func (c *thingsClient) report(resp *http.Response, body []byte, what string) error {
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	var msgs []string
+	var p problem
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	isJSON := mt == "application/problem+json" || mt == "application/json" || strings.HasSuffix(mt, "+json")
+	if isJSON && json.Unmarshal(body, &p) == nil {
+		if p.Title != "" && !strings.EqualFold(p.Title, http.StatusText(resp.StatusCode)) {
+			msgs = append(msgs, p.Title)
+		}
+		if p.Detail != "" && p.Detail != p.Title {
+			msgs = append(msgs, p.Detail)
+		}
+	} else if text := firstLine(body); text != "" {
+		msgs = append(msgs, text)
+	}
+	line := "error: " + status
+	if what != "" {
+		line = "error: " + what + ": " + status
+	}
+	if len(msgs) > 0 {
+		line += ": " + strings.Join(msgs, ": ")
+	}
+	fmt.Fprintln(c.stderr, line)
+	for _, ve := range p.ValidationErrors {
+		field := ve.Field
+		if field == "" {
+			field = "(document)"
+		}
+		fmt.Fprintf(c.stderr, "  %s: %s\n", field, ve.Description)
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		if c.token == "" {
+			fmt.Fprintln(c.stderr, "hint: this needs an admin token: pass --token TOKEN or set LMOS_HUB_TOKEN (`lmos-hub token create` makes one)")
+		} else {
+			fmt.Fprintln(c.stderr, "hint: the hub did not accept the token given with --token or LMOS_HUB_TOKEN; check it, or make a new one with `lmos-hub token create`")
+		}
+	case http.StatusRequestEntityTooLarge:
+		fmt.Fprintln(c.stderr, "hint: the document is larger than the hub accepts (its http.maxBodyBytes setting)")
+	case http.StatusTooManyRequests:
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			fmt.Fprintf(c.stderr, "hint: the hub limits writes per client; retry after %s s\n", ra)
+		}
+	}
+	return errThingsReported
+}
+
+// firstLine returns the first line of a short non-JSON body, for errors.
+func firstLine(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func ok2xx(code int) bool { return code >= 200 && code < 300 }
+
+// list prints every Thing, following Link rel="next" pages.
+func (c *thingsClient) list(stdout io.Writer, asJSON bool) error {
+	next := c.url("/things?offset=0&limit=" + strconv.Itoa(thingsPageLimit))
+	seen := map[string]bool{}
+	var things []json.RawMessage
+	for next != "" {
+		if seen[next] {
+			return fmt.Errorf("the hub's next-page links loop at %s", next)
+		}
+		seen[next] = true
+		resp, body, err := c.do(http.MethodGet, next, "", "application/ld+json, application/json", nil)
+		if err != nil {
+			return err
+		}
+		if !ok2xx(resp.StatusCode) {
+			return c.report(resp, body, "")
+		}
+		var page []json.RawMessage
+		if err := json.Unmarshal(body, &page); err != nil {
+			return fmt.Errorf("the hub's answer to GET /things is not a JSON array: %v", err)
+		}
+		things = append(things, page...)
+		next = ""
+		if link := linkNext(resp.Header.Values("Link")); link != "" && len(page) > 0 {
+			ref, err := url.Parse(link)
+			if err != nil {
+				return fmt.Errorf("the hub sent a bad next-page link %q: %v", link, err)
+			}
+			next = resp.Request.URL.ResolveReference(ref).String()
+		}
+	}
+	if asJSON {
+		if things == nil {
+			things = []json.RawMessage{}
+		}
+		out, err := json.MarshalIndent(things, "", "  ")
+		if err != nil {
+			return fmt.Errorf("the hub sent invalid JSON: %v", err)
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", out)
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTYPE\tTITLE\tPRESENCE")
+	for _, raw := range things {
+		var td struct {
+			ID       string          `json:"id"`
+			Type     json.RawMessage `json:"@type"`
+			Title    string          `json:"title"`
+			Presence struct {
+				Status string `json:"status"`
+			} `json:"lmos:presence"`
+		}
+		_ = json.Unmarshal(raw, &td) // a field of an unexpected type shows as "-"
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(td.ID), cell(typeString(td.Type)), cell(td.Title), cell(td.Presence.Status))
+	}
+	return tw.Flush()
+}
+
+// linkNext returns the target of the rel="next" link among Link headers.
+func linkNext(headers []string) string {
+	for _, h := range headers {
+		for _, part := range splitLinks(h) {
+			part = strings.TrimSpace(part)
+			if !strings.HasPrefix(part, "<") {
+				continue
+			}
+			end := strings.IndexByte(part, '>')
+			if end < 0 {
+				continue
+			}
+			target := part[1:end]
+			for _, param := range strings.Split(part[end+1:], ";") {
+				k, v, ok := strings.Cut(strings.TrimSpace(param), "=")
+				if !ok || !strings.EqualFold(strings.TrimSpace(k), "rel") {
+					continue
+				}
+				for _, rel := range strings.Fields(strings.Trim(strings.TrimSpace(v), `"`)) {
+					if strings.EqualFold(rel, "next") {
+						return target
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// splitLinks splits a Link header at the commas between link values,
+// ignoring commas inside <…> and quoted strings.
+func splitLinks(h string) []string {
+	var parts []string
+	inURL, inQuote, start := false, false, 0
+	for i := 0; i < len(h); i++ {
+		switch h[i] {
+		case '<':
+			if !inQuote {
+				inURL = true
+			}
+		case '>':
+			if !inQuote {
+				inURL = false
+			}
+		case '"':
+			if !inURL {
+				inQuote = !inQuote
+			}
+		case ',':
+			if !inURL && !inQuote {
+				parts = append(parts, h[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, h[start:])
+}
+
+// typeString renders @type (a string or an array of strings).
+func typeString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		return strings.Join(list, ",")
+	}
+	return ""
+}
+
+// cell makes a table cell: "-" when empty, no tabs or newlines.
+func cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.TrimSpace(s))
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// search prints the result of a JSONPath query.
+func (c *thingsClient) search(stdout io.Writer, query string) error {
+	resp, body, err := c.do(http.MethodGet, c.url("/search/jsonpath?query="+url.QueryEscape(query)), "", "application/json", nil)
+	if err != nil {
+		return err
+	}
+	if !ok2xx(resp.StatusCode) {
+		return c.report(resp, body, "")
+	}
+	return printJSON(stdout, body)
+}
+
+// printJSON indents a JSON body for reading; other bodies go out as they are.
+func printJSON(stdout io.Writer, body []byte) error {
+	var buf bytes.Buffer
+	if json.Indent(&buf, body, "", "  ") != nil {
+		buf.Reset()
+		buf.Write(body)
+	}
+	if !bytes.HasSuffix(buf.Bytes(), []byte("\n")) {
+		buf.WriteByte('\n')
+	}
+	_, err := stdout.Write(buf.Bytes())
+	return err
+}
+
+// get prints one Thing Description: the body exactly as the hub sends it.
+func (c *thingsClient) get(stdout io.Writer, id string, raw bool) error {
+	u := c.url(thingPath(id))
+	if raw {
+		u += "?enriched=false"
+	}
+	resp, body, err := c.do(http.MethodGet, u, "", "application/td+json, application/json", nil)
+	if err != nil {
+		return err
+	}
+	if !ok2xx(resp.StatusCode) {
+		return c.report(resp, body, "")
+	}
+	if len(body) > 0 && body[len(body)-1] != '\n' {
+		body = append(body, '\n')
+	}
+	_, err = stdout.Write(body)
+	return err
+}
+
+// maxTDFileBytes bounds what `things put` reads; the hub's own limit is lower.
+const maxTDFileBytes = 64 << 20
+
+// put registers the TD in file (or stdin for "-"): PUT /things/{id} when it
+// has an id, POST /things when it is anonymous.
+func (c *thingsClient) put(stdout io.Writer, stdin io.Reader, file string) error {
+	var data []byte
+	var err error
+	name := file
+	if file == "-" {
+		name = "stdin"
+		if stdin == nil {
+			stdin = strings.NewReader("")
+		}
+		data, err = io.ReadAll(io.LimitReader(stdin, maxTDFileBytes+1))
+	} else {
+		var f *os.File
+		f, err = os.Open(file)
+		if err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, maxTDFileBytes+1))
+			f.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read the Thing Description: %w", err)
+	}
+	if len(data) > maxTDFileBytes {
+		return fmt.Errorf("%s is larger than %d MiB; that is not a Thing Description", name, maxTDFileBytes>>20)
+	}
+	var td map[string]json.RawMessage
+	if err := json.Unmarshal(data, &td); err != nil {
+		if len(bytes.TrimSpace(data)) == 0 {
+			return fmt.Errorf("%s is empty: expected a Thing Description (a JSON object)", name)
+		}
+		return fmt.Errorf("%s is not a Thing Description (a JSON object): %v", name, err)
+	}
+	if td == nil {
+		return fmt.Errorf("%s is not a Thing Description (a JSON object): it is null", name)
+	}
+	idRaw, hasID := td["id"]
+	if !hasID {
+		resp, body, err := c.do(http.MethodPost, c.url("/things"), "application/td+json", "application/json", data)
+		if err != nil {
+			return err
+		}
+		if !ok2xx(resp.StatusCode) {
+			return c.report(resp, body, "")
+		}
+		id := idFromLocation(resp.Header.Get("Location"))
+		if id == "" {
+			_, err = fmt.Fprintln(stdout, "created (the hub sent no Location header)")
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, "created", id)
+		return err
+	}
+	var id string
+	if err := json.Unmarshal(idRaw, &id); err != nil || id == "" {
+		return fmt.Errorf("%s: \"id\" must be a non-empty string (an absolute URI such as urn:uuid:…); leave it out to let the hub assign one", name)
+	}
+	resp, body, err := c.do(http.MethodPut, c.url(thingPath(id)), "application/td+json", "application/json", data)
+	if err != nil {
+		return err
+	}
+	if !ok2xx(resp.StatusCode) {
+		return c.report(resp, body, "")
+	}
+	verb := "updated"
+	if resp.StatusCode == http.StatusCreated {
+		verb = "created"
+	}
+	_, err = fmt.Fprintln(stdout, verb, id)
+	return err
+}
+
+// idFromLocation extracts the Thing id from "/things/<escaped id>" (or an
+// absolute URL ending so).
+func idFromLocation(loc string) string {
+	if loc == "" {
+		return ""
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		return ""
+	}
+	p := u.EscapedPath()
+	i := strings.LastIndex(p, "/things/")
+	if i < 0 {
+		return ""
+	}
+	id, err := url.PathUnescape(p[i+len("/things/"):])
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// remove deletes each Thing; it goes on after a failure and fails at the end.
+func (c *thingsClient) remove(stdout io.Writer, ids []string) error {
+	failed := false
+	for _, id := range ids {
+		resp, body, err := c.do(http.MethodDelete, c.url(thingPath(id)), "", "application/json", nil)
+		if err != nil {
+			// The hub is unreachable: the other ids would fail alike.
+			if len(ids) > 1 {
+				return fmt.Errorf("%s: %w", id, err)
+			}
+			return err
+		}
+		if !ok2xx(resp.StatusCode) {
+			what := ""
+			if len(ids) > 1 {
+				what = id
+			}
+			c.report(resp, body, what)
+			failed = true
+			continue
+		}
+		fmt.Fprintln(stdout, "deleted", id)
+	}
+	if failed {
+		return errThingsReported
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/store"
+)
+
+const tokenUsage = `usage:
+  lmos-hub token create [--name NAME]
+  lmos-hub token list
+  lmos-hub token revoke ID
+
+Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR, default
+./lmos-data), which works while the hub is stopped. While it runs, pass
+--hub URL and --token TOKEN (LMOS_HUB_URL, LMOS_HUB_TOKEN) to go through its API.
+`
+
+// tokenRow is a token as both the store and the hub API describe it.
+type tokenRow struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Created string `json:"created"`
+	Revoked string `json:"revoked,omitempty"`
+	Token   string `json:"token,omitempty"`
+}
+
+func runToken(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, "error: missing command: create, list or revoke\n\n"+tokenUsage)
+		return exitUsage
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet("token "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), DefaultConfig().DataDir), "")
+	hubURL := fs.String("hub", getenv("LMOS_HUB_URL"), "")
+	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
+	name := fs.String("name", "", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		fmt.Fprintf(stderr, "error: %v\n\n%s", err, tokenUsage)
+		return exitUsage
+	}
+	if want := map[string]int{"create": 0, "list": 0, "revoke": 1}; want[cmd] != fs.NArg() {
+		if _, known := want[cmd]; !known {
+			fmt.Fprintf(stderr, "error: unknown command %q\n\n%s", cmd, tokenUsage)
+		} else {
+			fmt.Fprint(stderr, "error: wrong number of arguments\n\n"+tokenUsage)
+		}
+		return exitUsage
+	}
+	var t tokenAPI
+	if *hubURL != "" {
+		t = &remoteTokens{base: strings.TrimRight(*hubURL, "/"), token: *token}
+	} else {
+		db, err := store.Open(*dataDir, store.Options{LockTimeout: 500 * time.Millisecond})
+		if errors.Is(err, store.ErrLocked) {
+			fmt.Fprintf(stderr, "error: %v\nthe hub is running; use --hub URL --token TOKEN to manage tokens through it\n", err)
+			return exitLocked
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return exitFailure
+		}
+		defer db.Close()
+		t = localTokens{hub.NewTokens(db, nil)}
+	}
+	var err error
+	switch cmd {
+	case "create":
+		var row tokenRow
+		if row, err = t.create(*name); err == nil {
+			fmt.Fprintf(stdout, "%s\n", row.Token)
+			fmt.Fprintf(stderr, "created token %s; the secret above is shown only once\n", row.ID)
+		}
+	case "list":
+		var rows []tokenRow
+		if rows, err = t.list(); err == nil {
+			tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tCREATED\tREVOKED")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), r.Created, dash(r.Revoked))
+			}
+			_ = tw.Flush()
+		}
+	case "revoke":
+		if err = t.revoke(fs.Arg(0)); err == nil {
+			fmt.Fprintf(stdout, "revoked %s\n", fs.Arg(0))
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+type tokenAPI interface {
+	create(name string) (tokenRow, error)
+	list() ([]tokenRow, error)
+	revoke(id string) error
+}
+
+type localTokens struct{ t *hub.Tokens }
+
+func rowOf(t hub.Token) tokenRow {
+	r := tokenRow{ID: t.ID, Name: t.Name, Created: t.Created.UTC().Format(time.RFC3339)}
+	if !t.Revoked.IsZero() {
+		r.Revoked = t.Revoked.UTC().Format(time.RFC3339)
+	}
+	return r
+}
+
+func (l localTokens) create(name string) (tokenRow, error) {
+	secret, t, err := l.t.Create(name)
+	r := rowOf(t)
+	r.Token = secret
+	return r, err
+}
+
+func (l localTokens) list() ([]tokenRow, error) {
+	all, err := l.t.List()
+	rows := make([]tokenRow, len(all))
+	for i, t := range all {
+		rows[i] = rowOf(t)
+	}
+	return rows, err
+}
+
+func (l localTokens) revoke(id string) error { return l.t.Revoke(id) }
+
+// remoteTokens manages tokens through a running hub's /api/tokens.
+type remoteTokens struct{ base, token string }
+
+func (r *remoteTokens) do(method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, r.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("cannot build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the hub at %s: is it running? (%w)", r.base, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		var p struct{ Detail string }
+		_ = json.Unmarshal(b, &p)
+		hint := ""
+		if resp.StatusCode == http.StatusUnauthorized {
+			hint = " (pass an admin token with --token or LMOS_HUB_TOKEN)"
+		}
+		return fmt.Errorf("%s: %s%s", resp.Status, p.Detail, hint)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func (r *remoteTokens) create(name string) (row tokenRow, err error) {
+	err = r.do(http.MethodPost, "/api/tokens", map[string]string{"name": name}, &row)
+	return row, err
+}
+
+func (r *remoteTokens) list() (rows []tokenRow, err error) {
+	err = r.do(http.MethodGet, "/api/tokens", nil, &rows)
+	return rows, err
+}
+
+func (r *remoteTokens) revoke(id string) error {
+	return r.do(http.MethodDelete, "/api/tokens/"+id, nil, nil)
+}

@@ -1,0 +1,91 @@
+package hub
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Context URIs the hub recognises or adds.
+const (
+	ContextTD11      = "https://www.w3.org/2022/wot/td/v1.1"
+	ContextTD10      = "https://www.w3.org/2019/wot/td/v1"
+	ContextDiscovery = "https://www.w3.org/2022/wot/discovery"
+	ContextLMOS      = "https://eclipse.dev/lmos/protocol/v1"
+)
+
+// Enriched returns the TD as the directory serves it: the discovery context
+// added, registration information, and the lmos:presence, lmos:origin and
+// lmos:verified hub extensions. Only the top level is copied; the stored
+// document is never changed.
+func (t *Thing) Enriched(now time.Time) map[string]any {
+	out := make(map[string]any, len(t.Doc)+4)
+	for k, v := range t.Doc {
+		out[k] = v
+	}
+	out["@context"] = withDiscoveryContext(t.Doc["@context"])
+	reg := map[string]any{
+		"created":   formatTime(t.Meta.Created),
+		"modified":  formatTime(t.Meta.Modified),
+		"retrieved": formatTime(now),
+	}
+	if !t.Meta.Expires.IsZero() {
+		reg["expires"] = formatTime(t.Meta.Expires)
+	}
+	if t.Meta.TTL > 0 {
+		reg["ttl"] = json.Number(jsonInt(t.Meta.TTL))
+	}
+	out["registration"] = reg
+	presence := map[string]any{"status": t.Meta.Presence.Status, "since": formatTime(t.Meta.Presence.Since)}
+	if t.Meta.Presence.Via != "" {
+		presence["via"] = string(t.Meta.Presence.Via)
+	}
+	out["lmos:presence"] = presence
+	origin := map[string]any{"source": string(t.Meta.Origin.Source)}
+	if t.Meta.Origin.Hub != "" {
+		origin["hub"] = t.Meta.Origin.Hub
+	}
+	out["lmos:origin"] = origin
+	if t.Meta.Verified != "" {
+		out["lmos:verified"] = t.Meta.Verified
+	} else {
+		delete(out, "lmos:verified") // only the hub may claim verification
+	}
+	return out
+}
+
+func withDiscoveryContext(ctx any) any {
+	switch c := ctx.(type) {
+	case string:
+		if c == ContextDiscovery {
+			return c
+		}
+		return []any{c, ContextDiscovery}
+	case []any:
+		if slices.Contains(c, any(ContextDiscovery)) {
+			return c
+		}
+		out := make([]any, 0, len(c)+1)
+		// TD 1.1 requires the TD context first; discovery goes right after
+		// the plain URIs, before any prefix-definition objects.
+		i := 0
+		for i < len(c) {
+			if _, ok := c[i].(string); !ok {
+				break
+			}
+			i++
+		}
+		out = append(out, c[:i]...)
+		out = append(out, ContextDiscovery)
+		return append(out, c[i:]...)
+	default:
+		return ctx
+	}
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

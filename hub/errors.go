@@ -1,0 +1,84 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. Each adapter maps them to its own wire form in one table
+// (HTTP statuses live in package web).
+const (
+	EINVALID      = "invalid"      // the request or document is malformed or fails validation
+	ENOTFOUND     = "not-found"    // no such Thing, token or resource
+	ECONFLICT     = "conflict"     // the request contradicts the current state
+	EUNAUTHORIZED = "unauthorized" // missing, unknown or revoked credentials
+	EFORBIDDEN    = "forbidden"    // authenticated but not allowed
+	ETOOLARGE     = "too-large"    // body or document over its limit
+	EUNSUPPORTED  = "unsupported"  // media type or operation not supported
+	ERATELIMIT    = "rate-limited" // the client writes too fast
+	EUNAVAILABLE  = "unavailable"  // a component is down or shutting down
+	EINTERNAL     = "internal"     // anything unexpected
+)
+
+// FieldError names one invalid member of a document by JSON pointer.
+type FieldError struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+// Error is the hub's application error: a code, a message safe to show to a
+// client, optional field errors, and the wrapped cause for logs.
+type Error struct {
+	Code    string
+	Message string
+	Fields  []FieldError
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		if e.Message == "" {
+			return e.Err.Error()
+		}
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an *Error with a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL
+// for any other non-nil error and "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the client-safe message of err.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Message != "" {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// ErrorFields returns the field errors carried by err, if any.
+func ErrorFields(err error) []FieldError {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Fields
+	}
+	return nil
+}

@@ -1,0 +1,372 @@
+package hub
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// RegistryOptions tune a Registry; the zero value is usable.
+type RegistryOptions struct {
+	// Now is the clock (time.Now when nil); tests move it.
+	Now func() time.Time
+	// Logger receives the registry's logs (slog.Default when nil).
+	Logger *slog.Logger
+	// MaxBatch caps how many writes share one durable commit (default 256).
+	MaxBatch int
+	// MaxThings caps the number of registered Things (0 = unlimited).
+	MaxThings int
+	// SubscriberBuffer is each change-feed subscriber's queue length (default 256).
+	// A subscriber that falls this far behind is dropped and must resubscribe
+	// with its last sequence, so a slow reader never slows writers.
+	SubscriberBuffer int
+}
+
+// Thing is a read-only snapshot of a registered Thing. Doc is shared with the
+// registry and must not be modified.
+type Thing struct {
+	ID   string
+	Doc  map[string]any
+	Meta ThingMeta
+}
+
+// Registry holds the registered Things in memory (parsed, for fast reads and
+// search) and in a Store (durably). All writes go through one loop that
+// groups concurrent writes into a single durable commit, assigns change-feed
+// sequence numbers in commit order and publishes events in that order.
+type Registry struct {
+	store Store
+	opts  RegistryOptions
+	log   *slog.Logger
+
+	mu     sync.RWMutex
+	things map[string]*Thing
+	ids    []string // sorted ids of things
+
+	ops  chan *op
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	// Owned by the write loop.
+	seq     uint64
+	expiry  expiryHeap
+	overlay map[string]*Thing
+
+	feedMu    sync.Mutex
+	published uint64
+	subs      map[*Subscription]struct{}
+	closed    bool
+}
+
+type opKind int
+
+const (
+	opPut opKind = iota
+	opCreate
+	opPatch
+	opDelete
+	opExpire
+)
+
+type op struct {
+	kind   opKind
+	id     string
+	raw    []byte
+	doc    map[string]any
+	patch  map[string]any
+	origin Origin
+	// expires is the expiry an opExpire was scheduled for; a Thing refreshed
+	// since then is left alone.
+	expires time.Time
+	done    chan opResult
+}
+
+type opResult struct {
+	created bool
+	err     error
+}
+
+// NewRegistry loads every stored Thing and starts the write loop.
+func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.SubscriberBuffer <= 0 {
+		opts.SubscriberBuffer = 256
+	}
+	r := &Registry{
+		store:  store,
+		opts:   opts,
+		log:    opts.Logger,
+		things: make(map[string]*Thing),
+		ops:    make(chan *op, opts.MaxBatch),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		subs:   make(map[*Subscription]struct{}),
+	}
+	err := store.LoadThings(func(rec ThingRecord) error {
+		doc, err := ParseDocument(rec.Raw)
+		if err != nil {
+			// A stored document was valid when accepted; losing the whole
+			// registry over one bad record would be worse than skipping it.
+			r.log.Error("skipping unreadable stored thing", "id", rec.ID, "err", err)
+			return nil
+		}
+		t := &Thing{ID: rec.ID, Doc: doc, Meta: rec.Meta}
+		r.things[rec.ID] = t
+		r.ids = append(r.ids, rec.ID)
+		if !t.Meta.Expires.IsZero() {
+			r.expiry = append(r.expiry, expiryItem{at: t.Meta.Expires, id: t.ID})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot load things: %w", err)
+	}
+	slices.Sort(r.ids)
+	heap.Init(&r.expiry)
+	if r.seq, err = store.LastSeq(); err != nil {
+		return nil, fmt.Errorf("cannot read last event sequence: %w", err)
+	}
+	r.published = r.seq
+	go r.loop()
+	return r, nil
+}
+
+// Close stops the write loop (writes in flight finish first) and ends every
+// change-feed subscription.
+func (r *Registry) Close() error {
+	r.once.Do(func() { close(r.quit) })
+	<-r.done
+	r.feedMu.Lock()
+	defer r.feedMu.Unlock()
+	r.closed = true
+	for s := range r.subs {
+		r.dropLocked(s)
+	}
+	return nil
+}
+
+// Create registers an anonymous TD (one without id) and returns the
+// urn:uuid id the hub gave it. The stored document is the submitted one with
+// that id inserted as its first member.
+func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (string, error) {
+	doc, err := ParseDocument(raw)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := doc["id"]; ok {
+		return "", &Error{Code: EINVALID, Message: "an anonymous Thing Description must not have an id; use PUT /things/{id} to register it under its id",
+			Fields: []FieldError{{Field: "/id", Description: "must be absent when creating an anonymous Thing"}}}
+	}
+	if err := Validate(doc); err != nil {
+		return "", err
+	}
+	id := "urn:uuid:" + uuid.NewString()
+	raw, err = insertID(raw, id)
+	if err != nil {
+		return "", err
+	}
+	doc["id"] = id
+	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, origin: origin})
+	return id, res.err
+}
+
+// Put creates or replaces the Thing id with raw, whose own id must equal id.
+// It reports whether the Thing was created.
+func (r *Registry) Put(ctx context.Context, id string, raw []byte, origin Origin) (bool, error) {
+	if err := ValidateID(id); err != nil {
+		return false, err
+	}
+	doc, err := ParseDocument(raw)
+	if err != nil {
+		return false, err
+	}
+	if err := Validate(doc); err != nil {
+		return false, err
+	}
+	if got, _ := doc["id"].(string); got != id {
+		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
+			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(doc["id"]), id)}}}
+	}
+	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, origin: origin})
+	return res.created, res.err
+}
+
+// Patch applies an RFC 7396 merge patch to the stored document of id and
+// re-validates the result. An empty patch refreshes the expiry from the TTL.
+func (r *Registry) Patch(ctx context.Context, id string, raw []byte) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	patch, err := ParseDocument(raw)
+	if err != nil {
+		return err
+	}
+	if v, ok := patch["id"]; ok && v != id {
+		return &Error{Code: EINVALID, Message: "a patch must not change the Thing's id",
+			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want absent or %q", describe(v), id)}}}
+	}
+	return r.submit(ctx, &op{kind: opPatch, id: id, patch: patch}).err
+}
+
+// Delete removes the Thing id.
+func (r *Registry) Delete(ctx context.Context, id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	return r.submit(ctx, &op{kind: opDelete, id: id}).err
+}
+
+func (r *Registry) submit(ctx context.Context, o *op) opResult {
+	o.done = make(chan opResult, 1)
+	select {
+	case r.ops <- o:
+	case <-r.quit:
+		return opResult{err: Errorf(EUNAVAILABLE, "the registry is shutting down")}
+	case <-ctx.Done():
+		return opResult{err: ctx.Err()}
+	}
+	select {
+	case res := <-o.done:
+		return res
+	case <-ctx.Done():
+		// The write may still commit; the caller only stops waiting.
+		return opResult{err: ctx.Err()}
+	}
+}
+
+// Get returns the Thing id, or ENOTFOUND when it is absent or expired.
+func (r *Registry) Get(id string) (Thing, error) {
+	now := r.opts.Now()
+	r.mu.RLock()
+	t := r.things[id]
+	r.mu.RUnlock()
+	if t == nil || t.expired(now) {
+		return Thing{}, notFound(id)
+	}
+	return *t, nil
+}
+
+// Raw returns the document of id exactly as it was submitted.
+func (r *Registry) Raw(id string) ([]byte, error) {
+	if _, err := r.Get(id); err != nil {
+		return nil, err
+	}
+	return r.store.ThingRaw(id)
+}
+
+// List returns up to limit Things (all when limit <= 0) starting at offset,
+// in ascending code-point order of id, and the total number of Things.
+func (r *Registry) List(offset, limit int) ([]Thing, int) {
+	now := r.opts.Now()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []Thing
+	total := 0
+	for _, id := range r.ids {
+		t := r.things[id]
+		if t.expired(now) {
+			continue
+		}
+		if total >= offset && (limit <= 0 || len(out) < limit) {
+			out = append(out, *t)
+		}
+		total++
+	}
+	return out, total
+}
+
+// Count returns the number of live Things.
+func (r *Registry) Count() int {
+	now := r.opts.Now()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := 0
+	for _, t := range r.things {
+		if !t.expired(now) {
+			n++
+		}
+	}
+	return n
+}
+
+// Revision is the sequence of the last published change; it changes whenever
+// the set of Things does and serves as the collection's ETag.
+func (r *Registry) Revision() uint64 {
+	r.feedMu.Lock()
+	defer r.feedMu.Unlock()
+	return r.published
+}
+
+func (t *Thing) expired(now time.Time) bool {
+	return !t.Meta.Expires.IsZero() && !now.Before(t.Meta.Expires)
+}
+
+func notFound(id string) error {
+	return Errorf(ENOTFOUND, "no Thing with id %q", id)
+}
+
+func describe(v any) string {
+	if v == nil {
+		return "absent"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// insertID puts "id" as the first member of the JSON object raw, so the
+// stored document keeps the submitted bytes otherwise.
+func insertID(raw []byte, id string) ([]byte, error) {
+	i := bytes.IndexByte(raw, '{')
+	if i < 0 {
+		return nil, Errorf(EINVALID, "a Thing Description must be a JSON object")
+	}
+	idJSON, err := json.Marshal(id)
+	if err != nil {
+		return nil, fmt.Errorf("cannot encode id: %w", err)
+	}
+	member := append(append([]byte(`"id":`), idJSON...), ',')
+	if len(bytes.TrimSpace(raw[i+1:])) > 0 && bytes.TrimSpace(raw[i+1:])[0] == '}' {
+		member = member[:len(member)-1] // empty object: no trailing comma
+	}
+	out := make([]byte, 0, len(raw)+len(member))
+	out = append(out, raw[:i+1]...)
+	out = append(out, member...)
+	return append(out, raw[i+1:]...), nil
+}
+
+// registrationOf reads the client's registration.ttl / registration.expires.
+func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.Time) {
+	reg, _ := doc["registration"].(map[string]any)
+	if reg == nil {
+		return 0, time.Time{}
+	}
+	if n, ok := reg["ttl"].(json.Number); ok {
+		if f, err := n.Float64(); err == nil && f > 0 {
+			ttl = int64(f + 0.999999) // whole seconds, rounded up
+			return ttl, now.Add(time.Duration(ttl) * time.Second)
+		}
+	}
+	if s, ok := reg["expires"].(string); ok {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			return 0, t
+		}
+	}
+	return 0, time.Time{}
+}

@@ -1,0 +1,262 @@
+package hub
+
+import (
+	"container/heap"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// loop is the only writer. Taking every queued op into one batch turns N
+// concurrent writers into one fsync instead of N.
+func (r *Registry) loop() {
+	defer close(r.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		r.resetExpiryTimer(timer)
+		select {
+		case <-r.quit:
+			r.failQueued()
+			return
+		case o := <-r.ops:
+			batch := []*op{o}
+		drain:
+			for len(batch) < r.opts.MaxBatch {
+				select {
+				case o := <-r.ops:
+					batch = append(batch, o)
+				default:
+					break drain
+				}
+			}
+			r.apply(batch)
+		case <-timer.C:
+			r.apply(r.dueExpiries())
+		}
+	}
+}
+
+func (r *Registry) failQueued() {
+	for {
+		select {
+		case o := <-r.ops:
+			o.done <- opResult{err: Errorf(EUNAVAILABLE, "the registry is shutting down")}
+		default:
+			return
+		}
+	}
+}
+
+func (r *Registry) resetExpiryTimer(t *time.Timer) {
+	d := time.Hour
+	if len(r.expiry) > 0 {
+		d = max(r.expiry[0].at.Sub(r.opts.Now()), 0)
+	}
+	t.Reset(d)
+}
+
+// dueExpiries pops every expiry that is due and turns it into an op.
+func (r *Registry) dueExpiries() []*op {
+	now := r.opts.Now()
+	var ops []*op
+	for len(r.expiry) > 0 && !now.Before(r.expiry[0].at) && len(ops) < r.opts.MaxBatch {
+		it := heap.Pop(&r.expiry).(expiryItem)
+		ops = append(ops, &op{kind: opExpire, id: it.id, expires: it.at, done: make(chan opResult, 1)})
+	}
+	return ops
+}
+
+// current returns the Thing id as the batch so far left it.
+func (r *Registry) current(id string, now time.Time) *Thing {
+	if t, ok := r.overlay[id]; ok {
+		return t
+	}
+	r.mu.RLock()
+	t := r.things[id]
+	r.mu.RUnlock()
+	if t != nil && t.expired(now) {
+		return nil
+	}
+	return t
+}
+
+func (r *Registry) liveCount(now time.Time) int {
+	n := r.Count()
+	for id, t := range r.overlay {
+		r.mu.RLock()
+		old := r.things[id]
+		r.mu.RUnlock()
+		had := old != nil && !old.expired(now)
+		switch {
+		case t != nil && !had:
+			n++
+		case t == nil && had:
+			n--
+		}
+	}
+	return n
+}
+
+func (r *Registry) apply(batch []*op) {
+	if len(batch) == 0 {
+		return
+	}
+	now := r.opts.Now()
+	r.overlay = make(map[string]*Thing, len(batch))
+	defer func() { r.overlay = nil }()
+	var b Batch
+	puts := make(map[string]ThingRecord, len(batch))
+	results := make([]opResult, len(batch))
+	firstSeq := r.seq
+	for i, o := range batch {
+		ev, rec, del, res := r.prepare(o, now)
+		results[i] = res
+		if res.err != nil {
+			continue
+		}
+		r.seq++
+		ev.Seq, ev.Time = r.seq, now
+		b.Events = append(b.Events, ev)
+		if del {
+			r.overlay[o.id] = nil
+			delete(puts, o.id)
+		} else {
+			r.overlay[o.id] = &Thing{ID: o.id, Doc: o.doc, Meta: rec.Meta}
+			puts[o.id] = rec
+		}
+	}
+	// Only each id's final state is stored: a delete after a put in the
+	// same batch must win, and so must a put after a delete.
+	for id, t := range r.overlay {
+		if t == nil {
+			b.Deletes = append(b.Deletes, id)
+		} else {
+			b.Puts = append(b.Puts, puts[id])
+		}
+	}
+	if len(b.Events) > 0 {
+		if err := r.store.Commit(&b); err != nil {
+			r.seq = firstSeq
+			r.log.Error("cannot commit registry batch", "err", err, "ops", len(b.Events))
+			for i := range results {
+				if results[i].err == nil {
+					results[i].err = &Error{Code: EINTERNAL, Message: "cannot store the change", Err: err}
+				}
+			}
+			r.reply(batch, results)
+			return
+		}
+		r.install(now)
+		r.publish(b.Events)
+	}
+	r.reply(batch, results)
+}
+
+func (r *Registry) reply(batch []*op, results []opResult) {
+	for i, o := range batch {
+		o.done <- results[i]
+	}
+}
+
+// install makes the committed overlay visible to readers.
+func (r *Registry) install(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, t := range r.overlay {
+		pos, found := slices.BinarySearch(r.ids, id)
+		if t == nil {
+			delete(r.things, id)
+			if found {
+				r.ids = slices.Delete(r.ids, pos, pos+1)
+			}
+			continue
+		}
+		r.things[id] = t
+		if !found {
+			r.ids = slices.Insert(r.ids, pos, id)
+		}
+		if !t.Meta.Expires.IsZero() {
+			heap.Push(&r.expiry, expiryItem{at: t.Meta.Expires, id: id})
+		}
+	}
+}
+
+// prepare checks o against the current state and builds its record and
+// event. del reports a deletion.
+func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del bool, res opResult) {
+	old := r.current(o.id, now)
+	switch o.kind {
+	case opDelete:
+		if old == nil {
+			return ev, rec, false, opResult{err: notFound(o.id)}
+		}
+		return Event{Type: EventDeleted, ID: o.id}, rec, true, res
+	case opExpire:
+		r.mu.RLock()
+		stored := r.things[o.id]
+		r.mu.RUnlock()
+		if _, inBatch := r.overlay[o.id]; inBatch || stored == nil || !stored.Meta.Expires.Equal(o.expires) {
+			return ev, rec, false, opResult{err: Errorf(ECONFLICT, "refreshed since")}
+		}
+		return Event{Type: EventDeleted, ID: o.id}, rec, true, res
+	case opPatch:
+		if old == nil {
+			return ev, rec, false, opResult{err: notFound(o.id)}
+		}
+		merged, ok := MergePatch(old.Doc, o.patch).(map[string]any)
+		if !ok {
+			return ev, rec, false, opResult{err: Errorf(EINVALID, "the patch must leave a JSON object")}
+		}
+		merged["id"] = o.id
+		if err := Validate(merged); err != nil {
+			return ev, rec, false, opResult{err: err}
+		}
+		raw, err := json.Marshal(merged)
+		if err != nil {
+			return ev, rec, false, opResult{err: fmt.Errorf("cannot encode patched document: %w", err)}
+		}
+		o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
+	}
+	if old == nil && r.opts.MaxThings > 0 && r.liveCount(now) >= r.opts.MaxThings {
+		return ev, rec, false, opResult{err: Errorf(EUNAVAILABLE, "the registry is full (registry.maxThings = %d)", r.opts.MaxThings)}
+	}
+	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
+		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source}}
+	if old != nil {
+		meta.Created, meta.Presence, meta.Verified = old.Meta.Created, old.Meta.Presence, old.Meta.Verified
+	}
+	meta.TTL, meta.Expires = registrationOf(o.doc, now)
+	rec = ThingRecord{ID: o.id, Raw: o.raw, Meta: meta}
+	if old == nil {
+		return Event{Type: EventCreated, ID: o.id, TD: o.raw}, rec, false, opResult{created: true}
+	}
+	patch := CreateMergePatch(old.Doc, o.doc)
+	patch["id"] = o.id
+	pb, err := json.Marshal(patch)
+	if err != nil {
+		return ev, rec, false, opResult{err: fmt.Errorf("cannot encode change: %w", err)}
+	}
+	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, false, res
+}
+
+type expiryItem struct {
+	at time.Time
+	id string
+}
+
+// expiryHeap orders pending expiries, earliest first. Entries go stale when a
+// Thing is refreshed or deleted; opExpire checks before acting.
+type expiryHeap []expiryItem
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryItem)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}

@@ -1,0 +1,130 @@
+package hub
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Source says where a Thing's description came from (lmos:origin.source).
+type Source string
+
+// Sources of a description.
+const (
+	SourceHTTP   Source = "http"
+	SourceMQTT   Source = "mqtt"
+	SourceWS     Source = "ws"
+	SourceMDNS   Source = "mdns"
+	SourceRemote Source = "remote"
+)
+
+// Origin is the hub extension lmos:origin.
+type Origin struct {
+	Source Source `json:"source"`
+	Hub    string `json:"hub,omitempty"`
+}
+
+// Presence status values.
+const (
+	PresenceOnline  = "online"
+	PresenceOffline = "offline"
+	PresenceUnknown = "unknown"
+)
+
+// Presence is the hub extension lmos:presence.
+type Presence struct {
+	Status string    `json:"status"`
+	Since  time.Time `json:"since"`
+	Via    Source    `json:"via,omitempty"`
+}
+
+// ThingMeta is what the hub knows about a Thing besides its document.
+type ThingMeta struct {
+	Created  time.Time `json:"created"`
+	Modified time.Time `json:"modified"`
+	// Expires is zero when the registration never expires.
+	Expires time.Time `json:"expires,omitzero"`
+	// TTL in seconds from registration.ttl; 0 when none was given.
+	TTL      int64    `json:"ttl,omitempty"`
+	Origin   Origin   `json:"origin"`
+	Presence Presence `json:"presence"`
+	// Verified is the DID whose proof verified, if any.
+	Verified string `json:"verified,omitempty"`
+}
+
+// ThingRecord is one stored Thing: the submitted bytes, kept exactly, and
+// the hub's metadata.
+type ThingRecord struct {
+	ID   string
+	Raw  []byte
+	Meta ThingMeta
+}
+
+// EventType names a change-feed event, as the W3C WoT Discovery SSE API does.
+type EventType string
+
+// Registry change events.
+const (
+	EventCreated EventType = "thing_created"
+	EventUpdated EventType = "thing_updated"
+	EventDeleted EventType = "thing_deleted"
+)
+
+// Event is one entry of the change feed. Seq increases by one per event and
+// never repeats, across restarts too.
+type Event struct {
+	Seq  uint64    `json:"seq"`
+	Type EventType `json:"type"`
+	ID   string    `json:"id"`
+	Time time.Time `json:"time"`
+	// TD is the submitted document of a created Thing (for diff=true).
+	TD json.RawMessage `json:"td,omitempty"`
+	// Patch is the RFC 7396 merge patch from the old to the new document of
+	// an updated Thing, including "id" (for diff=true).
+	Patch json.RawMessage `json:"patch,omitempty"`
+}
+
+// Batch is a set of changes committed in one durable transaction.
+type Batch struct {
+	Puts    []ThingRecord
+	Deletes []string
+	Events  []Event
+}
+
+// Store keeps Things and the change-feed log durably. Commit is called by
+// one goroutine at a time (the Registry's write loop); reads may run
+// concurrently with it.
+type Store interface {
+	// HubID returns the hub's stable id (a UUID created on first open).
+	HubID() string
+	// LoadThings calls fn for every stored Thing, in id order.
+	LoadThings(fn func(ThingRecord) error) error
+	// ThingRaw returns the submitted bytes of a Thing, or an ENOTFOUND error.
+	ThingRaw(id string) ([]byte, error)
+	// Commit applies b atomically and durably (fsync), appends b.Events to the
+	// event log and trims the log to its bound.
+	Commit(b *Batch) error
+	// LastSeq returns the highest event sequence ever committed (0 if none).
+	LastSeq() (uint64, error)
+	// EventsAfter calls fn for each logged event with Seq > seq, in order.
+	EventsAfter(seq uint64, fn func(Event) error) error
+}
+
+// Token is an admin bearer token as stored: never the secret, only its hash.
+type Token struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Hash    string    `json:"hash"` // hex SHA-256 of the secret
+	Created time.Time `json:"created"`
+	// Revoked is zero while the token is valid.
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// TokenStore keeps admin tokens.
+type TokenStore interface {
+	// PutToken stores t (insert or replace by ID).
+	PutToken(t Token) error
+	// TokenByHash finds a token by the hash of its secret, or ENOTFOUND.
+	TokenByHash(hash string) (Token, error)
+	// Tokens lists every token (revoked ones included), oldest first.
+	Tokens() ([]Token, error)
+}

@@ -1,0 +1,126 @@
+package hub
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// tokenPrefix marks lmos-hub secrets so secret scanners and people can tell
+// them apart from other bearer tokens.
+const tokenPrefix = "lmos_"
+
+// Tokens manages admin bearer tokens. Only SHA-256 hashes are stored; the
+// secrets have 256 bits of entropy, so a plain hash cannot be brute-forced.
+type Tokens struct {
+	store TokenStore
+	now   func() time.Time
+}
+
+// NewTokens returns a token manager over s.
+func NewTokens(s TokenStore, now func() time.Time) *Tokens {
+	if now == nil {
+		now = time.Now
+	}
+	return &Tokens{store: s, now: now}
+}
+
+// HashToken returns the stored form of a secret.
+func HashToken(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Create makes a new token and returns its secret, which is shown only once.
+func (m *Tokens) Create(name string) (string, Token, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", Token{}, fmt.Errorf("cannot create token: %w", err)
+	}
+	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	tok, err := m.Install(secret, name)
+	return secret, tok, err
+}
+
+// Install stores secret (its hash) as a valid admin token, for provisioning
+// with --admin-token. Installing a known secret returns its existing token
+// and revives it if it was revoked.
+func (m *Tokens) Install(secret, name string) (Token, error) {
+	if len(secret) < 16 || strings.ContainsAny(secret, " \t\r\n") {
+		return Token{}, Errorf(EINVALID, "an admin token must be at least 16 characters without spaces")
+	}
+	hash := HashToken(secret)
+	if t, err := m.store.TokenByHash(hash); err == nil {
+		if t.Revoked.IsZero() {
+			return t, nil
+		}
+		t.Revoked = time.Time{}
+		return t, m.store.PutToken(t)
+	} else if ErrorCode(err) != ENOTFOUND {
+		return Token{}, err
+	}
+	var idb [6]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return Token{}, fmt.Errorf("cannot create token id: %w", err)
+	}
+	t := Token{ID: hex.EncodeToString(idb[:]), Name: name, Hash: hash, Created: m.now().UTC()}
+	if err := m.store.PutToken(t); err != nil {
+		return Token{}, fmt.Errorf("cannot store token: %w", err)
+	}
+	return t, nil
+}
+
+// Verify returns the token for secret, or EUNAUTHORIZED when it is unknown
+// or revoked.
+func (m *Tokens) Verify(secret string) (Token, error) {
+	if secret == "" {
+		return Token{}, Errorf(EUNAUTHORIZED, "a bearer token is required")
+	}
+	t, err := m.store.TokenByHash(HashToken(secret))
+	switch {
+	case ErrorCode(err) == ENOTFOUND:
+		return Token{}, Errorf(EUNAUTHORIZED, "the bearer token is not valid")
+	case err != nil:
+		return Token{}, &Error{Code: EINTERNAL, Message: "cannot check the token", Err: err}
+	case !t.Revoked.IsZero():
+		return Token{}, Errorf(EUNAUTHORIZED, "the bearer token was revoked")
+	}
+	return t, nil
+}
+
+// List returns every token, revoked ones included.
+func (m *Tokens) List() ([]Token, error) { return m.store.Tokens() }
+
+// Revoke marks the token id revoked; it stops working at once.
+func (m *Tokens) Revoke(id string) error {
+	all, err := m.store.Tokens()
+	if err != nil {
+		return err
+	}
+	for _, t := range all {
+		if t.ID == id {
+			if t.Revoked.IsZero() {
+				t.Revoked = m.now().UTC()
+				return m.store.PutToken(t)
+			}
+			return nil
+		}
+	}
+	return Errorf(ENOTFOUND, "no token with id %q", id)
+}
+
+// ActiveCount returns how many tokens are not revoked.
+func (m *Tokens) ActiveCount() (int, error) {
+	all, err := m.store.Tokens()
+	n := 0
+	for _, t := range all {
+		if t.Revoked.IsZero() {
+			n++
+		}
+	}
+	return n, err
+}

@@ -1,0 +1,494 @@
+package hub
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxIDBytes is the longest Thing id accepted (PROTOCOL §1).
+const maxIDBytes = 512
+
+// ParseDocument decodes raw as one JSON object using json.Decoder with UseNumber (numbers stay json.Number,
+// so re-marshalling keeps their text). Trailing data after the object is an error. Not an object (array,
+// string, null…) is an error. Errors are *Error{Code: EINVALID, Message: "invalid JSON: <short reason>"}
+// or "a Thing Description must be a JSON object".
+func ParseDocument(raw []byte) (map[string]any, error) {
+	// encoding/json silently replaces invalid UTF-8 with U+FFFD, so the parsed
+	// document (and its id) could differ from the raw bytes the store keeps.
+	// RFC 8259 requires UTF-8 anyway.
+	if !utf8.Valid(raw) {
+		return nil, invalidJSONError("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, invalidJSONError(jsonErrorReason(err))
+	}
+	// Anything but whitespace after the value is an error: Token returns
+	// io.EOF only when the input is exhausted.
+	end := dec.InputOffset()
+	if _, err := dec.Token(); err != io.EOF {
+		rest := bytes.TrimLeft(raw[end:], " \t\r\n")
+		return nil, invalidJSONError(fmt.Sprintf("trailing data after the document at offset %d", len(raw)-len(rest)))
+	}
+	doc, ok := v.(map[string]any)
+	if !ok {
+		return nil, Errorf(EINVALID, "a Thing Description must be a JSON object")
+	}
+	return doc, nil
+}
+
+func invalidJSONError(reason string) *Error {
+	return Errorf(EINVALID, "invalid JSON: %s", reason)
+}
+
+// jsonErrorReason shortens a decoder error to something safe and useful for a
+// client: the syntax message with its offset, without Go type names.
+func jsonErrorReason(err error) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
+	case errors.Is(err, io.EOF):
+		return "empty document"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected end of input"
+	default:
+		return err.Error()
+	}
+}
+
+// ValidateID checks a Thing id per PROTOCOL §1: non-empty, at most 512 bytes, valid UTF-8, no NUL/control
+// characters (U+0000–U+001F, U+007F, and C1 U+0080–U+009F), an absolute URI (has a scheme per RFC 3986:
+// ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":" …), no spaces. Returns *Error{Code: EINVALID, Message: "invalid Thing id: <why>"} .
+func ValidateID(id string) error {
+	if why := idProblem(id); why != "" {
+		return Errorf(EINVALID, "invalid Thing id: %s", why)
+	}
+	return nil
+}
+
+// idProblem returns why id is not acceptable, or "". It is shared by
+// ValidateID and Validate so both word problems the same way.
+func idProblem(id string) string {
+	if id == "" {
+		return "must not be empty"
+	}
+	if len(id) > maxIDBytes {
+		return fmt.Sprintf("must be at most %d bytes", maxIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return "must be valid UTF-8"
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			return fmt.Sprintf("must not contain control characters (found U+%04X)", r)
+		}
+		// Any Unicode space, not only U+0020: ids end up in MQTT topics,
+		// URL paths and logs, where invisible separators cause confusion.
+		if unicode.IsSpace(r) {
+			return "must not contain spaces"
+		}
+	}
+	if !hasURIScheme(id) {
+		return "must be an absolute URI with a scheme (such as urn:, did: or https:)"
+	}
+	return ""
+}
+
+// hasURIScheme reports whether s starts with an RFC 3986 scheme followed by ':'
+// and something after it ("urn:" alone names nothing).
+func hasURIScheme(s string) bool {
+	colon := strings.IndexByte(s, ':')
+	if colon < 1 || colon == len(s)-1 {
+		return false
+	}
+	for i := 0; i < colon; i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// TopicKey returns the MQTT topic key of a Thing id per PROTOCOL §1: '%', '/', '+', '#' percent-encoded
+// with upper-case hex; everything else unchanged.
+func TopicKey(id string) string {
+	if !strings.ContainsAny(id, "%/+#") {
+		return id
+	}
+	var b strings.Builder
+	b.Grow(len(id) + 8)
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; c {
+		case '%', '/', '+', '#':
+			// '%' must be encoded too, or keys of different ids could collide.
+			const hex = "0123456789ABCDEF"
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// Validate checks a parsed TD against PROTOCOL §2 (the LMOS profile of TD 1.1) and returns nil or an
+// *Error{Code: EINVALID, Message: "invalid Thing Description", Fields: [...]} listing EVERY problem found,
+// each FieldError.Field a JSON pointer (RFC 6901, with ~0 ~1 escaping) to the offending member (or to where
+// a missing member should be, e.g. "/title"), sorted by Field for stable output.
+//
+// It checks the rules the hub relies on, not the full TD JSON Schema:
+// unknown members and lmos:* terms (except lmos:capabilities being an array)
+// pass through untouched.
+func Validate(doc map[string]any) error {
+	var v tdValidator
+	v.context(doc)
+	v.types(doc)
+	if id, ok := doc["id"]; ok {
+		if s, isStr := id.(string); !isStr {
+			v.add("/id", "must be a string")
+		} else if why := idProblem(s); why != "" {
+			v.add("/id", why)
+		}
+	}
+	v.requiredString(doc, "", "title")
+	v.optionalString(doc, "", "description")
+	v.stringMap(doc, "titles")
+	v.stringMap(doc, "descriptions")
+	v.security(doc)
+	for _, kind := range []string{"properties", "actions", "events"} {
+		v.affordances(doc, kind)
+	}
+	v.hrefList(doc, "forms")
+	v.hrefList(doc, "links")
+	v.registration(doc)
+	if c, ok := doc["lmos:capabilities"]; ok {
+		if _, isArr := c.([]any); !isArr {
+			v.add("/lmos:capabilities", "must be an array")
+		}
+	}
+	if len(v.fields) == 0 {
+		return nil
+	}
+	// Map iteration order is random; sorting makes responses and tests stable.
+	slices.SortStableFunc(v.fields, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+	return &Error{Code: EINVALID, Message: "invalid Thing Description", Fields: v.fields}
+}
+
+// tdValidator collects every problem instead of stopping at the first, so a
+// client can fix a document in one round trip.
+type tdValidator struct {
+	fields []FieldError
+}
+
+func (v *tdValidator) add(field, desc string) {
+	v.fields = append(v.fields, FieldError{Field: field, Description: desc})
+}
+
+// pointerAppend appends one reference token to a JSON pointer (RFC 6901 §3 escaping).
+func pointerAppend(base, token string) string {
+	if strings.ContainsAny(token, "~/") {
+		token = strings.ReplaceAll(token, "~", "~0")
+		token = strings.ReplaceAll(token, "/", "~1")
+	}
+	return base + "/" + token
+}
+
+func pointerIndex(base string, i int) string {
+	return base + "/" + strconv.Itoa(i)
+}
+
+func isTDContextURI(v any) bool {
+	s, ok := v.(string)
+	return ok && (s == ContextTD11 || s == ContextTD10)
+}
+
+func (v *tdValidator) context(doc map[string]any) {
+	const want = "must be the TD 1.1 context " + ContextTD11 + " or the TD 1.0 context " + ContextTD10
+	c, ok := doc["@context"]
+	if !ok {
+		v.add("/@context", "is required")
+		return
+	}
+	switch c := c.(type) {
+	case string:
+		if !isTDContextURI(c) {
+			v.add("/@context", want)
+		}
+	case []any:
+		if len(c) == 0 {
+			v.add("/@context", "must not be empty")
+			return
+		}
+		if !isTDContextURI(c[0]) {
+			v.add("/@context/0", want)
+		}
+		for i := 1; i < len(c); i++ {
+			switch c[i].(type) {
+			case string, map[string]any:
+			default:
+				v.add(pointerIndex("/@context", i), "must be a string or an object")
+			}
+		}
+	default:
+		v.add("/@context", "must be a string or an array")
+	}
+}
+
+func (v *tdValidator) types(doc map[string]any) {
+	t, ok := doc["@type"]
+	if !ok {
+		return
+	}
+	switch t := t.(type) {
+	case string:
+	case []any:
+		for i, e := range t {
+			if _, isStr := e.(string); !isStr {
+				v.add(pointerIndex("/@type", i), "must be a string")
+			}
+		}
+	default:
+		v.add("/@type", "must be a string or an array of strings")
+	}
+}
+
+// requiredString checks obj[key] (obj at pointer base) is a non-empty string.
+func (v *tdValidator) requiredString(obj map[string]any, base, key string) {
+	p := pointerAppend(base, key)
+	val, ok := obj[key]
+	if !ok {
+		v.add(p, "is required")
+		return
+	}
+	s, isStr := val.(string)
+	switch {
+	case !isStr:
+		v.add(p, "must be a string")
+	case s == "":
+		v.add(p, "must not be empty")
+	}
+}
+
+func (v *tdValidator) optionalString(obj map[string]any, base, key string) {
+	if val, ok := obj[key]; ok {
+		if _, isStr := val.(string); !isStr {
+			v.add(pointerAppend(base, key), "must be a string")
+		}
+	}
+}
+
+// stringMap checks a multi-language map such as titles: {"en": "…"}.
+func (v *tdValidator) stringMap(doc map[string]any, key string) {
+	val, ok := doc[key]
+	if !ok {
+		return
+	}
+	p := pointerAppend("", key)
+	m, isObj := val.(map[string]any)
+	if !isObj {
+		v.add(p, "must be an object")
+		return
+	}
+	for lang, s := range m {
+		if _, isStr := s.(string); !isStr {
+			v.add(pointerAppend(p, lang), "must be a string")
+		}
+	}
+}
+
+func (v *tdValidator) security(doc map[string]any) {
+	// defs stays nil unless securityDefinitions is an object: without one,
+	// every security name would be "undefined", which only adds noise.
+	var defs map[string]any
+	switch sd, ok := doc["securityDefinitions"]; {
+	case !ok:
+		v.add("/securityDefinitions", "is required")
+	default:
+		m, isObj := sd.(map[string]any)
+		if !isObj {
+			v.add("/securityDefinitions", "must be an object")
+			break
+		}
+		defs = m
+		if len(m) == 0 {
+			v.add("/securityDefinitions", "must define at least one security scheme")
+		}
+		for name, def := range m {
+			p := pointerAppend("/securityDefinitions", name)
+			d, isObj := def.(map[string]any)
+			if !isObj {
+				v.add(p, "must be an object")
+				continue
+			}
+			v.requiredString(d, p, "scheme")
+		}
+	}
+
+	checkName := func(p string, name any) {
+		s, isStr := name.(string)
+		if !isStr {
+			v.add(p, "must be a string")
+			return
+		}
+		if defs == nil {
+			return
+		}
+		if _, defined := defs[s]; !defined {
+			v.add(p, strconv.Quote(s)+" is not defined in securityDefinitions")
+		}
+	}
+	sec, ok := doc["security"]
+	if !ok {
+		v.add("/security", "is required")
+		return
+	}
+	switch sec := sec.(type) {
+	case string:
+		checkName("/security", sec)
+	case []any:
+		if len(sec) == 0 {
+			v.add("/security", "must name at least one security definition")
+		}
+		for i, name := range sec {
+			checkName(pointerIndex("/security", i), name)
+		}
+	default:
+		v.add("/security", "must be a string or an array of strings")
+	}
+}
+
+// affordances checks doc[kind] (properties, actions or events): every
+// affordance must carry at least one form with an href, or nobody can use it.
+func (v *tdValidator) affordances(doc map[string]any, kind string) {
+	val, ok := doc[kind]
+	if !ok {
+		return
+	}
+	p := pointerAppend("", kind)
+	m, isObj := val.(map[string]any)
+	if !isObj {
+		v.add(p, "must be an object")
+		return
+	}
+	for name, aff := range m {
+		ap := pointerAppend(p, name)
+		a, isObj := aff.(map[string]any)
+		if !isObj {
+			v.add(ap, "must be an object")
+			continue
+		}
+		fp := pointerAppend(ap, "forms")
+		forms, ok := a["forms"]
+		if !ok {
+			v.add(fp, "is required")
+			continue
+		}
+		arr, isArr := forms.([]any)
+		switch {
+		case !isArr:
+			v.add(fp, "must be an array")
+		case len(arr) == 0:
+			v.add(fp, "must not be empty")
+		default:
+			v.hrefEntries(fp, arr)
+		}
+	}
+}
+
+// hrefList checks the optional top-level forms or links arrays.
+func (v *tdValidator) hrefList(doc map[string]any, key string) {
+	val, ok := doc[key]
+	if !ok {
+		return
+	}
+	p := pointerAppend("", key)
+	arr, isArr := val.([]any)
+	if !isArr {
+		v.add(p, "must be an array")
+		return
+	}
+	v.hrefEntries(p, arr)
+}
+
+// hrefEntries checks that each entry of a forms or links array is an object
+// with a non-empty string href (an empty href points nowhere useful).
+func (v *tdValidator) hrefEntries(base string, arr []any) {
+	for i, e := range arr {
+		ep := pointerIndex(base, i)
+		obj, isObj := e.(map[string]any)
+		if !isObj {
+			v.add(ep, "must be an object")
+			continue
+		}
+		v.requiredString(obj, ep, "href")
+	}
+}
+
+// registration checks the WoT Discovery registration block the Registry
+// reads for TTL and expiry.
+func (v *tdValidator) registration(doc map[string]any) {
+	val, ok := doc["registration"]
+	if !ok {
+		return
+	}
+	reg, isObj := val.(map[string]any)
+	if !isObj {
+		v.add("/registration", "must be an object")
+		return
+	}
+	if ttl, ok := reg["ttl"]; ok {
+		if n, isNum := jsonNumberValue(ttl); !isNum {
+			v.add("/registration/ttl", "must be a number")
+		} else if n < 0 {
+			v.add("/registration/ttl", "must not be negative")
+		}
+	}
+	if exp, ok := reg["expires"]; ok {
+		s, isStr := exp.(string)
+		if !isStr {
+			v.add("/registration/expires", "must be a string")
+		} else if _, err := time.Parse(time.RFC3339, s); err != nil {
+			v.add("/registration/expires", "must be an RFC 3339 date-time")
+		}
+	}
+}
+
+// jsonNumberValue returns the value of a JSON number, accepting float64 as well as
+// json.Number so documents decoded without UseNumber validate the same.
+// Numbers too large for float64 come back as ±Inf, which still has the
+// right sign.
+func jsonNumberValue(val any) (float64, bool) {
+	switch n := val.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(n), 64)
+		if err != nil {
+			var ne *strconv.NumError
+			if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+				return f, true
+			}
+			return 0, false
+		}
+		return f, true
+	case float64:
+		return n, true
+	default:
+		return 0, false
+	}
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# test-deps.sh — install what the test suite needs. Idempotent: a second run
+# with nothing to do returns in well under a second.
+#
+#   * Debian packages providing required commands (node, npm, ...), installed
+#     with apt-get when the command is missing — only when running as root;
+#     otherwise the missing packages are listed and the script exits 1.
+#   * test/interop/node_modules via `npm ci`, skipped when the stamp file
+#     test/interop/node_modules/.lock-stamp holds the sha256 of
+#     test/interop/package-lock.json.
+#
+# To require another Debian package, add a `need_deb <command> <package>` line
+# below (e.g. `need_deb mosquitto_sub mosquitto-clients`, `need_deb chromium chromium`).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf 'test-deps: %s\n' "$*" >&2; }
+
+# ---- Debian packages -------------------------------------------------------
+
+MISSING_DEBS=()
+MISSING_CMDS=()
+
+# need_deb COMMAND PACKAGE: PACKAGE must be installed when COMMAND is not on PATH.
+need_deb() {
+	local cmd=$1 pkg=$2 p
+	command -v "$cmd" >/dev/null 2>&1 && return 0
+	MISSING_CMDS+=("$cmd")
+	for p in "${MISSING_DEBS[@]+"${MISSING_DEBS[@]}"}"; do
+		[[ $p == "$pkg" ]] && return 0
+	done
+	MISSING_DEBS+=("$pkg")
+}
+
+need_deb node nodejs
+need_deb npm npm
+# More later, e.g.:
+# need_deb mosquitto_sub mosquitto-clients
+# need_deb chromium chromium
+
+if ((${#MISSING_DEBS[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		log "missing commands: ${MISSING_CMDS[*]}"
+		log "install the Debian packages: ${MISSING_DEBS[*]}"
+		log "  e.g. sudo apt-get install --no-install-recommends ${MISSING_DEBS[*]}"
+		exit 1
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		log "missing commands: ${MISSING_CMDS[*]}; apt-get is not available to install ${MISSING_DEBS[*]}"
+		exit 1
+	fi
+	log "installing Debian packages: ${MISSING_DEBS[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${MISSING_DEBS[@]}"
+	hash -r
+	for c in "${MISSING_CMDS[@]}"; do
+		if ! command -v "$c" >/dev/null 2>&1; then
+			log "still missing after apt-get install: $c"
+			exit 1
+		fi
+	done
+fi
+
+# ---- npm packages for test/interop -----------------------------------------
+
+INTEROP=test/interop
+LOCK=$INTEROP/package-lock.json
+STAMP=$INTEROP/node_modules/.lock-stamp
+
+if [[ ! -f $LOCK ]]; then
+	log "$LOCK is missing"
+	exit 1
+fi
+
+want=$(sha256sum "$LOCK" | cut -d' ' -f1)
+have=$(cat "$STAMP" 2>/dev/null || true)
+if [[ $want == "$have" ]]; then
+	log "$INTEROP/node_modules is up to date"
+else
+	log "npm ci in $INTEROP (node $(node --version), npm $(npm --version))"
+	# npm ci removes node_modules first, so the stamp goes with it; write it only on success.
+	npm ci --no-audit --no-fund --prefix "$INTEROP"
+	printf '%s\n' "$want" >"$STAMP"
+fi

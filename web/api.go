@@ -1,0 +1,151 @@
+package web
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	now := s.cfg.Now()
+	st := map[string]any{
+		"name":       s.cfg.HubName,
+		"hubId":      s.cfg.HubID,
+		"version":    s.cfg.Version,
+		"started":    s.started.UTC().Format(time.RFC3339),
+		"uptime":     now.Sub(s.started).Round(time.Second).String(),
+		"things":     s.reg.Count(),
+		"revision":   s.reg.Revision(),
+		"components": s.checks(),
+	}
+	if s.cfg.StoreSize != nil {
+		st["storeBytes"] = s.cfg.StoreSize()
+	}
+	writeJSON(w, http.StatusOK, mtJSON, st)
+}
+
+// checks runs every health check; the map holds "up" or the error text.
+func (s *Server) checks() map[string]string {
+	out := make(map[string]string, len(s.cfg.Checks))
+	for name, check := range s.cfg.Checks {
+		if err := check(); err != nil {
+			out[name] = err.Error()
+		} else {
+			out[name] = "up"
+		}
+	}
+	return out
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	c := s.checks()
+	status, code := "up", http.StatusOK
+	for _, v := range c {
+		if v != "up" {
+			status, code = "down", http.StatusServiceUnavailable
+		}
+	}
+	writeJSON(w, code, mtJSON, map[string]any{"status": status, "components": c})
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	s.metrics.WritePrometheus(w)
+	metrics.WriteProcessMetrics(w)
+}
+
+type tokenView struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Created string `json:"created"`
+	Revoked string `json:"revoked,omitempty"`
+	Token   string `json:"token,omitempty"`
+}
+
+func viewToken(t hub.Token) tokenView {
+	v := tokenView{ID: t.ID, Name: t.Name, Created: t.Created.UTC().Format(time.RFC3339)}
+	if !t.Revoked.IsZero() {
+		v.Revoked = t.Revoked.UTC().Format(time.RFC3339)
+	}
+	return v
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	all, err := s.tokens.List()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]tokenView, len(all))
+	for i, t := range all {
+		out[i] = viewToken(t)
+	}
+	writeJSON(w, http.StatusOK, mtJSON, out)
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r, mtJSON)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Message: "the body must be {\"name\": \"…\"}", Err: err})
+		return
+	}
+	secret, t, err := s.tokens.Create(req.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v := viewToken(t)
+	v.Token = secret
+	writeJSON(w, http.StatusCreated, mtJSON, v)
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	if err := s.tokens.Revoke(r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// home is a plain page for a person who opens the hub in a browser before
+// the dashboard exists: what is registered and where the API is.
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	things, total := s.reg.List(0, 500)
+	type row struct{ ID, Title, Type, Presence string }
+	rows := make([]row, len(things))
+	for i, t := range things {
+		title, _ := t.Doc["title"].(string)
+		typ, _ := t.Doc["@type"].(string)
+		rows[i] = row{t.ID, title, typ, t.Meta.Presence.Status}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = homePage.Execute(w, map[string]any{"Name": s.cfg.HubName, "Version": s.cfg.Version, "Total": total, "Rows": rows})
+}
+
+var homePage = template.Must(template.New("home").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Name}} · lmos-hub</title>
+<style>body{font:16px system-ui,sans-serif;margin:1rem auto;max-width:60rem;padding:0 1rem}table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.3rem;border-bottom:1px solid #ddd;word-break:break-all}</style>
+</head><body>
+<h1>{{.Name}}</h1>
+<p>lmos-hub {{.Version}} · {{.Total}} Things registered ·
+<a href="/.well-known/wot">directory TD</a> · <a href="/things">/things</a> · <a href="/api/status">status</a> · <a href="/metrics">metrics</a></p>
+<table><thead><tr><th>Title</th><th>Type</th><th>Presence</th><th>Id</th></tr></thead><tbody>
+{{range .Rows}}<tr><td>{{.Title}}</td><td>{{.Type}}</td><td>{{.Presence}}</td><td>{{.ID}}</td></tr>
+{{else}}<tr><td colspan="4">Nothing registered yet.</td></tr>{{end}}
+</tbody></table></body></html>
+`))

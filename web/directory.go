@@ -1,0 +1,118 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// directoryTD serves the hub's own Thing Description: a W3C WoT Thing
+// Directory whose base is the URL the request came to, so the same TD works
+// from every interface and name the hub is reached by.
+func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	base := scheme + "://" + r.Host + "/"
+	writeJSON(w, http.StatusOK, mtTD, s.directoryDoc(base))
+}
+
+func (s *Server) directoryDoc(base string) map[string]any {
+	obj := func(kv ...any) map[string]any {
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	idVar := obj("id", obj("title", "Thing id", "type", "string", "format", "iri-reference"))
+	form := func(href, method, op string, extra ...any) map[string]any {
+		f := obj(append([]any{"href", href, "htv:methodName", method, "op", op}, extra...)...)
+		return f
+	}
+	writeSec := []any{"bearer_sc"}
+	problem := []any{obj("success", false, "contentType", "application/problem+json")}
+	td := obj(
+		"@context", []any{hub.ContextTD11, hub.ContextDiscovery, obj("lmos", hub.ContextLMOS)},
+		"@type", "ThingDirectory",
+		"id", "urn:uuid:"+s.cfg.HubID,
+		"title", s.cfg.HubName,
+		"description", "lmos-hub: a W3C WoT Thing Description Directory for LMOS agents and tools",
+		"version", obj("instance", s.cfg.Version),
+		"base", base,
+		"securityDefinitions", obj(
+			"nosec_sc", obj("scheme", "nosec"),
+			"bearer_sc", obj("scheme", "bearer", "in", "header", "name", "Authorization", "format", "opaque"),
+		),
+		"security", "nosec_sc",
+		"properties", obj("things", obj(
+			"description", "Retrieve all Thing Descriptions, in id order",
+			"uriVariables", obj(
+				"offset", obj("title", "Number of TDs to skip", "type", "integer", "minimum", 0),
+				"limit", obj("title", "Number of TDs in a page", "type", "integer", "minimum", 1),
+				"format", obj("title", "Payload format", "type", "string", "enum", []any{"array", "collection"}),
+			),
+			"readOnly", true,
+			"type", "array",
+			"items", obj("type", "object"),
+			"forms", []any{form("things{?offset,limit,format}", "GET", "readproperty",
+				"contentType", mtLDJSON, "additionalResponses", problem)},
+		)),
+		"actions", obj(
+			"createThing", obj("description", "Create a Thing Description under its id",
+				"uriVariables", idVar, "input", obj("type", "object"), "idempotent", true,
+				"forms", []any{form("things/{id}", "PUT", "invokeaction", "contentType", mtTD, "security", writeSec,
+					"additionalResponses", problem)}),
+			"createAnonymousThing", obj("description", "Create a Thing Description without id; the hub assigns one",
+				"input", obj("type", "object"), "output", obj("description", "Location header: the id given", "type", "string"),
+				"forms", []any{form("things", "POST", "invokeaction", "contentType", mtTD, "security", writeSec,
+					"additionalResponses", problem)}),
+			"retrieveThing", obj("description", "Retrieve a Thing Description", "uriVariables", idVar,
+				"output", obj("type", "object"), "safe", true, "idempotent", true,
+				"forms", []any{form("things/{id}", "GET", "invokeaction", "contentType", mtTD, "additionalResponses", problem)}),
+			"updateThing", obj("description", "Replace a Thing Description", "uriVariables", idVar,
+				"input", obj("type", "object"), "idempotent", true,
+				"forms", []any{form("things/{id}", "PUT", "invokeaction", "contentType", mtTD, "security", writeSec,
+					"additionalResponses", problem)}),
+			"partiallyUpdateThing", obj("description", "Update a Thing Description with a JSON merge patch", "uriVariables", idVar,
+				"input", obj("type", "object"),
+				"forms", []any{form("things/{id}", "PATCH", "invokeaction", "contentType", mtMergePatch, "security", writeSec,
+					"additionalResponses", problem)}),
+			"deleteThing", obj("description", "Delete a Thing Description", "uriVariables", idVar, "idempotent", true,
+				"forms", []any{form("things/{id}", "DELETE", "invokeaction", "security", writeSec, "additionalResponses", problem)}),
+			"searchJSONPath", obj("description", "Search Thing Descriptions with an RFC 9535 JSONPath query",
+				"uriVariables", obj("query", obj("type", "string")), "output", obj("type", "array"), "safe", true, "idempotent", true,
+				"forms", []any{form("search/jsonpath{?query}", "GET", "invokeaction", "contentType", mtJSON, "additionalResponses", problem)}),
+			"lmos:searchText", obj("description", "Ranked capability search over titles, descriptions, affordances and lmos:capabilities (LMOS extension)",
+				"uriVariables", obj("q", obj("type", "string"), "type", obj("type", "string"), "limit", obj("type", "integer", "minimum", 1)),
+				"output", obj("type", "array"), "safe", true, "idempotent", true,
+				"forms", []any{form("search/text{?q,type,limit}", "GET", "invokeaction", "contentType", mtJSON, "additionalResponses", problem)}),
+		),
+		"events", obj(
+			"thing_created", sseEvent("A Thing Description was created", "thing_created"),
+			"thing_updated", sseEvent("A Thing Description was updated", "thing_updated"),
+			"thing_deleted", sseEvent("A Thing Description was deleted", "thing_deleted"),
+		),
+		"links", []any{
+			obj("rel", "lmos:status", "href", "api/status", "type", mtJSON),
+		},
+	)
+	if s.cfg.Private {
+		td["security"] = "bearer_sc"
+	}
+	return td
+}
+
+func sseEvent(desc, name string) map[string]any {
+	return map[string]any{
+		"description":  desc,
+		"uriVariables": map[string]any{"diff": map[string]any{"type": "boolean"}},
+		"data":         map[string]any{"type": "object"},
+		"forms": []any{map[string]any{
+			"href": "events/" + name + "{?diff}", "subprotocol": "sse",
+			"contentType": "text/event-stream", "op": []any{"subscribeevent", "unsubscribeevent"},
+			"htv:methodName": "GET",
+		}},
+	}
+}

@@ -1,0 +1,121 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// events serves the W3C WoT Discovery change feed as server-sent events.
+// Last-Event-ID replays what the client missed from the store's bounded log.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	var only hub.EventType
+	if t := r.PathValue("type"); t != "" {
+		only = hub.EventType(t)
+		if only != hub.EventCreated && only != hub.EventUpdated && only != hub.EventDeleted {
+			s.writeError(w, r, hub.Errorf(hub.ENOTFOUND, "no event type %q; use thing_created, thing_updated or thing_deleted", t))
+			return
+		}
+	}
+	q := r.URL.Query()
+	diff := q.Get("diff") == "true"
+	last := r.Header.Get("Last-Event-ID")
+	var after uint64
+	if last != "" {
+		n, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
+		if err != nil {
+			s.writeError(w, r, hub.Errorf(hub.EINVALID, "Last-Event-ID must be an event sequence number, not %q", last))
+			return
+		}
+		after = n
+	}
+	sub, past, err := s.reg.Subscribe(after, last != "")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer sub.Cancel()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	var buf bytes.Buffer
+	send := func() bool {
+		// A client that cannot take a frame within this time is gone.
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, err := w.Write(buf.Bytes())
+		buf.Reset()
+		return err == nil && rc.Flush() == nil
+	}
+	buf.WriteString("retry: 2000\n\n")
+	for _, e := range past {
+		if only == "" || e.Type == only {
+			s.frame(&buf, e, diff)
+		}
+	}
+	if !send() {
+		return
+	}
+	beat := time.NewTicker(s.cfg.SSEHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.closing:
+			return
+		case <-beat.C:
+			buf.WriteString(": keep-alive\n\n")
+		case e, ok := <-sub.C:
+			if !ok {
+				if sub.Dropped() {
+					s.sse.Inc()
+					s.log.Warn("sse client too slow, disconnected", "remote", r.RemoteAddr)
+				}
+				return
+			}
+			if only != "" && e.Type != only {
+				continue
+			}
+			s.frame(&buf, e, diff)
+		}
+		if !send() {
+			return
+		}
+	}
+}
+
+// frame writes one SSE event. data is {"id"} unless diff asks for the TD of
+// a creation or the merge patch of an update.
+func (s *Server) frame(buf *bytes.Buffer, e hub.Event, diff bool) {
+	data := []byte(nil)
+	switch {
+	case diff && e.Type == hub.EventCreated && len(e.TD) > 0:
+		var c bytes.Buffer
+		if json.Compact(&c, e.TD) == nil {
+			data = c.Bytes()
+		}
+	case diff && e.Type == hub.EventUpdated && len(e.Patch) > 0:
+		data = e.Patch
+	}
+	if data == nil {
+		data, _ = json.Marshal(map[string]string{"id": e.ID})
+	}
+	buf.WriteString("event: ")
+	buf.WriteString(string(e.Type))
+	buf.WriteString("\nid: ")
+	buf.WriteString(strconv.FormatUint(e.Seq, 10))
+	buf.WriteString("\ndata: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+}

@@ -1,0 +1,243 @@
+// Package web is the hub's HTTP adapter: the W3C WoT Discovery directory API
+// (/things, search, SSE change events, the directory TD), the hub API under
+// /api, health and Prometheus metrics.
+package web
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// Config is what the HTTP adapter needs from the hub's configuration.
+type Config struct {
+	HubID   string
+	HubName string
+	Version string
+	// MaxBodyBytes bounds request bodies (TDs, patches); default 256 KiB.
+	MaxBodyBytes int64
+	// WriteRate and WriteBurst limit writes per client address; rate 0
+	// disables the limit.
+	WriteRate  float64
+	WriteBurst int
+	// Private requires a token for reads too.
+	Private bool
+	// Checks are the components /healthz reports; a nil error means up.
+	Checks map[string]func() error
+	// StoreSize reports the store's size in bytes for status and metrics.
+	StoreSize func() int64
+	// SSEHeartbeat is the interval of keep-alive comments (default 15 s).
+	SSEHeartbeat time.Duration
+	Now          func() time.Time
+	Logger       *slog.Logger
+}
+
+// Server serves the hub over HTTP.
+type Server struct {
+	reg     *hub.Registry
+	tokens  *hub.Tokens
+	cfg     Config
+	log     *slog.Logger
+	started time.Time
+	limit   *limiter
+	metrics *metrics.Set
+	mux     *http.ServeMux
+	sse     *metrics.Counter // SSE clients dropped for being too slow
+	closing chan struct{}
+	once    sync.Once
+}
+
+// New returns a Server over the registry and token manager.
+func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 256 << 10
+	}
+	if cfg.SSEHeartbeat <= 0 {
+		cfg.SSEHeartbeat = 15 * time.Second
+	}
+	s := &Server{
+		reg: reg, tokens: tokens, cfg: cfg, log: cfg.Logger,
+		started: cfg.Now(),
+		limit:   newLimiter(cfg.WriteRate, cfg.WriteBurst, cfg.Now),
+		metrics: metrics.NewSet(),
+		mux:     http.NewServeMux(),
+		closing: make(chan struct{}),
+	}
+	s.metrics.NewGauge("lmos_registry_things", func() float64 { return float64(reg.Count()) })
+	s.metrics.NewGauge("lmos_registry_revision", func() float64 { return float64(reg.Revision()) })
+	if cfg.StoreSize != nil {
+		s.metrics.NewGauge("lmos_store_size_bytes", func() float64 { return float64(cfg.StoreSize()) })
+	}
+	s.metrics.NewGauge("lmos_uptime_seconds", func() float64 { return cfg.Now().Sub(s.started).Seconds() })
+	s.sse = s.metrics.NewCounter("lmos_sse_dropped_total")
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /things", s.read(s.listThings))
+	m.HandleFunc("POST /things", s.write(s.createThing))
+	m.HandleFunc("GET /things/{id}", s.read(s.getThing))
+	m.HandleFunc("PUT /things/{id}", s.write(s.putThing))
+	m.HandleFunc("PATCH /things/{id}", s.write(s.patchThing))
+	m.HandleFunc("DELETE /things/{id}", s.write(s.deleteThing))
+	m.HandleFunc("GET /search/jsonpath", s.read(s.searchJSONPath))
+	m.HandleFunc("GET /search/text", s.read(s.searchText))
+	m.HandleFunc("GET /events", s.read(s.events))
+	m.HandleFunc("GET /events/{type}", s.read(s.events))
+	m.HandleFunc("GET /.well-known/wot", s.read(s.directoryTD))
+	m.HandleFunc("GET /api/status", s.read(s.status))
+	m.HandleFunc("GET /api/tokens", s.admin(s.listTokens))
+	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
+	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
+	m.HandleFunc("GET /healthz", s.healthz)
+	m.HandleFunc("GET /metrics", s.serveMetrics)
+	m.HandleFunc("GET /{$}", s.read(s.home))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, hub.Errorf(hub.ENOTFOUND, "no resource at %s", r.URL.Path))
+	})
+}
+
+// CloseStreams ends every open event stream; call it before
+// http.Server.Shutdown, which does not wait for them otherwise.
+func (s *Server) CloseStreams() { s.once.Do(func() { close(s.closing) }) }
+
+// ServeHTTP counts every request by status and route class.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	s.mux.ServeHTTP(sw, r)
+	_, pattern := s.mux.Handler(r)
+	if pattern == "" || pattern == "/" {
+		pattern = "other"
+	}
+	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_http_requests_total{route=%q,code="%d"}`, pattern, sw.status)).Inc()
+	if !strings.HasPrefix(pattern, "GET /events") {
+		s.metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`lmos_http_request_duration_seconds{route=%q}`, pattern)).UpdateDuration(start)
+	}
+	s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "dur", time.Since(start))
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// read guards a read endpoint: open on the LAN unless http.private is on.
+func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
+	if !s.cfg.Private {
+		return h
+	}
+	return s.admin(h)
+}
+
+// admin requires a valid admin bearer token.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.tokens.Verify(bearer(r)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// write rate-limits per client before checking the token, so guessing
+// tokens is limited too, then requires an admin token.
+func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
+	authed := s.admin(h)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := s.limit.allow(clientAddr(r)); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+			s.writeError(w, r, hub.Errorf(hub.ERATELIMIT, "too many writes from this client; retry in %s", wait.Round(time.Millisecond)))
+			return
+		}
+		authed(w, r)
+	}
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// readBody reads a request body of one of the accepted media types, within
+// the size limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, accepted ...string) ([]byte, error) {
+	mt := mediaType(r.Header.Get("Content-Type"))
+	ok := false
+	for _, a := range accepted {
+		ok = ok || mt == a
+	}
+	if !ok {
+		got := mt
+		if got == "" {
+			got = "none"
+		}
+		return nil, hub.Errorf(hub.EUNSUPPORTED, "Content-Type %s is not accepted here; use %s", got, strings.Join(accepted, " or "))
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, tooLarge(s.cfg.MaxBodyBytes)
+	}
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	b, err := readAll(body, r.ContentLength)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge(s.cfg.MaxBodyBytes)
+	case err != nil:
+		return nil, &hub.Error{Code: hub.EINVALID, Message: "cannot read the request body", Err: err}
+	}
+	return b, nil
+}
+
+func tooLarge(limit int64) error {
+	return hub.Errorf(hub.ETOOLARGE, "the body is larger than the limit of %d bytes (http.maxBodyBytes)", limit)
+}
+
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
