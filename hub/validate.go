@@ -441,6 +441,10 @@ func (v *tdValidator) hrefEntries(base string, arr []any) {
 	}
 }
 
+// MaxTTLSeconds bounds registration.ttl so that expiry arithmetic cannot
+// overflow; a registration meant to last longer should omit the TTL.
+const MaxTTLSeconds = 10 * 365 * 24 * 3600
+
 // registration checks the WoT Discovery registration block the Registry
 // reads for TTL and expiry.
 func (v *tdValidator) registration(doc map[string]any) {
@@ -458,6 +462,8 @@ func (v *tdValidator) registration(doc map[string]any) {
 			v.add("/registration/ttl", "must be a number")
 		} else if n < 0 {
 			v.add("/registration/ttl", "must not be negative")
+		} else if n > MaxTTLSeconds {
+			v.add("/registration/ttl", fmt.Sprintf("must be at most %d seconds (10 years)", MaxTTLSeconds))
 		}
 	}
 	if exp, ok := reg["expires"]; ok {

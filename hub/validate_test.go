@@ -11,9 +11,19 @@ import (
 	"testing"
 )
 
-// sampleTDDir holds the shared sample Thing Descriptions. Tests that need it
-// skip when it is absent rather than fail on a machine without it.
-const sampleTDDir = "/work/shared/testdata/tds"
+// sampleTDDirs hold the sample Thing Descriptions: the repository's copy
+// first, then the shared one it was taken from. Tests that need them skip
+// when neither exists rather than fail on a machine without them.
+var sampleTDDirs = []string{"../testdata/tds", "/work/shared/testdata/tds"}
+
+func sampleTDFiles() []string {
+	for _, dir := range sampleTDDirs {
+		if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) > 0 {
+			return files
+		}
+	}
+	return nil
+}
 
 // baseTD exercises every member Validate looks at, so each table case below
 // breaks exactly one thing.
@@ -203,6 +213,8 @@ func TestValidateRules(t *testing.T) {
 		{"registration empty", func(t *testing.T, d doc) { d["registration"] = jv(t, `{}`) }, nil},
 		{"ttl zero", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `0`) }, nil},
 		{"ttl fractional", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `1.5e2`) }, nil},
+		{"ttl huge", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `1e300`) }, []string{"/registration/ttl"}},
+		{"ttl beyond float", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `1e999`) }, []string{"/registration/ttl"}},
 		{"ttl negative", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `-1`) }, []string{"/registration/ttl"}},
 		{"ttl negative float64", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = -0.5 }, []string{"/registration/ttl"}},
 		{"ttl string", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = "60" }, []string{"/registration/ttl"}},
@@ -316,9 +328,9 @@ func TestValidateDoesNotMutate(t *testing.T) {
 
 func readSampleTDs(t testing.TB) map[string][]byte {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(sampleTDDir, "*.json"))
+	files := sampleTDFiles()
 	if len(files) == 0 {
-		t.Skipf("no sample TDs in %s", sampleTDDir)
+		t.Skipf("no sample TDs in %v", sampleTDDirs)
 	}
 	out := map[string][]byte{}
 	for _, f := range files {
@@ -521,8 +533,7 @@ func TestTopicKey(t *testing.T) {
 }
 
 func FuzzParseValidate(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join(sampleTDDir, "*.json"))
-	for _, file := range files {
+	for _, file := range sampleTDFiles() {
 		if b, err := os.ReadFile(file); err == nil {
 			f.Add(b)
 		}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tdPlayground runs the W3C TD Playground validator (npm
+// @thing-description-playground/core, checkJsonLd false) on files and
+// returns each file's verdict. make test installs it; elsewhere the test
+// skips unless LMOS_INTEROP=1 demands it.
+func tdPlayground(t *testing.T, files ...string) map[string]bool {
+	t.Helper()
+	script, _ := filepath.Abs("../../test/interop/validate-td.mjs")
+	if _, err := os.Stat("../../test/interop/node_modules/@thing-description-playground/core"); err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("TD playground validator not installed (run scripts/test-deps.sh): %v", err)
+		}
+		t.Skip("TD playground validator not installed; `make test` installs it")
+	}
+	cmd := exec.Command("node", append([]string{script}, files...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() > 1) {
+		t.Fatalf("validator: %v\n%s", err, stderr.String())
+	}
+	verdicts := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r struct {
+			File   string `json:"file"`
+			Valid  bool   `json:"valid"`
+			Errors []any  `json:"errors"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("validator output %q: %v", sc.Text(), err)
+		}
+		verdicts[r.File] = r.Valid
+		if !r.Valid {
+			t.Logf("validator: %s invalid: %v", filepath.Base(r.File), r.Errors)
+		}
+	}
+	if len(verdicts) != len(files) {
+		t.Fatalf("validator judged %d of %d files:\n%s\n%s", len(verdicts), len(files), out, stderr.String())
+	}
+	return verdicts
+}
+
+// TestServedTDsPassPlayground validates every TD the hub serves: the
+// samples as enriched by the hub, an anonymous one, and the directory TD.
+// The invalid samples are rejected by both the hub and the validator.
+func TestServedTDsPassPlayground(t *testing.T) {
+	h := startHub(t, nil)
+	dir := t.TempDir()
+	var served []string
+	save := func(name string, body []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, s := range []struct{ file, id string }{
+		{"thermostat-agent.json", thermostatID}, {"chat-agent.json", chatID}, {"diagnostics-tool.json", diagID},
+	} {
+		h.put(s.id, sample(t, s.file))
+		_, body := h.do("GET", "/things/"+pathEscape(s.id), "", nil, "")
+		served = append(served, save("served-"+s.file, body))
+	}
+	resp, _ := h.do("POST", "/things", "application/td+json", bytes.Replace(makeTD("x", "anonymous"), []byte(`"id":"x",`), nil, 1), testToken)
+	if resp.StatusCode != 201 {
+		t.Fatalf("POST anonymous: %d", resp.StatusCode)
+	}
+	_, body := h.do("GET", resp.Header.Get("Location"), "", nil, "")
+	served = append(served, save("served-anonymous.json", body))
+	_, body = h.do("GET", "/.well-known/wot", "", nil, "")
+	served = append(served, save("directory.json", body))
+
+	var invalid []string
+	for _, name := range []string{"invalid-missing-security.json", "invalid-undefined-security.json"} {
+		raw := sample(t, name)
+		var doc map[string]any
+		_ = json.Unmarshal(raw, &doc)
+		resp, body := h.do("PUT", "/things/"+pathEscape(doc["id"].(string)), "application/td+json", raw, testToken)
+		expectProblem(t, resp, body, 400, "invalid Thing Description")
+		invalid = append(invalid, save(name, raw))
+	}
+	var list []any
+	h.getJSON("/things", 200, &list)
+	if len(list) != 4 {
+		t.Errorf("%d Things stored, want 4 (invalid samples must not be stored)", len(list))
+	}
+
+	verdicts := tdPlayground(t, append(served, invalid...)...)
+	for _, f := range served {
+		if !verdicts[f] {
+			t.Errorf("the TD playground rejects %s served by the hub", filepath.Base(f))
+		}
+	}
+	for _, f := range invalid {
+		if verdicts[f] {
+			t.Errorf("the TD playground accepts %s", filepath.Base(f))
+		}
+	}
+	if t.Failed() {
+		t.Log(strings.Join(served, "\n"))
+	}
+}

@@ -1,0 +1,310 @@
+package hub_test
+
+// Registry benchmarks over a real bbolt store in b.TempDir(). The figures
+// and the commands that produce them are in docs/PERFORMANCE.md.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/store"
+)
+
+// benchTD is one generated Thing Description.
+type benchTD struct {
+	ID, Title string
+	Raw       []byte
+}
+
+// benchTDTemplate is testdata/tds/thermostat-agent.json with its varying
+// parts as placeholders (~2.4 KB once filled in).
+const benchTDTemplate = `{
+  "@context": ["https://www.w3.org/2022/wot/td/v1.1", {"lmos": "https://eclipse.dev/lmos/protocol/v1"}],
+  "@type": "lmos:{TYPE}",
+  "id": "{ID}",
+  "title": "{TITLE}",
+  "description": "Keeps the {ROOM} {THING} at a target {QTY} and answers questions about {THING} {QTY}.",
+  "lmos:metadata": {"lmos:vendor": {"lmos:name": "Example {THING} GmbH", "lmos:url": "https://{THING}.example"}},
+  "lmos:capabilities": [
+    {"id": "urn:example:capability:{THING}:{VERB}-{QTY}", "name": "{VERB} {QTY}", "version": "1.0.{N}",
+     "description": "{VERB}s the {QTY} of the {ROOM} {THING}", "examples": ["{VERB} the {ROOM} {QTY} to {N}"]}
+  ],
+  "securityDefinitions": {"nosec_sc": {"scheme": "nosec"}},
+  "security": "nosec_sc",
+  "properties": {
+    "{QTY}": {
+      "type": "number", "unit": "{UNIT}", "readOnly": true, "observable": true,
+      "forms": [{"href": "mqtt://hub.local:1883/lmos/v1/things/{ID}/properties/{QTY}",
+                 "op": ["readproperty", "observeproperty"], "contentType": "application/cbor",
+                 "mqv:filter": "lmos/v1/things/{ID}/properties/{QTY}",
+                 "mqv:retain": true}]
+    }
+  },
+  "actions": {
+    "{ACTION}": {
+      "description": "{VERB} the {QTY} of the {THING}",
+      "input": {"type": "object", "properties": {"value": {"type": "number", "minimum": 0, "maximum": {N}}}, "required": ["value"]},
+      "output": {"type": "object", "properties": {"accepted": {"type": "boolean"}}},
+      "forms": [{"href": "mqtt://hub.local:1883/lmos/v1/things/{ID}/actions/{ACTION}",
+                 "op": "invokeaction", "contentType": "application/cbor",
+                 "mqv:topic": "lmos/v1/things/{ID}/actions/{ACTION}"}]
+    }
+  },
+  "events": {
+    "{EVENT}": {
+      "data": {"type": "object", "properties": {"{QTY}": {"type": "number"}}},
+      "forms": [{"href": "mqtt://hub.local:1883/lmos/v1/things/{ID}/events/{EVENT}",
+                 "op": "subscribeevent", "contentType": "application/cbor",
+                 "mqv:filter": "lmos/v1/things/{ID}/events/{EVENT}"}]
+    }
+  }
+}`
+
+// makeBenchTDs returns n distinct TDs modelled on thermostat-agent.json:
+// ids, titles, descriptions, capabilities and affordance names all vary.
+// Word-list lengths are coprime so the combinations spread.
+func makeBenchTDs(n int) []benchTD {
+	rooms := []string{"living room", "kitchen", "bedroom", "office", "garage", "cellar", "attic", "hallway", "bathroom", "garden", "nursery", "workshop", "studio"}
+	things := []string{"thermostat", "lamp", "blind", "lock", "heater", "fan", "sensor", "camera", "speaker", "pump", "boiler", "window"}
+	qtys := []string{"temperature", "humidity", "brightness", "position", "power", "pressure", "level", "speed", "volume", "flow", "noise"}
+	units := []string{"degree Celsius", "percent", "lux", "percent", "watt", "hectopascal", "percent", "rpm", "decibel", "litre per minute", "decibel"}
+	verbs := []string{"set", "toggle", "open", "close", "start", "stop", "dim", "reset", "calibrate", "schedule"}
+	events := []string{"overheat", "threshold", "fault", "motion", "lowBattery", "tamper", "alarm"}
+	ns := uuid.MustParse("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+	tds := make([]benchTD, n)
+	for i := range tds {
+		room, thing, q, verb := rooms[i%13], things[i%12], i%11, verbs[(i/7)%10]
+		id := "urn:uuid:" + uuid.NewSHA1(ns, fmt.Append(nil, i)).String()
+		title := fmt.Sprintf("%s%s %s agent %d", strings.ToUpper(room[:1]), room[1:], thing, i)
+		raw := strings.NewReplacer("{TYPE}", []string{"Agent", "Tool"}[i%2], "{ID}", id, "{TITLE}", title,
+			"{ROOM}", room, "{THING}", thing, "{QTY}", qtys[q], "{UNIT}", units[q], "{VERB}", verb,
+			"{ACTION}", verb+strings.ToUpper(qtys[q][:1])+qtys[q][1:], "{EVENT}", events[i%7],
+			"{N}", fmt.Sprint(i%90+10)).Replace(benchTDTemplate)
+		tds[i] = benchTD{ID: id, Title: title, Raw: []byte(raw)}
+	}
+	return tds
+}
+
+const benchThings = 10_000
+
+var benchTDs = sync.OnceValue(func() []benchTD { return makeBenchTDs(benchThings) })
+
+// openBenchRegistry opens a registry over a fresh bbolt store in dir.
+func openBenchRegistry(b *testing.B, dir string) (*hub.Registry, func()) {
+	b.Helper()
+	db, err := store.Open(dir, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return reg, func() { reg.Close(); db.Close() }
+}
+
+// putAll puts tds through reg from writers concurrent goroutines.
+func putAll(b *testing.B, reg *hub.Registry, tds []benchTD, writers int) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(tds) {
+					return
+				}
+				if _, err := reg.Put(context.Background(), tds[i].ID, tds[i].Raw, hub.Origin{Source: hub.SourceHTTP}); err != nil {
+					errs <- fmt.Errorf("put %s: %w", tds[i].ID, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// loadedRegistry returns a registry holding the 10k benchmark TDs.
+func loadedRegistry(b *testing.B) *hub.Registry {
+	b.Helper()
+	reg, closeReg := openBenchRegistry(b, b.TempDir())
+	b.Cleanup(closeReg)
+	putAll(b, reg, benchTDs(), 32)
+	if n := reg.Count(); n != benchThings {
+		b.Fatalf("registry holds %d things, want %d", n, benchThings)
+	}
+	return reg
+}
+
+// reportPercentiles reports the p50 and p99 of d in unit (e.g. "µs").
+func reportPercentiles(b *testing.B, d []time.Duration, unit time.Duration, name string) {
+	b.Helper()
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2])/float64(unit), "p50-"+name)
+	b.ReportMetric(float64(d[len(d)*99/100])/float64(unit), "p99-"+name)
+}
+
+// benchPut loads all benchmark TDs into a fresh store per iteration with
+// the given number of writers and reports puts per second.
+func benchPut(b *testing.B, writers, count int) {
+	tds := benchTDs()[:count]
+	var puts int
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		reg, closeReg := openBenchRegistry(b, b.TempDir())
+		b.StartTimer()
+		start := time.Now()
+		putAll(b, reg, tds, writers)
+		elapsed += time.Since(start)
+		puts += len(tds)
+		b.StopTimer()
+		closeReg()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(puts)/elapsed.Seconds(), "puts/s")
+}
+
+// BenchmarkRegistryPut10k: 32 concurrent writers register 10k distinct TDs
+// with durable (fsynced) commits; one op is the whole 10k load.
+func BenchmarkRegistryPut10k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	benchPut(b, 32, benchThings)
+}
+
+// BenchmarkRegistryPutSequential: one writer, so one fsync per put; 1,000
+// puts per op keep the run short at a few ms per fsync.
+func BenchmarkRegistryPutSequential(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	benchPut(b, 1, 1000)
+}
+
+// BenchmarkRegistryGet is GET /things/{id} in-process: Get + Enriched +
+// json.Marshal of a random one of 10k Things.
+func BenchmarkRegistryGet(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	reg := loadedRegistry(b)
+	tds := benchTDs()
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		id := tds[(i*7919)%len(tds)].ID // a fixed pseudo-random walk over all ids
+		i++
+		start := time.Now()
+		t, err := reg.Get(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := json.Marshal(t.Enriched(time.Now())); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	reportPercentiles(b, lat, time.Microsecond, "µs")
+}
+
+// BenchmarkSearchJSONPath10k runs discovery queries over 10k Things: a
+// title lookup, a capability lookup, and (worst case) a descendant query.
+func BenchmarkSearchJSONPath10k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	reg := loadedRegistry(b)
+	queries := []struct{ name, q string }{
+		{"title", fmt.Sprintf("$[?@.title==%q].id", benchTDs()[4242].Title)},
+		{"capability", "$[?@['lmos:capabilities'][?@.name=='set temperature']].id"},
+		{"descendant", "$..forms[?@.op=='invokeaction'].href"},
+	}
+	for _, q := range queries {
+		b.Run(q.name, func(b *testing.B) {
+			var lat []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				nodes, err := reg.SearchJSONPath(q.q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+				if len(nodes) == 0 {
+					b.Fatalf("%s selected nothing", q.q)
+				}
+			}
+			reportPercentiles(b, lat, time.Millisecond, "ms")
+		})
+	}
+}
+
+// BenchmarkSearchText10k is the capability text search over 10k Things.
+func BenchmarkSearchText10k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	reg := loadedRegistry(b)
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		hits, err := reg.SearchText("temperature set", "", 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		if len(hits) == 0 {
+			b.Fatal("no hits")
+		}
+	}
+	reportPercentiles(b, lat, time.Millisecond, "ms")
+}
+
+// BenchmarkList100 is GET /things?offset=5000&limit=100 in-process: List +
+// Enriched of each + json.Marshal.
+func BenchmarkList100(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	reg := loadedRegistry(b)
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		things, _ := reg.List(benchThings/2, 100)
+		now := time.Now()
+		docs := make([]any, len(things))
+		for i := range things {
+			docs[i] = things[i].Enriched(now)
+		}
+		if _, err := json.Marshal(docs); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		if len(things) != 100 {
+			b.Fatalf("page has %d things", len(things))
+		}
+	}
+	reportPercentiles(b, lat, time.Microsecond, "µs")
+}
