@@ -235,16 +235,30 @@ func (r *Registry) Delete(ctx context.Context, id string) error {
 
 func (r *Registry) submit(ctx context.Context, o *op) opResult {
 	o.done = make(chan opResult, 1)
+	closing := opResult{err: Errorf(EUNAVAILABLE, "the registry is shutting down")}
+	select {
+	case <-r.quit:
+		return closing
+	default:
+	}
 	select {
 	case r.ops <- o:
 	case <-r.quit:
-		return opResult{err: Errorf(EUNAVAILABLE, "the registry is shutting down")}
+		return closing
 	case <-ctx.Done():
 		return opResult{err: ctx.Err()}
 	}
 	select {
 	case res := <-o.done:
 		return res
+	case <-r.done:
+		// The loop has ended; it may have answered just before.
+		select {
+		case res := <-o.done:
+			return res
+		default:
+			return closing
+		}
 	case <-ctx.Done():
 		// The write may still commit; the caller only stops waiting.
 		return opResult{err: ctx.Err()}

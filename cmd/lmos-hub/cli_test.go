@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,16 +108,7 @@ func newTestUUID(t *testing.T) string {
 	testUUIDs.mu.Lock()
 	defer testUUIDs.mu.Unlock()
 	testUUIDs.n++
-	return "00000000-0000-4000-8000-" + leftPad(testUUIDs.n, 12)
-}
-
-func leftPad(n, width int) string {
-	s := []byte(strings.Repeat("0", width))
-	for i := width - 1; i >= 0 && n > 0; i-- {
-		s[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(s)
+	return fmt.Sprintf("00000000-0000-4000-8000-%012d", testUUIDs.n)
 }
 
 func TestCLIThings(t *testing.T) {
@@ -195,7 +188,7 @@ func TestCLIThings(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &titles); err != nil {
 		t.Fatalf("things ls --query: not a JSON array of strings: %v\n%s", err, r.stdout)
 	}
-	if strings.Join(sortedCopy(titles), "|") != "Anonymous Tool|CLI Tool" {
+	if strings.Join(slices.Sorted(slices.Values(titles)), "|") != "Anonymous Tool|CLI Tool" {
 		t.Errorf("things ls --query: titles %q", titles)
 	}
 
@@ -231,16 +224,6 @@ func TestCLIThings(t *testing.T) {
 	if !strings.Contains(r.stderr, "404") {
 		t.Errorf("things rm (deleted): stderr %q; want 404", r.stderr)
 	}
-}
-
-func sortedCopy(s []string) []string {
-	c := append([]string(nil), s...)
-	for i := 1; i < len(c); i++ {
-		for j := i; j > 0 && c[j] < c[j-1]; j-- {
-			c[j], c[j-1] = c[j-1], c[j]
-		}
-	}
-	return c
 }
 
 func TestCLIThingsPutInvalid(t *testing.T) {
@@ -370,7 +353,8 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 		t.Errorf("token list shows the secret")
 	}
 
-	r = cli(t, nil, "", "token", "revoke", tokID, "--data-dir", dir).want(t, 0, "token revoke")
+	// Flags go before the id: see TestTokenFlagsAfterID.
+	r = cli(t, nil, "", "token", "revoke", "--data-dir", dir, tokID).want(t, 0, "token revoke")
 	if got := strings.TrimSpace(r.stdout); got != "revoked "+tokID {
 		t.Errorf("token revoke: stdout %q", got)
 	}
@@ -378,7 +362,7 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 4 || row[3] == "-" {
 		t.Errorf("token list after revoke: row %q, want a revoked time", row)
 	}
-	r = cli(t, nil, "", "token", "revoke", "0123456789ab", "--data-dir", dir).want(t, 1, "token revoke (unknown id)")
+	r = cli(t, nil, "", "token", "revoke", "--data-dir", dir, "0123456789ab").want(t, 1, "token revoke (unknown id)")
 	if !strings.Contains(r.stderr, "0123456789ab") {
 		t.Errorf("token revoke (unknown id): stderr %q", r.stderr)
 	}
@@ -413,7 +397,7 @@ func TestTokenCommandsWhileHubRuns(t *testing.T) {
 		t.Errorf("token list --hub: row %q, want id, remote, created, -", row)
 	}
 
-	r = cli(t, nil, "", "token", "revoke", tokID, "--hub", h.URL, "--token", testToken).want(t, 0, "token revoke --hub")
+	r = cli(t, nil, "", "token", "revoke", "--hub", h.URL, "--token", testToken, tokID).want(t, 0, "token revoke --hub")
 	if got := strings.TrimSpace(r.stdout); got != "revoked "+tokID {
 		t.Errorf("token revoke --hub: stdout %q", got)
 	}
@@ -428,6 +412,36 @@ func TestTokenCommandsWhileHubRuns(t *testing.T) {
 	r = cli(t, nil, "", "token", "create", "--hub", h.URL, "--token", secret).want(t, 1, "token create --hub with a revoked token")
 	if !strings.Contains(r.stderr, "401") || r.stdout != "" {
 		t.Errorf("token create with a revoked token: stdout %q, stderr %q; want 401 and no secret", r.stdout, r.stderr)
+	}
+}
+
+// TestTokenFlagsAfterID: `token revoke ID --data-dir DIR` (flags after the
+// id, as `things` accepts them) must work like `token revoke --data-dir DIR ID`.
+func TestTokenFlagsAfterID(t *testing.T) {
+	dir := t.TempDir()
+	r := cli(t, nil, "", "token", "create", "--name", "ci", "--data-dir", dir).want(t, 0, "token create")
+	tokID := tokenIDFrom(t, r.stderr)
+	r = cli(t, nil, "", "token", "revoke", tokID, "--data-dir", dir)
+	if r.code != exitOK || strings.TrimSpace(r.stdout) != "revoked "+tokID {
+		t.Errorf("token revoke ID --data-dir DIR: exit %d, stdout %q, stderr %q; want 0 and \"revoked %s\"", r.code, r.stdout, r.stderr, tokID)
+	}
+}
+
+// TestTokenUnknownCommand: an unknown token command is a usage error (exit
+// 2) that touches no data directory and no hub.
+func TestTokenUnknownCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, args := range [][]string{
+		{"token", "mint", "--data-dir", dir},
+		{"token", "mint", "--hub", "http://" + cliFreeAddr(t), "--token", testToken},
+	} {
+		r := cli(t, nil, "", args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, `unknown command "mint"`) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and unknown command \"mint\"", args, r.code, r.stderr, exitUsage)
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("`token mint --data-dir %s` created the data directory", dir)
 	}
 }
 
@@ -463,9 +477,8 @@ func TestCLIMisc(t *testing.T) {
 	if !strings.Contains(r.stderr, `unknown command "frobnicate"`) || !strings.Contains(r.stderr, "usage:") {
 		t.Errorf("unknown command: stderr %q", r.stderr)
 	}
-	r = cli(t, nil, "", "token").want(t, exitUsage, "token without command")
-	r = cli(t, nil, "", "token", "mint").want(t, exitUsage, "token mint")
-	r = cli(t, nil, "", "token", "revoke").want(t, exitUsage, "token revoke without id")
+	cli(t, nil, "", "token").want(t, exitUsage, "token without command")
+	cli(t, nil, "", "token", "revoke", "--data-dir", t.TempDir()).want(t, exitUsage, "token revoke without id")
 
 	// A bad flag value names the flag and the allowed values.
 	r = cli(t, nil, "", "serve", "--join-mode", "maybe").want(t, exitUsage, "serve --join-mode maybe")

@@ -41,22 +41,24 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 		return exitUsage
 	}
 	cmd := args[0]
+	want, known := map[string]int{"create": 0, "list": 0, "revoke": 1}[cmd]
+	if !known {
+		fmt.Fprintf(stderr, "error: unknown command %q\n\n%s", cmd, tokenUsage)
+		return exitUsage
+	}
 	fs := flag.NewFlagSet("token "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), DefaultConfig().DataDir), "")
 	hubURL := fs.String("hub", getenv("LMOS_HUB_URL"), "")
 	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
 	name := fs.String("name", "", "")
-	if err := fs.Parse(args[1:]); err != nil {
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n\n%s", err, tokenUsage)
 		return exitUsage
 	}
-	if want := map[string]int{"create": 0, "list": 0, "revoke": 1}; want[cmd] != fs.NArg() {
-		if _, known := want[cmd]; !known {
-			fmt.Fprintf(stderr, "error: unknown command %q\n\n%s", cmd, tokenUsage)
-		} else {
-			fmt.Fprint(stderr, "error: wrong number of arguments\n\n"+tokenUsage)
-		}
+	if len(pos) != want {
+		fmt.Fprint(stderr, "error: wrong number of arguments\n\n"+tokenUsage)
 		return exitUsage
 	}
 	var t tokenAPI
@@ -75,7 +77,6 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 		defer db.Close()
 		t = localTokens{hub.NewTokens(db, nil)}
 	}
-	var err error
 	switch cmd {
 	case "create":
 		var row tokenRow
@@ -94,8 +95,8 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 			_ = tw.Flush()
 		}
 	case "revoke":
-		if err = t.revoke(fs.Arg(0)); err == nil {
-			fmt.Fprintf(stdout, "revoked %s\n", fs.Arg(0))
+		if err = t.revoke(pos[0]); err == nil {
+			fmt.Fprintf(stdout, "revoked %s\n", pos[0])
 		}
 	}
 	if err != nil {
