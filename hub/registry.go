@@ -162,6 +162,17 @@ func (r *Registry) Close() error {
 	return nil
 }
 
+// Err reports whether the registry still accepts writes: nil while its
+// write loop runs.
+func (r *Registry) Err() error {
+	select {
+	case <-r.done:
+		return Errorf(EUNAVAILABLE, "the registry's write loop has stopped")
+	default:
+		return nil
+	}
+}
+
 // Create registers an anonymous TD (one without id) and returns the
 // urn:uuid id the hub gave it. The stored document is the submitted one with
 // that id inserted as its first member.

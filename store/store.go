@@ -173,6 +173,15 @@ func (s *DB) Size() int64 {
 	return fi.Size()
 }
 
+// Ping checks that the database answers a read transaction; it fails once
+// the store is closed.
+func (s *DB) Ping() error {
+	if err := s.db.View(func(*bolt.Tx) error { return nil }); err != nil {
+		return fmt.Errorf("cannot read the store: %w", err)
+	}
+	return nil
+}
+
 // Backup writes a consistent snapshot of the whole database to w, while
 // the store stays in use. The output is itself a valid hub.db.
 func (s *DB) Backup(w io.Writer) (int64, error) {

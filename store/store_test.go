@@ -490,3 +490,17 @@ func BenchmarkCommit(b *testing.B) { benchCommit(b, 1) }
 
 // BenchmarkCommitBatch64 is 64 Puts and Events per durable commit.
 func BenchmarkCommitBatch64(b *testing.B) { benchCommit(b, 64) }
+
+func TestPing(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Ping(); err != nil {
+		t.Fatalf("ping open store: %v", err)
+	}
+	db.Close()
+	if err := db.Ping(); err == nil {
+		t.Fatal("ping of a closed store succeeded")
+	}
+}

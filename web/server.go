@@ -124,7 +124,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	s.mux.ServeHTTP(sw, r)
-	_, pattern := s.mux.Handler(r)
+	pattern := r.Pattern // set by the mux on this request
 	if pattern == "" || pattern == "/" {
 		pattern = "other"
 	}

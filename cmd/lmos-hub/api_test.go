@@ -543,3 +543,19 @@ func TestDataDirInUse(t *testing.T) {
 		t.Errorf("error = %v", err)
 	}
 }
+
+func TestHealthzReportsDownComponent(t *testing.T) {
+	h := startHub(t, nil)
+	// Stop the registry underneath the running HTTP server.
+	if err := h.Main.Registry.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var health map[string]any
+	h.getJSON("/healthz", http.StatusServiceUnavailable, &health)
+	comps, _ := health["components"].(map[string]any)
+	if health["status"] != "down" || comps["store"] != "up" || !strings.Contains(fmt.Sprint(comps["registry"]), "stopped") {
+		t.Errorf("healthz = %v", health)
+	}
+	resp, body := h.do(http.MethodPut, "/things/urn:example:x", "application/td+json", makeTD("urn:example:x", "x"), testToken)
+	expectProblem(t, resp, body, http.StatusServiceUnavailable, "shutting down")
+}

@@ -89,8 +89,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Private:      cfg.HTTP.Private,
 		StoreSize:    db.Size,
 		Checks: map[string]func() error{
-			"store":    func() error { return nil },
-			"registry": func() error { return nil },
+			"store":    db.Ping,
+			"registry": reg.Err,
 		},
 		Logger: m.Logger.With("component", "http"),
 	})
