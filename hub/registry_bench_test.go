@@ -7,8 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -108,7 +108,7 @@ func openBenchRegistry(b *testing.B, dir string) (*hub.Registry, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -204,14 +204,25 @@ func BenchmarkRegistryPutSequential(b *testing.B) {
 	benchPut(b, 1, 1000)
 }
 
+// liveHeap returns the bytes of live heap objects after a full GC.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
 // BenchmarkRegistryGet is GET /things/{id} in-process: Get + Enriched +
-// json.Marshal of a random one of 10k Things.
+// json.Marshal of a random one of 10k Things. heap-MB is the live heap the
+// 10k loaded Things hold.
 func BenchmarkRegistryGet(b *testing.B) {
 	if testing.Short() {
 		b.Skip("heavy benchmark")
 	}
-	reg := loadedRegistry(b)
 	tds := benchTDs()
+	heap0 := liveHeap()
+	reg := loadedRegistry(b)
+	heap := liveHeap() - heap0 // reported after the loop, which resets metrics
 	var lat []time.Duration
 	i := 0
 	for b.Loop() {
@@ -228,6 +239,7 @@ func BenchmarkRegistryGet(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	reportPercentiles(b, lat, time.Microsecond, "µs")
+	b.ReportMetric(float64(heap)/1e6, "heap-MB")
 }
 
 // BenchmarkSearchJSONPath10k runs discovery queries over 10k Things: a

@@ -1,0 +1,485 @@
+package main
+
+// Full-stack benchmarks: the hub started in-process as main starts it (the
+// configuration of startHubIn) and driven over HTTP on loopback, plus the
+// startup time and the RSS of the real binary. Figures and commands are in
+// docs/PERFORMANCE.md.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/store"
+)
+
+// benchTD is one generated Thing Description.
+type benchTD struct {
+	ID, Title string
+	Raw       []byte
+}
+
+// benchTDTemplate is testdata/tds/thermostat-agent.json with its varying
+// parts as placeholders (~2.4 KB once filled in). Keep in step with
+// hub/registry_bench_test.go.
+const benchTDTemplate = `{
+  "@context": ["https://www.w3.org/2022/wot/td/v1.1", {"lmos": "https://eclipse.dev/lmos/protocol/v1"}],
+  "@type": "lmos:{TYPE}",
+  "id": "{ID}",
+  "title": "{TITLE}",
+  "description": "Keeps the {ROOM} {THING} at a target {QTY} and answers questions about {THING} {QTY}.",
+  "lmos:metadata": {"lmos:vendor": {"lmos:name": "Example {THING} GmbH", "lmos:url": "https://{THING}.example"}},
+  "lmos:capabilities": [
+    {"id": "urn:example:capability:{THING}:{VERB}-{QTY}", "name": "{VERB} {QTY}", "version": "1.0.{N}",
+     "description": "{VERB}s the {QTY} of the {ROOM} {THING}", "examples": ["{VERB} the {ROOM} {QTY} to {N}"]}
+  ],
+  "securityDefinitions": {"nosec_sc": {"scheme": "nosec"}},
+  "security": "nosec_sc",
+  "properties": {
+    "{QTY}": {
+      "type": "number", "unit": "{UNIT}", "readOnly": true, "observable": true,
+      "forms": [{"href": "mqtt://hub.local:1883/lmos/v1/things/{ID}/properties/{QTY}",
+                 "op": ["readproperty", "observeproperty"], "contentType": "application/cbor",
+                 "mqv:filter": "lmos/v1/things/{ID}/properties/{QTY}",
+                 "mqv:retain": true}]
+    }
+  },
+  "actions": {
+    "{ACTION}": {
+      "description": "{VERB} the {QTY} of the {THING}",
+      "input": {"type": "object", "properties": {"value": {"type": "number", "minimum": 0, "maximum": {N}}}, "required": ["value"]},
+      "output": {"type": "object", "properties": {"accepted": {"type": "boolean"}}},
+      "forms": [{"href": "mqtt://hub.local:1883/lmos/v1/things/{ID}/actions/{ACTION}",
+                 "op": "invokeaction", "contentType": "application/cbor",
+                 "mqv:topic": "lmos/v1/things/{ID}/actions/{ACTION}"}]
+    }
+  },
+  "events": {
+    "{EVENT}": {
+      "data": {"type": "object", "properties": {"{QTY}": {"type": "number"}}},
+      "forms": [{"href": "mqtt://hub.local:1883/lmos/v1/things/{ID}/events/{EVENT}",
+                 "op": "subscribeevent", "contentType": "application/cbor",
+                 "mqv:filter": "lmos/v1/things/{ID}/events/{EVENT}"}]
+    }
+  }
+}`
+
+// makeBenchTDs returns n distinct TDs modelled on thermostat-agent.json:
+// ids, titles, descriptions, capabilities and affordance names all vary.
+// Word-list lengths are coprime so the combinations spread.
+func makeBenchTDs(n int) []benchTD {
+	rooms := []string{"living room", "kitchen", "bedroom", "office", "garage", "cellar", "attic", "hallway", "bathroom", "garden", "nursery", "workshop", "studio"}
+	things := []string{"thermostat", "lamp", "blind", "lock", "heater", "fan", "sensor", "camera", "speaker", "pump", "boiler", "window"}
+	qtys := []string{"temperature", "humidity", "brightness", "position", "power", "pressure", "level", "speed", "volume", "flow", "noise"}
+	units := []string{"degree Celsius", "percent", "lux", "percent", "watt", "hectopascal", "percent", "rpm", "decibel", "litre per minute", "decibel"}
+	verbs := []string{"set", "toggle", "open", "close", "start", "stop", "dim", "reset", "calibrate", "schedule"}
+	events := []string{"overheat", "threshold", "fault", "motion", "lowBattery", "tamper", "alarm"}
+	ns := uuid.MustParse("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+	tds := make([]benchTD, n)
+	for i := range tds {
+		room, thing, q, verb := rooms[i%13], things[i%12], i%11, verbs[(i/7)%10]
+		id := "urn:uuid:" + uuid.NewSHA1(ns, fmt.Append(nil, i)).String()
+		title := fmt.Sprintf("%s%s %s agent %d", strings.ToUpper(room[:1]), room[1:], thing, i)
+		raw := strings.NewReplacer("{TYPE}", []string{"Agent", "Tool"}[i%2], "{ID}", id, "{TITLE}", title,
+			"{ROOM}", room, "{THING}", thing, "{QTY}", qtys[q], "{UNIT}", units[q], "{VERB}", verb,
+			"{ACTION}", verb+strings.ToUpper(qtys[q][:1])+qtys[q][1:], "{EVENT}", events[i%7],
+			"{N}", fmt.Sprint(i%90+10)).Replace(benchTDTemplate)
+		tds[i] = benchTD{ID: id, Title: title, Raw: []byte(raw)}
+	}
+	return tds
+}
+
+const benchThings = 10_000
+
+var benchTDs = sync.OnceValue(func() []benchTD { return makeBenchTDs(benchThings) })
+
+// benchConfig is startHubIn's configuration (WriteRate 0: no rate limit).
+func benchConfig(b *testing.B, dir string) Config {
+	b.Helper()
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Hub.Name = "bench-hub"
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.MQTT.Addr = "127.0.0.1:0"
+	cfg.MDNS.Enabled = false
+	cfg.AdminToken = testToken
+	cfg.HTTP.WriteRate = 0
+	if err := cfg.Validate(); err != nil {
+		b.Fatalf("bench config: %v", err)
+	}
+	return cfg
+}
+
+// startBenchHub starts a hub in-process on dir, as startHubIn does (which
+// takes a *testing.T). The returned func stops it.
+func startBenchHub(b *testing.B, dir string) (m *Main, baseURL string, stop func()) {
+	b.Helper()
+	m = NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
+	if err := m.Run(context.Background()); err != nil {
+		b.Fatalf("start hub: %v", err)
+	}
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			b.Errorf("close hub: %v", err)
+		}
+	}
+	return m, "http://" + m.HTTPAddr.String(), stop
+}
+
+// fillDir stores the 10k benchmark TDs in a hub data directory, through the
+// registry (32 writers), and closes it again.
+func fillDir(b *testing.B, dir string) {
+	b.Helper()
+	db, err := store.Open(dir, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Close()
+	tds := benchTDs()
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(tds); i = int(next.Add(1)) - 1 {
+				if _, err := reg.Put(context.Background(), tds[i].ID, tds[i].Raw, hub.Origin{Source: hub.SourceHTTP}); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		b.Fatalf("fill data dir: %v", err)
+	}
+}
+
+// loadedBenchHub starts a hub over a data dir holding the 10k TDs.
+func loadedBenchHub(b *testing.B) string {
+	b.Helper()
+	dir := b.TempDir()
+	fillDir(b, dir)
+	_, base, stop := startBenchHub(b, dir)
+	b.Cleanup(stop)
+	return base
+}
+
+// benchClient is a keep-alive client for up to 64 connections to the hub.
+func benchClient(b *testing.B) *http.Client {
+	tr := &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 64, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: time.Minute}
+}
+
+// fetch sends a request, reads the whole response and checks its status.
+func fetch(c *http.Client, method, u string, body []byte, want int) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/td+json")
+		req.Header.Set("Authorization", "Bearer "+testToken)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: status %d, want %d: %.300s", method, u, resp.StatusCode, want, b)
+	}
+	return nil
+}
+
+// timeGets GETs the URL from next() once per iteration, sequentially over
+// one keep-alive connection, and reports the p50/p99 latency in unit.
+func timeGets(b *testing.B, c *http.Client, next func() string, unit time.Duration, name string) {
+	b.Helper()
+	var lat []time.Duration
+	for b.Loop() {
+		u := next()
+		start := time.Now()
+		if err := fetch(c, http.MethodGet, u, nil, http.StatusOK); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/float64(unit), "p50-"+name)
+	b.ReportMetric(float64(lat[len(lat)*99/100])/float64(unit), "p99-"+name)
+}
+
+// BenchmarkHTTPPut10k: 32 keep-alive clients PUT 10k distinct TDs into a
+// fresh hub; one op is the whole 10k load.
+func BenchmarkHTTPPut10k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	tds := benchTDs()
+	c := benchClient(b)
+	var puts int
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		_, base, stop := startBenchHub(b, b.TempDir())
+		b.StartTimer()
+		start := time.Now()
+		var next atomic.Int64
+		var failed atomic.Value
+		var wg sync.WaitGroup
+		for range 32 {
+			wg.Go(func() {
+				for i := int(next.Add(1)) - 1; i < len(tds); i = int(next.Add(1)) - 1 {
+					if err := fetch(c, http.MethodPut, base+"/things/"+url.PathEscape(tds[i].ID), tds[i].Raw, http.StatusCreated); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed += time.Since(start)
+		puts += len(tds)
+		b.StopTimer()
+		stop()
+		b.StartTimer()
+		if err := failed.Load(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(puts)/elapsed.Seconds(), "puts/s")
+}
+
+// BenchmarkHTTPGetByID: GET /things/{id} of random ones of 10k Things.
+func BenchmarkHTTPGetByID(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	base := loadedBenchHub(b)
+	c := benchClient(b)
+	tds := benchTDs()
+	i := 0
+	timeGets(b, c, func() string {
+		i++
+		return base + "/things/" + url.PathEscape(tds[(i*7919)%len(tds)].ID)
+	}, time.Microsecond, "µs")
+}
+
+// BenchmarkHTTPSearchJSONPath10k: GET /search/jsonpath over 10k Things.
+func BenchmarkHTTPSearchJSONPath10k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	base := loadedBenchHub(b)
+	c := benchClient(b)
+	for _, q := range []struct{ name, q string }{
+		{"title", fmt.Sprintf("$[?@.title==%q].id", benchTDs()[4242].Title)},
+		{"capability", "$[?@['lmos:capabilities'][?@.name=='set temperature']].id"},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			u := base + "/search/jsonpath?" + url.Values{"query": {q.q}}.Encode()
+			timeGets(b, c, func() string { return u }, time.Millisecond, "ms")
+		})
+	}
+}
+
+// BenchmarkHTTPListPage100: GET /things?offset=5000&limit=100 of 10k.
+func BenchmarkHTTPListPage100(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	base := loadedBenchHub(b)
+	c := benchClient(b)
+	u := base + "/things?offset=5000&limit=100"
+	timeGets(b, c, func() string { return u }, time.Millisecond, "ms")
+}
+
+// BenchmarkStartup10k: from NewMain to the first successful GET /healthz,
+// over a data dir holding 10k TDs (page cache warm).
+func BenchmarkStartup10k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	dir := b.TempDir()
+	fillDir(b, dir)
+	c := benchClient(b)
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		m := NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
+		if err := m.Run(context.Background()); err != nil {
+			b.Fatalf("start hub: %v", err)
+		}
+		for fetch(c, http.MethodGet, "http://"+m.HTTPAddr.String()+"/healthz", nil, http.StatusOK) != nil {
+			if time.Since(start) > 30*time.Second {
+				b.Fatal("hub not serving /healthz after 30 s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		if n := m.Registry.Count(); n != benchThings {
+			b.Fatalf("hub holds %d things, want %d", n, benchThings)
+		}
+		if err := m.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		c.CloseIdleConnections()
+		b.StartTimer()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Millisecond), "p50-ms-to-serving")
+}
+
+// BenchmarkIdleRSS builds the real binary and reads its VmRSS: idle with an
+// empty store, and with 10k TDs stored after one JSONPath query and a full
+// GET /things.
+func BenchmarkIdleRSS(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := filepath.Join(b.TempDir(), "lmos-hub")
+	build := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("cannot build lmos-hub: %v\n%s", err, out)
+	}
+	b.Run("empty", func(b *testing.B) {
+		for b.Loop() {
+			rss := binaryRSS(b, bin, b.TempDir(), nil)
+			b.ReportMetric(rss["VmRSS"], "idle-RSS-MB")
+		}
+	})
+	b.Run("10kTDs", func(b *testing.B) {
+		dir := b.TempDir()
+		fillDir(b, dir)
+		for b.Loop() {
+			rss := binaryRSS(b, bin, dir, func(c *http.Client, base string) error {
+				q := url.Values{"query": {"$[?@['lmos:capabilities'][?@.name=='set temperature']].id"}}
+				if err := fetch(c, http.MethodGet, base+"/search/jsonpath?"+q.Encode(), nil, http.StatusOK); err != nil {
+					return err
+				}
+				return fetch(c, http.MethodGet, base+"/things", nil, http.StatusOK)
+			})
+			b.ReportMetric(rss["VmRSS"], "10kTDs-RSS-MB")
+			b.ReportMetric(rss["RssAnon"], "10kTDs-anon-MB")
+			b.ReportMetric(rss["VmHWM"], "10kTDs-peak-RSS-MB")
+		}
+	})
+}
+
+// binaryRSS runs bin on dir until it logs "http listening", GETs /healthz,
+// runs work, waits 2 s and returns its VmRSS, VmHWM (peak), RssAnon (heap,
+// stacks) and RssFile (mapped files: the binary, bbolt's mmap) in MB. The
+// child is stopped before it returns.
+func binaryRSS(b *testing.B, bin, dir string, work func(c *http.Client, base string) error) map[string]float64 {
+	b.Helper()
+	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
+		"--mdns=false", "--admin-token", testToken, "--log-format", "json")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LMOS_HUB_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http listening" {
+				addrc <- line.Addr
+			}
+		}
+	}()
+	var base string
+	select {
+	case addr := <-addrc:
+		base = "http://" + addr
+	case <-exited:
+		b.Fatal("lmos-hub exited before listening")
+	case <-time.After(60 * time.Second):
+		b.Fatal("lmos-hub did not log \"http listening\" within 60 s")
+	}
+	c := benchClient(b)
+	if err := fetch(c, http.MethodGet, base+"/healthz", nil, http.StatusOK); err != nil {
+		b.Fatal(err)
+	}
+	if work != nil {
+		if err := work(c, base); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.CloseIdleConnections()
+	time.Sleep(2 * time.Second)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		b.Skipf("cannot read RSS: %v", err)
+	}
+	mb := map[string]float64{}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		name, rest, _ := strings.Cut(line, ":")
+		if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64); err == nil {
+			mb[name] = kb / 1024
+		}
+	}
+	return mb
+}
