@@ -23,7 +23,9 @@ func (t *Thing) Enriched(now time.Time) map[string]any {
 	for k, v := range t.Doc {
 		out[k] = v
 	}
-	out["@context"] = withDiscoveryContext(t.Doc["@context"])
+	if c, ok := t.Doc["@context"]; ok {
+		out["@context"] = withDiscoveryContext(c)
+	}
 	reg := map[string]any{
 		"created":   formatTime(t.Meta.Created),
 		"modified":  formatTime(t.Meta.Modified),

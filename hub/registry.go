@@ -50,6 +50,9 @@ type Registry struct {
 	mu     sync.RWMutex
 	things map[string]*Thing
 	ids    []string // sorted ids of things
+	// expiring counts things with an expiry, so List can skip expiry checks
+	// when there are none.
+	expiring int
 
 	ops  chan *op
 	quit chan struct{}
@@ -132,6 +135,7 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		r.ids = append(r.ids, rec.ID)
 		if !t.Meta.Expires.IsZero() {
 			r.expiry = append(r.expiry, expiryItem{at: t.Meta.Expires, id: t.ID})
+			r.expiring++
 		}
 		return nil
 	})
@@ -297,12 +301,28 @@ func (r *Registry) Raw(id string) ([]byte, error) {
 }
 
 // List returns up to limit Things (all when limit <= 0) starting at offset,
-// in ascending code-point order of id, and the total number of Things.
-func (r *Registry) List(offset, limit int) ([]Thing, int) {
+// in ascending code-point order of id, and the total number of Things. The
+// Things are shared snapshots: a write installs a new *Thing, never changes
+// one.
+func (r *Registry) List(offset, limit int) ([]*Thing, int) {
 	now := r.opts.Now()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	var out []Thing
+	if r.expiring == 0 {
+		// Nothing can have expired unseen: slice the id index directly.
+		total := len(r.ids)
+		lo := min(offset, total)
+		hi := total
+		if limit > 0 {
+			hi = min(lo+limit, total)
+		}
+		out := make([]*Thing, 0, hi-lo)
+		for _, id := range r.ids[lo:hi] {
+			out = append(out, r.things[id])
+		}
+		return out, total
+	}
+	var out []*Thing
 	total := 0
 	for _, id := range r.ids {
 		t := r.things[id]
@@ -310,7 +330,7 @@ func (r *Registry) List(offset, limit int) ([]Thing, int) {
 			continue
 		}
 		if total >= offset && (limit <= 0 || len(out) < limit) {
-			out = append(out, *t)
+			out = append(out, t)
 		}
 		total++
 	}
@@ -394,4 +414,36 @@ func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.
 		}
 	}
 	return 0, time.Time{}
+}
+
+// AppendEnrichedJSON appends the enriched JSON of each Thing to dst, as a
+// JSON array when array is true, reading every stored document in one
+// store transaction. A Thing deleted since it was listed is left out.
+func (r *Registry) AppendEnrichedJSON(dst []byte, things []*Thing, array bool) ([]byte, int, error) {
+	now := r.opts.Now()
+	ids := make([]string, len(things))
+	byID := make(map[string]*Thing, len(things))
+	for i, t := range things {
+		ids[i] = t.ID
+		byID[t.ID] = t
+	}
+	if array {
+		dst = append(dst, '[')
+	}
+	n := 0
+	err := r.store.ThingsRaw(ids, func(id string, raw []byte) error {
+		if array && n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = byID[id].AppendEnrichedJSON(dst, raw, now)
+		n++
+		return nil
+	})
+	if err != nil {
+		return nil, 0, &Error{Code: EINTERNAL, Message: "cannot read stored documents", Err: err}
+	}
+	if array {
+		dst = append(dst, ']')
+	}
+	return dst, n, nil
 }

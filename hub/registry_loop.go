@@ -166,6 +166,12 @@ func (r *Registry) install(now time.Time) {
 	defer r.mu.Unlock()
 	for id, t := range r.overlay {
 		pos, found := slices.BinarySearch(r.ids, id)
+		if old := r.things[id]; old != nil && !old.Meta.Expires.IsZero() {
+			r.expiring--
+		}
+		if t != nil && !t.Meta.Expires.IsZero() {
+			r.expiring++
+		}
 		if t == nil {
 			delete(r.things, id)
 			if found {

@@ -100,6 +100,9 @@ type Store interface {
 	LoadThings(fn func(ThingRecord) error) error
 	// ThingRaw returns the submitted bytes of a Thing, or an ENOTFOUND error.
 	ThingRaw(id string) ([]byte, error)
+	// ThingsRaw calls fn with the submitted bytes of each stored id in one
+	// consistent read; raw is valid only during the call.
+	ThingsRaw(ids []string, fn func(id string, raw []byte) error) error
 	// Commit applies b atomically and durably (fsync), appends b.Events to the
 	// event log and trims the log to its bound.
 	Commit(b *Batch) error

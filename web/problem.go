@@ -87,3 +87,11 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// writeBytes answers with an encoded body.
+func writeBytes(w http.ResponseWriter, status int, contentType string, b []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -39,10 +40,10 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	}
 	rev := s.reg.Revision()
 	things, total := s.reg.List(offset, limit)
-	now := s.cfg.Now()
-	docs := make([]any, len(things))
-	for i := range things {
-		docs[i] = things[i].Enriched(now)
+	docs, _, err := s.reg.AppendEnrichedJSON(make([]byte, 0, 2048*len(things)+2), things, true)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	etag := strconv.FormatUint(rev, 10)
 	w.Header().Add("Link", `</things>; rel="canonical"; etag="`+etag+`"`)
@@ -61,7 +62,7 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 			"@type":    "ThingCollection",
 			"@id":      r.URL.RequestURI(),
 			"total":    total,
-			"members":  docs,
+			"members":  json.RawMessage(docs),
 		}
 		if next != "" {
 			coll["next"] = next
@@ -69,7 +70,7 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, mtLDJSON, coll)
 		return
 	}
-	writeJSON(w, http.StatusOK, mtLDJSON, docs)
+	writeBytes(w, http.StatusOK, mtLDJSON, docs)
 }
 
 func intParam(q url.Values, name string, def int) (int, error) {
@@ -102,7 +103,15 @@ func (s *Server) getThing(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, mtTD, t.Enriched(s.cfg.Now()))
+		doc, n, err := s.reg.AppendEnrichedJSON(nil, []*hub.Thing{&t}, false)
+		if err == nil && n == 0 {
+			err = hub.Errorf(hub.ENOTFOUND, "no Thing with id %q", id) // deleted meanwhile
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeBytes(w, http.StatusOK, mtTD, doc)
 	default:
 		s.writeError(w, r, hub.Errorf(hub.EINVALID, "enriched must be true or false"))
 	}

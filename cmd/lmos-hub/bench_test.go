@@ -483,3 +483,14 @@ func binaryRSS(b *testing.B, bin, dir string, work func(c *http.Client, base str
 	}
 	return mb
 }
+
+// BenchmarkHTTPHealthz is the floor under every HTTP figure: the loopback
+// round trip of the same client to the same hub for the smallest answer.
+func BenchmarkHTTPHealthz(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	base := loadedBenchHub(b)
+	c := benchClient(b)
+	timeGets(b, c, func() string { return base + "/healthz" }, time.Microsecond, "µs")
+}
