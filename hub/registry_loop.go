@@ -137,6 +137,15 @@ func (r *Registry) apply(batch []*op) {
 		}
 	}
 	if len(b.Events) > 0 {
+		// The log keeps no second copy of each created TD: it would double
+		// what every registration writes. Live subscribers still get it;
+		// a replay reads the stored document instead.
+		live := b.Events
+		b.Events = make([]Event, len(live))
+		for i, e := range live {
+			e.TD = nil
+			b.Events[i] = e
+		}
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
 			r.log.Error("cannot commit registry batch", "err", err, "ops", len(b.Events))
@@ -149,7 +158,7 @@ func (r *Registry) apply(batch []*op) {
 			return
 		}
 		r.install(now)
-		r.publish(b.Events)
+		r.publish(live)
 	}
 	r.reply(batch, results)
 }

@@ -76,7 +76,8 @@ type Event struct {
 	Type EventType `json:"type"`
 	ID   string    `json:"id"`
 	Time time.Time `json:"time"`
-	// TD is the submitted document of a created Thing (for diff=true).
+	// TD is the submitted document of a created Thing (for diff=true). Only
+	// live events carry it; the event log does not store it.
 	TD json.RawMessage `json:"td,omitempty"`
 	// Patch is the RFC 7396 merge patch from the old to the new document of
 	// an updated Thing, including "id" (for diff=true).

@@ -100,9 +100,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 func (s *Server) frame(buf *bytes.Buffer, e hub.Event, diff bool) {
 	data := []byte(nil)
 	switch {
-	case diff && e.Type == hub.EventCreated && len(e.TD) > 0:
+	case diff && e.Type == hub.EventCreated:
+		td := e.TD
+		if td == nil {
+			// A replayed creation: the log keeps no TD, so send the Thing as
+			// it is now, or just its id if it is gone.
+			td, _ = s.reg.Raw(e.ID)
+		}
 		var c bytes.Buffer
-		if json.Compact(&c, e.TD) == nil {
+		if td != nil && json.Compact(&c, td) == nil {
 			data = c.Bytes()
 		}
 	case diff && e.Type == hub.EventUpdated && len(e.Patch) > 0:

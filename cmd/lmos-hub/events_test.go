@@ -239,3 +239,25 @@ func TestTTLExpiry(t *testing.T) {
 		t.Error("expired Thing still in the store")
 	}
 }
+
+// TestSSEDiffReplay: the event log keeps no TD copies, so a replayed
+// creation carries the Thing as it is now, or only its id once deleted.
+func TestSSEDiffReplay(t *testing.T) {
+	h := startHub(t, nil)
+	h.put("urn:example:kept", makeTD("urn:example:kept", "first title"))
+	h.put("urn:example:kept", makeTD("urn:example:kept", "second title"))
+	h.put("urn:example:gone", makeTD("urn:example:gone", "gone"))
+	if resp, _ := h.do(http.MethodDelete, "/things/urn:example:gone", "", nil, testToken); resp.StatusCode != 204 {
+		t.Fatal("delete failed")
+	}
+	s := h.openSSE("/events/thing_created?diff=true", "0")
+	ev := s.next(5 * time.Second)
+	var td map[string]any
+	if err := json.Unmarshal([]byte(ev.Data), &td); err != nil || td["id"] != "urn:example:kept" || td["title"] != "second title" || td["security"] == nil {
+		t.Errorf("replayed creation of a kept Thing = %s", ev.Data)
+	}
+	ev = s.next(5 * time.Second)
+	if ev.Data != `{"id":"urn:example:gone"}` {
+		t.Errorf("replayed creation of a deleted Thing = %s", ev.Data)
+	}
+}
