@@ -436,10 +436,12 @@ func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.
 	return 0, time.Time{}
 }
 
-// AppendEnrichedJSON appends the enriched JSON of each Thing to dst, as a
-// JSON array when array is true, reading every stored document in one
-// store transaction. A Thing deleted since it was listed is left out.
-func (r *Registry) AppendEnrichedJSON(dst []byte, things []*Thing, array bool) ([]byte, int, error) {
+// EachEnrichedJSON calls fn with the enriched JSON of each Thing, in order,
+// reading their stored documents in one store transaction (so callers pass
+// bounded chunks and write to the network between them, never inside it).
+// doc is valid only during the call. A Thing deleted since it was listed is
+// left out.
+func (r *Registry) EachEnrichedJSON(things []*Thing, fn func(doc []byte) error) error {
 	now := r.opts.Now()
 	ids := make([]string, len(things))
 	byID := make(map[string]*Thing, len(things))
@@ -447,23 +449,13 @@ func (r *Registry) AppendEnrichedJSON(dst []byte, things []*Thing, array bool) (
 		ids[i] = t.ID
 		byID[t.ID] = t
 	}
-	if array {
-		dst = append(dst, '[')
-	}
-	n := 0
+	var buf []byte
 	err := r.store.ThingsRaw(ids, func(id string, raw []byte) error {
-		if array && n > 0 {
-			dst = append(dst, ',')
-		}
-		dst = byID[id].AppendEnrichedJSON(dst, raw, now)
-		n++
-		return nil
+		buf = byID[id].AppendEnrichedJSON(buf[:0], raw, now)
+		return fn(buf)
 	})
 	if err != nil {
-		return nil, 0, &Error{Code: EINTERNAL, Message: "cannot read stored documents", Err: err}
+		return &Error{Code: EINTERNAL, Message: "cannot read stored documents", Err: err}
 	}
-	if array {
-		dst = append(dst, ']')
-	}
-	return dst, n, nil
+	return nil
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -40,11 +41,6 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	}
 	rev := s.reg.Revision()
 	things, total := s.reg.List(offset, limit)
-	docs, _, err := s.reg.AppendEnrichedJSON(make([]byte, 0, 2048*len(things)+2), things, true)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	etag := strconv.FormatUint(rev, 10)
 	w.Header().Add("Link", `</things>; rel="canonical"; etag="`+etag+`"`)
 	w.Header().Set("ETag", `"`+etag+`"`)
@@ -56,21 +52,65 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Add("Link", "<"+next+`>; rel="next"`)
 	}
+	w.Header().Set("Content-Type", mtLDJSON)
+	var head, tail []byte
 	if format == "collection" {
-		coll := map[string]any{
-			"@context": hub.ContextDiscovery,
-			"@type":    "ThingCollection",
-			"@id":      r.URL.RequestURI(),
-			"total":    total,
-			"members":  json.RawMessage(docs),
-		}
+		id, _ := json.Marshal(r.URL.RequestURI())
+		head = fmt.Appendf(nil, `{"@context":%q,"@type":"ThingCollection","@id":%s,"total":%d,"members":[`, hub.ContextDiscovery, id, total)
+		tail = []byte("]}\n")
 		if next != "" {
-			coll["next"] = next
+			nj, _ := json.Marshal(next)
+			tail = fmt.Appendf(nil, `],"next":%s}`+"\n", nj)
 		}
-		writeJSON(w, http.StatusOK, mtLDJSON, coll)
-		return
+	} else {
+		head, tail = []byte("["), []byte("]\n")
 	}
-	writeBytes(w, http.StatusOK, mtLDJSON, docs)
+	s.streamThings(w, r, things, head, tail)
+}
+
+// listChunk bounds how many TDs are encoded per store read, so a listing of
+// any size takes little memory and never holds a store transaction while
+// the client reads.
+const listChunk = 128
+
+// streamThings writes head, the enriched TDs separated by commas, and tail.
+func (s *Server) streamThings(w http.ResponseWriter, r *http.Request, things []*hub.Thing, head, tail []byte) {
+	buf := append(make([]byte, 0, 64<<10), head...)
+	n := 0
+	for lo := 0; lo < len(things) || lo == 0; lo += listChunk {
+		chunk := things[lo:min(lo+listChunk, len(things))]
+		err := s.reg.EachEnrichedJSON(chunk, func(doc []byte) error {
+			if n > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, doc...)
+			n++
+			return nil
+		})
+		if err != nil {
+			if lo == 0 {
+				s.writeError(w, r, err)
+			} else {
+				// The status is sent: end the body early so the client sees
+				// a truncated document rather than a wrong one.
+				panic(http.ErrAbortHandler)
+			}
+			return
+		}
+		if lo+listChunk >= len(things) {
+			break
+		}
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		buf = buf[:0]
+	}
+	buf = append(buf, tail...)
+	if len(things) <= listChunk {
+		// Small answers go out in one piece, with a length.
+		w.Header().Set("Content-Length", itoa(len(buf)))
+	}
+	_, _ = w.Write(buf)
 }
 
 func intParam(q url.Values, name string, def int) (int, error) {
@@ -103,8 +143,12 @@ func (s *Server) getThing(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		doc, n, err := s.reg.AppendEnrichedJSON(nil, []*hub.Thing{&t}, false)
-		if err == nil && n == 0 {
+		var doc []byte
+		err = s.reg.EachEnrichedJSON([]*hub.Thing{&t}, func(b []byte) error {
+			doc = append(doc, b...)
+			return nil
+		})
+		if err == nil && doc == nil {
 			err = hub.Errorf(hub.ENOTFOUND, "no Thing with id %q", id) // deleted meanwhile
 		}
 		if err != nil {

@@ -559,3 +559,35 @@ func TestHealthzReportsDownComponent(t *testing.T) {
 	resp, body := h.do(http.MethodPut, "/things/urn:example:x", "application/td+json", makeTD("urn:example:x", "x"), testToken)
 	expectProblem(t, resp, body, http.StatusServiceUnavailable, "shutting down")
 }
+
+// TestLargeListStreams lists more Things than one encoding chunk holds.
+func TestLargeListStreams(t *testing.T) {
+	h := startHub(t, nil)
+	const n = 300
+	for i := range n {
+		id := fmt.Sprintf("urn:example:many:%03d", i)
+		if _, err := h.Main.Registry.Put(t.Context(), id, makeTD(id, "many"), hubOrigin()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []map[string]any
+	h.getJSON("/things", 200, &all)
+	if len(all) != n {
+		t.Fatalf("%d Things listed, want %d", len(all), n)
+	}
+	for i, d := range all {
+		if want := fmt.Sprintf("urn:example:many:%03d", i); d["id"] != want || d["registration"] == nil {
+			t.Fatalf("position %d: %v", i, d["id"])
+		}
+	}
+	var coll struct {
+		Total   int              `json:"total"`
+		Members []map[string]any `json:"members"`
+		Next    string           `json:"next"`
+	}
+	h.getJSON("/things?format=collection&limit=200&offset=50", 200, &coll)
+	if coll.Total != n || len(coll.Members) != 200 || coll.Members[0]["id"] != "urn:example:many:050" ||
+		coll.Next != "/things?offset=250&limit=200&format=collection" {
+		t.Errorf("collection: total %d, %d members, first %v, next %q", coll.Total, len(coll.Members), coll.Members[0]["id"], coll.Next)
+	}
+}

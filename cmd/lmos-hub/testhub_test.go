@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
 	"time"
 )
 
@@ -169,3 +171,5 @@ func makeTD(id, title string) []byte {
 }
 
 func pathEscape(id string) string { return url.PathEscape(id) }
+
+func hubOrigin() hub.Origin { return hub.Origin{Source: hub.SourceHTTP} }
