@@ -306,24 +306,11 @@ func TestHealthMetricsStatus(t *testing.T) {
 	}
 }
 
-// problemBody is the RFC 9457 body the hub answers errors with.
-type problemBody struct {
-	Type             string `json:"type"`
-	Title            string `json:"title"`
-	Status           int    `json:"status"`
-	Detail           string `json:"detail"`
-	Instance         string `json:"instance"`
-	ValidationErrors []struct {
-		Field       string `json:"field"`
-		Description string `json:"description"`
-	} `json:"validationErrors"`
-}
-
-// expectProblem checks status, problemBody body and a detail fragment, and
-// returns the problemBody for more checks.
-func expectProblem(t *testing.T, resp *http.Response, body []byte, status int, detail string) problemBody {
+// expectProblem checks status, problem body and a detail fragment, and
+// returns the problem for more checks.
+func expectProblem(t *testing.T, resp *http.Response, body []byte, status int, detail string) problem {
 	t.Helper()
-	var p problemBody
+	var p problem
 	if resp.StatusCode != status {
 		t.Errorf("status %d, want %d: %s", resp.StatusCode, status, body)
 	}
@@ -331,10 +318,10 @@ func expectProblem(t *testing.T, resp *http.Response, body []byte, status int, d
 		t.Errorf("Content-Type %q, want application/problem+json", ct)
 	}
 	if err := json.Unmarshal(body, &p); err != nil {
-		t.Fatalf("problemBody body %q: %v", body, err)
+		t.Fatalf("problem body %q: %v", body, err)
 	}
 	if p.Status != status || p.Title == "" || !strings.HasPrefix(p.Type, "https://") || !strings.Contains(p.Detail, detail) {
-		t.Errorf("problemBody = %+v, want status %d and detail containing %q", p, status, detail)
+		t.Errorf("problem = %+v, want status %d and detail containing %q", p, status, detail)
 	}
 	return p
 }

@@ -599,13 +599,7 @@ func TestServeThroughRun(t *testing.T) {
 // stdout, as on a first start.
 func startFirstHub(t *testing.T, dir string, stdout io.Writer) *testHub {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.DataDir = dir
-	cfg.Hub.Name = "test-hub"
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	cfg.MQTT.Addr = "127.0.0.1:0"
-	cfg.MDNS.Enabled = false
-	cfg.HTTP.WriteRate = 0
+	cfg := testConfig(dir)
 	cfg.AdminToken = ""
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

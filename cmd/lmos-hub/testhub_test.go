@@ -28,14 +28,9 @@ type testHub struct {
 	Dir  string
 }
 
-// startHub starts a hub; edit changes the configuration first.
-func startHub(t *testing.T, edit func(*Config)) *testHub {
-	t.Helper()
-	return startHubIn(t, t.TempDir(), edit)
-}
-
-func startHubIn(t *testing.T, dir string, edit func(*Config)) *testHub {
-	t.Helper()
+// testConfig is the configuration of every test hub: loopback on free
+// ports, no mDNS, no write rate limit, provisioned with testToken.
+func testConfig(dir string) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Hub.Name = "test-hub"
@@ -44,6 +39,18 @@ func startHubIn(t *testing.T, dir string, edit func(*Config)) *testHub {
 	cfg.MDNS.Enabled = false
 	cfg.AdminToken = testToken
 	cfg.HTTP.WriteRate = 0
+	return cfg
+}
+
+// startHub starts a hub; edit changes the configuration first.
+func startHub(t *testing.T, edit func(*Config)) *testHub {
+	t.Helper()
+	return startHubIn(t, t.TempDir(), edit)
+}
+
+func startHubIn(t *testing.T, dir string, edit func(*Config)) *testHub {
+	t.Helper()
+	cfg := testConfig(dir)
 	if edit != nil {
 		edit(&cfg)
 	}
