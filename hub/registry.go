@@ -79,6 +79,7 @@ const (
 	opPatch
 	opDelete
 	opExpire
+	opPresence
 )
 
 type op struct {
@@ -91,7 +92,9 @@ type op struct {
 	// expires is the expiry an opExpire was scheduled for; a Thing refreshed
 	// since then is left alone.
 	expires time.Time
-	done    chan opResult
+	// presence is the new status of an opPresence.
+	presence string
+	done     chan opResult
 }
 
 type opResult struct {
@@ -258,6 +261,18 @@ func (r *Registry) Patch(ctx context.Context, id string, raw []byte) error {
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want absent or %q", describe(v), id)}}}
 	}
 	return r.submit(ctx, &op{kind: opPatch, id: id, patch: patch}).err
+}
+
+// SetPresence records that the Thing id is online or offline, as seen over
+// via. It changes only the hub's metadata, never the document, and emits a
+// presence event when the status or transport actually changed.
+func (r *Registry) SetPresence(ctx context.Context, id, status string, via Source) error {
+	switch status {
+	case PresenceOnline, PresenceOffline, PresenceUnknown:
+	default:
+		return Errorf(EINVALID, "presence must be online, offline or unknown, not %q", status)
+	}
+	return r.submit(ctx, &op{kind: opPresence, id: id, presence: status, origin: Origin{Source: via}}).err
 }
 
 // Delete removes the Thing id.

@@ -3,6 +3,7 @@ package hub
 import (
 	"container/heap"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -112,6 +113,9 @@ func (r *Registry) apply(batch []*op) {
 	firstSeq := r.seq
 	for i, o := range batch {
 		ev, rec, del, res := r.prepare(o, now)
+		if res.err == errUnchanged {
+			continue // nothing to store or announce; the caller succeeded
+		}
 		results[i] = res
 		if res.err != nil {
 			continue
@@ -124,6 +128,9 @@ func (r *Registry) apply(batch []*op) {
 			delete(puts, o.id)
 		} else {
 			r.overlay[o.id] = &Thing{ID: o.id, Doc: o.doc, Meta: rec.Meta}
+			if prev, ok := puts[o.id]; ok && rec.Raw == nil {
+				rec.Raw = prev.Raw // a presence change after a put in this batch
+			}
 			puts[o.id] = rec
 		}
 	}
@@ -216,6 +223,18 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 			return ev, rec, false, opResult{err: Errorf(ECONFLICT, "refreshed since")}
 		}
 		return Event{Type: EventDeleted, ID: o.id}, rec, true, res
+	case opPresence:
+		if old == nil {
+			return ev, rec, false, opResult{err: notFound(o.id)}
+		}
+		p := old.Meta.Presence
+		if p.Status == o.presence && p.Via == o.origin.Source {
+			return ev, rec, false, opResult{err: errUnchanged}
+		}
+		meta := old.Meta
+		meta.Presence = Presence{Status: o.presence, Since: now, Via: o.origin.Source}
+		o.doc = old.Doc
+		return Event{Type: EventPresence, ID: o.id, Presence: &meta.Presence}, ThingRecord{ID: o.id, Meta: meta}, false, res
 	case opPatch:
 		if old == nil {
 			return ev, rec, false, opResult{err: notFound(o.id)}
@@ -255,6 +274,9 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 	}
 	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, false, res
 }
+
+// errUnchanged marks an op that succeeded without changing anything.
+var errUnchanged = errors.New("unchanged")
 
 type expiryItem struct {
 	at time.Time

@@ -379,3 +379,62 @@ func TestReloadFromStore(t *testing.T) {
 		t.Errorf("put after close: %v", err)
 	}
 }
+
+func TestPresence(t *testing.T) {
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{})
+	ctx := context.Background()
+	if err := r.SetPresence(ctx, "urn:t:none", hub.PresenceOnline, hub.SourceMQTT); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Fatalf("presence of an unknown Thing: %v", err)
+	}
+	if err := r.SetPresence(ctx, "urn:t:p", "sleepy", hub.SourceMQTT); hub.ErrorCode(err) != hub.EINVALID {
+		t.Fatalf("bad status: %v", err)
+	}
+	sub, _, _ := r.Subscribe(0, false)
+	// A put and a presence change in one batch: both must be stored.
+	errs := queueBehindGate(t, s, r,
+		func() error {
+			_, err := r.Put(ctx, "urn:t:p", testTD("urn:t:p", "p"), hub.Origin{Source: hub.SourceMQTT})
+			return err
+		},
+		func() error { return r.SetPresence(ctx, "urn:t:p", hub.PresenceOnline, hub.SourceMQTT) },
+		func() error { return r.SetPresence(ctx, "urn:t:p", hub.PresenceOnline, hub.SourceMQTT) }, // no change, no event
+	)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+	}
+	th, _ := r.Get("urn:t:p")
+	if th.Meta.Presence.Status != hub.PresenceOnline || th.Meta.Presence.Via != hub.SourceMQTT {
+		t.Errorf("presence = %+v", th.Meta.Presence)
+	}
+	if raw, err := s.ThingRaw("urn:t:p"); err != nil || len(raw) == 0 {
+		t.Fatalf("document lost by the presence change in the same batch: %v", err)
+	}
+	var types []hub.EventType
+	for len(types) < 3 {
+		select {
+		case e := <-sub.C:
+			types = append(types, e.Type)
+			if e.Type == hub.EventPresence && (e.Presence == nil || e.Presence.Status != hub.PresenceOnline) {
+				t.Errorf("presence event = %+v", e)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events = %v", types)
+		}
+	}
+	if fmt.Sprint(types) != "[thing_created thing_created presence]" {
+		t.Errorf("events = %v, want the blocker's and p's creation, then one presence event", types)
+	}
+	// Presence survives a reload; the document is untouched.
+	if err := r.SetPresence(ctx, "urn:t:p", hub.PresenceOffline, hub.SourceMQTT); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	r2 := newRegistry(t, s, hub.RegistryOptions{})
+	th, err := r2.Get("urn:t:p")
+	if err != nil || th.Meta.Presence.Status != hub.PresenceOffline || th.Doc["title"] != "p" {
+		t.Errorf("after reload: %+v %v", th.Meta.Presence, err)
+	}
+}

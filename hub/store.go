@@ -52,7 +52,8 @@ type ThingMeta struct {
 }
 
 // ThingRecord is one stored Thing: the submitted bytes, kept exactly, and
-// the hub's metadata.
+// the hub's metadata. In a Batch, a record without Raw updates only the
+// metadata of a stored Thing.
 type ThingRecord struct {
 	ID   string
 	Raw  []byte
@@ -67,7 +68,16 @@ const (
 	EventCreated EventType = "thing_created"
 	EventUpdated EventType = "thing_updated"
 	EventDeleted EventType = "thing_deleted"
+	// EventPresence reports a change of lmos:presence. It is a hub event
+	// (/api/events, lmos/v1/hub/events), not a W3C WoT Discovery one.
+	EventPresence EventType = "presence"
 )
+
+// IsDirectoryEvent reports whether t is one of the W3C WoT Discovery
+// directory events.
+func (t EventType) IsDirectoryEvent() bool {
+	return t == EventCreated || t == EventUpdated || t == EventDeleted
+}
 
 // Event is one entry of the change feed. Seq increases by one per event and
 // never repeats, across restarts too.
@@ -82,6 +92,8 @@ type Event struct {
 	// Patch is the RFC 7396 merge patch from the old to the new document of
 	// an updated Thing, including "id" (for diff=true).
 	Patch json.RawMessage `json:"patch,omitempty"`
+	// Presence is the new lmos:presence of a presence event.
+	Presence *Presence `json:"presence,omitempty"`
 }
 
 // Batch is a set of changes committed in one durable transaction.

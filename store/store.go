@@ -321,8 +321,11 @@ func (s *DB) Commit(b *hub.Batch) error {
 			if p.ID == "" {
 				return errors.New("thing with empty id")
 			}
-			if err := things.Put([]byte(p.ID), p.Raw); err != nil {
-				return fmt.Errorf("thing %q: %w", p.ID, err)
+			// A record without Raw changes only the metadata (presence).
+			if p.Raw != nil {
+				if err := things.Put([]byte(p.ID), p.Raw); err != nil {
+					return fmt.Errorf("thing %q: %w", p.ID, err)
+				}
 			}
 			if err := thingMeta.Put([]byte(p.ID), metas[i]); err != nil {
 				return fmt.Errorf("thing %q: %w", p.ID, err)

@@ -58,8 +58,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return err == nil && rc.Flush() == nil
 	}
 	buf.WriteString("retry: 2000\n\n")
+	// The directory stream carries only the W3C WoT Discovery events.
+	wanted := func(e hub.Event) bool { return e.Type.IsDirectoryEvent() && (only == "" || e.Type == only) }
 	for _, e := range past {
-		if only == "" || e.Type == only {
+		if wanted(e) {
 			s.frame(&buf, e, diff)
 		}
 	}
@@ -84,7 +86,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				}
 				return
 			}
-			if only != "" && e.Type != only {
+			if !wanted(e) {
 				continue
 			}
 			s.frame(&buf, e, diff)

@@ -261,3 +261,25 @@ func TestSSEDiffReplay(t *testing.T) {
 		t.Errorf("replayed creation of a deleted Thing = %s", ev.Data)
 	}
 }
+
+// TestSSEDirectoryStreamSkipsPresence: presence changes are hub events,
+// not W3C WoT Discovery ones.
+func TestSSEDirectoryStreamSkipsPresence(t *testing.T) {
+	h := startHub(t, nil)
+	s := h.openSSE("/events", "")
+	h.put("urn:example:p", makeTD("urn:example:p", "p"))
+	if err := h.Main.Registry.SetPresence(t.Context(), "urn:example:p", "online", "mqtt"); err != nil {
+		t.Fatal(err)
+	}
+	h.put("urn:example:q", makeTD("urn:example:q", "q"))
+	for _, want := range []string{"urn:example:p", "urn:example:q"} {
+		if ev := s.next(5 * time.Second); ev.Type != "thing_created" || dataID(t, ev) != want {
+			t.Errorf("event = %+v, want creation of %s", ev, want)
+		}
+	}
+	var got map[string]any
+	h.getJSON("/things/urn:example:p", 200, &got)
+	if p := got["lmos:presence"].(map[string]any); p["status"] != "online" || p["via"] != "mqtt" {
+		t.Errorf("lmos:presence = %v", p)
+	}
+}
