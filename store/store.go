@@ -1,6 +1,7 @@
-// Package store keeps the hub's Things, change-feed log and admin tokens in a
-// single bbolt file (hub.db in the data directory). It implements
-// hub.Store and hub.TokenStore.
+// Package store keeps the hub's Things, change-feed log, admin tokens, MQTT
+// broker state and MQTT credentials in a single bbolt file (hub.db in the
+// data directory). It implements hub.Store, hub.TokenStore,
+// hub.BrokerStore and hub.CredentialStore.
 //
 // Every Commit is one read-write transaction that bbolt fsyncs before
 // returning, so a Commit that returned nil survives a crash.
