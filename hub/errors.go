@@ -16,7 +16,9 @@ const (
 	ETOOLARGE     = "too-large"    // body or document over its limit
 	EUNSUPPORTED  = "unsupported"  // media type or operation not supported
 	ERATELIMIT    = "rate-limited" // the client writes too fast
-	EUNAVAILABLE  = "unavailable"  // a component is down or shutting down
+	EUNAVAILABLE  = "unavailable"  // a component is down or shutting down (transient)
+	EFULL         = "full"         // a configured capacity is used up (lasting)
+	EMETHOD       = "method"       // the resource exists, but not with this method
 	EINTERNAL     = "internal"     // anything unexpected
 )
 

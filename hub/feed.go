@@ -67,7 +67,9 @@ func (r *Registry) publish(events []Event) {
 	r.feedMu.Lock()
 	defer r.feedMu.Unlock()
 	for _, e := range events {
-		r.published = e.Seq
+		if e.Seq != 0 { // presence events are not numbered
+			r.published = e.Seq
+		}
 		for s := range r.subs {
 			select {
 			case s.c <- e:

@@ -2,11 +2,11 @@ package hub
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -61,9 +61,11 @@ type Registry struct {
 	once sync.Once
 
 	// Owned by the write loop.
-	seq     uint64
-	expiry  expiryHeap
-	overlay map[string]*Thing
+	seq    uint64
+	expiry expiryQueue
+	// purgeBackoff delays purges after a failed commit (wall clock).
+	purgeBackoff time.Time
+	overlay      map[string]*Thing
 
 	feedMu    sync.Mutex
 	published uint64
@@ -160,12 +162,11 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		r.things[rec.ID] = t
 		r.ids = append(r.ids, rec.ID)
 		if !t.Meta.Expires.IsZero() {
-			r.expiry = append(r.expiry, expiryItem{at: t.Meta.Expires, id: t.ID})
+			r.expiry.set(t.ID, t.Meta.Expires)
 			r.expiring++
 		}
 	}
 	slices.Sort(r.ids)
-	heap.Init(&r.expiry)
 	var err error
 	if r.seq, err = store.LastSeq(); err != nil {
 		return nil, fmt.Errorf("cannot read last event sequence: %w", err)
@@ -254,6 +255,9 @@ func (r *Registry) Patch(ctx context.Context, id string, raw []byte) error {
 	}
 	patch, err := ParseDocument(raw)
 	if err != nil {
+		if e, ok := err.(*Error); ok && e.Message == errNotObject {
+			return Errorf(EINVALID, "a merge patch for a Thing Description must be a JSON object")
+		}
 		return err
 	}
 	if v, ok := patch["id"]; ok && v != id {
@@ -322,6 +326,9 @@ func (r *Registry) Get(id string) (Thing, error) {
 	t := r.things[id]
 	r.mu.RUnlock()
 	if t == nil || t.expired(now) {
+		if err := ValidateID(id); err != nil {
+			return Thing{}, err // say why it cannot exist, as writes do
+		}
 		return Thing{}, notFound(id)
 	}
 	return *t, nil
@@ -348,8 +355,8 @@ func (r *Registry) List(offset, limit int) ([]*Thing, int) {
 		total := len(r.ids)
 		lo := min(offset, total)
 		hi := total
-		if limit > 0 {
-			hi = min(lo+limit, total)
+		if limit > 0 && limit < total-lo { // no lo+limit: it can overflow
+			hi = lo + limit
 		}
 		out := make([]*Thing, 0, hi-lo)
 		for _, id := range r.ids[lo:hi] {
@@ -415,7 +422,7 @@ func describe(v any) string {
 func insertID(raw []byte, id string) ([]byte, error) {
 	i := bytes.IndexByte(raw, '{')
 	if i < 0 {
-		return nil, Errorf(EINVALID, "a Thing Description must be a JSON object")
+		return nil, Errorf(EINVALID, errNotObject)
 	}
 	idJSON, err := json.Marshal(id)
 	if err != nil {
@@ -439,7 +446,7 @@ func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.
 	}
 	if n, ok := reg["ttl"].(json.Number); ok {
 		if f, err := n.Float64(); err == nil && f > 0 {
-			ttl = int64(f + 0.999999) // whole seconds, rounded up
+			ttl = int64(math.Ceil(f)) // whole seconds, rounded up; Validate bounds f
 			return ttl, now.Add(time.Duration(ttl) * time.Second)
 		}
 	}

@@ -52,8 +52,9 @@ func (r *Registry) failQueued() {
 
 func (r *Registry) resetExpiryTimer(t *time.Timer) {
 	d := time.Hour
-	if len(r.expiry) > 0 {
-		d = max(r.expiry[0].at.Sub(r.opts.Now()), 0)
+	if at, ok := r.expiry.next(); ok {
+		// After a failed commit, purges wait a little rather than spin.
+		d = max(at.Sub(r.opts.Now()), time.Until(r.purgeBackoff), 0)
 	}
 	t.Reset(d)
 }
@@ -62,8 +63,12 @@ func (r *Registry) resetExpiryTimer(t *time.Timer) {
 func (r *Registry) dueExpiries() []*op {
 	now := r.opts.Now()
 	var ops []*op
-	for len(r.expiry) > 0 && !now.Before(r.expiry[0].at) && len(ops) < r.opts.MaxBatch {
-		it := heap.Pop(&r.expiry).(expiryItem)
+	for len(ops) < r.opts.MaxBatch {
+		at, ok := r.expiry.next()
+		if !ok || now.Before(at) {
+			break
+		}
+		it := r.expiry.pop()
 		ops = append(ops, &op{kind: opExpire, id: it.id, expires: it.at, done: make(chan opResult, 1)})
 	}
 	return ops
@@ -108,10 +113,32 @@ func (r *Registry) apply(batch []*op) {
 	r.overlay = make(map[string]*Thing, len(batch))
 	defer func() { r.overlay = nil }()
 	var b Batch
+	var live []Event // what subscribers get: b.Events plus unlogged ones
 	puts := make(map[string]ThingRecord, len(batch))
 	results := make([]opResult, len(batch))
 	firstSeq := r.seq
+	emit := func(ev Event) {
+		ev.Time = now
+		if ev.Type.IsDirectoryEvent() {
+			r.seq++
+			ev.Seq = r.seq
+			logged := ev
+			logged.TD = nil // a replay reads the stored document instead
+			b.Events = append(b.Events, logged)
+		}
+		// Presence events are state, not history: they are not numbered
+		// or logged, so a flapping agent cannot push directory events out
+		// of the bounded log.
+		live = append(live, ev)
+	}
 	for i, o := range batch {
+		if (o.kind == opPut || o.kind == opCreate) && r.expiredUnpurged(o.id, now) {
+			// Re-registered after expiry but before the purge: the old
+			// registration ends visibly first.
+			emit(Event{Type: EventDeleted, ID: o.id})
+			r.overlay[o.id] = nil
+			delete(puts, o.id)
+		}
 		ev, rec, del, res := r.prepare(o, now)
 		if res.err == errUnchanged {
 			continue // nothing to store or announce; the caller succeeded
@@ -120,9 +147,7 @@ func (r *Registry) apply(batch []*op) {
 		if res.err != nil {
 			continue
 		}
-		r.seq++
-		ev.Seq, ev.Time = r.seq, now
-		b.Events = append(b.Events, ev)
+		emit(ev)
 		if del {
 			r.overlay[o.id] = nil
 			delete(puts, o.id)
@@ -143,20 +168,15 @@ func (r *Registry) apply(batch []*op) {
 			b.Puts = append(b.Puts, puts[id])
 		}
 	}
-	if len(b.Events) > 0 {
-		// The log keeps no second copy of each created TD: it would double
-		// what every registration writes. Live subscribers still get it;
-		// a replay reads the stored document instead.
-		live := b.Events
-		b.Events = make([]Event, len(live))
-		for i, e := range live {
-			e.TD = nil
-			b.Events[i] = e
-		}
+	if len(live) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
-			r.log.Error("cannot commit registry batch", "err", err, "ops", len(b.Events))
-			for i := range results {
+			r.log.Error("cannot commit registry batch", "err", err, "ops", len(batch))
+			r.purgeBackoff = time.Now().Add(time.Second)
+			for i, o := range batch {
+				if o.kind == opExpire {
+					r.expiry.set(o.id, o.expires) // try the purge again later
+				}
 				if results[i].err == nil {
 					results[i].err = &Error{Code: EINTERNAL, Message: "cannot store the change", Err: err}
 				}
@@ -168,6 +188,18 @@ func (r *Registry) apply(batch []*op) {
 		r.publish(live)
 	}
 	r.reply(batch, results)
+}
+
+// expiredUnpurged reports whether id is stored, expired and not yet purged
+// (nor touched earlier in this batch).
+func (r *Registry) expiredUnpurged(id string, now time.Time) bool {
+	if _, inBatch := r.overlay[id]; inBatch {
+		return false
+	}
+	r.mu.RLock()
+	t := r.things[id]
+	r.mu.RUnlock()
+	return t != nil && t.expired(now)
 }
 
 func (r *Registry) reply(batch []*op, results []opResult) {
@@ -193,14 +225,17 @@ func (r *Registry) install(now time.Time) {
 			if found {
 				r.ids = slices.Delete(r.ids, pos, pos+1)
 			}
+			r.expiry.remove(id)
 			continue
 		}
 		r.things[id] = t
 		if !found {
 			r.ids = slices.Insert(r.ids, pos, id)
 		}
-		if !t.Meta.Expires.IsZero() {
-			heap.Push(&r.expiry, expiryItem{at: t.Meta.Expires, id: id})
+		if t.Meta.Expires.IsZero() {
+			r.expiry.remove(id)
+		} else {
+			r.expiry.set(id, t.Meta.Expires)
 		}
 	}
 }
@@ -254,14 +289,20 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
 	}
 	if old == nil && r.opts.MaxThings > 0 && r.liveCount(now) >= r.opts.MaxThings {
-		return ev, rec, false, opResult{err: Errorf(EUNAVAILABLE, "the registry is full (registry.maxThings = %d)", r.opts.MaxThings)}
+		return ev, rec, false, opResult{err: Errorf(EFULL, "the registry is full (registry.maxThings = %d)", r.opts.MaxThings)}
 	}
 	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
 		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source}}
 	if old != nil {
-		meta.Created, meta.Presence, meta.Verified = old.Meta.Created, old.Meta.Presence, old.Meta.Verified
+		// Presence and creation outlive a new document; a verification
+		// does not: it was of the old document.
+		meta.Created, meta.Presence = old.Meta.Created, old.Meta.Presence
 	}
 	meta.TTL, meta.Expires = registrationOf(o.doc, now)
+	if !meta.Expires.IsZero() && !meta.Expires.After(now) {
+		return ev, rec, false, opResult{err: &Error{Code: EINVALID, Message: "the registration has already expired",
+			Fields: []FieldError{{Field: "/registration/expires", Description: "is not in the future"}}}}
+	}
 	rec = ThingRecord{ID: o.id, Raw: o.raw, Meta: meta}
 	if old == nil {
 		return Event{Type: EventCreated, ID: o.id, TD: o.raw}, rec, false, opResult{created: true}
@@ -283,17 +324,57 @@ type expiryItem struct {
 	id string
 }
 
-// expiryHeap orders pending expiries, earliest first. Entries go stale when a
-// Thing is refreshed or deleted; opExpire checks before acting.
-type expiryHeap []expiryItem
+// expiryQueue orders expiries, earliest first, with at most one entry per
+// Thing: refreshing a TTL moves the entry instead of adding one, so the
+// queue never grows beyond the number of expiring Things.
+type expiryQueue struct {
+	items []expiryItem
+	index map[string]int // id -> position in items
+}
 
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryItem)) }
-func (h *expiryHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (q *expiryQueue) Len() int           { return len(q.items) }
+func (q *expiryQueue) Less(i, j int) bool { return q.items[i].at.Before(q.items[j].at) }
+func (q *expiryQueue) Swap(i, j int) {
+	q.items[i], q.items[j] = q.items[j], q.items[i]
+	q.index[q.items[i].id] = i
+	q.index[q.items[j].id] = j
+}
+func (q *expiryQueue) Push(x any) {
+	it := x.(expiryItem)
+	q.index[it.id] = len(q.items)
+	q.items = append(q.items, it)
+}
+func (q *expiryQueue) Pop() any {
+	it := q.items[len(q.items)-1]
+	q.items = q.items[:len(q.items)-1]
+	delete(q.index, it.id)
 	return it
 }
+
+// set schedules id to expire at at, replacing its earlier entry.
+func (q *expiryQueue) set(id string, at time.Time) {
+	if q.index == nil {
+		q.index = make(map[string]int)
+	}
+	if i, ok := q.index[id]; ok {
+		q.items[i].at = at
+		heap.Fix(q, i)
+		return
+	}
+	heap.Push(q, expiryItem{at: at, id: id})
+}
+
+func (q *expiryQueue) remove(id string) {
+	if i, ok := q.index[id]; ok {
+		heap.Remove(q, i)
+	}
+}
+
+func (q *expiryQueue) next() (time.Time, bool) {
+	if len(q.items) == 0 {
+		return time.Time{}, false
+	}
+	return q.items[0].at, true
+}
+
+func (q *expiryQueue) pop() expiryItem { return heap.Pop(q).(expiryItem) }

@@ -330,7 +330,7 @@ func TestMaxThings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.Put(ctx, "urn:t:3", testTD("urn:t:3", "x"), hub.Origin{}); hub.ErrorCode(err) != hub.EUNAVAILABLE {
+	if _, err := r.Put(ctx, "urn:t:3", testTD("urn:t:3", "x"), hub.Origin{}); hub.ErrorCode(err) != hub.EFULL {
 		t.Errorf("third Thing: %v", err)
 	}
 	if _, err := r.Put(ctx, "urn:t:1", testTD("urn:t:1", "replaced"), hub.Origin{}); err != nil {
@@ -436,5 +436,140 @@ func TestPresence(t *testing.T) {
 	th, err := r2.Get("urn:t:p")
 	if err != nil || th.Meta.Presence.Status != hub.PresenceOffline || th.Doc["title"] != "p" {
 		t.Errorf("after reload: %+v %v", th.Meta.Presence, err)
+	}
+}
+
+func TestListHugeLimit(t *testing.T) {
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{})
+	for _, id := range []string{"urn:t:a", "urn:t:b"} {
+		if _, err := r.Put(context.Background(), id, testTD(id, "x"), hub.Origin{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if list, total := r.List(1, int(^uint(0)>>1)); total != 2 || len(list) != 1 || list[0].ID != "urn:t:b" {
+		t.Errorf("List(1, MaxInt) = %d things of %d", len(list), total)
+	}
+	if list, _ := r.List(5, 3); len(list) != 0 {
+		t.Errorf("offset past the end: %d things", len(list))
+	}
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+func TestExpiryEdgeCases(t *testing.T) {
+	s := openStore(t)
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	r := newRegistry(t, s, hub.RegistryOptions{Now: clock.Now})
+	ctx := context.Background()
+	sub, _, _ := r.Subscribe(0, false)
+	next := func() hub.Event {
+		t.Helper()
+		select {
+		case e := <-sub.C:
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return hub.Event{}
+	}
+
+	// A fractional TTL rounds up to whole seconds.
+	if _, err := r.Put(ctx, "urn:t:frac", testTD("urn:t:frac", "f", "registration", `{"ttl": 0.0000001}`), hub.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	if th, _ := r.Get("urn:t:frac"); th.Meta.TTL != 1 || !th.Meta.Expires.Equal(clock.Now().Add(time.Second)) {
+		t.Errorf("ttl 1e-7: meta %+v", th.Meta)
+	}
+	next()
+	// An expires that is already over is refused, and nothing is stored.
+	_, err := r.Put(ctx, "urn:t:past", testTD("urn:t:past", "p", "registration", `{"expires": "2000-01-01T00:00:00Z"}`), hub.Origin{})
+	if hub.ErrorCode(err) != hub.EINVALID || hub.ErrorFields(err)[0].Field != "/registration/expires" {
+		t.Errorf("past expires: %v", err)
+	}
+	if _, err := s.ThingRaw("urn:t:past"); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Errorf("refused Thing stored: %v", err)
+	}
+
+	// Re-registered after expiry but before the purge: deleted, then created.
+	clock.Advance(2 * time.Second)
+	if created, err := r.Put(ctx, "urn:t:frac", testTD("urn:t:frac", "again"), hub.Origin{}); err != nil || !created {
+		t.Fatalf("re-register: %v %v", created, err)
+	}
+	if e1, e2 := next(), next(); e1.Type != hub.EventDeleted || e2.Type != hub.EventCreated || e2.Seq != e1.Seq+1 {
+		t.Errorf("events = %+v, %+v; want deleted then created", e1, e2)
+	}
+
+	// A purge whose commit fails is tried again.
+	if _, err := r.Put(ctx, "urn:t:ttl", testTD("urn:t:ttl", "t", "registration", `{"ttl": 5}`), hub.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	next()
+	clock.Advance(10 * time.Second)
+	s.fail.Store(true)
+	_, _ = r.Put(ctx, "urn:t:poke", testTD("urn:t:poke", "p"), hub.Origin{}) // re-arms the timer; the purge then fails too
+	time.Sleep(100 * time.Millisecond)
+	s.fail.Store(false)
+	if _, err := r.Put(ctx, "urn:t:poke", testTD("urn:t:poke", "p"), hub.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	var purged bool
+	for deadline := time.After(5 * time.Second); !purged; {
+		select {
+		case e := <-sub.C:
+			purged = e.Type == hub.EventDeleted && e.ID == "urn:t:ttl"
+		case <-deadline:
+			t.Fatal("the purge was not retried after a failed commit")
+		}
+	}
+	if _, err := s.ThingRaw("urn:t:ttl"); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Errorf("expired Thing still stored: %v", err)
+	}
+}
+
+func TestPresenceEventsAreNotNumbered(t *testing.T) {
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{})
+	ctx := context.Background()
+	if _, err := r.Put(ctx, "urn:t:p", testTD("urn:t:p", "p"), hub.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	rev := r.Revision()
+	for i := range 5 {
+		status := []string{hub.PresenceOnline, hub.PresenceOffline}[i%2]
+		if err := r.SetPresence(ctx, "urn:t:p", status, hub.SourceMQTT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Revision() != rev {
+		t.Errorf("presence changes moved the directory revision %d -> %d", rev, r.Revision())
+	}
+	var logged int
+	_ = s.EventsAfter(0, func(e hub.Event) error { logged++; return nil })
+	if logged != 1 {
+		t.Errorf("%d events logged, want only the creation", logged)
+	}
+}
+
+func TestRevokedTokenIsNotRevived(t *testing.T) {
+	tokens := hub.NewTokens(openStore(t), nil)
+	tok, err := tokens.Install("provisioned-secret-0123", "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tokens.Revoke(tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokens.Install("provisioned-secret-0123", "cfg"); hub.ErrorCode(err) != hub.EFORBIDDEN {
+		t.Errorf("installing a revoked token again: %v", err)
+	}
+	if _, err := tokens.Verify("provisioned-secret-0123"); hub.ErrorCode(err) != hub.EUNAUTHORIZED {
+		t.Errorf("revoked token verifies after a re-install: %v", err)
 	}
 }

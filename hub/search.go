@@ -87,6 +87,9 @@ var enrichedMembers = []string{"@context", "registration", "lmos:presence", "lmo
 // a whole object. It errs towards yes.
 func observesEnrichment(p *jsonpath.Path) bool {
 	q := p.String()
+	if len(p.Query().Segments()) == 0 {
+		return true // "$" selects the whole array of TDs
+	}
 	if strings.ContainsAny(q, "*") || strings.Contains(q, "..") ||
 		strings.Contains(q, "length(") || strings.Contains(q, "count(") || strings.Contains(q, "value(") {
 		return true

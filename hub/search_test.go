@@ -55,6 +55,7 @@ func TestJSONPathMatchesReference(t *testing.T) {
 		`$[*, ?@.title=='title 1'].id`,
 		`$['@context']`,
 		`$[?@.id=='urn:t:00007']`,
+		`$`,
 	}
 	for _, q := range queries {
 		got, err := r.SearchJSONPath(q)

@@ -14,6 +14,9 @@ import (
 // them apart from other bearer tokens.
 const tokenPrefix = "lmos_"
 
+// MinTokenLength is the shortest secret accepted as an admin token.
+const MinTokenLength = 16
+
 // Tokens manages admin bearer tokens. Only SHA-256 hashes are stored; the
 // secrets have 256 bits of entropy, so a plain hash cannot be brute-forced.
 type Tokens struct {
@@ -47,19 +50,21 @@ func (m *Tokens) Create(name string) (string, Token, error) {
 }
 
 // Install stores secret (its hash) as a valid admin token, for provisioning
-// with --admin-token. Installing a known secret returns its existing token
-// and revives it if it was revoked.
+// with --admin-token. Installing a known secret returns its existing token;
+// a revoked one is refused (EFORBIDDEN).
 func (m *Tokens) Install(secret, name string) (Token, error) {
-	if len(secret) < 16 || strings.ContainsAny(secret, " \t\r\n") {
-		return Token{}, Errorf(EINVALID, "an admin token must be at least 16 characters without spaces")
+	if len(secret) < MinTokenLength || strings.ContainsAny(secret, " \t\r\n") {
+		return Token{}, Errorf(EINVALID, "an admin token must be at least %d characters without spaces", MinTokenLength)
 	}
 	hash := HashToken(secret)
 	if t, err := m.store.TokenByHash(hash); err == nil {
-		if t.Revoked.IsZero() {
-			return t, nil
+		if !t.Revoked.IsZero() {
+			// A revoked token stays revoked, even if a configuration still
+			// provisions it: reviving it on restart would undo the revocation.
+			return t, Errorf(EFORBIDDEN, "admin token %s was revoked on %s; remove it from the configuration or create a new one",
+				t.ID, t.Revoked.Format(time.RFC3339))
 		}
-		t.Revoked = time.Time{}
-		return t, m.store.PutToken(t)
+		return t, nil
 	} else if ErrorCode(err) != ENOTFOUND {
 		return Token{}, err
 	}

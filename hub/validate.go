@@ -43,10 +43,18 @@ func ParseDocument(raw []byte) (map[string]any, error) {
 	}
 	doc, ok := v.(map[string]any)
 	if !ok {
-		return nil, Errorf(EINVALID, "a Thing Description must be a JSON object")
+		return nil, Errorf(EINVALID, errNotObject)
+	}
+	if ptr, dup := duplicateMember(raw); dup {
+		return nil, &Error{Code: EINVALID, Message: "invalid JSON: a member name occurs twice in one object",
+			Fields: []FieldError{{Field: ptr, Description: "occurs more than once in its object"}}}
 	}
 	return doc, nil
 }
+
+// errNotObject is the message for a document that is valid JSON but not an
+// object; callers recognise it to say what kind of object they expected.
+const errNotObject = "a Thing Description must be a JSON object"
 
 func invalidJSONError(reason string) *Error {
 	return Errorf(EINVALID, "invalid JSON: %s", reason)

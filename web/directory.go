@@ -35,7 +35,7 @@ func (s *Server) directoryDoc(base string) map[string]any {
 	problem := []any{obj("success", false, "contentType", "application/problem+json")}
 	td := obj(
 		"@context", []any{hub.ContextTD11, hub.ContextDiscovery, obj("lmos", hub.ContextLMOS)},
-		"@type", "ThingDirectory",
+		"@type", []any{"ThingDirectory"},
 		"id", "urn:uuid:"+s.cfg.HubID,
 		"title", s.cfg.HubName,
 		"description", "lmos-hub: a W3C WoT Thing Description Directory for LMOS agents and tools",

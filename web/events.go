@@ -64,6 +64,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if wanted(e) {
 			s.frame(&buf, e, diff)
 		}
+		// A long replay goes out in pieces, not as one buffer.
+		if buf.Len() > 64<<10 && !send() {
+			return
+		}
 	}
 	if !send() {
 		return

@@ -18,6 +18,8 @@ var statusOf = map[string]int{
 	hub.EUNAUTHORIZED: http.StatusUnauthorized,
 	hub.EFORBIDDEN:    http.StatusForbidden,
 	hub.ENOTFOUND:     http.StatusNotFound,
+	hub.EMETHOD:       http.StatusMethodNotAllowed,
+	hub.EFULL:         http.StatusInsufficientStorage,
 	hub.ECONFLICT:     http.StatusConflict,
 	hub.ETOOLARGE:     http.StatusRequestEntityTooLarge,
 	hub.EUNSUPPORTED:  http.StatusUnsupportedMediaType,

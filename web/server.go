@@ -110,9 +110,6 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, hub.Errorf(hub.ENOTFOUND, "no resource at %s", r.URL.Path))
-	})
 }
 
 // CloseStreams ends every open event stream; call it before
@@ -122,7 +119,7 @@ func (s *Server) CloseStreams() { s.once.Do(func() { close(s.closing) }) }
 // ServeHTTP counts every request by status and route class.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, s: s, r: r}
 	s.mux.ServeHTTP(sw, r)
 	pattern := r.Pattern // set by the mux on this request
 	if pattern == "" || pattern == "/" {
@@ -139,13 +136,42 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// muxError is set when the mux itself answers 404 or 405 in plain
+	// text; the answer is replaced by a problem body and its text dropped.
+	muxError bool
+	s        *Server
+	r        *http.Request
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if !w.wrote {
-		w.status, w.wrote = code, true
+	if w.wrote {
+		return
+	}
+	w.status, w.wrote = code, true
+	isProblem := w.Header().Get("Content-Type") == "application/problem+json"
+	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && !isProblem {
+		// Only the mux answers these without a problem body: no route
+		// matched the path, or none matched the method (Allow is set).
+		w.muxError = true
+		w.Header().Del("X-Content-Type-Options")
+		err := hub.Errorf(hub.ENOTFOUND, "no resource at %s", w.r.URL.Path)
+		if code == http.StatusMethodNotAllowed {
+			err = hub.Errorf(hub.EMETHOD, "%s is not allowed on %s; allowed: %s", w.r.Method, w.r.URL.Path, w.Header().Get("Allow"))
+		}
+		w.s.writeError(w.ResponseWriter, w.r, err)
+		return
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.muxError {
+		return len(b), nil // the mux's plain-text body
+	}
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

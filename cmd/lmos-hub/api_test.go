@@ -250,7 +250,7 @@ func TestDirectoryTD(t *testing.T) {
 	var td map[string]any
 	h.getJSON("/.well-known/wot", 200, &td)
 	hubID := h.Main.DB.HubID()
-	if td["@type"] != "ThingDirectory" || td["id"] != "urn:uuid:"+hubID || td["title"] != "test-hub" ||
+	if fmt.Sprint(td["@type"]) != "[ThingDirectory]" || td["id"] != "urn:uuid:"+hubID || td["title"] != "test-hub" ||
 		td["base"] != h.URL+"/" {
 		t.Errorf("directory TD head: type %v id %v title %v base %v", td["@type"], td["id"], td["title"], td["base"])
 	}
@@ -399,6 +399,14 @@ func TestRejections(t *testing.T) {
 		{"unknown event type", "GET", "/events/thing_exploded", "", "", "", 404, "no event type", nil},
 		{"bad Last-Event-ID", "GET", "/events", "", "", "", 400, "Last-Event-ID", nil},
 		{"unknown path", "GET", "/nothing/here", "", "", "", 404, "no resource", nil},
+		{"wrong method on a Thing", "POST", thermo, "application/td+json", valid, testToken, 405, "POST is not allowed", nil},
+		{"wrong method on the collection", "DELETE", "/things", "", "", testToken, 405, "DELETE is not allowed", nil},
+		{"read of an id with a control character", "GET", "/things/urn:example:a%01b", "", "", "", 400, "invalid Thing id", nil},
+		{"duplicate member name", "PUT", "/things/urn:example:new", "application/td+json",
+			strings.Replace(valid, `"title":"new"`, `"title":"new","id":"urn:example:new","id":"urn:example:victim"`, 1), testToken, 400, "occurs twice", []string{"/id"}},
+		{"expires in the past", "PUT", "/things/urn:example:new", "application/td+json",
+			strings.Replace(valid, `"title":"new"`, `"title":"new","registration":{"expires":"2001-01-01T00:00:00Z"}`, 1), testToken, 400, "already expired", []string{"/registration/expires"}},
+		{"PATCH with an array", "PATCH", thermo, "application/merge-patch+json", `[1]`, testToken, 400, "merge patch for a Thing Description must be a JSON object", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -434,6 +442,9 @@ func TestRejections(t *testing.T) {
 				if !slices.Contains(fields, f) {
 					t.Errorf("validationErrors fields %v lack %s", fields, f)
 				}
+			}
+			if c.status == 405 && resp.Header.Get("Allow") == "" {
+				t.Error("405 without Allow")
 			}
 			if c.status == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("WWW-Authenticate = %q", resp.Header.Get("WWW-Authenticate"))
@@ -576,5 +587,24 @@ func TestLargeListStreams(t *testing.T) {
 	if coll.Total != n || len(coll.Members) != 200 || coll.Members[0]["id"] != "urn:example:many:050" ||
 		coll.Next != "/things?offset=250&limit=200&format=collection" {
 		t.Errorf("collection: total %d, %d members, first %v, next %q", coll.Total, len(coll.Members), coll.Members[0]["id"], coll.Next)
+	}
+}
+
+func TestListHugeLimitAndFullRegistry(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Registry.MaxThings = 1 })
+	h.put("urn:example:a", makeTD("urn:example:a", "a"))
+	var list []any
+	h.getJSON("/things?offset=0&limit=9223372036854775807", 200, &list)
+	if len(list) != 1 {
+		t.Errorf("%d Things", len(list))
+	}
+	before := h.snapshot()
+	resp, body := h.do(http.MethodPut, "/things/urn:example:b", "application/td+json", makeTD("urn:example:b", "b"), testToken)
+	expectProblem(t, resp, body, http.StatusInsufficientStorage, "registry is full")
+	if resp.Header.Get("Retry-After") != "" {
+		t.Error("a lasting condition must not invite retries")
+	}
+	if h.snapshot() != before {
+		t.Error("state changed")
 	}
 }

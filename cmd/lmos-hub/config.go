@@ -19,6 +19,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // Duration is a time.Duration written in YAML (and environment variables)
@@ -295,6 +297,9 @@ func checkToken(tok string) error {
 	}
 	if strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f || r > unicode.MaxASCII }) >= 0 {
 		return errors.New("must be printable ASCII without spaces (it travels in an Authorization: Bearer header)")
+	}
+	if len(tok) < hub.MinTokenLength {
+		return fmt.Errorf("must be at least %d characters (use `lmos-hub token create` or a long random string)", hub.MinTokenLength)
 	}
 	return nil
 }

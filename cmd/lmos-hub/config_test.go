@@ -130,20 +130,20 @@ shutdownTimeout: 3s
 
 func TestConfigFlagOverridesOnlyWhenSet(t *testing.T) {
 	env := map[string]string{"LMOS_HUB_MDNS": "false", "LMOS_HUB_DATA_DIR": "/env", "LMOS_HUB_NAME": "env-hub",
-		"LMOS_HUB_ADMIN_TOKEN": "env-token", "LMOS_HUB_HTTP_ADDR": ":7000"}
+		"LMOS_HUB_ADMIN_TOKEN": "env-token-0123456789", "LMOS_HUB_HTTP_ADDR": ":7000"}
 	c, err := LoadConfig([]string{"--log-level", "error"}, envMap(env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MDNS.Enabled || c.DataDir != "/env" || c.Hub.Name != "env-hub" || c.AdminToken != "env-token" || c.HTTP.Addr != ":7000" {
+	if c.MDNS.Enabled || c.DataDir != "/env" || c.Hub.Name != "env-hub" || c.AdminToken != "env-token-0123456789" || c.HTTP.Addr != ":7000" {
 		t.Errorf("unset flags overrode the environment: %+v", c)
 	}
 	// A flag set to the default value still overrides.
-	c, err = LoadConfig([]string{"--mdns", "--data-dir=./lmos-data", "--admin-token", "flag-token"}, envMap(env))
+	c, err = LoadConfig([]string{"--mdns", "--data-dir=./lmos-data", "--admin-token", "flag-token-0123456789"}, envMap(env))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.MDNS.Enabled || c.DataDir != "./lmos-data" || c.AdminToken != "flag-token" {
+	if !c.MDNS.Enabled || c.DataDir != "./lmos-data" || c.AdminToken != "flag-token-0123456789" {
 		t.Errorf("set flags did not override: %+v", c)
 	}
 }
@@ -259,6 +259,7 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},
 		{"adminToken", func(c *Config) { c.AdminToken = "a b" }, "adminToken: "},
+		{"adminToken", func(c *Config) { c.AdminToken = "short" }, "adminToken: must be at least 16"},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }, `log.format: "xml" is not one of text, json`},
 		{"log.level", func(c *Config) { c.Log.Level = "" }, `log.level: "" is not one of debug, info, warn, error`},
 		{"registry.eventLogSize", func(c *Config) { c.Registry.EventLogSize = 0 }, "registry.eventLogSize: "},
@@ -335,7 +336,7 @@ func TestConfigDurationYAML(t *testing.T) {
 
 func TestRunConfigPrint(t *testing.T) {
 	path := writeConfigFile(t, "http:\n  allowedOrigins: [\"https://example.com\"]\nmdns:\n  interfaces: [eth0]\n")
-	env := map[string]string{"LMOS_HUB_ADMIN_TOKEN": "s3cret", "LMOS_HUB_CONFIG": path}
+	env := map[string]string{"LMOS_HUB_ADMIN_TOKEN": "s3cret-s3cret-s3cret", "LMOS_HUB_CONFIG": path}
 	var stdout, stderr bytes.Buffer
 	code := runConfig([]string{"print", "--http-addr", "127.0.0.1:0", "--join-mode=approve"}, &stdout, &stderr, envMap(env))
 	if code != 0 {
