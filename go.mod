@@ -4,15 +4,20 @@ go 1.26
 
 require (
 	github.com/VictoriaMetrics/metrics v1.40.2
+	github.com/eclipse/paho.golang v0.22.0
+	github.com/fxamacker/cbor/v2 v2.9.0
 	github.com/google/uuid v1.6.0
+	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/theory/jsonpath v0.11.0
 	go.etcd.io/bbolt v1.4.3
 	go.yaml.in/yaml/v3 v3.0.4
 )
 
 require (
-	github.com/kr/pretty v0.3.1 // indirect
+	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/rs/xid v1.4.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/sys v0.29.0 // indirect
 )

@@ -35,8 +35,8 @@ need_deb() {
 
 need_deb node nodejs
 need_deb npm npm
+need_deb mosquitto_pub mosquitto-clients
 # More later, e.g.:
-# need_deb mosquitto_sub mosquitto-clients
 # need_deb chromium chromium
 
 if ((${#MISSING_DEBS[@]})); then

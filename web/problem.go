@@ -1,65 +1,20 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// errorTypeBase prefixes problem type URIs, as the LMOS error types do.
-const errorTypeBase = "https://eclipse.dev/lmos/protocol/v1/errors#"
-
-// statusOf is the one table mapping hub error codes to HTTP statuses.
-var statusOf = map[string]int{
-	hub.EINVALID:      http.StatusBadRequest,
-	hub.EUNAUTHORIZED: http.StatusUnauthorized,
-	hub.EFORBIDDEN:    http.StatusForbidden,
-	hub.ENOTFOUND:     http.StatusNotFound,
-	hub.EMETHOD:       http.StatusMethodNotAllowed,
-	hub.EFULL:         http.StatusInsufficientStorage,
-	hub.ECONFLICT:     http.StatusConflict,
-	hub.ETOOLARGE:     http.StatusRequestEntityTooLarge,
-	hub.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
-	hub.ERATELIMIT:    http.StatusTooManyRequests,
-	hub.EUNAVAILABLE:  http.StatusServiceUnavailable,
-	hub.EINTERNAL:     http.StatusInternalServerError,
-}
-
-// Problem is an RFC 9457 problem details body.
-type Problem struct {
-	Type             string           `json:"type"`
-	Title            string           `json:"title"`
-	Status           int              `json:"status"`
-	Detail           string           `json:"detail,omitempty"`
-	Instance         string           `json:"instance,omitempty"`
-	ValidationErrors []hub.FieldError `json:"validationErrors,omitempty"`
-}
-
 // writeError answers with the problem for err and logs what the client
 // does not see.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := hub.ErrorCode(err)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		code = hub.EUNAVAILABLE
-		err = &hub.Error{Code: code, Message: "the request was cancelled or timed out", Err: err}
-	}
-	status, ok := statusOf[code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	p := hub.ProblemOf(err)
+	p.Instance = r.URL.RequestURI()
+	status := p.Status
 	if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	p := Problem{
-		Type:             errorTypeBase + code,
-		Title:            http.StatusText(status),
-		Status:           status,
-		Detail:           hub.ErrorMessage(err),
-		Instance:         r.URL.RequestURI(),
-		ValidationErrors: hub.ErrorFields(err),
 	}
 	switch status {
 	case http.StatusUnauthorized:

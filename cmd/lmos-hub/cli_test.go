@@ -511,7 +511,7 @@ func TestCLIMisc(t *testing.T) {
 func TestServeThroughRun(t *testing.T) {
 	dir := t.TempDir()
 	stdout, stderr := &cliSyncBuffer{}, &cliSyncBuffer{}
-	args := []string{"serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mdns=false", "--admin-token", testToken}
+	args := []string{"serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0", "--mdns=false", "--admin-token", testToken}
 	done := make(chan int, 1)
 	go func() { done <- run(args, strings.NewReader(""), stdout, stderr, cliGetenv(nil)) }()
 
@@ -565,7 +565,7 @@ func TestServeThroughRun(t *testing.T) {
 	}
 
 	// A second hub on the same data directory refuses to start.
-	second := cli(t, nil, "", "serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mdns=false", "--admin-token", testToken)
+	second := cli(t, nil, "", "serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0", "--mdns=false", "--admin-token", testToken)
 	if second.code != exitLocked || !strings.Contains(second.stderr, "in use") {
 		t.Errorf("second serve on the same data dir: exit %d, stderr %q; want %d and \"in use\"", second.code, second.stderr, exitLocked)
 	}

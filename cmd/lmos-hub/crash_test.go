@@ -42,7 +42,7 @@ func TestCrashUnderLoad(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("http:\n  writeRate: 0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	argv := []string{"serve", "--data-dir", dir, "--config", cfgFile, "--http-addr", "127.0.0.1:0",
+	argv := []string{"serve", "--data-dir", dir, "--config", cfgFile, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
 		"--mdns=false", "--admin-token", testToken, "--log-level", "info"}
 	args := strings.Join(argv, " ")
 	if !slices.Equal(strings.Fields(args), argv) {

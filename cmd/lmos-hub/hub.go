@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/mqtt"
 	"github.com/eclipse-lmos/lmos-hub/store"
 	"github.com/eclipse-lmos/lmos-hub/web"
 )
@@ -33,6 +35,9 @@ type Main struct {
 	HTTP     *http.Server
 	// HTTPAddr is the address the HTTP listener actually bound.
 	HTTPAddr net.Addr
+	Broker   *mqtt.Broker
+	// MQTTAddr is the address the MQTT listener actually bound.
+	MQTTAddr net.Addr
 
 	errc    chan error
 	closers []func(context.Context) error
@@ -91,6 +96,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Checks: map[string]func() error{
 			"store":    db.Ping,
 			"registry": reg.Err,
+			// m.Broker is set below, before the HTTP server starts serving.
+			"broker": func() error {
+				if m.Broker == nil {
+					return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is not running")
+				}
+				return m.Broker.Err()
+			},
 		},
 		Logger: m.Logger.With("component", "http"),
 	})
@@ -99,6 +111,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot listen on http.addr %s: %w", cfg.HTTP.Addr, err)
 	}
 	m.HTTPAddr = ln.Addr()
+	// The broker opens after the HTTP listener, whose address it announces
+	// on lmos/v1/hub/status, and before HTTP serves, so /healthz sees it.
+	if err := m.openBroker(db, reg); err != nil {
+		ln.Close()
+		return err
+	}
 	m.HTTP = &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -122,6 +140,47 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.Logger.Info("hub ready", "name", cfg.Hub.Name, "id", db.HubID(), "things", reg.Count(),
 		"data_dir", cfg.DataDir, "startup", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// openBroker starts the embedded MQTT broker on cfg.MQTT.Addr.
+func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
+	cfg := m.Config
+	b, err := mqtt.New(reg, db, db, mqtt.Config{
+		Anonymous:    cfg.MQTT.Anonymous,
+		JoinMode:     cfg.Join.Mode,
+		Version:      version,
+		DirectoryURL: directoryURL(m.HTTPAddr),
+		Logger:       m.Logger.With("component", "mqtt"),
+	})
+	if err != nil {
+		return err
+	}
+	addr, err := b.Listen(cfg.MQTT.Addr)
+	if err != nil {
+		return err
+	}
+	m.onClose(b.Close)
+	if err := b.Serve(); err != nil {
+		return err
+	}
+	m.Broker, m.MQTTAddr = b, addr
+	m.Logger.Info("mqtt listening", "addr", addr.String())
+	return nil
+}
+
+// directoryURL is the directory TD's URL for the HTTP listener at addr; an
+// unspecified host (all interfaces) is replaced by the host name.
+func directoryURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil && name != "" {
+			host = name
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/.well-known/wot"
 }
 
 // bootstrapToken installs --admin-token, or on first start creates a token

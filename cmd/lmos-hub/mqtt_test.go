@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// mqttClient is a paho MQTT 5 client of a test hub; every message it
+// receives lands on msgs.
+type mqttClient struct {
+	t    *testing.T
+	c    *paho.Client
+	conn net.Conn
+	msgs chan *paho.Publish
+}
+
+// mqttDial connects to the hub's broker; cp nil is an anonymous clean start.
+func (h *testHub) mqttDial(cp *paho.Connect) *mqttClient {
+	h.t.Helper()
+	conn, err := net.Dial("tcp", h.Main.MQTTAddr.String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	m := &mqttClient{t: h.t, conn: conn, msgs: make(chan *paho.Publish, 64)}
+	m.c = paho.NewClient(paho.ClientConfig{
+		Conn: conn,
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			select {
+			case m.msgs <- pr.Packet:
+			default:
+			}
+			return true, nil
+		}},
+	})
+	if cp == nil {
+		cp = &paho.Connect{CleanStart: true}
+	}
+	cp.KeepAlive = 30
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := m.c.Connect(ctx, cp); err != nil {
+		conn.Close()
+		h.t.Fatalf("mqtt connect: %v", err)
+	}
+	h.t.Cleanup(func() { _ = m.c.Disconnect(&paho.Disconnect{}); conn.Close() })
+	return m
+}
+
+func (m *mqttClient) sub(filter string) {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := m.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}}); err != nil {
+		m.t.Fatalf("subscribe %s: %v", filter, err)
+	}
+}
+
+func (m *mqttClient) pub(topic string, payload []byte, retain bool) {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := m.c.Publish(ctx, &paho.Publish{Topic: topic, Payload: payload, QoS: 1, Retain: retain}); err != nil {
+		m.t.Fatalf("publish %s: %v", topic, err)
+	}
+}
+
+func (m *mqttClient) next(topic string) *paho.Publish {
+	m.t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case p := <-m.msgs:
+			if p.Topic == topic {
+				return p
+			}
+		case <-timeout:
+			m.t.Fatalf("no message on %s within 5s", topic)
+			return nil
+		}
+	}
+}
+
+type joinCreds struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// join publishes td for id and returns the issued credentials.
+func (m *mqttClient) join(id string, td []byte) joinCreds {
+	m.t.Helper()
+	tid := hub.TopicKey(id)
+	m.sub("lmos/v1/things/" + tid + "/td/result")
+	m.pub("lmos/v1/things/"+tid+"/td", td, true)
+	var res struct {
+		Status      string     `json:"status"`
+		Credentials *joinCreds `json:"credentials"`
+	}
+	p := m.next("lmos/v1/things/" + tid + "/td/result")
+	if err := json.Unmarshal(p.Payload, &res); err != nil || res.Status != "accepted" || res.Credentials == nil {
+		m.t.Fatalf("join result %s (%v)", p.Payload, err)
+	}
+	return *res.Credentials
+}
+
+// presenceOf reads lmos:presence from GET /things/{id}.
+func (h *testHub) presenceOf(id string) (status, via string) {
+	h.t.Helper()
+	var td struct {
+		Presence struct {
+			Status string `json:"status"`
+			Via    string `json:"via"`
+		} `json:"lmos:presence"`
+	}
+	h.getJSON("/things/"+pathEscape(id), http.StatusOK, &td)
+	return td.Presence.Status, td.Presence.Via
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestMQTTJoinPresenceOverHTTP(t *testing.T) {
+	h := startHub(t, nil)
+	const id = "urn:uuid:5b0d6c1e-0000-4000-8000-0000000000aa"
+	tid := hub.TopicKey(id)
+	creds := h.mqttDial(nil).join(id, makeTD(id, "Thermostat"))
+	if creds.Username != tid {
+		t.Fatalf("username %q", creds.Username)
+	}
+	th := h.mqttDial(&paho.Connect{
+		CleanStart: true, Username: creds.Username, UsernameFlag: true, Password: []byte(creds.Password), PasswordFlag: true,
+		WillMessage: &paho.WillMessage{Topic: "lmos/v1/things/" + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1},
+	})
+	th.pub("lmos/v1/things/"+tid+"/status", []byte("online"), true)
+	waitFor(t, time.Second, "presence online", func() bool {
+		s, via := h.presenceOf(id)
+		return s == "online" && via == "mqtt"
+	})
+	var td map[string]any
+	h.getJSON("/things/"+pathEscape(id), http.StatusOK, &td)
+	if o, _ := td["lmos:origin"].(map[string]any); o["source"] != "mqtt" {
+		t.Fatalf("origin %v", td["lmos:origin"])
+	}
+
+	// Kill the TCP connection without DISCONNECT: the will marks it offline.
+	th.conn.Close()
+	waitFor(t, time.Second, "presence offline", func() bool {
+		s, _ := h.presenceOf(id)
+		return s == "offline"
+	})
+
+	var health struct {
+		Components map[string]string `json:"components"`
+	}
+	h.getJSON("/healthz", http.StatusOK, &health)
+	if health.Components["broker"] != "up" {
+		t.Fatalf("healthz %v", health.Components)
+	}
+}
+
+// requireMosquitto returns the paths of mosquitto_pub and mosquitto_sub,
+// skipping only when interop tests are not demanded (LMOS_INTEROP unset).
+func requireMosquitto(t *testing.T) (pub, sub string) {
+	t.Helper()
+	pub, err1 := exec.LookPath("mosquitto_pub")
+	sub, err2 := exec.LookPath("mosquitto_sub")
+	if err1 != nil || err2 != nil {
+		if os.Getenv("LMOS_INTEROP") != "" {
+			t.Fatal("mosquitto_pub/mosquitto_sub not found: install the Debian package mosquitto-clients (scripts/test-deps.sh does)")
+		}
+		t.Skip("mosquitto-clients not installed; set LMOS_INTEROP=1 to make this a failure")
+	}
+	return pub, sub
+}
+
+// mosq runs a mosquitto client against the hub's broker and returns its
+// standard output.
+func (h *testHub) mosq(bin string, args ...string) (string, error) {
+	host, port, _ := net.SplitHostPort(h.Main.MQTTAddr.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-h", host, "-p", port}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: errb.Bytes()}
+	}
+	return out.String(), nil
+}
+
+func TestMQTTMosquittoInterop(t *testing.T) {
+	pubBin, subBin := requireMosquitto(t)
+	dir := t.TempDir()
+	h := startHubIn(t, dir, nil)
+	const id = "urn:uuid:5b0d6c1e-0000-4000-8000-0000000000bb"
+	tid := hub.TopicKey(id)
+	creds := h.mqttDial(nil).join(id, makeTD(id, "Sensor"))
+	th := h.mqttDial(&paho.Connect{CleanStart: true, Username: creds.Username, UsernameFlag: true, Password: []byte(creds.Password), PasswordFlag: true})
+	propTopic := "lmos/v1/things/" + tid + "/properties/temp"
+	th.pub(propTopic, []byte("21.5"), true)
+
+	// A later mosquitto_sub reads the retained property.
+	out, err := h.mosq(subBin, "-t", propTopic, "-C", "1", "-W", "5")
+	if err != nil || strings.TrimSpace(out) != "21.5" {
+		t.Fatalf("mosquitto_sub retained: %q %v", out, err)
+	}
+
+	// mosquitto_sub sees hub events.
+	host, port, _ := net.SplitHostPort(h.Main.MQTTAddr.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events := exec.CommandContext(ctx, subBin, "-h", host, "-p", port, "-t", "lmos/v1/hub/events", "-C", "1", "-W", "8")
+	var evOut bytes.Buffer
+	events.Stdout = &evOut
+	if err := events.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until its subscription is in place (it is the only other client).
+	waitFor(t, 5*time.Second, "mosquitto_sub connected", func() bool { return h.Main.Broker.Clients() >= 3 })
+	time.Sleep(50 * time.Millisecond)
+	h.put("urn:http-thing", makeTD("urn:http-thing", "Via HTTP"))
+	if err := events.Wait(); err != nil {
+		t.Fatalf("mosquitto_sub events: %v (%q)", err, evOut.String())
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(evOut.Bytes(), &ev); err != nil || ev["type"] != "thing_created" || ev["id"] != "urn:http-thing" {
+		t.Fatalf("event %q (%v)", evOut.String(), err)
+	}
+
+	// mosquitto_pub (anonymous) to a denied topic is not delivered.
+	watcher := h.mqttDial(nil)
+	watcher.sub("lmos/v1/things/+/status")
+	if out, err := h.mosq(pubBin, "-t", "lmos/v1/things/"+tid+"/status", "-m", "offline", "-q", "1"); err != nil {
+		t.Logf("mosquitto_pub: %q %v", out, err)
+	}
+	// Then an allowed publish, which must be the first thing it sees.
+	th.pub("lmos/v1/things/"+tid+"/status", []byte("online"), false)
+	if p := watcher.next("lmos/v1/things/" + tid + "/status"); string(p.Payload) != "online" {
+		t.Fatalf("denied publish delivered: %q", p.Payload)
+	}
+	waitFor(t, time.Second, "presence online", func() bool { s, _ := h.presenceOf(id); return s == "online" })
+
+	// A restart keeps retained messages.
+	h.Close()
+	h = startHubIn(t, dir, nil)
+	out, err = h.mosq(subBin, "-t", propTopic, "-C", "1", "-W", "5")
+	if err != nil || strings.TrimSpace(out) != "21.5" {
+		t.Fatalf("retained after restart: %q %v", out, err)
+	}
+	out, err = h.mosq(subBin, "-t", "lmos/v1/hub/status", "-C", "1", "-W", "5")
+	if err != nil || !strings.Contains(out, `"status":"online"`) || !strings.Contains(out, "http://"+h.Main.HTTPAddr.String()+"/.well-known/wot") {
+		t.Fatalf("hub status after restart: %q %v", out, err)
+	}
+}

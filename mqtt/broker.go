@@ -1,0 +1,365 @@
+// Package mqtt is the hub's embedded MQTT broker (mochi-mqtt) and the LMOS
+// MQTT binding on top of it (PROTOCOL §4): authentication with the
+// credentials the hub issues at join, the topic ACL, joining by publishing a
+// Thing Description, presence from status topics and wills, the hub's own
+// status and event topics, and the broker's durable state (retained
+// messages, persistent sessions) kept through hub.BrokerStore.
+//
+// It extends mochi only through its seams: hooks embedding HookBase and the
+// inline client. mochi's config package is never imported: it would pull
+// badger, pebble and redis into the binary.
+package mqtt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// Limits of the broker. Per-client memory is dominated by the outbound queue
+// (MaximumClientWritesPending pointers to packets) and the two bufio buffers,
+// so 1,000 idle agents cost a few MB, not the hundreds of MB mochi's
+// defaults (8,192 pending writes per client) allow under load.
+const (
+	// MaxPacketSize is the largest MQTT packet the broker accepts (1 MiB,
+	// advertised in the v5 CONNACK). A bigger packet closes the connection
+	// (mochi sends no DISCONNECT first); the client's will is published.
+	MaxPacketSize = 1 << 20
+	// maxWritesPending is each client's outbound queue. A subscriber that
+	// falls this far behind loses QoS 0 messages (QoS 1/2 ones stay in
+	// flight and are resent).
+	maxWritesPending = 128
+	// netBufferSize is each client's read and write buffer.
+	netBufferSize = 2 << 10
+	// maxSessionExpiry caps how long a disconnected persistent session is
+	// kept: 7 days.
+	maxSessionExpiry = 7 * 24 * 60 * 60
+	// receiveMaximum is the number of QoS 1/2 publishes a client may have
+	// unacknowledged towards the broker.
+	receiveMaximum = 256
+	// maxInflight caps the QoS 1/2 messages stored per client.
+	maxInflight = 1024
+	// sysInterval is how often mochi refreshes its $SYS topics (it reads
+	// runtime.MemStats each time); nobody may subscribe to them (ACL) and
+	// the hub reads the counters directly.
+	sysInterval = 30
+)
+
+// Topics of the hub itself (PROTOCOL §4.1).
+const (
+	TopicHubStatus = "lmos/v1/hub/status"
+	TopicHubEvents = "lmos/v1/hub/events"
+)
+
+// Config configures a Broker.
+type Config struct {
+	// Anonymous admits clients without a username (they may join and use
+	// the "anyone" part of the ACL).
+	Anonymous bool
+	// JoinMode is open, approve or closed (PROTOCOL §4.4); "" is open.
+	JoinMode string
+	// Version is the hub version published on lmos/v1/hub/status.
+	Version string
+	// DirectoryURL is the directory TD's URL published on lmos/v1/hub/status.
+	DirectoryURL string
+	// FlushInterval is the write-behind window of the broker's durable
+	// state (default 200 ms).
+	FlushInterval time.Duration
+	// Workers is the number of goroutines that run joins and presence
+	// changes (default 8); one Thing's messages always go to the same one.
+	Workers int
+	// Logger is the parent logger (slog.Default when nil).
+	Logger *slog.Logger
+}
+
+// Broker is the embedded MQTT broker with the LMOS binding.
+type Broker struct {
+	cfg    Config
+	reg    *hub.Registry
+	creds  hub.CredentialStore
+	log    *slog.Logger
+	server *mochi.Server
+	inline *mochi.Client
+	bind   *binding
+	state  *persistence
+
+	ln       net.Listener
+	served   atomic.Bool
+	closed   atomic.Bool
+	stopOnce sync.Once
+
+	// ctx is cancelled when Close gives up waiting; registry calls use it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// stop ends the workers and the event forwarder.
+	stop    chan struct{}
+	queues  []chan func()
+	workers sync.WaitGroup
+	events  sync.WaitGroup
+}
+
+// New builds a broker over the registry and stores. It loads nothing and
+// opens no socket yet: Listen then Serve.
+func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg Config) (*Broker, error) {
+	if reg == nil || bs == nil || creds == nil {
+		return nil, errors.New("cannot create mqtt broker: registry and stores are required")
+	}
+	switch cfg.JoinMode {
+	case "":
+		cfg.JoinMode = "open"
+	case "open", "approve", "closed":
+	default:
+		return nil, fmt.Errorf("cannot create mqtt broker: unknown join mode %q", cfg.JoinMode)
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 200 * time.Millisecond
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumClientWritesPending = maxWritesPending
+	caps.MaximumSessionExpiryInterval = maxSessionExpiry
+	caps.MaximumPacketSize = MaxPacketSize
+	caps.ReceiveMaximum = receiveMaximum
+	caps.MaximumInflight = maxInflight
+	// Retained messages (TDs, status, property values) must not vanish after
+	// mochi's default 24 h; only a message's own expiry interval applies.
+	caps.MaximumMessageExpiryInterval = 0
+	// mochi checks the ACL before resolving a topic alias, so an aliased
+	// publish would be judged on an empty topic; no aliases, then.
+	caps.TopicAliasMaximum = 0
+	server := mochi.New(&mochi.Options{
+		Capabilities:             caps,
+		ClientNetWriteBufferSize: netBufferSize,
+		ClientNetReadBufferSize:  netBufferSize,
+		SysTopicResendInterval:   sysInterval,
+		InlineClient:             true,
+		// mochi logs a line per connection at info; keep its warnings only.
+		Logger: slog.New(minLevel{log.With("component", "mochi").Handler(), slog.LevelWarn}),
+	})
+	inline, ok := server.Clients.Get(mochi.InlineClientId)
+	if !ok {
+		return nil, errors.New("cannot create mqtt broker: mochi has no inline client")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{
+		cfg:    cfg,
+		reg:    reg,
+		creds:  creds,
+		log:    log,
+		server: server,
+		inline: inline,
+		ctx:    ctx,
+		cancel: cancel,
+		stop:   make(chan struct{}),
+	}
+	b.bind = &binding{b: b}
+	b.state = newPersistence(bs, log, cfg.FlushInterval)
+	if err := server.AddHook(b.bind, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("cannot add the lmos hook: %w", err)
+	}
+	if err := server.AddHook(b.state, nil); err != nil {
+		cancel()
+		return nil, fmt.Errorf("cannot add the persistence hook: %w", err)
+	}
+	return b, nil
+}
+
+// Listen opens the TCP listener on addr (port 0 picks a free port) and
+// returns the address actually bound. Call it before Serve.
+func (b *Broker) Listen(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on mqtt.addr %s: %w", addr, err)
+	}
+	l := &listener{id: "tcp", ln: ln, log: b.log}
+	if err := b.server.AddListener(l); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
+	}
+	b.ln = ln
+	return ln.Addr(), nil
+}
+
+// Serve loads the stored broker state, starts accepting clients and the
+// hub topics, and returns.
+func (b *Broker) Serve() error {
+	// The workers exist before the first client can publish.
+	b.queues = make([]chan func(), b.cfg.Workers)
+	for i := range b.queues {
+		q := make(chan func(), 64)
+		b.queues[i] = q
+		b.workers.Go(func() { b.work(q) })
+	}
+	if err := b.server.Serve(); err != nil {
+		return fmt.Errorf("cannot start mqtt broker: %w", err)
+	}
+	b.served.Store(true)
+	b.state.start()
+	if err := b.publishStatus("online"); err != nil {
+		return err
+	}
+	b.events.Go(b.forwardEvents)
+	return nil
+}
+
+// Err reports whether the broker is serving: nil while it is.
+func (b *Broker) Err() error {
+	switch {
+	case b.closed.Load():
+		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is closed")
+	case !b.served.Load():
+		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is not serving yet")
+	}
+	return nil
+}
+
+// Clients returns the number of connected clients.
+func (b *Broker) Clients() int64 { return atomic.LoadInt64(&b.server.Info.ClientsConnected) }
+
+// Close publishes the hub's offline status, disconnects every client (their
+// wills are published), waits for joins and presence changes in progress
+// and writes the broker state, all within ctx.
+func (b *Broker) Close(ctx context.Context) error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	var errs []error
+	if b.served.Load() {
+		if err := b.publishStatus("offline"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if b.served.Load() {
+			_ = b.server.Close() // always nil; closes listeners and clients
+		} else if b.ln != nil {
+			b.ln.Close()
+		}
+		b.stopOnce.Do(func() { close(b.stop) })
+		b.events.Wait()
+		b.workers.Wait()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		b.cancel() // registry calls still running give up
+		errs = append(errs, fmt.Errorf("cannot stop the mqtt broker in time: %w", ctx.Err()))
+	}
+	b.cancel()
+	if err := b.state.close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// publishStatus publishes the retained lmos/v1/hub/status.
+func (b *Broker) publishStatus(status string) error {
+	payload, err := json.Marshal(struct {
+		Status    string `json:"status"`
+		Version   string `json:"version"`
+		Directory string `json:"directory"`
+	}{status, b.cfg.Version, b.cfg.DirectoryURL})
+	if err != nil {
+		return fmt.Errorf("cannot encode hub status: %w", err)
+	}
+	if err := b.publish(TopicHubStatus, payload, true, 1, "application/json"); err != nil {
+		return fmt.Errorf("cannot publish hub status: %w", err)
+	}
+	return nil
+}
+
+// publish sends a message from the hub's inline client, which the ACL does
+// not restrict. An empty retained payload deletes the retained message.
+func (b *Broker) publish(topic string, payload []byte, retain bool, qos byte, contentType string) error {
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: retain},
+		TopicName:   topic,
+		Payload:     payload,
+		// mochi never acknowledges inline publishes but checks that a QoS > 0
+		// packet has an id.
+		PacketID: uint16(qos),
+	}
+	if contentType != "" {
+		pk.Properties.ContentType = contentType
+		pk.ProtocolVersion = 5
+	}
+	return b.server.InjectPacket(b.inline, pk)
+}
+
+// listener serves mochi clients from a net.Listener opened by Listen, so the
+// bound address is known before Serve.
+type listener struct {
+	id  string
+	ln  net.Listener
+	log *slog.Logger
+	end atomic.Bool
+}
+
+func (l *listener) Init(*slog.Logger) error { return nil }
+func (l *listener) ID() string              { return l.id }
+func (l *listener) Address() string         { return l.ln.Addr().String() }
+func (l *listener) Protocol() string        { return "tcp" }
+
+func (l *listener) Serve(establish listeners.EstablishFn) {
+	for {
+		conn, err := l.ln.Accept()
+		if err != nil {
+			if !l.end.Load() {
+				l.log.Error("mqtt accept failed", "err", err)
+			}
+			return
+		}
+		go func() {
+			// Refused and dropped connections end here: not worth a warning.
+			if err := establish(l.id, conn); err != nil {
+				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
+			}
+		}()
+	}
+}
+
+func (l *listener) Close(closeClients listeners.CloseFn) {
+	if l.end.CompareAndSwap(false, true) {
+		closeClients(l.id)
+		_ = l.ln.Close()
+	}
+}
+
+// minLevel drops records below min, whatever the parent handler allows.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
+}

@@ -1,0 +1,390 @@
+package mqtt
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
+	e := newEnv(t, nil)
+	const id = "urn:uuid:0c2a9b7e-0000-4000-8000-000000000001"
+	tid := hub.TopicKey(id)
+	anon := mustDial(t, e.addr, nil)
+	res := anon.join(tid, makeTD(id, "Agent"), "")
+	if res.Status != "accepted" || res.ID != id || res.Credentials == nil || res.Credentials.Username != tid || len(res.Credentials.Password) != 43 {
+		t.Fatalf("join result %+v", res)
+	}
+	if th, err := e.reg.Get(id); err != nil || th.Meta.Origin.Source != hub.SourceMQTT {
+		t.Fatalf("registry: %+v %v", th, err)
+	}
+
+	// Wrong password: refused with 0x86.
+	bad := *res.Credentials
+	bad.Password = "nope"
+	if _, ack, err := dial(t, e.addr, withCreds(&bad)); err == nil || ack == nil || ack.ReasonCode != 0x86 {
+		t.Fatalf("wrong password: ack %+v err %v", ack, err)
+	}
+
+	// The Thing reconnects with its credentials and a will, goes online.
+	cp := withCreds(res.Credentials)
+	cp.WillMessage = &paho.WillMessage{Topic: thingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
+	th := mustDial(t, e.addr, cp)
+	th.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
+	eventually(t, time.Second, "presence online", func() bool {
+		got, _ := e.reg.Get(id)
+		return got.Meta.Presence.Status == hub.PresenceOnline && got.Meta.Presence.Via == hub.SourceMQTT
+	})
+
+	// A re-join by the Thing itself gets no new credentials.
+	if res := th.join(tid, makeTD(id, "Agent v2"), ""); res.Status != "accepted" || res.Credentials != nil {
+		t.Fatalf("re-join %+v", res)
+	}
+	// Nobody else may replace it.
+	if res := anon.join(tid, makeTD(id, "Impostor"), ""); res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 403 {
+		t.Fatalf("impostor join %+v", res)
+	}
+	if got, _ := e.reg.Get(id); got.Doc["title"] != "Agent v2" {
+		t.Fatalf("title %v", got.Doc["title"])
+	}
+
+	// Kill the connection without DISCONNECT: the will sets it offline.
+	th.conn.Close()
+	eventually(t, time.Second, "presence offline", func() bool {
+		got, _ := e.reg.Get(id)
+		return got.Meta.Presence.Status == hub.PresenceOffline
+	})
+}
+
+func TestJoinResultOnlyToPublisher(t *testing.T) {
+	e := newEnv(t, nil)
+	spy := mustDial(t, e.addr, nil)
+	spy.mustSub("lmos/v1/things/+/td/result")
+	spy.mustSub("lmos/v1/things/urn:a/td/result")
+	joiner := mustDial(t, e.addr, nil)
+	if res := joiner.join("urn:a", makeTD("urn:a", "A"), ""); res.Credentials == nil {
+		t.Fatalf("no credentials: %+v", res)
+	}
+	spy.none("lmos/v1/things/urn:a/td/result", 200*time.Millisecond)
+	// The accepted TD itself is retained for everyone.
+	late := mustDial(t, e.addr, nil)
+	late.mustSub("lmos/v1/things/+/td")
+	if m := late.next("lmos/v1/things/urn:a/td"); !strings.Contains(string(m.Payload), `"urn:a"`) {
+		t.Fatalf("retained td %s", m.Payload)
+	}
+}
+
+func TestJoinRejectsBadInput(t *testing.T) {
+	e := newEnv(t, nil)
+	c := mustDial(t, e.addr, nil)
+	valid := makeTD("urn:a", "A")
+	var doc map[string]any
+	json.Unmarshal(valid, &doc)
+	delete(doc, "title")
+	invalid, _ := json.Marshal(doc)
+	tests := []struct {
+		name, tid   string
+		payload     []byte
+		contentType string
+		status      int
+		field       string
+	}{
+		{"malformed JSON", "urn:a", []byte(`{"id": "urn:a",`), "", 400, ""},
+		{"invalid TD", "urn:a", invalid, "", 400, "/title"},
+		{"id mismatch", "urn:b", valid, "", 400, "/id"},
+		{"non-canonical topic key", "urn:%61", makeTD("urn:a", "A"), "", 400, ""},
+		{"CBOR nesting bomb", "urn:a", cborBomb(10000), "application/cbor", 400, ""},
+		{"CBOR huge map", "urn:a", cborHugeMap(1 << 30), "application/cbor", 400, ""},
+		{"CBOR array", "urn:a", mustCBOR(t, []any{1, 2}), "application/cbor", 400, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c.t = t
+			res := c.join(tt.tid, tt.payload, tt.contentType)
+			if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != tt.status || res.Credentials != nil {
+				t.Fatalf("result %+v", res)
+			}
+			if !strings.HasPrefix(res.Problem.Type, hub.ErrorTypeBase) || res.Problem.Title == "" || res.Problem.Detail == "" {
+				t.Fatalf("problem %+v", res.Problem)
+			}
+			if tt.field != "" && (len(res.Problem.ValidationErrors) == 0 || res.Problem.ValidationErrors[0].Field != tt.field) {
+				t.Fatalf("validation errors %+v, want %s", res.Problem.ValidationErrors, tt.field)
+			}
+		})
+	}
+	c.t = t
+	if n := e.reg.Count(); n != 0 {
+		t.Fatalf("registry has %d things", n)
+	}
+	for _, id := range []string{"urn:a", "urn:b"} {
+		if _, err := e.db.CredentialHash(id); hub.ErrorCode(err) != hub.ENOTFOUND {
+			t.Fatalf("credential for %s: %v", id, err)
+		}
+	}
+	// Nothing was retained on the td topics.
+	late := mustDial(t, e.addr, nil)
+	late.mustSub("lmos/v1/things/+/td")
+	late.none("lmos/v1/things/urn:a/td", 200*time.Millisecond)
+}
+
+func mustCBOR(t *testing.T, v any) []byte {
+	b, err := cbor.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestJoinCBOR(t *testing.T) {
+	e := newEnv(t, nil)
+	var doc map[string]any
+	json.Unmarshal(makeTD("urn:c", "CBOR agent"), &doc)
+	res := mustDial(t, e.addr, nil).join("urn:c", mustCBOR(t, doc), "application/cbor")
+	if res.Status != "accepted" {
+		t.Fatalf("%+v", res)
+	}
+	if th, err := e.reg.Get("urn:c"); err != nil || th.Doc["title"] != "CBOR agent" {
+		t.Fatalf("%+v %v", th, err)
+	}
+}
+
+func TestJoinModes(t *testing.T) {
+	for mode, status := range map[string]int{"closed": 403, "approve": 503} {
+		e := newEnv(t, func(c *Config) { c.JoinMode = mode })
+		res := mustDial(t, e.addr, nil).join("urn:a", makeTD("urn:a", "A"), "")
+		if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != status {
+			t.Fatalf("%s: %+v", mode, res)
+		}
+		if e.reg.Count() != 0 {
+			t.Fatalf("%s: registered", mode)
+		}
+	}
+}
+
+func TestDeregister(t *testing.T) {
+	e := newEnv(t, nil)
+	anon := mustDial(t, e.addr, nil)
+	res := anon.join("urn:a", makeTD("urn:a", "A"), "")
+	// Anonymous delete of a credential-bound Thing: refused.
+	if del := anon.join("urn:a", nil, ""); del.Status != "rejected" || del.Problem.Status != 403 {
+		t.Fatalf("anonymous delete %+v", del)
+	}
+	if _, err := e.reg.Get("urn:a"); err != nil {
+		t.Fatalf("thing gone: %v", err)
+	}
+	owner := mustDial(t, e.addr, withCreds(res.Credentials))
+	if del := owner.join("urn:a", nil, ""); del.Status != "deleted" || del.ID != "urn:a" {
+		t.Fatalf("owner delete %+v", del)
+	}
+	if _, err := e.reg.Get("urn:a"); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Fatalf("still registered: %v", err)
+	}
+	if _, err := e.db.CredentialHash("urn:a"); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Fatalf("credential kept: %v", err)
+	}
+	// The old credentials no longer connect.
+	if _, ack, err := dial(t, e.addr, withCreds(res.Credentials)); err == nil {
+		t.Fatalf("connected with deleted credentials: %+v", ack)
+	}
+}
+
+func TestACLOverTheWire(t *testing.T) {
+	e := newEnv(t, nil)
+	anon := mustDial(t, e.addr, nil)
+	res := anon.join("urn:a", makeTD("urn:a", "A"), "")
+	a := mustDial(t, e.addr, withCreds(res.Credentials))
+	watcher := mustDial(t, e.addr, nil)
+	watcher.mustSub("lmos/v1/things/+/status")
+	watcher.mustSub("lmos/v1/things/+/events/+")
+
+	// Publishing under another Thing's topics: 0x87, still connected.
+	for _, topic := range []string{"lmos/v1/things/urn:b/status", "lmos/v1/things/urn:b/events/e", "lmos/v1/hub/status"} {
+		pr, err := a.pub(topic, []byte("offline"), 1, true, "")
+		if err == nil || pr == nil || pr.ReasonCode != 0x87 {
+			t.Fatalf("publish %s: %+v %v", topic, pr, err)
+		}
+	}
+	// QoS 0 denied: silently dropped.
+	if _, err := anon.pub("lmos/v1/things/urn:a/status", []byte("offline"), 0, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Then something allowed arrives: the connection is still up.
+	a.mustPub("lmos/v1/things/urn:a/events/e", []byte(`{"x":1}`), 1, false)
+	watcher.next("lmos/v1/things/urn:a/events/e")
+	watcher.none("lmos/v1/things/urn:b/status", 100*time.Millisecond)
+
+	// Subscribing to another Thing's actions: SUBACK 0x87.
+	for _, f := range []string{"lmos/v1/things/urn:b/actions/+", "lmos/v1/things/+/actions/+", "lmos/v1/#", "$SYS/#", "lmos/v1/groups/g/#"} {
+		sa, err := a.sub(f)
+		if err == nil || sa == nil || len(sa.Reasons) != 1 || sa.Reasons[0] != 0x87 {
+			t.Fatalf("subscribe %s: %+v %v", f, sa, err)
+		}
+	}
+	// Its own actions: allowed, also shared; invocations arrive.
+	a.mustSub("lmos/v1/things/urn:a/actions/+")
+	a.mustSub("$share/workers/lmos/v1/things/urn:a/properties/+/set")
+	anon.mustPub("lmos/v1/things/urn:a/actions/chat", []byte(`{}`), 1, false)
+	a.next("lmos/v1/things/urn:a/actions/chat")
+	anon.mustPub("lmos/v1/things/urn:a/properties/p/set", []byte(`1`), 1, false)
+	a.next("lmos/v1/things/urn:a/properties/p/set")
+}
+
+// TestWillOnOtherThingDropped: a will is checked like a publish.
+func TestWillOnOtherThingDropped(t *testing.T) {
+	e := newEnv(t, nil)
+	anon := mustDial(t, e.addr, nil)
+	anon.join("urn:a", makeTD("urn:a", "A"), "")
+	watcher := mustDial(t, e.addr, nil)
+	watcher.mustSub("lmos/v1/things/+/status")
+	cp := &paho.Connect{CleanStart: true, WillMessage: &paho.WillMessage{Topic: "lmos/v1/things/urn:a/status", Payload: []byte("offline")}}
+	evil := mustDial(t, e.addr, cp)
+	evil.conn.Close()
+	watcher.none("lmos/v1/things/urn:a/status", 300*time.Millisecond)
+}
+
+func TestHubStatusAndEvents(t *testing.T) {
+	e := newEnv(t, nil)
+	c := mustDial(t, e.addr, nil)
+	c.mustSub(TopicHubStatus)
+	m := c.next(TopicHubStatus)
+	var st map[string]string
+	if err := json.Unmarshal(m.Payload, &st); err != nil || st["status"] != "online" || st["version"] != "test" || st["directory"] != e.cfg.DirectoryURL {
+		t.Fatalf("hub status %s", m.Payload)
+	}
+	c.mustSub(TopicHubEvents)
+	if _, err := e.reg.Put(t.Context(), "urn:h", makeTD("urn:h", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+		t.Fatal(err)
+	}
+	m = c.next(TopicHubEvents)
+	var ev map[string]any
+	if err := json.Unmarshal(m.Payload, &ev); err != nil || ev["type"] != "thing_created" || ev["id"] != "urn:h" || ev["seq"] == nil || ev["time"] == nil {
+		t.Fatalf("event %s", m.Payload)
+	}
+	if err := e.reg.SetPresence(t.Context(), "urn:h", hub.PresenceOnline, hub.SourceHTTP); err != nil {
+		t.Fatal(err)
+	}
+	m = c.next(TopicHubEvents)
+	if !strings.Contains(string(m.Payload), `"presence":{"status":"online"`) {
+		t.Fatalf("presence event %s", m.Payload)
+	}
+}
+
+func TestRetainedAndSessionsSurviveRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	anon := mustDial(t, e.addr, nil)
+	res := anon.join("urn:a", makeTD("urn:a", "A"), "")
+	a := mustDial(t, e.addr, withCreds(res.Credentials))
+	a.mustPub("lmos/v1/things/urn:a/properties/temp", []byte("21.5"), 1, true)
+
+	// A persistent session subscribed to events, then offline.
+	expiry := uint32(3600)
+	persist := &paho.Connect{ClientID: "watcher-1", Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}
+	w := mustDial(t, e.addr, persist)
+	w.mustSub("lmos/v1/things/urn:a/events/+")
+	w.close()
+
+	e.restart()
+
+	// Hub status was offline at Close, online again now.
+	c := mustDial(t, e.addr, nil)
+	c.mustSub("lmos/v1/things/urn:a/properties/temp")
+	if m := c.next("lmos/v1/things/urn:a/properties/temp"); string(m.Payload) != "21.5" {
+		t.Fatalf("retained %q", m.Payload)
+	}
+	c.mustSub("lmos/v1/things/+/td")
+	c.next("lmos/v1/things/urn:a/td")
+
+	// The session kept its subscription: a QoS 1 event published while it
+	// is away is delivered when it resumes.
+	a = mustDial(t, e.addr, withCreds(res.Credentials))
+	a.mustPub("lmos/v1/things/urn:a/events/alarm", []byte("hot"), 1, false)
+	persist.CleanStart = false
+	w, ack, err := dial(t, e.addr, persist)
+	if err != nil || !ack.SessionPresent {
+		t.Fatalf("resume: %+v %v", ack, err)
+	}
+	if m := w.next("lmos/v1/things/urn:a/events/alarm"); string(m.Payload) != "hot" {
+		t.Fatalf("event %q", m.Payload)
+	}
+}
+
+// TestOversizePacket: a packet over MaxPacketSize closes the connection;
+// nothing of it is kept and the broker serves on.
+func TestOversizePacket(t *testing.T) {
+	e := newEnv(t, nil)
+	conn, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// MQTT 3.1.1 CONNECT, clean session, client id "big".
+	conn.Write([]byte{0x10, 15, 0, 4, 'M', 'Q', 'T', 'T', 4, 2, 0, 30, 0, 3, 'b', 'i', 'g'})
+	r := bufio.NewReader(conn)
+	ack := make([]byte, 4)
+	if _, err := io.ReadFull(r, ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
+		t.Fatalf("connack %x %v", ack, err)
+	}
+	topic := "lmos/v1/things/urn:a/td"
+	remaining := 2 + len(topic) + MaxPacketSize // one packet over the limit
+	hdr := []byte{0x31}                         // PUBLISH, QoS 0, retain
+	for n := remaining; ; {
+		b := byte(n % 128)
+		n /= 128
+		if n > 0 {
+			hdr = append(hdr, b|0x80)
+			continue
+		}
+		hdr = append(hdr, b)
+		break
+	}
+	conn.Write(hdr)
+	conn.Write([]byte{0, byte(len(topic))})
+	conn.Write([]byte(topic))
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	conn.Write(make([]byte, 4096)) // the broker stops reading after the header
+	if _, err := r.ReadByte(); !errors.Is(err, io.EOF) && !isReset(err) {
+		t.Fatalf("connection not closed: %v", err)
+	}
+	c := mustDial(t, e.addr, nil)
+	c.mustSub("lmos/v1/things/+/td")
+	c.none(topic, 100*time.Millisecond)
+}
+
+func isReset(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "reset") || strings.Contains(err.Error(), "broken pipe"))
+}
+
+// TestAnonymousOff: without mqtt.anonymous only credentials connect.
+func TestAnonymousOff(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Anonymous = false })
+	if _, ack, err := dial(t, e.addr, nil); err == nil || ack == nil || ack.ReasonCode != 0x86 {
+		t.Fatalf("anonymous connect: %+v %v", ack, err)
+	}
+}
+
+// BenchmarkJoin measures a join round trip from one client: PUBLISH of the
+// TD, validation, durable registry write, credential write, result.
+func BenchmarkJoin(b *testing.B) {
+	e := newEnv(b, nil)
+	c := mustDial(b, e.addr, nil)
+	c.mustSub("lmos/v1/things/+/td/result")
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("urn:bench:%d", i)
+		if _, err := c.pub(thingsPrefix+id+"/td", makeTD(id, "Bench"), 1, false, ""); err != nil {
+			b.Fatal(err)
+		}
+		c.next(thingsPrefix + id + "/td/result")
+	}
+}

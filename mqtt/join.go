@@ -1,0 +1,260 @@
+package mqtt
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"reflect"
+	"strings"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// joinRequest is one PUBLISH to lmos/v1/things/{tid}/td.
+type joinRequest struct {
+	tid         string
+	clientID    string // the publishing client: the only one to get the result
+	self        string // the Thing it is authenticated as, "" if anonymous
+	payload     []byte // empty: deregister
+	contentType string
+}
+
+// joinResult is the payload of lmos/v1/things/{tid}/td/result.
+type joinResult struct {
+	Status      string       `json:"status"` // accepted, rejected, deleted
+	ID          string       `json:"id,omitempty"`
+	Problem     *hub.Problem `json:"problem,omitempty"`
+	Credentials *credentials `json:"credentials,omitempty"`
+}
+
+type credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+func problemOf(err error) *hub.Problem {
+	p := hub.ProblemOf(err)
+	return &p
+}
+
+// cborDecoder decodes hostile CBOR TDs: bounded nesting and sizes, string
+// map keys, no duplicate keys, no tags (a TD is the CBOR data model of a
+// JSON document).
+var cborDecoder = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		MaxNestedLevels:  32,
+		MaxArrayElements: 4096,
+		MaxMapPairs:      4096,
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		TagsMd:           cbor.TagsForbidden,
+		IndefLength:      cbor.IndefLengthAllowed,
+		DefaultMapType:   reflect.TypeOf(map[string]any(nil)),
+		UTF8:             cbor.UTF8RejectInvalid,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}()
+
+// decodeTD returns a TD payload as JSON: CBOR when the MQTT 5 Content Type
+// says application/cbor, JSON otherwise (validated later by the registry).
+func decodeTD(payload []byte, contentType string) ([]byte, error) {
+	mediaType, _, _ := strings.Cut(contentType, ";")
+	if strings.TrimSpace(strings.ToLower(mediaType)) != "application/cbor" {
+		return payload, nil
+	}
+	var v any
+	if err := cborDecoder.Unmarshal(payload, &v); err != nil {
+		return nil, hub.Errorf(hub.EINVALID, "invalid CBOR: %v", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, hub.Errorf(hub.EINVALID, "a Thing Description must be a CBOR map with text keys")
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		// NaN, infinities and other values JSON cannot carry.
+		return nil, hub.Errorf(hub.EINVALID, "the CBOR document has no JSON equivalent: %v", err)
+	}
+	return out, nil
+}
+
+// enqueue runs f on the worker of tid, after everything queued before for
+// that Thing. It blocks while the worker is busy (backpressure on the
+// publishing client) and drops f once the broker stops.
+func (b *Broker) enqueue(tid string, f func()) {
+	if len(b.queues) == 0 {
+		return
+	}
+	h := fnv.New32a()
+	h.Write([]byte(tid))
+	q := b.queues[h.Sum32()%uint32(len(b.queues))]
+	select {
+	case q <- f:
+	case <-b.stop:
+	}
+}
+
+func (b *Broker) work(q chan func()) {
+	for {
+		select {
+		case f := <-q:
+			f()
+		case <-b.stop:
+			// Finish what was accepted: wills published while the server
+			// shut down are queued here.
+			for {
+				select {
+				case f := <-q:
+					f()
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// join registers, replaces or deregisters a Thing from a PUBLISH to its td
+// topic (PROTOCOL §4.4) and publishes the result to the publisher. It runs
+// on the Thing's worker, so one Thing's joins apply in order; the registry
+// call waits for a durable commit.
+func (b *Broker) join(j *joinRequest) {
+	res := b.joinResult(j)
+	payload, err := json.Marshal(res)
+	if err != nil {
+		b.log.Error("cannot encode join result", "err", err)
+		return
+	}
+	topic := thingsPrefix + j.tid + "/td/result"
+	err = b.bind.deliverOnly(topic, j.clientID, func() error {
+		return b.publish(topic, payload, false, 1, "application/json")
+	})
+	if err != nil {
+		b.log.Warn("cannot publish join result", "topic", topic, "err", err)
+	}
+}
+
+func (b *Broker) joinResult(j *joinRequest) joinResult {
+	id, ok := idOf(j.tid)
+	if !ok {
+		return rejected("", hub.Errorf(hub.EINVALID, "the topic key %q is not the topic key of a valid Thing id (PROTOCOL §1)", j.tid))
+	}
+	hasCred, err := b.hasCredential(id)
+	if err != nil {
+		return rejected(id, err)
+	}
+	owner := j.self == j.tid
+	if len(j.payload) == 0 {
+		return b.deregister(id, j, owner, hasCred)
+	}
+	if hasCred && !owner {
+		return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may replace its description", id))
+	}
+	if !hasCred {
+		// A new member (or one the hub holds no credential for).
+		switch b.cfg.JoinMode {
+		case "closed":
+			return rejected(id, hub.Errorf(hub.EFORBIDDEN, "joining is closed on this hub"))
+		case "approve":
+			return rejected(id, hub.Errorf(hub.EUNAVAILABLE, "join mode approve is not available over MQTT yet"))
+		}
+	}
+	raw, err := decodeTD(j.payload, j.contentType)
+	if err != nil {
+		return rejected(id, err)
+	}
+	if _, err := b.reg.Put(b.ctx, id, raw, hub.Origin{Source: hub.SourceMQTT}); err != nil {
+		return rejected(id, err)
+	}
+	res := joinResult{Status: "accepted", ID: id}
+	if !hasCred {
+		secret, err := newSecret()
+		if err == nil {
+			err = b.creds.PutCredential(id, hub.HashToken(secret))
+		}
+		if err != nil {
+			b.log.Error("cannot issue mqtt credential", "id", id, "err", err)
+			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "the Thing is registered but its credentials could not be stored; publish the description again", Err: err})
+		}
+		res.Credentials = &credentials{Username: j.tid, Password: secret}
+	}
+	// Retained for later subscribers to …/td, as a broker would keep the
+	// agent's own retained publish; the hub keeps exactly what it accepted.
+	if err := b.publish(thingsPrefix+j.tid+"/td", raw, true, 1, "application/td+json"); err != nil {
+		b.log.Warn("cannot retain accepted description", "id", id, "err", err)
+	}
+	return res
+}
+
+func (b *Broker) deregister(id string, j *joinRequest, owner, hasCred bool) joinResult {
+	if hasCred && !owner {
+		return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may deregister it", id))
+	}
+	err := b.reg.Delete(b.ctx, id)
+	if err != nil && (hub.ErrorCode(err) != hub.ENOTFOUND || !hasCred) {
+		return rejected(id, err)
+	}
+	if hasCred {
+		if err := b.creds.DeleteCredential(id); err != nil {
+			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "cannot delete the Thing's credential", Err: err})
+		}
+	}
+	b.forget(j.tid)
+	return joinResult{Status: "deleted", ID: id}
+}
+
+// forget clears the retained description of a deregistered Thing.
+func (b *Broker) forget(tid string) {
+	if err := b.publish(thingsPrefix+tid+"/td", nil, true, 0, ""); err != nil {
+		b.log.Warn("cannot clear retained description", "tid", tid, "err", err)
+	}
+}
+
+func (b *Broker) hasCredential(id string) (bool, error) {
+	_, err := b.creds.CredentialHash(id)
+	switch hub.ErrorCode(err) {
+	case "":
+		return true, nil
+	case hub.ENOTFOUND:
+		return false, nil
+	}
+	return false, &hub.Error{Code: hub.EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
+}
+
+func rejected(id string, err error) joinResult {
+	return joinResult{Status: "rejected", ID: id, Problem: problemOf(err)}
+}
+
+// newSecret returns a 256-bit password, base64url without padding.
+func newSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("cannot create secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// presence records a Thing's own status publish (or its will): "online" or
+// "offline" as plain text; anything else is ignored.
+func (b *Broker) presence(tid string, payload []byte) {
+	status := string(bytes.TrimSpace(payload))
+	if status != hub.PresenceOnline && status != hub.PresenceOffline {
+		b.log.Debug("ignoring status payload", "tid", tid, "payload", status)
+		return
+	}
+	id, ok := idOf(tid)
+	if !ok {
+		return
+	}
+	b.enqueue(tid, func() {
+		if err := b.reg.SetPresence(b.ctx, id, status, hub.SourceMQTT); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+			b.log.Warn("cannot record presence", "id", id, "status", status, "err", err)
+		}
+	})
+}
