@@ -1,0 +1,572 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/mqtt"
+	"github.com/eclipse-lmos/lmos-hub/store"
+)
+
+// testHub is the store, registry and broker wired as main wires them, on
+// 127.0.0.1:0 with the store in a temp dir.
+type testHub struct {
+	t    *testing.T
+	db   *store.DB
+	reg  *hub.Registry
+	b    *mqtt.Broker
+	addr string
+	log  *slog.Logger
+}
+
+func startHub(t *testing.T) *testHub {
+	t.Helper()
+	h := &testHub{t: t, log: testLogger(t)}
+	db, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: h.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.db, h.reg = db, reg
+	h.startBroker("127.0.0.1:0")
+	t.Cleanup(func() {
+		h.stopBroker()
+		reg.Close()
+		db.Close()
+	})
+	return h
+}
+
+func (h *testHub) startBroker(addr string) {
+	h.t.Helper()
+	b, err := mqtt.New(h.reg, h.db, h.db, mqtt.Config{Anonymous: true, Version: "test", Logger: h.log})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	bound, err := b.Listen(addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := b.Serve(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.b, h.addr = b, bound.String()
+}
+
+func (h *testHub) stopBroker() {
+	if h.b == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.b.Close(ctx); err != nil {
+		h.t.Errorf("close broker: %v", err)
+	}
+	h.b = nil
+}
+
+func (h *testHub) url() string { return "mqtt://" + h.addr }
+
+// connect starts an agent with td (a small TD for id when nil).
+func (h *testHub) connect(id string, edit func(*Options)) *Agent {
+	h.t.Helper()
+	opts := Options{URL: h.url(), TD: testTD(id), Logger: h.log, Timeout: 5 * time.Second, MaxBackoff: time.Second}
+	if edit != nil {
+		edit(&opts)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := Connect(ctx, opts)
+	if err != nil {
+		h.t.Fatalf("connect %s: %v", id, err)
+	}
+	h.t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+func (h *testHub) presence(id string) string {
+	th, err := h.reg.Get(id)
+	if err != nil {
+		return ""
+	}
+	return th.Meta.Presence.Status
+}
+
+func testTD(id string) map[string]any {
+	return map[string]any{
+		"id": id, "title": "Test " + id, "@type": "lmos:Agent",
+		"properties": map[string]any{"level": map[string]any{"type": "number"}},
+		"actions":    map[string]any{"add": map[string]any{}, "count": map[string]any{}, "fail": map[string]any{}, "crash": map[string]any{}},
+		"events":     map[string]any{"alarm": map[string]any{}},
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: testLevel()}))
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type sum struct {
+	A, B float64
+}
+
+func serveTestActions(a *Agent) {
+	a.HandleAction("add", func(ctx context.Context, in Input) (any, error) {
+		var s sum
+		if err := in.Decode(&s); err != nil {
+			return nil, err
+		}
+		return map[string]any{"sum": s.A + s.B, "cbor": in.IsCBOR()}, nil
+	})
+	a.HandleActionStream("count", func(ctx context.Context, in Input, emit func(any) error) (any, error) {
+		var n int
+		if err := in.Decode(&n); err != nil {
+			return nil, err
+		}
+		for i := 1; i <= n; i++ {
+			if err := emit(i); err != nil {
+				return nil, err
+			}
+		}
+		return "done", nil
+	})
+	a.HandleAction("fail", func(ctx context.Context, in Input) (any, error) {
+		return nil, fmt.Errorf("wrapped: %w", NewProblem(http.StatusConflict, "the valve is stuck"))
+	})
+	a.HandleAction("crash", func(ctx context.Context, in Input) (any, error) {
+		return nil, errors.New("disk on fire")
+	})
+}
+
+func TestTopicKeyMatchesHub(t *testing.T) {
+	for _, id := range []string{"urn:uuid:1", "https://x.example/a/b+c#d%e", "did:key:z6Mk"} {
+		if got, want := TopicKey(id), hub.TopicKey(id); got != want {
+			t.Errorf("TopicKey(%q) = %q, hub says %q", id, got, want)
+		}
+	}
+}
+
+func TestJoinPresenceAndForms(t *testing.T) {
+	h := startHub(t)
+	const id = "urn:test:join/1"
+	var issued Credentials
+	a := h.connect(id, func(o *Options) { o.OnCredentials = func(c Credentials) { issued = c } })
+	if c := a.Credentials(); c == nil || c.Username != TopicKey(id) || c.Password == "" || *c != issued {
+		t.Fatalf("credentials %+v, issued %+v", c, issued)
+	}
+	waitFor(t, time.Second, "presence online", func() bool { return h.presence(id) == hub.PresenceOnline })
+	th, err := h.reg.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Meta.Presence.Via != hub.SourceMQTT || th.Meta.Origin.Source != hub.SourceMQTT {
+		t.Fatalf("meta %+v", th.Meta)
+	}
+	form := th.Doc["actions"].(map[string]any)["add"].(map[string]any)["forms"].([]any)[0].(map[string]any)
+	topic := "lmos/v1/things/urn:test:join%2F1/actions/add"
+	if form["href"] != "mqtt://"+h.addr+"/"+topic || form["mqv:topic"] != topic || form["op"] != "invokeaction" || form["contentType"] != JSON {
+		t.Fatalf("action form %v", form)
+	}
+	pforms := th.Doc["properties"].(map[string]any)["level"].(map[string]any)["forms"].([]any)
+	if len(pforms) != 2 || pforms[0].(map[string]any)["mqv:filter"] != "lmos/v1/things/urn:test:join%2F1/properties/level" ||
+		pforms[1].(map[string]any)["op"] != "writeproperty" {
+		t.Fatalf("property forms %v", pforms)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "presence offline after Close", func() bool { return h.presence(id) == hub.PresenceOffline })
+}
+
+func TestRejectedJoin(t *testing.T) {
+	h := startHub(t)
+	td := testTD("urn:test:bad")
+	delete(td, "title")
+	_, err := Connect(ctxT(t, 10*time.Second), Options{URL: h.url(), TD: td, Logger: h.log})
+	var p *Problem
+	if !errors.As(err, &p) || p.Status != 400 || len(p.ValidationErrors) == 0 || !strings.HasSuffix(p.Type, "#invalid") {
+		t.Fatalf("err %v, problem %+v", err, p)
+	}
+	if _, err := h.reg.Get("urn:test:bad"); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Fatalf("stored a rejected TD: %v", err)
+	}
+}
+
+func TestInvoke(t *testing.T) {
+	h := startHub(t)
+	srv := h.connect("urn:test:server", func(o *Options) { o.ContentType = CBOR })
+	serveTestActions(srv)
+	cli := h.connect("urn:test:client", nil)
+	ctx := ctxT(t, 10*time.Second)
+
+	for _, ct := range []string{JSON, CBOR} {
+		out, err := cli.Invoke(ctx, srv.ID(), "add", sum{A: 2, B: 3.5}, WithContentType(ct))
+		if err != nil {
+			t.Fatalf("%s: %v", ct, err)
+		}
+		var res struct {
+			Sum  float64
+			CBOR bool
+		}
+		if err := out.Decode(&res); err != nil || res.Sum != 5.5 || res.CBOR != (ct == CBOR) || mediaType(out.ContentType) != ct {
+			t.Fatalf("%s: %+v %s (%v)", ct, res, out.ContentType, err)
+		}
+	}
+
+	// Properties of a CBOR agent are CBOR.
+	if err := srv.SetProperty("level", 1.5); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := cli.ReadProperty(ctx, srv.ID(), "level"); err != nil || !v.IsCBOR() || v.String() != "1.5" {
+		t.Fatalf("CBOR property: %s %s %v", v, v.ContentType, err)
+	}
+
+	// Partial results arrive in order before the final one.
+	var got []int
+	out, err := cli.Invoke(ctx, srv.ID(), "count", 20, WithPartial(func(o Output) {
+		var i int
+		if err := o.Decode(&i); err != nil {
+			t.Error(err)
+		}
+		got = append(got, i)
+	}))
+	if err != nil || out.String() != `"done"` || len(got) != 20 {
+		t.Fatalf("count: %s %v %v", out, got, err)
+	}
+	for i, n := range got {
+		if n != i+1 {
+			t.Fatalf("partials out of order: %v", got)
+		}
+	}
+
+	// Failures carry the problem.
+	for action, want := range map[string]int{"fail": 409, "crash": 500, "nope": 404} {
+		_, err := cli.Invoke(ctx, srv.ID(), action, nil, WithContentType(CBOR))
+		var p *Problem
+		if !errors.As(err, &p) || p.Status != want || p.Type == "" {
+			t.Fatalf("%s: %v (%+v)", action, err, p)
+		}
+	}
+	// Bad input is the handler's 400.
+	_, err = cli.Invoke(ctx, srv.ID(), "add", "not an object")
+	var p *Problem
+	if !errors.As(err, &p) || p.Status != 400 {
+		t.Fatalf("bad input: %v", err)
+	}
+
+	// Nobody answers: ctx ends the wait.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := cli.Invoke(short, "urn:test:nobody", "add", nil); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("no responder: %v after %v", err, time.Since(start))
+	}
+}
+
+// A request without a Response Topic (fire-and-forget) still runs the
+// handler.
+func TestFireAndForget(t *testing.T) {
+	h := startHub(t)
+	srv := h.connect("urn:test:ff", nil)
+	ran := make(chan string, 1)
+	srv.HandleAction("add", func(ctx context.Context, in Input) (any, error) {
+		ran <- string(in.Payload)
+		return nil, nil
+	})
+	conn, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: conn})
+	ctx := ctxT(t, 5*time.Second)
+	if _, err := c.Connect(ctx, &paho.Connect{CleanStart: true, ClientID: "raw", KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(&paho.Disconnect{})
+	if _, err := c.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/urn:test:ff/actions/add", Payload: []byte(`{"a":1}`), QoS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-ran:
+		if got != `{"a":1}` {
+			t.Fatalf("input %q", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("handler did not run")
+	}
+}
+
+func TestPropertiesAndEvents(t *testing.T) {
+	h := startHub(t)
+	srv := h.connect("urn:test:props", nil)
+	cli := h.connect("urn:test:reader", nil)
+	ctx := ctxT(t, 10*time.Second)
+
+	if err := srv.SetProperty("level", 42.5); err != nil {
+		t.Fatal(err)
+	}
+	v, err := cli.ReadProperty(ctx, srv.ID(), "level")
+	if err != nil || v.String() != "42.5" {
+		t.Fatalf("read %s %v", v, err)
+	}
+
+	seen := make(chan string, 8)
+	stop, err := cli.Observe(ctx, srv.ID(), "level", func(v Value) { seen <- v.String() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != "42.5" {
+		t.Fatalf("observe retained %s", got)
+	}
+	if err := srv.SetProperty("level", 7); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != "7" {
+		t.Fatalf("observe change %s", got)
+	}
+	stop()
+
+	// Writes reach HandleWrite; a rejected write is the handler's problem.
+	srv.HandleWrite("level", func(ctx context.Context, v Value) error {
+		var x float64
+		if err := v.Decode(&x); err != nil {
+			return err
+		}
+		if x < 0 {
+			return NewProblem(400, "level must not be negative")
+		}
+		return srv.SetProperty("level", x)
+	})
+	if err := cli.WriteProperty(ctx, srv.ID(), "level", 12); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := cli.ReadProperty(ctx, srv.ID(), "level"); err != nil || v.String() != "12" {
+		t.Fatalf("after write: %s %v", v, err)
+	}
+	var p *Problem
+	if err := cli.WriteProperty(ctx, srv.ID(), "level", -1, WithContentType(CBOR)); !errors.As(err, &p) || p.Status != 400 {
+		t.Fatalf("negative write: %v", err)
+	}
+
+	// Events.
+	events := make(chan string, 8)
+	stopEv, err := cli.Subscribe(ctx, srv.ID(), "alarm", func(v Value) { events <- v.String() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopEv()
+	if err := srv.Emit("alarm", map[string]any{"level": 99}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-events:
+		if got != `{"level":99}` {
+			t.Fatalf("event %s", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no event")
+	}
+
+	// No retained value: ReadProperty gives up with ctx.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := cli.ReadProperty(short, srv.ID(), "unset"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unset property: %v", err)
+	}
+}
+
+// presenceFeed records the presence changes of id from the registry feed.
+func presenceFeed(t *testing.T, h *testHub, id string) <-chan string {
+	sub, _, err := h.reg.Subscribe(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Cancel)
+	out := make(chan string, 64)
+	go func() {
+		for e := range sub.C {
+			if e.Type == hub.EventPresence && e.ID == id && e.Presence != nil {
+				out <- e.Presence.Status
+			}
+		}
+	}()
+	return out
+}
+
+func waitStatus(t *testing.T, feed <-chan string, want string, d time.Duration) {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case s := <-feed:
+			if s == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("presence %s: not within %v", want, d)
+		}
+	}
+}
+
+// Killing the TCP connection publishes the will; the agent then comes back
+// by itself.
+func TestWillAndReconnect(t *testing.T) {
+	h := startHub(t)
+	const id = "urn:test:will"
+	a := h.connect(id, nil)
+	serveTestActions(a)
+	waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
+	feed := presenceFeed(t, h, id)
+	a.mu.Lock()
+	a.conn.Close()
+	a.mu.Unlock()
+	waitStatus(t, feed, hub.PresenceOffline, time.Second)
+	waitStatus(t, feed, hub.PresenceOnline, 5*time.Second)
+	cli := h.connect("urn:test:will-client", nil)
+	if _, err := cli.Invoke(ctxT(t, 5*time.Second), id, "add", sum{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The broker restarts on the same port and store: the agent reconnects,
+// re-joins with its credentials and serves again.
+func TestBrokerRestart(t *testing.T) {
+	h := startHub(t)
+	const id = "urn:test:restart"
+	a := h.connect(id, nil)
+	serveTestActions(a)
+	if err := a.SetProperty("level", 3); err != nil {
+		t.Fatal(err)
+	}
+	creds := a.Credentials()
+	cli := h.connect("urn:test:restart-client", nil)
+	waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
+	before, _ := h.reg.Get(id)
+
+	feed := presenceFeed(t, h, id)
+	addr := h.addr
+	h.stopBroker()
+	waitStatus(t, feed, hub.PresenceOffline, time.Second)
+	h.startBroker(addr)
+	waitStatus(t, feed, hub.PresenceOnline, 10*time.Second)
+
+	after, _ := h.reg.Get(id)
+	if !after.Meta.Modified.After(before.Meta.Modified) {
+		t.Fatalf("not re-joined: modified %v then %v", before.Meta.Modified, after.Meta.Modified)
+	}
+	if c := a.Credentials(); *c != *creds {
+		t.Fatalf("credentials changed: %+v", c)
+	}
+	ctx := ctxT(t, 10*time.Second)
+	// The consumer reconnects too; Invoke waits for it.
+	out, err := cli.Invoke(ctx, id, "add", sum{1, 1})
+	if err != nil || !strings.Contains(out.String(), `"sum":2`) {
+		t.Fatalf("invoke after restart: %s %v", out, err)
+	}
+	if v, err := cli.ReadProperty(ctx, id, "level"); err != nil || v.String() != "3" {
+		t.Fatalf("property after restart: %s %v", v, err)
+	}
+}
+
+// Close while handlers run: they see ctx cancelled, and Close returns.
+func TestCloseCancelsHandlers(t *testing.T) {
+	h := startHub(t)
+	srv := h.connect("urn:test:slow", nil)
+	started := make(chan struct{})
+	var once sync.Once
+	srv.HandleAction("add", func(ctx context.Context, in Input) (any, error) {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	cli := h.connect("urn:test:slow-client", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	go func() { _, _ = cli.Invoke(ctx, srv.ID(), "add", sum{}) }()
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- srv.Close() }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close hung")
+	}
+	if _, err := srv.Invoke(context.Background(), "x", "y", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func testLevel() slog.Level {
+	if os.Getenv("AGENT_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
+func TestPrepareTD(t *testing.T) {
+	td := `{"title":"T","properties":{
+		"ro":{"readOnly":true},
+		"own":{"forms":[{"href":"https://x.example/own","contentType":"text/plain"}]},
+		"ph":{"forms":[{"contentType":"application/cbor"}]}}}`
+	d, err := prepareTD([]byte(td), "hub.local:1883", JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(d.id, "urn:uuid:") || len(d.id) != len("urn:uuid:")+36 {
+		t.Fatalf("generated id %q", d.id)
+	}
+	doc := string(d.doc)
+	for _, want := range []string{`"nosec_sc"`, `"@context"`, `"https://x.example/own"`, `"mqtt://hub.local:1883/lmos/v1/things/` + d.id + `/properties/ph"`} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("TD lacks %s: %s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "properties/ro/set") {
+		t.Errorf("read-only property got a write form: %s", doc)
+	}
+	if d.types["properties/ph"] != CBOR || d.types["properties/ro"] != JSON {
+		t.Errorf("types %v", d.types)
+	}
+	if _, err := prepareTD([]byte(`[1]`), "h:1", JSON); err == nil {
+		t.Error("an array TD was accepted")
+	}
+}

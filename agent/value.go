@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Content types the agent encodes and decodes (PROTOCOL §4.2).
+const (
+	JSON = "application/json"
+	CBOR = "application/cbor"
+)
+
+// ErrorTypeBase starts the type of every LMOS problem (PROTOCOL §10).
+const ErrorTypeBase = "https://eclipse.dev/lmos/protocol/v1/errors#"
+
+// Value is a payload received over MQTT: an action's input or output, a
+// property value, event data. Decode it with Decode.
+type Value struct {
+	Payload []byte
+	// ContentType is the payload's media type: application/json or
+	// application/cbor (the MQTT 5 Content Type, else the form's).
+	ContentType string
+}
+
+// Input is the input of an action or a property write.
+type Input = Value
+
+// Output is the result of an action, or one of its partial results.
+type Output = Value
+
+// IsCBOR reports whether the value is CBOR.
+func (v Value) IsCBOR() bool { return isCBOR(v.ContentType) }
+
+// Decode decodes the payload into dst (as encoding/json would; CBOR maps
+// onto the same struct fields). An empty or malformed payload is a
+// *Problem with status 400, so a handler can return the error as it is.
+func (v Value) Decode(dst any) error {
+	if len(v.Payload) == 0 {
+		return NewProblem(http.StatusBadRequest, "the payload is empty")
+	}
+	var err error
+	if v.IsCBOR() {
+		err = cborDec.Unmarshal(v.Payload, dst)
+	} else {
+		err = json.Unmarshal(v.Payload, dst)
+	}
+	if err != nil {
+		return NewProblem(http.StatusBadRequest, fmt.Sprintf("cannot decode the payload: %v", err))
+	}
+	return nil
+}
+
+// JSON returns the payload as JSON text, transcoding CBOR.
+func (v Value) JSON() ([]byte, error) {
+	if !v.IsCBOR() {
+		return v.Payload, nil
+	}
+	if len(v.Payload) == 0 {
+		return nil, nil
+	}
+	var x any
+	if err := v.Decode(&x); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		return nil, fmt.Errorf("cannot transcode CBOR to JSON: %w", err)
+	}
+	return b, nil
+}
+
+// String returns the payload as JSON text, for logs.
+func (v Value) String() string {
+	b, err := v.JSON()
+	if err != nil {
+		return fmt.Sprintf("<%d bytes of %s>", len(v.Payload), v.ContentType)
+	}
+	return string(b)
+}
+
+// Problem is an RFC 9457 problem: what a failed action result and a
+// rejected join carry. A handler returning a *Problem (or an error
+// wrapping one) fails with exactly that problem.
+type Problem struct {
+	Type             string       `json:"type,omitempty"`
+	Title            string       `json:"title,omitempty"`
+	Status           int          `json:"status,omitempty"`
+	Detail           string       `json:"detail,omitempty"`
+	Instance         string       `json:"instance,omitempty"`
+	ValidationErrors []FieldError `json:"validationErrors,omitempty"`
+}
+
+// FieldError is one validation error of a rejected document.
+type FieldError struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+func (p *Problem) Error() string {
+	s := p.Title
+	if s == "" {
+		s = http.StatusText(p.Status)
+	}
+	if p.Detail != "" {
+		s += ": " + p.Detail
+	}
+	for _, f := range p.ValidationErrors {
+		s += fmt.Sprintf(" (%s: %s)", f.Field, f.Description)
+	}
+	return s
+}
+
+// codes maps HTTP statuses to LMOS problem codes (PROTOCOL §10).
+var codes = map[int]string{
+	400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method",
+	409: "conflict", 413: "too-large", 415: "unsupported", 429: "rate-limited", 500: "internal",
+	503: "unavailable", 507: "full",
+}
+
+// NewProblem returns a problem with the LMOS type and title for status.
+func NewProblem(status int, detail string) *Problem {
+	code, ok := codes[status]
+	if !ok {
+		code = "internal"
+	}
+	return &Problem{Type: ErrorTypeBase + code, Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+var cborDec = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		MaxNestedLevels:  32,
+		MaxArrayElements: 65536,
+		MaxMapPairs:      65536,
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		DefaultMapType:   reflect.TypeOf(map[string]any(nil)),
+		UTF8:             cbor.UTF8RejectInvalid,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}()
+
+func isCBOR(contentType string) bool { return mediaType(contentType) == CBOR }
+
+func mediaType(contentType string) string {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(contentType))
+	}
+	return mt
+}
+
+// encode encodes v as contentType (JSON unless CBOR). A Value is sent as it
+// is when its type matches; nil is an empty payload.
+func encode(v any, contentType string) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case Value:
+		if x.IsCBOR() == isCBOR(contentType) {
+			return x.Payload, nil
+		}
+		var y any
+		if err := x.Decode(&y); err != nil {
+			return nil, err
+		}
+		v = y
+	case json.RawMessage:
+		if !isCBOR(contentType) {
+			return x, nil
+		}
+		var y any
+		if err := json.Unmarshal(x, &y); err != nil {
+			return nil, fmt.Errorf("cannot decode raw JSON: %w", err)
+		}
+		v = y
+	}
+	var b []byte
+	var err error
+	if isCBOR(contentType) {
+		b, err = cbor.Marshal(v)
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot encode %T as %s: %w", v, contentType, err)
+	}
+	return b, nil
+}
