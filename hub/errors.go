@@ -19,6 +19,8 @@ const (
 	EUNAVAILABLE  = "unavailable"  // a component is down or shutting down (transient)
 	EFULL         = "full"         // a configured capacity is used up (lasting)
 	EMETHOD       = "method"       // the resource exists, but not with this method
+	EFAILED       = "failed"       // the Thing answered an interaction with a failure
+	ETIMEOUT      = "timeout"      // the Thing gave no final answer in time
 	EINTERNAL     = "internal"     // anything unexpected
 )
 

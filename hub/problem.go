@@ -35,12 +35,16 @@ var statusOf = map[string]int{
 	EINTERNAL:     http.StatusInternalServerError,
 	EUNAVAILABLE:  http.StatusServiceUnavailable,
 	EFULL:         http.StatusInsufficientStorage,
+	EFAILED:       http.StatusBadGateway,
+	ETIMEOUT:      http.StatusGatewayTimeout,
 }
 
 // ProblemOf describes err as a problem. A cancelled or timed-out context
-// counts as unavailable; unknown errors as internal, without their text.
+// that no *Error explains counts as unavailable; unknown errors as
+// internal, without their text.
 func ProblemOf(err error) Problem {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var e *Error
+	if !errors.As(err, &e) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		err = &Error{Code: EUNAVAILABLE, Message: "the request was cancelled or timed out", Err: err}
 	}
 	code := ErrorCode(err)

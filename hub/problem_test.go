@@ -9,7 +9,7 @@ import (
 
 func TestProblemOf(t *testing.T) {
 	for _, code := range []string{EINVALID, ENOTFOUND, ECONFLICT, EUNAUTHORIZED, EFORBIDDEN, ETOOLARGE,
-		EUNSUPPORTED, ERATELIMIT, EUNAVAILABLE, EFULL, EMETHOD, EINTERNAL} {
+		EUNSUPPORTED, ERATELIMIT, EUNAVAILABLE, EFULL, EMETHOD, EINTERNAL, EFAILED, ETIMEOUT} {
 		p := ProblemOf(Errorf(code, "x"))
 		if p.Type != ErrorTypeBase+code || p.Status < 400 || p.Title == "" {
 			t.Errorf("%s: %+v", code, p)
@@ -24,5 +24,12 @@ func TestProblemOf(t *testing.T) {
 	}
 	if p := ProblemOf(context.DeadlineExceeded); p.Status != 503 {
 		t.Errorf("deadline: %+v", p)
+	}
+}
+
+func TestProblemOfTimeoutKeepsItsCode(t *testing.T) {
+	err := fmt.Errorf("cannot invoke: %w", &Error{Code: ETIMEOUT, Message: "late", Err: context.DeadlineExceeded})
+	if p := ProblemOf(err); p.Status != 504 || p.Detail != "late" {
+		t.Errorf("timeout: %+v", p)
 	}
 }

@@ -2,8 +2,10 @@
 // MQTT binding on top of it (PROTOCOL §4): authentication with the
 // credentials the hub issues at join, the topic ACL, joining by publishing a
 // Thing Description, presence from status topics and wills, the hub's own
-// status and event topics, and the broker's durable state (retained
-// messages, persistent sessions) kept through hub.BrokerStore.
+// status and event topics, the broker's durable state (retained messages,
+// persistent sessions) kept through hub.BrokerStore, and hub.Transport:
+// interactions with MQTT agents on behalf of consumers (request/response
+// through the hub's reply inbox, retained property values, event streams).
 //
 // It extends mochi only through its seams: hooks embedding HookBase and the
 // inline client. mochi's config package is never imported: it would pull
@@ -94,6 +96,9 @@ type Broker struct {
 	inline *mochi.Client
 	bind   *binding
 	state  *persistence
+	// replies routes invocation results; streams counts open streams.
+	replies replies
+	streams atomic.Int64
 
 	ln       net.Listener
 	served   atomic.Bool
@@ -211,6 +216,9 @@ func (b *Broker) Serve() error {
 	}
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
+	}
+	if err := b.serveReplies(); err != nil {
+		return err
 	}
 	b.served.Store(true)
 	b.state.start()

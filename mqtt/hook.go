@@ -42,10 +42,15 @@ func (h *binding) Provides(b byte) bool {
 // OnConnectAuthenticate accepting its password.
 func self(cl *mochi.Client) string { return string(cl.Properties.Username) }
 
-// OnConnectAuthenticate admits anonymous clients when configured, and
+// OnConnectAuthenticate refuses the inline client's id (PROTOCOL §10),
+// admits anonymous clients when configured, and
 // clients whose username is a Thing's topic key and whose password is the
 // credential issued to it at join.
 func (h *binding) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
+	if cl.ID == mochi.InlineClientId {
+		// The hub's own id: taking it would take over its reply inbox.
+		return false
+	}
 	user := pk.Connect.Username
 	if len(user) == 0 {
 		return h.b.cfg.Anonymous

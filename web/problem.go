@@ -13,7 +13,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	p := hub.ProblemOf(err)
 	p.Instance = r.URL.RequestURI()
 	status := p.Status
-	if status >= 500 {
+	switch {
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		// A Thing that is away or slow is news, not a fault of the hub.
+		s.log.Info("request not served", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	case status >= 500:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	switch status {

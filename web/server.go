@@ -1,6 +1,7 @@
 // Package web is the hub's HTTP adapter: the W3C WoT Discovery directory API
-// (/things, search, SSE change events, the directory TD), the hub API under
-// /api, health and Prometheus metrics.
+// (/things, search, SSE change events, the directory TD), the interaction
+// proxy (/proxy, through hub.Router), the hub API under /api, health and
+// Prometheus metrics.
 package web
 
 import (
@@ -36,6 +37,12 @@ type Config struct {
 	Checks map[string]func() error
 	// StoreSize reports the store's size in bytes for status and metrics.
 	StoreSize func() int64
+	// Router carries proxied interactions (PROTOCOL §3.3) to the Things;
+	// nil answers 503 there.
+	Router *hub.Router
+	// ProxyTimeout bounds how long the proxy waits for a final result
+	// (default 30 s).
+	ProxyTimeout time.Duration
 	// SSEHeartbeat is the interval of keep-alive comments (default 15 s).
 	SSEHeartbeat time.Duration
 	Now          func() time.Time
@@ -67,6 +74,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 256 << 10
+	}
+	if cfg.ProxyTimeout <= 0 {
+		cfg.ProxyTimeout = 30 * time.Second
 	}
 	if cfg.SSEHeartbeat <= 0 {
 		cfg.SSEHeartbeat = 15 * time.Second
@@ -110,6 +120,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))
+	s.proxyRoutes()
 }
 
 // CloseStreams ends every open event stream; call it before
@@ -126,7 +137,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = "other"
 	}
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_http_requests_total{route=%q,code="%d"}`, pattern, sw.status)).Inc()
-	if !strings.HasPrefix(pattern, "GET /events") {
+	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") {
 		s.metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`lmos_http_request_duration_seconds{route=%q}`, pattern)).UpdateDuration(start)
 	}
 	s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "dur", time.Since(start))

@@ -94,6 +94,7 @@ type HTTPConfig struct {
 	WriteRate      float64  `yaml:"writeRate"`      // per-client writes per second, default 200; 0 disables the limit
 	WriteBurst     int      `yaml:"writeBurst"`     // default 400
 	AllowedOrigins []string `yaml:"allowedOrigins"` // CORS / WebSocket origins besides the hub's own
+	ProxyTimeout   Duration `yaml:"proxyTimeout"`   // how long /proxy waits for a final result, default 30s
 }
 
 // MQTTConfig configures the embedded MQTT broker.
@@ -147,7 +148,7 @@ func DefaultConfig() Config {
 	var c Config
 	c.DataDir = "./lmos-data"
 	c.Hub.Name = defaultHubName()
-	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400}
+	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second)}
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
@@ -213,6 +214,9 @@ func (c Config) Validate() error {
 	}
 	for i, o := range c.HTTP.AllowedOrigins {
 		bad(fmt.Sprintf("http.allowedOrigins[%d]", i), checkOrigin(o))
+	}
+	if c.HTTP.ProxyTimeout <= 0 {
+		bad("http.proxyTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.HTTP.ProxyTimeout))
 	}
 	bad("mqtt.addr", checkAddr(c.MQTT.Addr))
 	for i, name := range c.MDNS.Interfaces {

@@ -32,6 +32,7 @@ type Main struct {
 	DB       *store.DB
 	Registry *hub.Registry
 	Tokens   *hub.Tokens
+	Router   *hub.Router
 	HTTP     *http.Server
 	// HTTPAddr is the address the HTTP listener actually bound.
 	HTTPAddr net.Addr
@@ -84,6 +85,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 
+	// The router carries proxied interactions; transports join it as their
+	// adapters open.
+	m.Router = hub.NewRouter(reg)
 	srv := web.New(reg, m.Tokens, web.Config{
 		HubID:        db.HubID(),
 		HubName:      cfg.Hub.Name,
@@ -93,6 +97,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		WriteBurst:   cfg.HTTP.WriteBurst,
 		Private:      cfg.HTTP.Private,
 		StoreSize:    db.Size,
+		Router:       m.Router,
+		ProxyTimeout: time.Duration(cfg.HTTP.ProxyTimeout),
 		Checks: map[string]func() error{
 			"store":    db.Ping,
 			"registry": reg.Err,
@@ -164,6 +170,7 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 		return err
 	}
 	m.Broker, m.MQTTAddr = b, addr
+	m.Router.Handle(hub.SourceMQTT, b)
 	m.Logger.Info("mqtt listening", "addr", addr.String())
 	return nil
 }

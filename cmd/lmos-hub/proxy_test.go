@@ -1,0 +1,498 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// proxyTD is an agent's TD: actions whose forms say JSON or CBOR, a
+// property and an event.
+func proxyTD(id string) []byte {
+	form := func(ct, topic string) []any {
+		return []any{map[string]any{"href": "mqtt://hub/lmos/v1/things/" + hub.TopicKey(id) + "/" + topic, "contentType": ct}}
+	}
+	action := func(name, ct string) map[string]any { return map[string]any{"forms": form(ct, "actions/"+name)} }
+	b, _ := json.Marshal(map[string]any{
+		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
+		"@type":               "lmos:Agent",
+		"id":                  id,
+		"title":               "Proxy test agent",
+		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
+		"security":            "nosec_sc",
+		"actions": map[string]any{
+			"add":     action("add", "application/cbor"),
+			"addJSON": action("addJSON", "application/json"),
+			"count":   action("count", "application/json"),
+			"fail":    action("fail", "application/json"),
+			"never":   action("never", "application/json"),
+		},
+		"properties": map[string]any{
+			"temp":  map[string]any{"type": "number", "forms": form("application/json", "properties/temp")},
+			"power": map[string]any{"type": "boolean", "forms": form("application/cbor", "properties/power")},
+			"mode":  map[string]any{"type": "string", "forms": form("application/json", "properties/mode")},
+		},
+		"events": map[string]any{"alarm": map[string]any{"forms": form("application/json", "events/alarm")}},
+	})
+	return b
+}
+
+// proxyAgent is an MQTT 5 agent written with paho: it joins, goes online,
+// serves its actions per PROTOCOL §4.3 and records what it receives.
+type proxyAgent struct {
+	t    *testing.T
+	id   string
+	tid  string
+	mc   *mqttClient
+	got  chan *paho.Publish // every request it received
+	stop chan struct{}
+}
+
+func (h *testHub) startAgent(id string) *proxyAgent {
+	h.t.Helper()
+	creds := h.mqttDial(nil).join(id, proxyTD(id))
+	tid := hub.TopicKey(id)
+	mc := h.mqttDial(&paho.Connect{CleanStart: true, Username: creds.Username, UsernameFlag: true,
+		Password: []byte(creds.Password), PasswordFlag: true,
+		WillMessage: &paho.WillMessage{Topic: "lmos/v1/things/" + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}})
+	a := &proxyAgent{t: h.t, id: id, tid: tid, mc: mc, got: make(chan *paho.Publish, 64), stop: make(chan struct{})}
+	mc.sub("lmos/v1/things/" + tid + "/actions/+")
+	mc.sub("lmos/v1/things/" + tid + "/properties/+/set")
+	mc.pub("lmos/v1/things/"+tid+"/status", []byte("online"), true)
+	waitFor(h.t, 2*time.Second, "agent online", func() bool { s, _ := h.presenceOf(id); return s == "online" })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-a.stop:
+				return
+			case p := <-mc.msgs:
+				a.got <- p
+				a.serve(p)
+			}
+		}
+	}()
+	h.t.Cleanup(func() { close(a.stop); <-done })
+	return a
+}
+
+// reply publishes one result of request p.
+func (a *proxyAgent) reply(p *paho.Publish, status, contentType string, payload []byte) {
+	if p.Properties == nil || p.Properties.ResponseTopic == "" {
+		return // fire-and-forget (MQTT 3.1.1 consumers)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	props := &paho.PublishProperties{CorrelationData: p.Properties.CorrelationData, ContentType: contentType,
+		User: paho.UserProperties{{Key: "lmos-status", Value: status}}}
+	if _, err := a.mc.c.Publish(ctx, &paho.Publish{Topic: p.Properties.ResponseTopic, Payload: payload, QoS: 1, Properties: props}); err != nil {
+		a.t.Errorf("agent reply: %v", err)
+	}
+}
+
+// serve answers the actions: add sums {a, b} in CBOR, addJSON in JSON
+// without a Content Type (the form says JSON), count reports three running
+// results, fail fails with a problem, never never answers.
+func (a *proxyAgent) serve(p *paho.Publish) {
+	action, ok := strings.CutPrefix(p.Topic, "lmos/v1/things/"+a.tid+"/actions/")
+	if !ok {
+		return
+	}
+	var in struct{ A, B float64 }
+	ct := ""
+	if p.Properties != nil {
+		ct = p.Properties.ContentType
+	}
+	switch action {
+	case "add":
+		if ct != "application/cbor" || cbor.Unmarshal(p.Payload, &in) != nil {
+			a.reply(p, "failed", "application/json", []byte(`{"title":"bad input","detail":"want CBOR"}`))
+			return
+		}
+		out, _ := cbor.Marshal(map[string]any{"sum": in.A + in.B})
+		a.reply(p, "completed", "application/cbor", out)
+	case "addJSON":
+		if ct != "application/json" || json.Unmarshal(p.Payload, &in) != nil {
+			a.reply(p, "failed", "application/json", []byte(`{"title":"bad input","detail":"want JSON"}`))
+			return
+		}
+		out, _ := json.Marshal(map[string]any{"sum": in.A + in.B})
+		a.reply(p, "completed", "", out)
+	case "count":
+		a.reply(p, "pending", "application/json", nil)
+		for i := 1; i <= 3; i++ {
+			out, _ := json.Marshal(map[string]int{"n": i})
+			a.reply(p, "running", "application/json", out)
+		}
+		a.reply(p, "completed", "application/json", []byte(`{"done": true}`))
+	case "fail":
+		a.reply(p, "failed", "application/json",
+			[]byte(`{"type":"https://agent.example/errors#jammed","title":"Jammed","status":500,"detail":"the feeder is jammed"}`))
+	}
+}
+
+// request waits for the next request the agent received on topic.
+func (a *proxyAgent) request(topic string) *paho.Publish {
+	a.t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case p := <-a.got:
+			if p.Topic == topic {
+				return p
+			}
+		case <-timeout:
+			a.t.Fatalf("agent got nothing on %s within 5s", topic)
+			return nil
+		}
+	}
+}
+
+// proxyDo sends a proxy request with Accept and returns the response and
+// its body.
+func (h *testHub) proxyDo(method, path, contentType, accept string, body []byte, token string) (*http.Response, []byte) {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.URL+path, bytes.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if body == nil {
+		req.Body, req.ContentLength = http.NoBody, 0
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func actionPath(id, name string) string { return "/proxy/" + pathEscape(id) + "/actions/" + name }
+
+const agentID = "urn:uuid:5b0d6c1e-0000-4000-8000-00000000a9e1"
+
+func TestProxyInvokeTranscodes(t *testing.T) {
+	h := startHub(t, nil)
+	a := h.startAgent(agentID)
+
+	// JSON consumer, CBOR agent.
+	resp, body := h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "application/json", []byte(`{"a": 1, "b": 2}`), testToken)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || strings.TrimSpace(string(body)) != `{"sum":3}` {
+		t.Fatalf("JSON→CBOR agent: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if p := a.request("lmos/v1/things/" + a.tid + "/actions/add"); p.Properties.ContentType != "application/cbor" ||
+		!strings.HasPrefix(p.Properties.ResponseTopic, "lmos/v1/clients/inline/r/") || len(p.Properties.CorrelationData) == 0 {
+		t.Fatalf("request properties %+v", p.Properties)
+	}
+
+	// CBOR consumer, JSON agent that names no Content Type on its reply.
+	in, _ := cbor.Marshal(map[string]any{"a": 40, "b": 2.5})
+	resp, body = h.proxyDo("POST", actionPath(agentID, "addJSON"), "application/cbor", "application/cbor", in, testToken)
+	var out map[string]any
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/cbor" || cbor.Unmarshal(body, &out) != nil || out["sum"] != 42.5 {
+		t.Fatalf("CBOR→JSON agent: %d %q %x (%v)", resp.StatusCode, resp.Header.Get("Content-Type"), body, out)
+	}
+	if p := a.request("lmos/v1/things/" + a.tid + "/actions/addJSON"); !json.Valid(p.Payload) || p.Properties.ContentType != "application/json" {
+		t.Fatalf("agent got %q as %q", p.Payload, p.Properties.ContentType)
+	}
+
+	// CBOR in, JSON out.
+	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/cbor", "", in, testToken)
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"sum":42.5}` {
+		t.Fatalf("CBOR in, JSON out: %d %s", resp.StatusCode, body)
+	}
+
+	// Invalid input is refused before it reaches the agent.
+	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{"a":`), testToken)
+	expectProblem(t, resp, body, 400, "invalid JSON")
+	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/cbor", "", []byte{0xbf}, testToken)
+	expectProblem(t, resp, body, 400, "invalid CBOR")
+	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "text/plain", "", []byte(`1`), testToken)
+	expectProblem(t, resp, body, 415, "Content-Type")
+	// An invocation is a write: it needs the admin token.
+	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), "")
+	expectProblem(t, resp, body, 401, "")
+	if resp.Header.Get("WWW-Authenticate") == "" {
+		t.Error("401 without WWW-Authenticate")
+	}
+}
+
+// readSSE parses a whole event stream.
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	sc := bufio.NewScanner(r)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev.Type != "" {
+				out = append(out, ev)
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			ev.Type = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			ev.Data = line[6:]
+		}
+	}
+	return out
+}
+
+func TestProxyInvokeStreamsResults(t *testing.T) {
+	h := startHub(t, nil)
+	h.startAgent(agentID)
+	resp, body := h.proxyDo("POST", actionPath(agentID, "count"), "", "text/event-stream", nil, testToken)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	evs := readSSE(t, bytes.NewReader(body))
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Type+" "+e.Data)
+	}
+	want := []string{"pending ", `running {"n":1}`, `running {"n":2}`, `running {"n":3}`, `completed {"done":true}`}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("events\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestProxyInvokeFailedIs502WithTheAgentsProblem(t *testing.T) {
+	h := startHub(t, nil)
+	h.startAgent(agentID)
+	resp, body := h.proxyDo("POST", actionPath(agentID, "fail"), "application/json", "", []byte(`{}`), testToken)
+	p := expectProblem(t, resp, body, 502, "the feeder is jammed")
+	if p.Type != "https://agent.example/errors#jammed" || p.Title != "Jammed" || p.Instance != actionPath(agentID, "fail") {
+		t.Fatalf("problem %+v", p)
+	}
+	// Streamed, the failure is the last event.
+	resp, body = h.proxyDo("POST", actionPath(agentID, "fail"), "", "text/event-stream", nil, testToken)
+	evs := readSSE(t, bytes.NewReader(body))
+	if resp.StatusCode != 200 || len(evs) != 1 || evs[0].Type != "failed" || !strings.Contains(evs[0].Data, `"status":502`) ||
+		!strings.Contains(evs[0].Data, "jammed") {
+		t.Fatalf("streamed failure: %d %+v", resp.StatusCode, evs)
+	}
+}
+
+func TestProxyInvokeTimeoutCleansUp(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.HTTP.ProxyTimeout = Duration(300 * time.Millisecond) })
+	a := h.startAgent(agentID)
+	b := h.Main.Broker
+	inboxSubs := b.Subscribers("lmos/v1/clients/inline/r/x")
+	actionSubs := b.Subscribers("lmos/v1/things/" + a.tid + "/actions/never")
+	// Warm up (HTTP connection, timers), then take the baseline.
+	h.proxyDo("POST", actionPath(agentID, "addJSON"), "application/json", "", []byte(`{"a":1,"b":1}`), testToken)
+	http.DefaultClient.CloseIdleConnections()
+	time.Sleep(50 * time.Millisecond)
+	base := runtime.NumGoroutine()
+
+	for range 3 {
+		start := time.Now()
+		resp, body := h.proxyDo("POST", actionPath(agentID, "never"), "application/json", "", []byte(`{}`), testToken)
+		p := expectProblem(t, resp, body, 504, "no final result")
+		if p.Type != hub.ErrorTypeBase+hub.ETIMEOUT {
+			t.Errorf("type %q", p.Type)
+		}
+		if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
+			t.Errorf("answered after %s, want ≈ 300ms", d)
+		}
+	}
+	// Streamed, the timeout is a failed event with the 504 problem.
+	resp, body := h.proxyDo("POST", actionPath(agentID, "never"), "", "text/event-stream", nil, testToken)
+	evs := readSSE(t, bytes.NewReader(body))
+	if resp.StatusCode != 200 || len(evs) != 1 || evs[0].Type != "failed" || !strings.Contains(evs[0].Data, `"status":504`) {
+		t.Fatalf("streamed timeout: %d %+v", resp.StatusCode, evs)
+	}
+
+	http.DefaultClient.CloseIdleConnections()
+	waitFor(t, 2*time.Second, "no invocation waiting", func() bool { n, s := b.Interactions(); return n == 0 && s == 0 })
+	waitFor(t, 2*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+	if n := b.Subscribers("lmos/v1/clients/inline/r/x"); n != inboxSubs || inboxSubs != 1 {
+		t.Errorf("inbox subscriptions %d, before %d", n, inboxSubs)
+	}
+	if n := b.Subscribers("lmos/v1/things/" + a.tid + "/actions/never"); n != actionSubs {
+		t.Errorf("action subscriptions %d, before %d", n, actionSubs)
+	}
+	// A late answer after the timeout goes nowhere and breaks nothing.
+	for range 4 {
+		a.request("lmos/v1/things/" + a.tid + "/actions/never")
+	}
+}
+
+func TestProxyRejections(t *testing.T) {
+	h := startHub(t, nil)
+	a := h.startAgent(agentID)
+	h.put("urn:http-only", makeTD("urn:http-only", "No transport"))
+	unknown := "urn:uuid:5b0d6c1e-0000-4000-8000-0000000000ff"
+	for _, c := range []struct {
+		method, path string
+		status       int
+		detail       string
+	}{
+		{"POST", actionPath(unknown, "add"), 404, "no Thing"},
+		{"POST", actionPath(agentID, "nope"), 404, `no action "nope"`},
+		{"GET", "/proxy/" + pathEscape(agentID) + "/properties/nope", 404, `no property "nope"`},
+		{"PUT", "/proxy/" + pathEscape(agentID) + "/properties/nope", 404, `no property "nope"`},
+		{"GET", "/proxy/" + pathEscape(agentID) + "/events/nope", 404, `no event "nope"`},
+		{"GET", "/proxy/" + pathEscape(agentID) + "/events/add", 404, `no event "add"`},
+		{"POST", actionPath("urn:http-only", "run"), 503, "no transport"},
+		// A property nobody has published yet.
+		{"GET", "/proxy/" + pathEscape(agentID) + "/properties/mode", 503, "no value"},
+	} {
+		resp, body := h.proxyDo(c.method, c.path, "application/json", "", []byte(`1`), testToken)
+		expectProblem(t, resp, body, c.status, c.detail)
+	}
+
+	// Offline: its status says so.
+	a.mc.pub("lmos/v1/things/"+a.tid+"/status", []byte("offline"), true)
+	waitFor(t, 2*time.Second, "offline", func() bool { s, _ := h.presenceOf(agentID); return s == "offline" })
+	resp, body := h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), testToken)
+	expectProblem(t, resp, body, 503, "offline")
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	resp, body = h.proxyDo("GET", "/proxy/"+pathEscape(agentID)+"/events/alarm", "", "", nil, "")
+	expectProblem(t, resp, body, 503, "offline")
+}
+
+func TestProxyPropertiesAndEvents(t *testing.T) {
+	h := startHub(t, nil)
+	a := h.startAgent(agentID)
+	base := "/proxy/" + pathEscape(agentID)
+
+	// readproperty: the retained value, in either encoding.
+	a.mc.pub("lmos/v1/things/"+a.tid+"/properties/temp", []byte("21.5"), true)
+	waitFor(t, 2*time.Second, "retained temp", func() bool {
+		resp, _ := h.proxyDo("GET", base+"/properties/temp", "", "", nil, "")
+		return resp.StatusCode == 200
+	})
+	resp, body := h.proxyDo("GET", base+"/properties/temp", "", "", nil, "")
+	if resp.StatusCode != 200 || string(body) != "21.5" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("read: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	resp, body = h.proxyDo("GET", base+"/properties/temp", "", "application/cbor", nil, "")
+	var f float64
+	if resp.StatusCode != 200 || cbor.Unmarshal(body, &f) != nil || f != 21.5 {
+		t.Fatalf("read CBOR: %d %x", resp.StatusCode, body)
+	}
+
+	// writeproperty reaches the agent, in its form's encoding (CBOR).
+	resp, body = h.proxyDo("PUT", base+"/properties/power", "application/json", "", []byte(`true`), "")
+	expectProblem(t, resp, body, 401, "")
+	resp, body = h.proxyDo("PUT", base+"/properties/power", "application/json", "", []byte(`true`), testToken)
+	if resp.StatusCode != 204 {
+		t.Fatalf("write: %d %s", resp.StatusCode, body)
+	}
+	p := a.request("lmos/v1/things/" + a.tid + "/properties/power/set")
+	var on bool
+	if cbor.Unmarshal(p.Payload, &on) != nil || !on || p.Properties.ContentType != "application/cbor" {
+		t.Fatalf("agent got %x as %q", p.Payload, p.Properties.ContentType)
+	}
+
+	// subscribeevent as SSE: two events.
+	eventTopic := "lmos/v1/things/" + a.tid + "/events/alarm"
+	s := h.openSSE(base+"/events/alarm", "")
+	waitFor(t, 2*time.Second, "stream subscribed", func() bool { return h.Main.Broker.Subscribers(eventTopic) == 1 })
+	a.mc.pub(eventTopic, []byte(`{"level": 1}`), false)
+	cb, _ := cbor.Marshal(map[string]int{"level": 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.mc.c.Publish(ctx, &paho.Publish{Topic: eventTopic, Payload: cb, QoS: 1,
+		Properties: &paho.PublishProperties{ContentType: "application/cbor"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{`{"level":1}`, `{"level":2}`} {
+		if ev := s.next(5 * time.Second); ev.Type != "alarm" || ev.Data != want {
+			t.Fatalf("event %d: %+v, want %s", i, ev, want)
+		}
+	}
+
+	// observeproperty: the current value first, then changes.
+	obsCtx, obsCancel := context.WithCancel(context.Background())
+	defer obsCancel()
+	req, _ := http.NewRequestWithContext(obsCtx, "GET", h.URL+base+"/properties/temp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	obs, err := http.DefaultClient.Do(req)
+	if err != nil || obs.StatusCode != 200 {
+		t.Fatalf("observe: %v %v", obs, err)
+	}
+	defer obs.Body.Close()
+	a.mc.pub("lmos/v1/things/"+a.tid+"/properties/temp", []byte("22"), true)
+	sc := bufio.NewScanner(obs.Body)
+	var values []string
+	for len(values) < 2 && sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			values = append(values, v)
+		}
+	}
+	if strings.Join(values, ",") != "21.5,22" {
+		t.Fatalf("observed %q", values)
+	}
+
+	// Closing the streams removes their subscriptions.
+	s.Close()
+	obsCancel()
+	waitFor(t, 2*time.Second, "streams closed", func() bool {
+		_, n := h.Main.Broker.Interactions()
+		return n == 0 && h.Main.Broker.Subscribers(eventTopic) == 0
+	})
+}
+
+// An MQTT 3.1.1 consumer cannot carry Response Topic or Correlation Data:
+// its invocation is fire-and-forget (PROTOCOL §10).
+func TestMQTT311InvokeIsFireAndForget(t *testing.T) {
+	pubBin, _ := requireMosquitto(t)
+	h := startHub(t, nil)
+	a := h.startAgent(agentID)
+	topic := "lmos/v1/things/" + a.tid + "/actions/addJSON"
+	if out, err := h.mosq(pubBin, "-V", "mqttv311", "-q", "1", "-t", topic, "-m", `{"a":2,"b":3}`); err != nil {
+		t.Fatalf("mosquitto_pub: %q %v", out, err)
+	}
+	p := a.request(topic)
+	if string(p.Payload) != `{"a":2,"b":3}` || (p.Properties != nil && (p.Properties.ResponseTopic != "" || p.Properties.CorrelationData != nil)) {
+		t.Fatalf("agent got %q %+v", p.Payload, p.Properties)
+	}
+}
+
+// No network client may take the inline client's id, whose inbox carries
+// every proxied result.
+func TestMQTTInlineClientIDRefused(t *testing.T) {
+	h := startHub(t, nil)
+	conn, err := net.Dial("tcp", h.Main.MQTTAddr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := paho.NewClient(paho.ClientConfig{Conn: conn})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ca, err := c.Connect(ctx, &paho.Connect{ClientID: "inline", CleanStart: true, KeepAlive: 30})
+	if err == nil || ca == nil || ca.ReasonCode < 0x80 {
+		t.Fatalf("connect as inline: %+v %v", ca, err)
+	}
+}

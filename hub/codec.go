@@ -1,0 +1,183 @@
+package hub
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/big"
+	"reflect"
+	"strings"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Media types of interaction payloads (PROTOCOL §4.2).
+const (
+	MediaJSON = "application/json"
+	MediaCBOR = "application/cbor"
+)
+
+// cborLimits decodes hostile CBOR: bounded nesting and sizes, text map keys,
+// no duplicate keys, no tags: a payload is the CBOR data model of a JSON
+// value (PROTOCOL §10).
+var cborLimits = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		MaxNestedLevels:  32,
+		MaxArrayElements: 4096,
+		MaxMapPairs:      4096,
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		TagsMd:           cbor.TagsForbidden,
+		IndefLength:      cbor.IndefLengthAllowed,
+		DefaultMapType:   reflect.TypeOf(map[string]any(nil)),
+		UTF8:             cbor.UTF8RejectInvalid,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}()
+
+// cborOut encodes JSON values as CBOR: shortest floats, and integers where
+// a JSON number is integral.
+var cborOut = func() cbor.EncMode {
+	em, err := cbor.EncOptions{ShortestFloat: cbor.ShortestFloat16, Sort: cbor.SortNone}.EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return em
+}()
+
+// MediaOf reduces a Content-Type to the payload encoding it stands for:
+// MediaCBOR for application/cbor (and +cbor suffixes), MediaJSON for
+// everything else, absent included (PROTOCOL §4.2).
+func MediaOf(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if mt == MediaCBOR || strings.HasSuffix(mt, "+cbor") {
+		return MediaCBOR
+	}
+	return MediaJSON
+}
+
+// DecodeValue decodes a JSON or CBOR payload (per contentType) into a JSON
+// data-model value, with the CBOR limits above. Errors are EINVALID.
+func DecodeValue(data []byte, contentType string) (any, error) {
+	var v any
+	if MediaOf(contentType) == MediaCBOR {
+		if err := cborLimits.Unmarshal(data, &v); err != nil {
+			return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
+		}
+		return jsonModel(v)
+	}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return nil, &Error{Code: EINVALID, Message: "invalid JSON payload", Err: err}
+	}
+	if d.More() {
+		return nil, Errorf(EINVALID, "invalid JSON payload: data after the value")
+	}
+	return v, nil
+}
+
+// jsonModel checks that a decoded CBOR value fits the JSON data model:
+// byte strings become base64 text (as encoding/json does), undefined
+// becomes null; nothing else is needed since map keys are text already.
+func jsonModel(v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			m, err := jsonModel(e)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = m
+		}
+	case []any:
+		for i, e := range x {
+			m, err := jsonModel(e)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = m
+		}
+	case cbor.SimpleValue:
+		return nil, Errorf(EINVALID, "invalid CBOR payload: simple value %d has no JSON form", x)
+	}
+	return v, nil
+}
+
+// EncodeValue encodes a JSON data-model value as JSON or CBOR.
+func EncodeValue(v any, contentType string) ([]byte, error) {
+	if MediaOf(contentType) == MediaCBOR {
+		if n, ok := v.(json.Number); ok {
+			v = numberValue(n)
+		}
+		v = cborNumbers(v)
+		b, err := cborOut.Marshal(v)
+		if err != nil {
+			return nil, &Error{Code: EINVALID, Message: "cannot encode the payload as CBOR", Err: err}
+		}
+		return b, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &Error{Code: EINVALID, Message: "cannot encode the payload as JSON", Err: err}
+	}
+	return b, nil
+}
+
+// cborNumbers replaces json.Number (which CBOR would encode as text) by an
+// integer or a float.
+func cborNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return numberValue(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = cborNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = cborNumbers(e)
+		}
+	}
+	return v
+}
+
+func numberValue(n json.Number) any {
+	if i, err := n.Int64(); err == nil {
+		if i == 0 && strings.HasPrefix(string(n), "-") {
+			return math.Copysign(0, -1) // -0 is a float
+		}
+		return i
+	}
+	if !strings.ContainsAny(string(n), ".eE") {
+		// An integer beyond int64 that CBOR holds natively (-2^64 … 2^64-1)
+		// stays exact; larger ones become floats, as JSON numbers are.
+		if b, ok := new(big.Int).SetString(string(n), 10); ok {
+			if b.IsUint64() || new(big.Int).Not(b).IsUint64() {
+				return b
+			}
+		}
+	}
+	if f, err := n.Float64(); err == nil {
+		return f
+	}
+	return string(n) // out of float range: keep the text
+}
+
+// Transcode converts a payload between JSON and CBOR (PROTOCOL §4.2). Same
+// encodings pass through untouched; an empty payload stays empty. Errors
+// are EINVALID.
+func Transcode(data []byte, from, to string) ([]byte, error) {
+	from, to = MediaOf(from), MediaOf(to)
+	if len(data) == 0 || from == to {
+		return data, nil
+	}
+	v, err := DecodeValue(data, from)
+	if err != nil {
+		return nil, err
+	}
+	return EncodeValue(v, to)
+}

@@ -1,0 +1,398 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// Media types of the interaction proxy (PROTOCOL §3.3).
+const (
+	mtCBOR    = "application/cbor"
+	mtSSE     = "text/event-stream"
+	mtProblem = "application/problem+json"
+)
+
+// proxyRoutes adds the interaction proxy. Reads are open unless the hub is
+// private; writeproperty and invokeaction change the world and need an
+// admin token, as every other write does (PROTOCOL §3.5, §10).
+func (s *Server) proxyRoutes() {
+	m := s.mux
+	m.HandleFunc("GET /proxy/{id}/properties/{name}", s.read(s.proxyReadProperty))
+	m.HandleFunc("PUT /proxy/{id}/properties/{name}", s.write(s.proxyWriteProperty))
+	m.HandleFunc("POST /proxy/{id}/actions/{name}", s.write(s.proxyInvoke))
+	m.HandleFunc("GET /proxy/{id}/events/{name}", s.read(s.proxyEvents))
+}
+
+// accepts reports whether the Accept header names media type mt.
+func accepts(r *http.Request, mt string) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		if mediaType(part) == mt {
+			return true
+		}
+	}
+	return false
+}
+
+// resultType is the encoding a consumer wants results in: CBOR when it
+// accepts application/cbor, JSON otherwise.
+func resultType(r *http.Request) string {
+	if accepts(r, mtCBOR) {
+		return hub.MediaCBOR
+	}
+	return hub.MediaJSON
+}
+
+// interaction builds the Interaction a proxy request stands for.
+func interaction(r *http.Request, op hub.Op) hub.Interaction {
+	return hub.Interaction{ThingID: r.PathValue("id"), Op: op, Name: r.PathValue("name"), Accept: resultType(r)}
+}
+
+// proxyContext ends when the request does, after timeout (0: never), or
+// when the server closes its streams.
+func (s *Server) proxyContext(r *http.Request, timeout time.Duration) (context.Context, context.CancelFunc) {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(r.Context(), timeout)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+	}
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// readInput reads the body of a write or an invocation: JSON or CBOR, which
+// must decode (with the CBOR limits); an action may have no body at all.
+func (s *Server) readInput(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, string, error) {
+	if optional && r.ContentLength <= 0 && r.Header.Get("Content-Type") == "" {
+		return nil, hub.MediaJSON, nil
+	}
+	body, err := s.readBody(w, r, mtJSON, mtCBOR)
+	if err != nil {
+		return nil, "", err
+	}
+	ct := hub.MediaOf(r.Header.Get("Content-Type"))
+	if len(body) == 0 && optional {
+		return nil, ct, nil
+	}
+	if _, err := hub.DecodeValue(body, ct); err != nil {
+		return nil, "", err
+	}
+	return body, ct, nil
+}
+
+func (s *Server) router() (*hub.Router, error) {
+	if s.cfg.Router == nil {
+		return nil, hub.Errorf(hub.EUNAVAILABLE, "the interaction proxy is not running")
+	}
+	return s.cfg.Router, nil
+}
+
+// proxyReadProperty is readproperty, or observeproperty as server-sent
+// events when the client accepts text/event-stream.
+func (s *Server) proxyReadProperty(w http.ResponseWriter, r *http.Request) {
+	if accepts(r, mtSSE) {
+		s.proxyStream(w, r, hub.OpObserveProperty)
+		return
+	}
+	rt, err := s.router()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in := interaction(r, hub.OpReadProperty)
+	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
+	defer cancel()
+	var value hub.Result
+	if err := rt.Deliver(ctx, in, func(res hub.Result) error { value = res; return nil }); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeBytes(w, http.StatusOK, value.ContentType, value.Data)
+}
+
+func (s *Server) proxyWriteProperty(w http.ResponseWriter, r *http.Request) {
+	rt, err := s.router()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in := interaction(r, hub.OpWriteProperty)
+	// Check first: a request for an unknown Thing is 404 whatever its body.
+	if _, _, err := rt.Check(in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if in.Input, in.ContentType, err = s.readInput(w, r, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
+	defer cancel()
+	if err := rt.Deliver(ctx, in, func(hub.Result) error { return nil }); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// proxyInvoke invokes an action and answers with its final result, or
+// streams every result as server-sent events when the client accepts
+// text/event-stream.
+func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
+	rt, err := s.router()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in := interaction(r, hub.OpInvokeAction)
+	if _, _, err := rt.Check(in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if in.Input, in.ContentType, err = s.readInput(w, r, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if accepts(r, mtSSE) {
+		in.Accept = hub.MediaJSON
+		s.streamInvocation(w, r, rt, in)
+		return
+	}
+	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
+	defer cancel()
+	var final hub.Result
+	err = rt.Deliver(ctx, in, func(res hub.Result) error {
+		if res.Final() {
+			final = res
+		}
+		return nil
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	switch {
+	case final.Status == hub.StatusFailed:
+		s.writeAgentProblem(w, r, final.Problem)
+	case len(final.Data) == 0:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeBytes(w, http.StatusOK, final.ContentType, final.Data)
+	}
+}
+
+// writeAgentProblem answers 502 with the problem a Thing reported: its
+// type, title and detail are kept, status is 502 and instance the request.
+func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *hub.Problem) {
+	out := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
+	if p != nil {
+		out = *p
+	}
+	out.Status = http.StatusBadGateway
+	out.Instance = r.URL.RequestURI()
+	out.ValidationErrors = nil
+	s.log.Debug("proxied invocation failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
+	w.Header().Set("Content-Type", mtProblem)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadGateway)
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// delivery runs an interaction on its own goroutine so its results can be
+// interleaved with keep-alives; results arrive one at a time on c, and the
+// outcome on done. Cancel ctx and wait on done before returning.
+type delivery struct {
+	c    chan hub.Result
+	done chan error
+}
+
+func deliver(ctx context.Context, rt *hub.Router, in hub.Interaction) *delivery {
+	d := &delivery{c: make(chan hub.Result), done: make(chan error, 1)}
+	go func() {
+		d.done <- rt.Deliver(ctx, in, func(res hub.Result) error {
+			select {
+			case d.c <- res:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	return d
+}
+
+// sse writes server-sent events with keep-alives.
+type sse struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf bytes.Buffer
+}
+
+func (s *Server) startSSE(w http.ResponseWriter) *sse {
+	h := w.Header()
+	h.Set("Content-Type", mtSSE)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	e := &sse{w: w, rc: http.NewResponseController(w)}
+	e.buf.WriteString("retry: 2000\n\n")
+	return e
+}
+
+// event queues one event; data is JSON, sent compact on one line (or line
+// by line if it is not JSON).
+func (e *sse) event(name string, data []byte) {
+	e.buf.WriteString("event: ")
+	e.buf.WriteString(name)
+	e.buf.WriteByte('\n')
+	var c bytes.Buffer
+	if len(data) > 0 && json.Compact(&c, data) == nil {
+		data = c.Bytes()
+	}
+	for _, line := range strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n") {
+		e.buf.WriteString("data: ")
+		e.buf.WriteString(strings.ReplaceAll(line, "\r", ""))
+		e.buf.WriteByte('\n')
+	}
+	e.buf.WriteByte('\n')
+}
+
+// send writes what is queued; false when the client is gone.
+func (e *sse) send() bool {
+	_ = e.rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_, err := e.w.Write(e.buf.Bytes())
+	e.buf.Reset()
+	return err == nil && e.rc.Flush() == nil
+}
+
+// streamInvocation sends every result of an invocation as an event named
+// after its status (pending, running, completed, failed) whose data is the
+// output or, for failed, the problem. A timeout or an error after the
+// stream started is a failed event with the hub's problem.
+func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hub.Router, in hub.Interaction) {
+	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
+	defer cancel()
+	d := deliver(ctx, rt, in)
+	e := s.startSSE(w)
+	if !e.send() {
+		cancel()
+		<-d.done
+		return
+	}
+	s.pump(r, e, d, cancel, func(res hub.Result) {
+		data := res.Data
+		if res.Status == hub.StatusFailed {
+			p := res.Problem
+			if p == nil {
+				p = &hub.Problem{}
+			}
+			out := *p
+			out.Status, out.Instance = http.StatusBadGateway, r.URL.RequestURI()
+			data, _ = json.Marshal(out)
+		}
+		e.event(res.Status, data)
+	}, func(err error) {
+		p := hub.ProblemOf(err)
+		p.Instance = r.URL.RequestURI()
+		data, _ := json.Marshal(p)
+		e.event(hub.StatusFailed, data)
+	})
+}
+
+// proxyStream is observeproperty or subscribeevent as server-sent events:
+// one event per value, named after the affordance, until the client goes.
+func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) {
+	rt, err := s.router()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in := interaction(r, op)
+	in.Accept = hub.MediaJSON
+	if _, _, err := rt.Check(in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.Method == http.MethodHead {
+		s.startSSE(w)
+		return
+	}
+	ctx, cancel := s.proxyContext(r, 0)
+	defer cancel()
+	d := deliver(ctx, rt, in)
+	// The stream answers 200 only once it is in place (its first, pending
+	// result), so every value published after the response began reaches
+	// the client; a failure before that is an ordinary error response.
+	select {
+	case <-d.c:
+	case err := <-d.done:
+		if err == nil {
+			err = hub.Errorf(hub.EUNAVAILABLE, "the stream ended before it began")
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	e := s.startSSE(w)
+	if !e.send() {
+		cancel()
+		<-d.done
+		return
+	}
+	s.pump(r, e, d, cancel, func(res hub.Result) {
+		if res.Status != hub.StatusPending {
+			e.event(in.Name, res.Data)
+		}
+	}, func(err error) {
+		p := hub.ProblemOf(err)
+		p.Instance = r.URL.RequestURI()
+		data, _ := json.Marshal(p)
+		e.event("error", data)
+	})
+}
+
+// pump forwards a delivery's results to an event stream with keep-alives
+// until the delivery ends (onErr reports a failure) or the client goes; it
+// always waits for the delivery's goroutine.
+func (s *Server) pump(r *http.Request, e *sse, d *delivery, cancel context.CancelFunc,
+	onResult func(hub.Result), onErr func(error)) {
+	defer func() { cancel(); <-d.done }()
+	beat := time.NewTicker(s.cfg.SSEHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-beat.C:
+			e.buf.WriteString(": keep-alive\n\n")
+		case res := <-d.c:
+			onResult(res)
+		case err := <-d.done:
+			d.done <- err // for the deferred wait
+			if err != nil && r.Context().Err() == nil {
+				onErr(err)
+				e.send()
+			}
+			return
+		}
+		if !e.send() {
+			return
+		}
+	}
+}
+
+func (s *Server) proxyEvents(w http.ResponseWriter, r *http.Request) {
+	s.proxyStream(w, r, hub.OpSubscribeEvent)
+}
