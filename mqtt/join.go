@@ -7,10 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"reflect"
-	"strings"
-
-	"github.com/fxamacker/cbor/v2"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -42,36 +38,16 @@ func problemOf(err error) *hub.Problem {
 	return &p
 }
 
-// cborDecoder decodes hostile CBOR TDs: bounded nesting and sizes, string
-// map keys, no duplicate keys, no tags (a TD is the CBOR data model of a
-// JSON document).
-var cborDecoder = func() cbor.DecMode {
-	dm, err := cbor.DecOptions{
-		MaxNestedLevels:  32,
-		MaxArrayElements: 4096,
-		MaxMapPairs:      4096,
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		TagsMd:           cbor.TagsForbidden,
-		IndefLength:      cbor.IndefLengthAllowed,
-		DefaultMapType:   reflect.TypeOf(map[string]any(nil)),
-		UTF8:             cbor.UTF8RejectInvalid,
-	}.DecMode()
-	if err != nil {
-		panic(err)
-	}
-	return dm
-}()
-
 // decodeTD returns a TD payload as JSON: CBOR when the MQTT 5 Content Type
-// says application/cbor, JSON otherwise (validated later by the registry).
+// says application/cbor (decoded with hub's limits for hostile input), JSON
+// otherwise (validated later by the registry).
 func decodeTD(payload []byte, contentType string) ([]byte, error) {
-	mediaType, _, _ := strings.Cut(contentType, ";")
-	if strings.TrimSpace(strings.ToLower(mediaType)) != "application/cbor" {
+	if hub.MediaOf(contentType) != hub.MediaCBOR {
 		return payload, nil
 	}
-	var v any
-	if err := cborDecoder.Unmarshal(payload, &v); err != nil {
-		return nil, hub.Errorf(hub.EINVALID, "invalid CBOR: %v", err)
+	v, err := hub.DecodeValue(payload, contentType)
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return nil, hub.Errorf(hub.EINVALID, "a Thing Description must be a CBOR map with text keys")
