@@ -665,3 +665,18 @@ func TestFirstStartPrintsTokenOnce(t *testing.T) {
 		t.Errorf("token list after the first start:\n%s", r.stdout)
 	}
 }
+
+// TestServePortInUse: a taken port fails the start with a hint, not a hang.
+func TestServePortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	r := cli(t, nil, "", "serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--mqtt-addr", ln.Addr().String(),
+		"--mdns=false", "--admin-token", testToken)
+	r.want(t, exitFailure, "serve on a taken port")
+	if !strings.Contains(r.stderr, "address already in use") || !strings.Contains(r.stderr, "--mqtt-addr") {
+		t.Errorf("stderr = %s", r.stderr)
+	}
+}

@@ -90,8 +90,12 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 	m := NewMain(cfg, stdout, logger)
 	if err := m.Run(context.Background()); err != nil {
 		logger.Error("cannot start", "err", err)
-		if errors.Is(err, store.ErrLocked) {
+		switch {
+		case errors.Is(err, store.ErrLocked):
 			return exitLocked
+		case errors.Is(err, syscall.EADDRINUSE):
+			fmt.Fprintln(stderr, "hint: another program already listens on that port (an MQTT broker such as mosquitto on 1883?);"+
+				" choose other ports with --http-addr and --mqtt-addr, e.g. --mqtt-addr :1884")
 		}
 		return exitFailure
 	}
