@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -92,6 +93,8 @@ type Agent struct {
 	done     chan struct{} // the reconnect loop has ended
 	handlers sync.WaitGroup
 	once     sync.Once
+	running  chan struct{} // a slot per handler goroutine (maxHandlers)
+	refusing chan struct{} // a slot per goroutine answering "busy" (maxRefusals)
 
 	mu      sync.Mutex
 	cli     *paho.Client // nil while disconnected
@@ -165,6 +168,8 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 		props:    make(map[string]any),
 		watches:  make(map[string]map[uint64]func(Value)),
 		pending:  make(map[string]*request),
+		running:  make(chan struct{}, maxHandlers),
+		refusing: make(chan struct{}, maxRefusals),
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.hctx, a.hcancel = context.WithCancel(context.Background())
@@ -583,12 +588,12 @@ func (a *Agent) receive(pr paho.PublishReceived) (bool, error) {
 	own := thingsPrefix + a.tid + "/"
 	if rest, ok := strings.CutPrefix(p.Topic, own); ok {
 		if name, ok := strings.CutPrefix(rest, "actions/"); ok && !strings.Contains(name, "/") {
-			a.goHandle(func() { a.serveAction(name, p) })
+			a.goHandle(p, "actions/"+name, func() { a.serveAction(name, p) })
 			return true, nil
 		}
 		if rest, ok := strings.CutPrefix(rest, "properties/"); ok {
 			if name, ok := strings.CutSuffix(rest, "/set"); ok && !strings.Contains(name, "/") {
-				a.goHandle(func() { a.serveWrite(name, p) })
+				a.goHandle(p, "properties/"+name, func() { a.serveWrite(name, p) })
 				return true, nil
 			}
 		}
@@ -636,12 +641,46 @@ func (a *Agent) receive(pr paho.PublishReceived) (bool, error) {
 	return true, nil
 }
 
-// goHandle runs f on a goroutine Close waits for.
-func (a *Agent) goHandle(f func()) {
+// maxHandlers bounds the handler goroutines running at once: anyone may
+// publish requests, and a flood must not spawn unbounded goroutines.
+const maxHandlers = 64
+
+// maxRefusals bounds the goroutines answering requests that find every
+// handler slot taken; beyond it such requests are dropped unanswered.
+const maxRefusals = 8
+
+// goHandle runs f, which serves request p of the affordance key
+// (actions/{name} or properties/{name}), on a goroutine Close waits for.
+// With maxHandlers running already, p is refused: a 503 problem when it
+// has a valid Response Topic, else it is dropped.
+func (a *Agent) goHandle(p *paho.Publish, key string, f func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.closing {
-		a.handlers.Go(f)
+	if a.closing {
+		return
+	}
+	select {
+	case a.running <- struct{}{}:
+		a.handlers.Go(func() {
+			defer func() { <-a.running }()
+			f()
+		})
+		return
+	default:
+	}
+	_, r := a.replierFor(p, a.contentType(key))
+	if r.topic == "" {
+		a.log.Debug("too many requests in progress; dropping one", "topic", p.Topic)
+		return
+	}
+	select {
+	case a.refusing <- struct{}{}:
+		a.handlers.Go(func() {
+			defer func() { <-a.refusing }()
+			r.fail(NewProblem(http.StatusServiceUnavailable, "the agent is busy: too many requests in progress"))
+		})
+	default:
+		a.log.Debug("too many requests in progress; dropping one", "topic", p.Topic)
 	}
 }
 

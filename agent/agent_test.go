@@ -376,14 +376,15 @@ func TestPropertiesAndEvents(t *testing.T) {
 		}
 		return srv.SetProperty("level", x)
 	})
-	if err := cli.WriteProperty(ctx, srv.ID(), "level", 12); err != nil {
+	// WithAck waits for the writing agent's result.
+	if err := cli.WriteProperty(ctx, srv.ID(), "level", 12, WithAck()); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := cli.ReadProperty(ctx, srv.ID(), "level"); err != nil || v.String() != "12" {
 		t.Fatalf("after write: %s %v", v, err)
 	}
 	var p *Problem
-	if err := cli.WriteProperty(ctx, srv.ID(), "level", -1, WithContentType(CBOR)); !errors.As(err, &p) || p.Status != 400 {
+	if err := cli.WriteProperty(ctx, srv.ID(), "level", -1, WithContentType(CBOR), WithAck()); !errors.As(err, &p) || p.Status != 400 {
 		t.Fatalf("negative write: %v", err)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/http"
 
 	"github.com/eclipse/paho.golang/paho"
 )
@@ -20,6 +21,14 @@ type InvokeOption func(*invokeConfig)
 type invokeConfig struct {
 	contentType string
 	partial     func(Output)
+	ack         bool
+}
+
+// WithAck makes WriteProperty a request: it names the agent's inbox as
+// Response Topic and waits for the writing agent's result (completed, or
+// failed with its problem) until ctx ends. Invoke ignores it.
+func WithAck() InvokeOption {
+	return func(c *invokeConfig) { c.ack = true }
 }
 
 // WithPartial calls fn with every partial ("running") result, in order,
@@ -47,13 +56,42 @@ func (a *Agent) Invoke(ctx context.Context, thingID, action string, input any, o
 	return out, nil
 }
 
-// WriteProperty writes a property of the Thing thingID (…/properties/{name}/set)
-// and waits for the agent's acknowledgement, as Invoke does.
+// WriteProperty writes a property of the Thing thingID: it publishes the
+// value to …/properties/{name}/set at QoS 1 and returns once the broker
+// took it (agents do not acknowledge writes, PROTOCOL §10). With WithAck
+// it waits for the agent's result instead, as Invoke does; only agents that
+// answer writes (such as those of this package) give one.
 func (a *Agent) WriteProperty(ctx context.Context, thingID, name string, value any, opts ...InvokeOption) error {
-	if _, err := a.request(ctx, thingTopic(thingID, "properties/"+name+"/set"), value, opts); err != nil {
+	topic := thingTopic(thingID, "properties/"+name+"/set")
+	cfg := invokeConfig{contentType: JSON}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var err error
+	if cfg.ack {
+		_, err = a.request(ctx, topic, value, opts)
+	} else {
+		err = a.send(ctx, topic, value, cfg.contentType)
+	}
+	if err != nil {
 		return fmt.Errorf("cannot write %s of %s: %w", name, thingID, err)
 	}
 	return nil
+}
+
+// send publishes input to topic at QoS 1, without a Response Topic, and
+// returns once the broker acknowledged it.
+func (a *Agent) send(ctx context.Context, topic string, input any, contentType string) error {
+	payload, err := encode(input, contentType)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.withTimeout(ctx)
+	defer cancel()
+	return a.publish(ctx, &paho.Publish{
+		Topic: topic, Payload: payload, QoS: 1,
+		Properties: &paho.PublishProperties{ContentType: contentType},
+	})
 }
 
 // request publishes input to topic with the agent's inbox as Response
@@ -90,20 +128,30 @@ func (a *Agent) request(ctx context.Context, topic string, input any, opts []Inv
 		select {
 		case p := <-req.replies:
 			out := Output{Payload: p.Payload, ContentType: contentTypeOr(p.Properties.ContentType, JSON)}
-			switch p.Properties.User.Get(statusProperty) {
+			status, ok := userProperty(p.Properties.User, statusProperty)
+			if !ok {
+				status = StatusCompleted // a responder that does not say
+			}
+			switch status {
 			case StatusPending:
 			case StatusRunning:
 				if cfg.partial != nil {
 					cfg.partial(out)
 				}
+			case StatusCompleted:
+				return out, nil
 			case StatusFailed:
 				var prob Problem
 				if err := out.Decode(&prob); err != nil {
 					prob = Problem{Title: "failed", Detail: fmt.Sprintf("undecodable problem: %v", err)}
 				}
 				return out, fmt.Errorf("the agent failed: %w", &prob)
-			default: // completed, or a responder that does not say
-				return out, nil
+			default: // as the hub does: an unknown status is a failure of the agent
+				if len(status) > 64 {
+					status = status[:64]
+				}
+				prob := NewProblem(http.StatusBadGateway, fmt.Sprintf("the agent answered with an unknown %s %q", statusProperty, status))
+				return out, fmt.Errorf("the agent failed: %w", prob)
 			}
 		case <-ctx.Done():
 			return Output{}, fmt.Errorf("no result: %w", ctx.Err())
@@ -111,6 +159,17 @@ func (a *Agent) request(ctx context.Context, topic string, input any, opts []Inv
 			return Output{}, ErrClosed
 		}
 	}
+}
+
+// userProperty returns the value of the user property key and whether it
+// is present at all.
+func userProperty(u paho.UserProperties, key string) (string, bool) {
+	for _, p := range u {
+		if p.Key == key {
+			return p.Value, true
+		}
+	}
+	return "", false
 }
 
 // ReadProperty returns the retained value of a property of the Thing

@@ -16,8 +16,12 @@
 // request's Response Topic with its Correlation Data and the user property
 // lmos-status (running for each partial result, then completed, or failed
 // with a *Problem). Payloads are JSON or CBOR, by the MQTT 5 Content Type.
+// Results go only to a reply inbox (a Response Topic under
+// lmos/v1/clients/); a request naming any other topic runs without results.
 // Each request runs its handler on a goroutine of its own, so handlers run
-// concurrently; callbacks of Observe and Subscribe run in order on the
+// concurrently, at most 64 at once (beyond that requests get a 503
+// problem); WriteProperty returns once the broker took the value (WithAck
+// waits for the agent's result); callbacks of Observe and Subscribe run in order on the
 // receive goroutine and must return quickly.
 //
 //	a, err := agent.Connect(ctx, agent.Options{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/eclipse/paho.golang/paho"
 )
@@ -33,8 +34,12 @@ const (
 const statusProperty = "lmos-status"
 
 // HandleAction serves the action name. A request with a Response Topic
-// gets the result there (lmos-status completed, or failed with a problem);
-// a request without one (MQTT 3.1.1, fire-and-forget) still runs h.
+// in a reply inbox (lmos/v1/clients/{clientId}/…) gets the result there
+// (lmos-status completed, or failed with a problem); a request without one
+// (MQTT 3.1.1, fire-and-forget), or with a Response Topic elsewhere, still
+// runs h and gets no result. At most 64 handlers run at once: beyond that a
+// request is answered with a 503 problem (or dropped without a reply
+// inbox).
 func (a *Agent) HandleAction(name string, h Handler) {
 	a.HandleActionStream(name, func(ctx context.Context, in Input, _ func(any) error) (any, error) {
 		return h(ctx, in)
@@ -122,6 +127,19 @@ type replier struct {
 	contentType string
 }
 
+// clientsPrefix starts every reply inbox (PROTOCOL §4.1).
+const clientsPrefix = "lmos/v1/clients/"
+
+// replyTopic reports whether the agent may publish results on topic: only
+// a reply inbox lmos/v1/clients/{clientId}/…. Anything else would let a
+// requester make the agent publish on its own topics (an empty result on
+// its td topic deregisters it; a result on its events fakes an event).
+func replyTopic(topic string) bool {
+	rest, ok := strings.CutPrefix(topic, clientsPrefix)
+	client, _, _ := strings.Cut(rest, "/")
+	return ok && client != "" && !strings.ContainsAny(rest, "+#\x00")
+}
+
 func (a *Agent) replierFor(p *paho.Publish, formType string) (Input, replier) {
 	in := Input{Payload: p.Payload, ContentType: contentTypeOr(p.Properties.ContentType, formType)}
 	// Results go back in the request's encoding when it is one we speak.
@@ -129,7 +147,13 @@ func (a *Agent) replierFor(p *paho.Publish, formType string) (Input, replier) {
 	if mt := mediaType(in.ContentType); mt == JSON || mt == CBOR {
 		ct = mt
 	}
-	return in, replier{a: a, topic: p.Properties.ResponseTopic, correlation: p.Properties.CorrelationData, contentType: ct}
+	topic := p.Properties.ResponseTopic
+	if topic != "" && !replyTopic(topic) {
+		a.log.Debug("the Response Topic is not a reply inbox (lmos/v1/clients/…): serving the request without results",
+			"topic", p.Topic, "response_topic", topic)
+		topic = ""
+	}
+	return in, replier{a: a, topic: topic, correlation: p.Properties.CorrelationData, contentType: ct}
 }
 
 func (r replier) send(status string, v any) error {

@@ -121,7 +121,7 @@ func (p *Problem) Error() string {
 var codes = map[int]string{
 	400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method",
 	409: "conflict", 413: "too-large", 415: "unsupported", 429: "rate-limited", 500: "internal",
-	503: "unavailable", 507: "full",
+	502: "failed", 503: "unavailable", 504: "timeout", 507: "full",
 }
 
 // NewProblem returns a problem with the LMOS type and title for status.

@@ -30,6 +30,10 @@ var cborLimits = func() cbor.DecMode {
 		IndefLength:      cbor.IndefLengthAllowed,
 		DefaultMapType:   reflect.TypeOf(map[string]any(nil)),
 		UTF8:             cbor.UTF8RejectInvalid,
+		// Integers beyond int64 (down to -2^64) decode to *big.Int, whose
+		// MarshalJSON writes the digits: they stay exact numbers in JSON (a
+		// big.Int value would marshal as {}).
+		BigIntDec: cbor.BigIntDecodePointer,
 	}.DecMode()
 	if err != nil {
 		panic(err)
@@ -107,13 +111,15 @@ func jsonModel(v any) (any, error) {
 	return v, nil
 }
 
-// EncodeValue encodes a JSON data-model value as JSON or CBOR.
+// EncodeValue encodes a JSON data-model value as JSON or CBOR. A JSON
+// number out of the float64 range (1e400) has no CBOR form this hub reads
+// back: it is refused (EINVALID) rather than sent as text.
 func EncodeValue(v any, contentType string) ([]byte, error) {
 	if MediaOf(contentType) == MediaCBOR {
-		if n, ok := v.(json.Number); ok {
-			v = numberValue(n)
+		v, err := cborNumbers(v)
+		if err != nil {
+			return nil, err
 		}
-		v = cborNumbers(v)
 		b, err := cborOut.Marshal(v)
 		if err != nil {
 			return nil, &Error{Code: EINVALID, Message: "cannot encode the payload as CBOR", Err: err}
@@ -129,50 +135,67 @@ func EncodeValue(v any, contentType string) ([]byte, error) {
 
 // cborNumbers replaces json.Number (which CBOR would encode as text) by an
 // integer or a float.
-func cborNumbers(v any) any {
+func cborNumbers(v any) (any, error) {
+	var err error
 	switch x := v.(type) {
 	case json.Number:
 		return numberValue(x)
 	case map[string]any:
 		for k, e := range x {
-			x[k] = cborNumbers(e)
+			if x[k], err = cborNumbers(e); err != nil {
+				return nil, err
+			}
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = cborNumbers(e)
+			if x[i], err = cborNumbers(e); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return v
+	return v, nil
 }
 
-func numberValue(n json.Number) any {
+func numberValue(n json.Number) (any, error) {
 	if i, err := n.Int64(); err == nil {
 		if i == 0 && strings.HasPrefix(string(n), "-") {
-			return math.Copysign(0, -1) // -0 is a float
+			return math.Copysign(0, -1), nil // -0 is a float
 		}
-		return i
+		return i, nil
 	}
 	if !strings.ContainsAny(string(n), ".eE") {
 		// An integer beyond int64 that CBOR holds natively (-2^64 … 2^64-1)
 		// stays exact; larger ones become floats, as JSON numbers are.
 		if b, ok := new(big.Int).SetString(string(n), 10); ok {
 			if b.IsUint64() || new(big.Int).Not(b).IsUint64() {
-				return b
+				return b, nil
 			}
 		}
 	}
-	if f, err := n.Float64(); err == nil {
-		return f
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) {
+		return nil, Errorf(EINVALID, "cannot encode the payload as CBOR: the number %.32s is out of range", string(n))
 	}
-	return string(n) // out of float range: keep the text
+	return f, nil
 }
 
 // Transcode converts a payload between JSON and CBOR (PROTOCOL §4.2). Same
-// encodings pass through untouched; an empty payload stays empty. Errors
-// are EINVALID.
+// encodings pass through untouched once the payload is checked (valid JSON;
+// well-formed CBOR within the limits above); an empty payload stays empty.
+// Errors are EINVALID.
 func Transcode(data []byte, from, to string) ([]byte, error) {
 	from, to = MediaOf(from), MediaOf(to)
-	if len(data) == 0 || from == to {
+	if len(data) == 0 {
+		return data, nil
+	}
+	if from == to {
+		if from == MediaCBOR {
+			if err := cborLimits.Wellformed(data); err != nil {
+				return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
+			}
+		} else if !json.Valid(data) {
+			return nil, Errorf(EINVALID, "invalid JSON payload")
+		}
 		return data, nil
 	}
 	v, err := DecodeValue(data, from)

@@ -3,6 +3,7 @@ package hub
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -21,8 +22,11 @@ func TestTranscode(t *testing.T) {
 	if err != nil || string(back) != `{"a":[1,2.5,"x",true,null],"big":12345678901234}` {
 		t.Fatalf("back: %s %v", back, err)
 	}
-	if out, err := Transcode([]byte("not json"), MediaJSON, ""); err != nil || string(out) != "not json" {
+	if out, err := Transcode([]byte(` {"a" : 1} `), MediaJSON, ""); err != nil || string(out) != ` {"a" : 1} ` {
 		t.Fatalf("same encoding must pass through: %q %v", out, err)
+	}
+	if out, err := Transcode([]byte{0xa1, 0x61, 0x61, 0x01}, MediaCBOR, MediaCBOR); err != nil || !bytes.Equal(out, []byte{0xa1, 0x61, 0x61, 0x01}) {
+		t.Fatalf("same encoding must pass through: %x %v", out, err)
 	}
 	for _, bad := range [][]byte{{0xbf}, {0xc1, 0x00}, {0xa2, 0x61, 0x61, 0x01, 0x61, 0x61, 0x02}, {0xa1, 0x01, 0x01}, {0xf9, 0x7e, 0x00}} {
 		if _, err := Transcode(bad, MediaCBOR, MediaJSON); ErrorCode(err) != EINVALID {
@@ -34,6 +38,55 @@ func TestTranscode(t *testing.T) {
 	}
 	if _, err := Transcode(append(bytes.Repeat([]byte{0x81}, 40), 0), MediaCBOR, MediaJSON); ErrorCode(err) != EINVALID {
 		t.Errorf("deep nesting: %v", err)
+	}
+}
+
+// A payload of the same encoding is still checked: a broken agent payload
+// must not pass through as if it were valid.
+func TestTranscodeSameEncodingValidates(t *testing.T) {
+	for _, bad := range []string{"not json", `{"a":`, `{"a":1} x`} {
+		if _, err := Transcode([]byte(bad), MediaJSON, MediaJSON); ErrorCode(err) != EINVALID {
+			t.Errorf("JSON %q: %v", bad, err)
+		}
+	}
+	for _, bad := range [][]byte{{0xff, 0x00}, {0xbf}, {0xa1, 0x61}, {0x01, 0x02}, append(bytes.Repeat([]byte{0x81}, 40), 0)} {
+		if _, err := Transcode(bad, MediaCBOR, MediaCBOR); ErrorCode(err) != EINVALID {
+			t.Errorf("CBOR %x: %v", bad, err)
+		}
+	}
+}
+
+// Integers beyond int64 stay exact numbers both ways; JSON numbers out of
+// the float range are refused rather than sent as CBOR text.
+func TestTranscodeBigNumbers(t *testing.T) {
+	for _, c := range []struct {
+		cbor []byte
+		json string
+	}{
+		{[]byte{0x3b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, `-18446744073709551616`},
+		{[]byte{0x3b, 0x80, 0, 0, 0, 0, 0, 0, 0}, `-9223372036854775809`},
+		{[]byte{0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, `18446744073709551615`},
+	} {
+		j, err := Transcode(c.cbor, MediaCBOR, MediaJSON)
+		if err != nil || string(j) != c.json {
+			t.Errorf("%x → %s %v, want %s", c.cbor, j, err, c.json)
+		}
+		back, err := Transcode([]byte(c.json), MediaJSON, MediaCBOR)
+		if err != nil || !bytes.Equal(back, c.cbor) {
+			t.Errorf("%s → %x %v, want %x", c.json, back, err, c.cbor)
+		}
+	}
+	j, err := Transcode([]byte(`{"n":[-18446744073709551616]}`), MediaJSON, MediaCBOR)
+	if err == nil {
+		j, err = Transcode(j, MediaCBOR, MediaJSON)
+	}
+	if err != nil || string(j) != `{"n":[-18446744073709551616]}` {
+		t.Errorf("nested big integer: %s %v", j, err)
+	}
+	for _, in := range []string{`1e400`, `-1e400`, `[1, {"x": 1e999}]`, "1" + strings.Repeat("0", 400)} {
+		if out, err := Transcode([]byte(in), MediaJSON, MediaCBOR); ErrorCode(err) != EINVALID {
+			t.Errorf("%.20s → %x %v, want EINVALID", in, out, err)
+		}
 	}
 }
 

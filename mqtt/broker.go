@@ -72,6 +72,8 @@ type Config struct {
 	Anonymous bool
 	// JoinMode is open, approve or closed (PROTOCOL §4.4); "" is open.
 	JoinMode string
+	// HubID is the hub's stable id; it names the hub's reply inbox.
+	HubID string
 	// Version is the hub version published on lmos/v1/hub/status.
 	Version string
 	// DirectoryURL is the directory TD's URL published on lmos/v1/hub/status.
@@ -205,8 +207,11 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 }
 
 // Serve loads the stored broker state, starts accepting clients and the
-// hub topics, and returns.
-func (b *Broker) Serve() error {
+// hub topics, and returns. Before any client can connect it sets Things
+// that were online over MQTT offline (none of them is connected yet); once
+// the retained messages are loaded it clears the retained descriptions of
+// Things no longer registered (deleted or expired while the hub was down).
+func (b *Broker) Serve() (err error) {
 	// The workers exist before the first client can publish.
 	b.queues = make([]chan func(), b.cfg.Workers)
 	for i := range b.queues {
@@ -214,9 +219,22 @@ func (b *Broker) Serve() error {
 		b.queues[i] = q
 		b.workers.Go(func() { b.work(q) })
 	}
+	// Registry changes are followed from before the reconciliation below,
+	// so a deletion is seen by one or the other.
+	sub, _, err := b.reg.Subscribe(0, false)
+	if err != nil {
+		return fmt.Errorf("cannot start mqtt broker: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			sub.Cancel()
+		}
+	}()
+	b.resetPresence()
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
+	b.clearOrphanTDs()
 	if err := b.serveReplies(); err != nil {
 		return err
 	}
@@ -225,7 +243,7 @@ func (b *Broker) Serve() error {
 	if err := b.publishStatus("online"); err != nil {
 		return err
 	}
-	b.events.Go(b.forwardEvents)
+	b.events.Go(func() { b.forwardEvents(sub) })
 	return nil
 }
 
@@ -354,10 +372,29 @@ func (l *listener) Close(closeClients listeners.CloseFn) {
 	}
 }
 
-// minLevel drops records below min, whatever the parent handler allows.
+// minLevel drops records below min, whatever the parent handler allows,
+// and mochi's error record for each PUBLISH the lmos hook refuses (refuse):
+// any client could otherwise flood the log with its payloads.
 type minLevel struct {
 	slog.Handler
 	min slog.Level
+}
+
+func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "publish packet error" {
+		refused := false
+		r.Attrs(func(a slog.Attr) bool {
+			if err, ok := a.Value.Any().(error); ok && a.Key == "error" && errors.Is(err, packets.ErrNotAuthorized) {
+				refused = true
+				return false
+			}
+			return true
+		})
+		if refused {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
 func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {

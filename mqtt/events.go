@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -18,15 +19,12 @@ type hubEvent struct {
 }
 
 // forwardEvents publishes the registry's change feed on lmos/v1/hub/events
-// (QoS 0) until the broker stops. A subscription dropped for falling behind
-// is renewed at once: the topic is best effort, like QoS 0 itself.
-func (b *Broker) forwardEvents() {
+// (QoS 0) until the broker stops, starting with sub. A subscription dropped
+// for falling behind is renewed at once: the topic is best effort, like QoS
+// 0 itself; the retained descriptions are reconciled again, since
+// deletions may have been missed.
+func (b *Broker) forwardEvents(sub *hub.Subscription) {
 	for {
-		sub, _, err := b.reg.Subscribe(0, false)
-		if err != nil {
-			b.log.Debug("stopping hub events", "err", err)
-			return
-		}
 		if !b.forwardFrom(sub) {
 			sub.Cancel()
 			return
@@ -35,7 +33,57 @@ func (b *Broker) forwardEvents() {
 			return // the registry closed
 		}
 		b.log.Warn("hub events fell behind; resubscribing")
+		var err error
+		if sub, _, err = b.reg.Subscribe(0, false); err != nil {
+			b.log.Debug("stopping hub events", "err", err)
+			return
+		}
+		b.clearOrphanTDs()
 	}
+}
+
+// clearOrphanTDs clears the retained descriptions of Things that are not
+// registered (each checked again on its worker, see forgetDeleted).
+func (b *Broker) clearOrphanTDs() {
+	for _, m := range b.server.Topics.Messages(thingsPrefix + "+/td") {
+		t, ok := parseThingTopic(m.TopicName)
+		if !ok || t.kind != kindTD {
+			continue
+		}
+		id, ok := idOf(t.tid)
+		if !ok {
+			b.forget(t.tid) // the hub retains canonical keys only
+			continue
+		}
+		if _, err := b.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
+			b.forgetDeleted(id)
+		}
+	}
+}
+
+// resetPresence sets Things whose presence is online via MQTT offline: it
+// runs before the broker accepts clients, so none of them is connected.
+// The writes run concurrently so that the registry commits them together.
+func (b *Broker) resetPresence() {
+	things, _ := b.reg.List(0, 0)
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for _, t := range things {
+		p := t.Meta.Presence
+		if p.Status != hub.PresenceOnline || p.Via != hub.SourceMQTT {
+			continue
+		}
+		id := t.ID
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := b.reg.SetPresence(b.ctx, id, hub.PresenceOffline, hub.SourceMQTT)
+			if err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+				b.log.Warn("cannot reset presence", "id", id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // forwardFrom forwards sub's events until it ends (true) or the broker

@@ -30,7 +30,7 @@ func (h *binding) ID() string { return "lmos" }
 
 func (h *binding) Provides(b byte) bool {
 	switch b {
-	case mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
+	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
 		mochi.OnWillSent, mochi.OnPacketEncode:
 		return true
 	}
@@ -42,6 +42,30 @@ func (h *binding) Provides(b byte) bool {
 // OnConnectAuthenticate accepting its password.
 func self(cl *mochi.Client) string { return string(cl.Properties.Username) }
 
+// OnConnect refuses a CONNECT whose client id names an existing session,
+// connected or kept offline (also one restored from storage), that another
+// username established: anonymous and Thing sessions, and the sessions of
+// different Things, never take each other over (PROTOCOL §10). The CONNACK
+// says 0x85 Client Identifier not valid (MQTT 3.1.1: 0x02 identifier
+// rejected).
+func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
+	if h.sessionOfOther(cl.ID, pk.Connect.Username) {
+		h.b.log.Debug("refusing a client id bound to another username", "client", cl.ID)
+		if err := h.b.server.SendConnack(cl, packets.ErrClientIdentifierNotValid, false, nil); err != nil {
+			return err
+		}
+		return packets.ErrClientIdentifierNotValid
+	}
+	return nil
+}
+
+// sessionOfOther reports whether the session clientID exists and belongs to
+// another username than user.
+func (h *binding) sessionOfOther(clientID string, user []byte) bool {
+	existing, ok := h.b.server.Clients.Get(clientID)
+	return ok && !existing.Net.Inline && !bytes.Equal(existing.Properties.Username, user)
+}
+
 // OnConnectAuthenticate refuses the inline client's id (PROTOCOL §10),
 // admits anonymous clients when configured, and
 // clients whose username is a Thing's topic key and whose password is the
@@ -52,6 +76,10 @@ func (h *binding) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) boo
 		return false
 	}
 	user := pk.Connect.Username
+	if h.sessionOfOther(cl.ID, user) {
+		// Checked again: a session may have appeared since OnConnect.
+		return false
+	}
 	if len(user) == 0 {
 		return h.b.cfg.Anonymous
 	}
@@ -101,7 +129,9 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 
 // OnPublish handles what the hub itself consumes: TDs (joins) and status
 // (presence). A TD publish is never retained or forwarded as is: the hub
-// retains the accepted document itself.
+// retains the accepted document itself. It also refuses a Response Topic
+// outside the reply inboxes and clears the retain flag where mayRetain
+// says so.
 func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Net.Inline {
 		return pk, nil
@@ -109,12 +139,27 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	if cl.Properties.ProtocolVersion < 5 && !mayPublish(self(cl), pk.TopicName) {
 		return pk, packets.CodeSuccessIgnore // acknowledged, dropped
 	}
+	if rt := pk.Properties.ResponseTopic; rt != "" && !replyTopicOK(rt) {
+		// Whoever answers would publish there with its own rights: a reply
+		// could land on the agent's own td (an empty one deregistering it),
+		// status, properties or events (PROTOCOL §10).
+		h.b.log.Debug("refusing a publish with a response topic outside lmos/v1/clients/", "client", cl.ID, "topic", pk.TopicName)
+		return refuse(pk)
+	}
+	if pk.FixedHeader.Retain && !mayRetain(pk.TopicName) {
+		pk.FixedHeader.Retain = false
+	}
 	t, ok := parseThingTopic(pk.TopicName)
 	if !ok {
 		return pk, nil
 	}
 	switch t.kind {
 	case kindTD:
+		if len(pk.Payload) == 0 && len(pk.Properties.CorrelationData) > 0 {
+			// A reply (Correlation Data) is never a deregistration.
+			h.b.log.Debug("refusing an empty td reply", "client", cl.ID, "topic", pk.TopicName)
+			return refuse(pk)
+		}
 		j := &joinRequest{
 			tid:         t.tid,
 			clientID:    cl.ID,
@@ -132,13 +177,27 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	return pk, nil
 }
 
+// refuse answers a PUBLISH the hub will not take: PUBACK 0x87 (Not
+// authorized) at QoS 1; QoS 0 and 2 publishes are dropped (mochi can only
+// answer a hook's refusal with a PUBACK).
+func refuse(pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Qos == 1 {
+		return pk, packets.ErrNotAuthorized
+	}
+	return pk, packets.CodeSuccessIgnore
+}
+
 // OnWill drops a will on a topic its client may not publish to: mochi does
 // not check wills against the ACL, and a will could otherwise set another
 // Thing's status. A will on a td topic is dropped too: it would bypass the
-// join (wills do not pass OnPublish).
+// join (wills do not pass OnPublish). A will on a topic that is never
+// retained (mayRetain) loses its retain flag, as a publish does.
 func (h *binding) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) {
 	t, isThing := parseThingTopic(will.TopicName)
 	if mayPublish(self(cl), will.TopicName) && (!isThing || t.kind != kindTD) {
+		if !mayRetain(will.TopicName) {
+			will.Retain = false
+		}
 		return will, nil
 	}
 	h.b.log.Debug("dropping a will on a denied topic", "client", cl.ID, "topic", will.TopicName)

@@ -21,30 +21,34 @@ var _ hub.Transport = (*Broker)(nil)
 // statusProperty is the MQTT 5 user property that carries a result's status.
 const statusProperty = "lmos-status"
 
-// replyBuffer is how many results of one invocation may wait for the
-// consumer; intermediate results beyond it are dropped, final ones wait.
+// replyBuffer is how many intermediate results of one invocation may wait
+// for the consumer; beyond it they are dropped (and counted). The final
+// result has a slot of its own: delivering a reply never waits, since it
+// runs on the agent's connection goroutine.
 const replyBuffer = 32
 
-// inbox is the hub's reply inbox: results of the invocations it makes on
-// behalf of consumers arrive on {inbox}/r/{request uuid}. No network client
-// may take the inline client's id (OnConnectAuthenticate), so no one else
-// can read it.
-const inbox = "lmos/v1/clients/" + mochi.InlineClientId + "/r/"
+// inboxPrefix starts the hub's reply inbox, lmos/v1/clients/inline/{hub}/r/:
+// results of the invocations it makes on behalf of consumers arrive on
+// {inbox}{request uuid}. {hub} is the start of the hub's id, so that replies
+// stay routable between bridged hubs. No network client may take the
+// inline client's id (OnConnectAuthenticate), so no one else can read it.
+const inboxPrefix = "lmos/v1/clients/" + mochi.InlineClientId + "/"
 
 // replies routes results arriving in the inbox to the invocations waiting
 // for them. One inline subscription (made by Serve) serves all of them.
 type replies struct {
 	mu     sync.Mutex
+	inbox  string            // lmos/v1/clients/inline/{hub}/r/
 	routes map[string]*route // by request uuid
 }
 
 // route is one invocation waiting for its results.
 type route struct {
 	corr        []byte
-	contentType string // the agent's form content type: the fallback
-	ch          chan hub.Result
-	done        chan struct{}
-	dropped     atomic.Int64
+	contentType string          // the agent's form content type: the fallback
+	ch          chan hub.Result // intermediate results
+	final       chan hub.Result // the final result (capacity 1)
+	dropped     atomic.Int64    // intermediate results dropped
 }
 
 // subID numbers the inline subscriptions of streams; 1 is the inbox.
@@ -56,36 +60,69 @@ func init() { subID.Store(inboxSubID) }
 
 // serveReplies subscribes the inbox.
 func (b *Broker) serveReplies() error {
+	b.replies.mu.Lock()
 	b.replies.routes = make(map[string]*route)
+	b.replies.inbox = inboxPrefix + b.hubSegment() + "/r/"
+	inbox := b.replies.inbox
+	b.replies.mu.Unlock()
 	if err := b.server.Subscribe(inbox+"+", inboxSubID, b.onReply); err != nil {
 		return fmt.Errorf("cannot subscribe the hub's reply inbox: %w", err)
 	}
 	return nil
 }
 
-// onReply runs on the publishing agent's connection goroutine.
-func (b *Broker) onReply(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
-	key := strings.TrimPrefix(pk.TopicName, inbox)
+// hubSegment is the topic level naming this hub in its reply inbox, so
+// replies stay routable once hubs are bridged: the first 12 letters and
+// digits of Config.HubID, else of a random UUID.
+func (b *Broker) hubSegment() string {
+	id := b.cfg.HubID
+	seg := make([]byte, 0, 12)
+	for i := 0; i < len(id) && len(seg) < cap(seg); i++ {
+		if c := id[i]; c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			seg = append(seg, c)
+		}
+	}
+	if len(seg) < 8 {
+		return strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	}
+	return string(seg)
+}
+
+// ReplyInbox returns the topic prefix of the hub's reply inbox,
+// lmos/v1/clients/inline/{hub}/r/ ("" before Serve).
+func (b *Broker) ReplyInbox() string {
 	b.replies.mu.Lock()
+	defer b.replies.mu.Unlock()
+	return b.replies.inbox
+}
+
+// onReply runs on the publishing agent's connection goroutine: it never
+// waits for the consumer. Intermediate results beyond replyBuffer are
+// dropped, the final one takes its own slot, and replies after the final
+// one are dropped.
+func (b *Broker) onReply(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
+	b.replies.mu.Lock()
+	key, ok := strings.CutPrefix(pk.TopicName, b.replies.inbox)
 	rt := b.replies.routes[key]
 	b.replies.mu.Unlock()
-	if rt == nil || !bytes.Equal(pk.Properties.CorrelationData, rt.corr) {
+	if !ok || rt == nil || !bytes.Equal(pk.Properties.CorrelationData, rt.corr) {
 		b.log.Debug("dropping a reply nobody waits for", "topic", pk.TopicName)
 		return
 	}
 	status, hasStatus := userProperty(pk, statusProperty)
 	res := parseReply(pk.Payload, pk.Properties.ContentType, rt.contentType, status, hasStatus)
-	if !res.Final() {
-		select {
-		case rt.ch <- res:
-		default:
-			rt.dropped.Add(1) // a slow consumer loses progress reports, never the outcome
-		}
-		return
+	ch := rt.ch
+	if res.Final() {
+		ch = rt.final
 	}
 	select {
-	case rt.ch <- res:
-	case <-rt.done:
+	case ch <- res:
+	default:
+		if !res.Final() {
+			rt.dropped.Add(1) // a slow consumer loses progress reports, never the outcome
+		} else {
+			b.log.Debug("dropping a reply after the final one", "topic", pk.TopicName)
+		}
 	}
 }
 
@@ -254,22 +291,31 @@ func (b *Broker) invoke(ctx context.Context, topic string, in hub.Interaction, a
 	out func(hub.Result) hub.Result, emit func(hub.Result) error) error {
 	id := uuid.New()
 	key := id.String()
-	rt := &route{corr: id[:], contentType: agentCT, ch: make(chan hub.Result, replyBuffer), done: make(chan struct{})}
+	rt := &route{corr: id[:], contentType: agentCT, ch: make(chan hub.Result, replyBuffer), final: make(chan hub.Result, 1)}
 	b.replies.mu.Lock()
 	b.replies.routes[key] = rt
+	inbox := b.replies.inbox
 	b.replies.mu.Unlock()
 	defer func() {
 		b.replies.mu.Lock()
 		delete(b.replies.routes, key)
 		b.replies.mu.Unlock()
-		close(rt.done)
 		if n := rt.dropped.Load(); n > 0 {
-			b.log.Debug("dropped intermediate results for a slow consumer", "topic", topic, "dropped", n)
+			b.log.Info("dropped intermediate results for a slow consumer", "topic", topic, "dropped", n)
 		}
 	}()
 	props := &packets.Properties{ResponseTopic: inbox + key, CorrelationData: rt.corr}
 	if err := b.publishInput(topic, in, agentCT, props); err != nil {
 		return err
+	}
+	// pass emits one result; done when it was the final one (an
+	// intermediate result that does not decode is a failure, hence final).
+	pass := func(res hub.Result) (done bool, err error) {
+		res = out(res)
+		if err := emit(res); err != nil {
+			return true, err
+		}
+		return res.Final(), nil
 	}
 	for {
 		select {
@@ -278,13 +324,25 @@ func (b *Broker) invoke(ctx context.Context, topic string, in hub.Interaction, a
 		case <-b.stop:
 			return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is stopping")
 		case res := <-rt.ch:
-			res = out(res)
-			if err := emit(res); err != nil {
+			if done, err := pass(res); done {
 				return err
 			}
-			if res.Final() {
-				return nil
+		case final := <-rt.final:
+			// The agent sent every intermediate result before the final
+			// one, on the same connection: they are all queued by now.
+			for {
+				select {
+				case res := <-rt.ch:
+					if done, err := pass(res); done {
+						return err
+					}
+					continue
+				default:
+				}
+				break
 			}
+			_, err := pass(final)
+			return err
 		}
 	}
 }

@@ -108,8 +108,11 @@ func (b *Broker) join(j *joinRequest) {
 		return
 	}
 	topic := thingsPrefix + j.tid + "/td/result"
+	// QoS 0: the publisher is connected and subscribed, and a QoS 1 result
+	// would become an in-flight message, resent to whoever resumes the
+	// session and written to the broker store, credentials and all.
 	err = b.bind.deliverOnly(topic, j.clientID, func() error {
-		return b.publish(topic, payload, false, 1, "application/json")
+		return b.publish(topic, payload, false, 0, "application/json")
 	})
 	if err != nil {
 		b.log.Warn("cannot publish join result", "topic", topic, "err", err)
@@ -125,21 +128,39 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	if err != nil {
 		return rejected(id, err)
 	}
-	owner := j.self == j.tid
-	if len(j.payload) == 0 {
-		return b.deregister(id, j, owner, hasCred)
-	}
-	if hasCred && !owner {
-		return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may replace its description", id))
-	}
-	if !hasCred {
-		// A new member (or one the hub holds no credential for).
+	del := len(j.payload) == 0
+	if hasCred {
+		if j.self != j.tid {
+			if del {
+				return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may deregister it", id))
+			}
+			return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may replace its description", id))
+		}
+	} else {
+		// Not a member joined over MQTT: the join mode decides first, for
+		// deregistrations too, and nothing runs before it.
 		switch b.cfg.JoinMode {
 		case "closed":
 			return rejected(id, hub.Errorf(hub.EFORBIDDEN, "joining is closed on this hub"))
 		case "approve":
 			return rejected(id, hub.Errorf(hub.EUNAVAILABLE, "join mode approve is not available over MQTT yet"))
 		}
+		// A Thing registered by other means (HTTP, mDNS, sync) holds no
+		// credential: an anonymous join must not take it over.
+		th, err := b.reg.Get(id)
+		switch hub.ErrorCode(err) {
+		case "":
+			return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q is registered by other means (%s), not joined over MQTT: it cannot be replaced or deregistered over MQTT", id, th.Meta.Origin.Source))
+		case hub.ENOTFOUND:
+		default:
+			return rejected(id, err)
+		}
+		if del {
+			return rejected(id, hub.Errorf(hub.ENOTFOUND, "the Thing %q is not registered", id))
+		}
+	}
+	if del {
+		return b.deregister(id, j)
 	}
 	raw, err := decodeTD(j.payload, j.contentType)
 	if err != nil {
@@ -156,7 +177,12 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		}
 		if err != nil {
 			b.log.Error("cannot issue mqtt credential", "id", id, "err", err)
-			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "the Thing is registered but its credentials could not be stored; publish the description again", Err: err})
+			// Undo the registration: a Thing without a credential is one
+			// registered by other means, which nobody could join again.
+			if derr := b.reg.Delete(b.ctx, id); derr != nil && hub.ErrorCode(derr) != hub.ENOTFOUND {
+				b.log.Error("cannot undo a registration without credentials", "id", id, "err", derr)
+			}
+			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "the Thing's credentials could not be stored, so it was not registered; publish the description again", Err: err})
 		}
 		res.Credentials = &credentials{Username: j.tid, Password: secret}
 	}
@@ -168,18 +194,14 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	return res
 }
 
-func (b *Broker) deregister(id string, j *joinRequest, owner, hasCred bool) joinResult {
-	if hasCred && !owner {
-		return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may deregister it", id))
-	}
-	err := b.reg.Delete(b.ctx, id)
-	if err != nil && (hub.ErrorCode(err) != hub.ENOTFOUND || !hasCred) {
+// deregister deletes a Thing at the request of a client connected with its
+// credential, and the credential with it.
+func (b *Broker) deregister(id string, j *joinRequest) joinResult {
+	if err := b.reg.Delete(b.ctx, id); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
 		return rejected(id, err)
 	}
-	if hasCred {
-		if err := b.creds.DeleteCredential(id); err != nil {
-			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "cannot delete the Thing's credential", Err: err})
-		}
+	if err := b.creds.DeleteCredential(id); err != nil {
+		return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "cannot delete the Thing's credential", Err: err})
 	}
 	b.forget(j.tid)
 	return joinResult{Status: "deleted", ID: id}

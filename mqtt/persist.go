@@ -38,7 +38,8 @@ const maxKeyBytes = 32 << 10
 // registry's own writes are never delayed.
 //
 // Clean sessions (MQTT 5 session expiry 0, MQTT 3.1.1 clean session) are
-// never written: they end with their connection anyway.
+// never written: they end with their connection anyway. Nor are in-flight
+// join results (…/td/result): they may carry credentials.
 type persistence struct {
 	mochi.HookBase
 	bs       hub.BrokerStore
@@ -315,7 +316,7 @@ func (p *persistence) OnUnsubscribed(cl *mochi.Client, pk packets.Packet) {
 }
 
 func (p *persistence) OnQosPublish(cl *mochi.Client, pk packets.Packet, sent int64, _ int) {
-	if !persistent(cl) {
+	if !persistent(cl) || isTDResult(pk.TopicName) {
 		return
 	}
 	key := inflightKey(cl.ID, pk.PacketID)
@@ -372,7 +373,25 @@ func (p *persistence) StoredSubscriptions() ([]storage.Subscription, error) {
 
 func (p *persistence) StoredInflightMessages() ([]storage.Message, error) {
 	msgs, err := load[storage.Message](p, recInflight)
-	return dropOrphans(p, msgs, recInflight, func(m storage.Message) (string, string) { return m.Client, m.ID }), err
+	msgs = dropOrphans(p, msgs, recInflight, func(m storage.Message) (string, string) { return m.Client, m.ID })
+	// Join results written by older versions carry credentials: never
+	// resend them, and delete them from the store.
+	kept := msgs[:0]
+	for _, m := range msgs {
+		if isTDResult(m.TopicName) {
+			p.del(recInflight, m.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return kept, err
+}
+
+// isTDResult reports whether topic is a join result, which may carry
+// credentials and is never stored (PROTOCOL §10).
+func isTDResult(topic string) bool {
+	t, ok := parseThingTopic(topic)
+	return ok && t.kind == kindTDResult
 }
 
 // dropOrphans removes (and forgets) records of clients no longer stored.

@@ -97,6 +97,36 @@ func inboxOK(clientID string) bool {
 	return clientID != "" && !strings.ContainsAny(clientID, "/+#")
 }
 
+// clientsPrefix starts the reply inboxes lmos/v1/clients/{clientId}/….
+const clientsPrefix = "lmos/v1/clients/"
+
+// replyTopicOK reports whether an MQTT 5 Response Topic names a reply inbox
+// lmos/v1/clients/{clientId}/…, the only place a responder is asked to
+// publish to (PROTOCOL §4.3, §10).
+func replyTopicOK(topic string) bool {
+	inbox, ok := strings.CutPrefix(topic, clientsPrefix)
+	id, _, _ := strings.Cut(inbox, "/")
+	return ok && id != "" && !strings.ContainsAny(topic, "+#")
+}
+
+// mayRetain reports whether a publish on topic keeps its retain flag. Not on
+// what anyone may publish (invocations, property writes, replies): a
+// retained invocation would run again at every subscribe, and anonymous
+// clients could fill the retained store. Nor on td/result, which is never
+// retained. A Thing's own properties, status and the rest keep it.
+func mayRetain(topic string) bool {
+	if strings.HasPrefix(topic, clientsPrefix) {
+		return false
+	}
+	if t, ok := parseThingTopic(topic); ok {
+		switch t.kind {
+		case kindAction, kindPropertySet, kindTDResult:
+			return false
+		}
+	}
+	return true
+}
+
 // mayPublish is the PUBLISH half of the ACL (PROTOCOL §4.4) for a client
 // authenticated as Thing self ("" for anonymous).
 func mayPublish(self, topic string) bool {

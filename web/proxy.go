@@ -120,6 +120,12 @@ func (s *Server) proxyReadProperty(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if value.Status == hub.StatusFailed {
+		// The value did not decode (or the transport failed to read it):
+		// a failure of the Thing, 502 (PROTOCOL §10).
+		s.writeAgentProblem(w, r, value.Problem)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeBytes(w, http.StatusOK, value.ContentType, value.Data)
 }
@@ -196,7 +202,8 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeAgentProblem answers 502 with the problem a Thing reported: its
+// writeAgentProblem answers 502 with the problem a Thing reported (or the
+// hub's, for a payload of the Thing that does not decode): its
 // type, title and detail are kept, status is 502 and instance the request.
 func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *hub.Problem) {
 	out := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
@@ -206,7 +213,7 @@ func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *hu
 	out.Status = http.StatusBadGateway
 	out.Instance = r.URL.RequestURI()
 	out.ValidationErrors = nil
-	s.log.Debug("proxied invocation failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
+	s.log.Debug("proxied interaction failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
 	w.Header().Set("Content-Type", mtProblem)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusBadGateway)

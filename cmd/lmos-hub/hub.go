@@ -154,6 +154,7 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 	b, err := mqtt.New(reg, db, db, mqtt.Config{
 		Anonymous:    cfg.MQTT.Anonymous,
 		JoinMode:     cfg.Join.Mode,
+		HubID:        db.HubID(),
 		Version:      version,
 		DirectoryURL: directoryURL(m.HTTPAddr),
 		Logger:       m.Logger.With("component", "mqtt"),

@@ -204,9 +204,12 @@ func TestProxyInvokeTranscodes(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || strings.TrimSpace(string(body)) != `{"sum":3}` {
 		t.Fatalf("JSON→CBOR agent: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
+	// The reply inbox names the hub: lmos/v1/clients/inline/{start of the hub id}/r/{uuid}.
+	inbox := "lmos/v1/clients/inline/" + strings.ReplaceAll(h.Main.DB.HubID(), "-", "")[:12] + "/r/"
 	if p := a.request("lmos/v1/things/" + a.tid + "/actions/add"); p.Properties.ContentType != "application/cbor" ||
-		!strings.HasPrefix(p.Properties.ResponseTopic, "lmos/v1/clients/inline/r/") || len(p.Properties.CorrelationData) == 0 {
-		t.Fatalf("request properties %+v", p.Properties)
+		!strings.HasPrefix(p.Properties.ResponseTopic, inbox) || len(p.Properties.CorrelationData) == 0 ||
+		h.Main.Broker.ReplyInbox() != inbox {
+		t.Fatalf("request properties %+v, inbox %q", p.Properties, h.Main.Broker.ReplyInbox())
 	}
 
 	// CBOR consumer, JSON agent that names no Content Type on its reply.
@@ -303,7 +306,7 @@ func TestProxyInvokeTimeoutCleansUp(t *testing.T) {
 	h := startHub(t, func(c *Config) { c.HTTP.ProxyTimeout = Duration(300 * time.Millisecond) })
 	a := h.startAgent(agentID)
 	b := h.Main.Broker
-	inboxSubs := b.Subscribers("lmos/v1/clients/inline/r/x")
+	inboxSubs := b.Subscribers(b.ReplyInbox() + "x")
 	actionSubs := b.Subscribers("lmos/v1/things/" + a.tid + "/actions/never")
 	// Warm up (HTTP connection, timers), then take the baseline.
 	h.proxyDo("POST", actionPath(agentID, "addJSON"), "application/json", "", []byte(`{"a":1,"b":1}`), testToken)
@@ -332,7 +335,7 @@ func TestProxyInvokeTimeoutCleansUp(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	waitFor(t, 2*time.Second, "no invocation waiting", func() bool { n, s := b.Interactions(); return n == 0 && s == 0 })
 	waitFor(t, 2*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
-	if n := b.Subscribers("lmos/v1/clients/inline/r/x"); n != inboxSubs || inboxSubs != 1 {
+	if n := b.Subscribers(b.ReplyInbox() + "x"); n != inboxSubs || inboxSubs != 1 {
 		t.Errorf("inbox subscriptions %d, before %d", n, inboxSubs)
 	}
 	if n := b.Subscribers("lmos/v1/things/" + a.tid + "/actions/never"); n != actionSubs {
