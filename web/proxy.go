@@ -130,20 +130,30 @@ func (s *Server) proxyReadProperty(w http.ResponseWriter, r *http.Request) {
 	writeBytes(w, http.StatusOK, value.ContentType, value.Data)
 }
 
-func (s *Server) proxyWriteProperty(w http.ResponseWriter, r *http.Request) {
+// proxyRequest checks a write or invocation and reads its body; it answers
+// the error itself and reports ok false. The Thing and affordance are
+// checked first: a request for an unknown one is 404 whatever its body.
+func (s *Server) proxyRequest(w http.ResponseWriter, r *http.Request, op hub.Op, optionalBody bool) (*hub.Router, hub.Interaction, bool) {
 	rt, err := s.router()
 	if err != nil {
 		s.writeError(w, r, err)
-		return
+		return nil, hub.Interaction{}, false
 	}
-	in := interaction(r, hub.OpWriteProperty)
-	// Check first: a request for an unknown Thing is 404 whatever its body.
+	in := interaction(r, op)
 	if _, _, err := rt.Check(in); err != nil {
 		s.writeError(w, r, err)
-		return
+		return nil, hub.Interaction{}, false
 	}
-	if in.Input, in.ContentType, err = s.readInput(w, r, false); err != nil {
+	if in.Input, in.ContentType, err = s.readInput(w, r, optionalBody); err != nil {
 		s.writeError(w, r, err)
+		return nil, hub.Interaction{}, false
+	}
+	return rt, in, true
+}
+
+func (s *Server) proxyWriteProperty(w http.ResponseWriter, r *http.Request) {
+	rt, in, ok := s.proxyRequest(w, r, hub.OpWriteProperty, false)
+	if !ok {
 		return
 	}
 	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
@@ -159,18 +169,8 @@ func (s *Server) proxyWriteProperty(w http.ResponseWriter, r *http.Request) {
 // streams every result as server-sent events when the client accepts
 // text/event-stream.
 func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
-	rt, err := s.router()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	in := interaction(r, hub.OpInvokeAction)
-	if _, _, err := rt.Check(in); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if in.Input, in.ContentType, err = s.readInput(w, r, true); err != nil {
-		s.writeError(w, r, err)
+	rt, in, ok := s.proxyRequest(w, r, hub.OpInvokeAction, true)
+	if !ok {
 		return
 	}
 	if accepts(r, mtSSE) {
@@ -181,7 +181,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
 	defer cancel()
 	var final hub.Result
-	err = rt.Deliver(ctx, in, func(res hub.Result) error {
+	err := rt.Deliver(ctx, in, func(res hub.Result) error {
 		if res.Final() {
 			final = res
 		}
