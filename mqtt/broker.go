@@ -230,10 +230,11 @@ func (b *Broker) Serve() (err error) {
 			sub.Cancel()
 		}
 	}()
-	b.resetPresence()
+	reset := b.resetPresence()
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
+	b.retainOffline(reset) // the retained store is loaded now
 	b.clearOrphanTDs()
 	if err := b.serveReplies(); err != nil {
 		return err

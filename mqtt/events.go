@@ -64,7 +64,10 @@ func (b *Broker) clearOrphanTDs() {
 // resetPresence sets Things whose presence is online via MQTT offline: it
 // runs before the broker accepts clients, so none of them is connected.
 // The writes run concurrently so that the registry commits them together.
-func (b *Broker) resetPresence() {
+// It returns the ids it reset.
+func (b *Broker) resetPresence() []string {
+	var reset []string
+	var mu sync.Mutex
 	things, _ := b.reg.List(0, 0)
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
@@ -80,10 +83,27 @@ func (b *Broker) resetPresence() {
 			err := b.reg.SetPresence(b.ctx, id, hub.PresenceOffline, hub.SourceMQTT)
 			if err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
 				b.log.Warn("cannot reset presence", "id", id, "err", err)
+				return
 			}
+			mu.Lock()
+			reset = append(reset, id)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	return reset
+}
+
+// retainOffline replaces the retained status of Things whose presence was
+// reset: their last "online" survived the restart in the retained store,
+// and MQTT consumers read presence there.
+func (b *Broker) retainOffline(ids []string) {
+	for _, id := range ids {
+		topic := thingsPrefix + hub.TopicKey(id) + "/status"
+		if err := b.publish(topic, []byte(hub.PresenceOffline), true, 0, ""); err != nil {
+			b.log.Warn("cannot publish offline status", "id", id, "err", err)
+		}
+	}
 }
 
 // forwardFrom forwards sub's events until it ends (true) or the broker

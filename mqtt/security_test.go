@@ -407,6 +407,12 @@ func TestPresenceOfflineAfterRestart(t *testing.T) {
 	if th, _ := e.reg.Get("urn:h"); th.Meta.Presence.Status != hub.PresenceOnline {
 		t.Fatalf("http presence: %+v", th.Meta.Presence)
 	}
+	// MQTT consumers read presence from the retained status: it says so too.
+	reader := mustDial(t, e.addr, nil)
+	reader.mustSub(thingsPrefix + tid + "/status")
+	if pk := reader.next(thingsPrefix + tid + "/status"); string(pk.Payload) != "offline" || !pk.Retain {
+		t.Fatalf("retained status after restart = %q (retain %v)", pk.Payload, pk.Retain)
+	}
 }
 
 // Fix 6: a Thing deleted while the hub is down has no retained td after
