@@ -84,6 +84,12 @@ type Config struct {
 	// Workers is the number of goroutines that run joins and presence
 	// changes (default 8); one Thing's messages always go to the same one.
 	Workers int
+	// JoinRate and JoinBurst bound anonymous joins of new Things per
+	// source address (each is a durable registry and credential write):
+	// default 20 per second in bursts of 100, enough for a host starting
+	// a hundred agents at once. A negative JoinRate disables the limit.
+	JoinRate  float64
+	JoinBurst int
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -93,6 +99,7 @@ type Broker struct {
 	cfg    Config
 	reg    *hub.Registry
 	creds  hub.CredentialStore
+	joins  *hub.RateLimiter // anonymous joins of new Things, per source address
 	log    *slog.Logger
 	server *mochi.Server
 	inline *mochi.Client
@@ -136,6 +143,12 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
 	}
+	if cfg.JoinRate == 0 {
+		cfg.JoinRate = 20
+	}
+	if cfg.JoinBurst <= 0 {
+		cfg.JoinBurst = 100
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -176,6 +189,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
+		joins:  hub.NewRateLimiter(max(cfg.JoinRate, 0), cfg.JoinBurst, nil),
 	}
 	b.bind = &binding{b: b}
 	b.state = newPersistence(bs, log, cfg.FlushInterval)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"net"
 	"sync"
 
 	mochi "github.com/mochi-mqtt/server/v2"
@@ -164,6 +165,7 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 			tid:         t.tid,
 			clientID:    cl.ID,
 			self:        self(cl),
+			remote:      remoteHost(cl.Net.Remote),
 			payload:     bytes.Clone(pk.Payload),
 			contentType: pk.Properties.ContentType,
 		}
@@ -235,4 +237,12 @@ func (h *binding) deliverOnly(topic, clientID string, publish func() error) erro
 		h.mu.Unlock()
 	}()
 	return publish()
+}
+
+// remoteHost is the host part of a client's remote address.
+func remoteHost(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }

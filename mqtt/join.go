@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -16,6 +17,7 @@ type joinRequest struct {
 	tid         string
 	clientID    string // the publishing client: the only one to get the result
 	self        string // the Thing it is authenticated as, "" if anonymous
+	remote      string // the client's host, for the anonymous join limit
 	payload     []byte // empty: deregister
 	contentType string
 }
@@ -157,6 +159,11 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		}
 		if del {
 			return rejected(id, hub.Errorf(hub.ENOTFOUND, "the Thing %q is not registered", id))
+		}
+		// A new Thing joining anonymously costs durable writes: bound how
+		// fast one address can ask for them.
+		if ok, wait := b.joins.Allow(j.remote); !ok {
+			return rejected(id, hub.Errorf(hub.ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond)))
 		}
 	}
 	if del {

@@ -56,7 +56,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	started time.Time
-	limit   *limiter
+	limit   *hub.RateLimiter
 	metrics *metrics.Set
 	mux     *http.ServeMux
 	sse     *metrics.Counter // SSE clients dropped for being too slow
@@ -84,7 +84,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s := &Server{
 		reg: reg, tokens: tokens, cfg: cfg, log: cfg.Logger,
 		started: cfg.Now(),
-		limit:   newLimiter(cfg.WriteRate, cfg.WriteBurst, cfg.Now),
+		limit:   hub.NewRateLimiter(cfg.WriteRate, cfg.WriteBurst, cfg.Now),
 		metrics: metrics.NewSet(),
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
@@ -211,7 +211,7 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 	authed := s.admin(h)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.limit.allow(clientAddr(r)); !ok {
+		if ok, wait := s.limit.Allow(clientAddr(r)); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
 			s.writeError(w, r, hub.Errorf(hub.ERATELIMIT, "too many writes from this client; retry in %s", wait.Round(time.Millisecond)))
 			return

@@ -1,4 +1,4 @@
-package web
+package hub
 
 import (
 	"math"
@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// limiter is a token bucket per client address for writes. Idle buckets
-// are forgotten so a scan of many addresses cannot grow it without bound.
-type limiter struct {
+// RateLimiter is a token bucket per key (a client address): HTTP writes and
+// anonymous MQTT joins use it. Idle buckets are forgotten so a scan of many
+// addresses cannot grow it without bound. Safe for concurrent use.
+type RateLimiter struct {
 	rate  float64 // tokens per second; 0 disables limiting
 	burst float64
 	now   func() time.Time
@@ -23,13 +24,18 @@ type bucket struct {
 	last   time.Time
 }
 
-func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{rate: rate, burst: float64(max(burst, 1)), now: now, buckets: map[string]*bucket{}}
+// NewRateLimiter allows rate events per second per key, in bursts of up to
+// burst; rate 0 allows everything. now is the clock (time.Now when nil).
+func NewRateLimiter(rate float64, burst int, now func() time.Time) *RateLimiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &RateLimiter{rate: rate, burst: float64(max(burst, 1)), now: now, buckets: map[string]*bucket{}}
 }
 
-// allow takes one token for client; when none is left it returns how long
+// Allow takes one token for key; when none is left it returns how long
 // until one is.
-func (l *limiter) allow(client string) (bool, time.Duration) {
+func (l *RateLimiter) Allow(key string) (bool, time.Duration) {
 	if l.rate <= 0 {
 		return true, 0
 	}
@@ -39,10 +45,10 @@ func (l *limiter) allow(client string) (bool, time.Duration) {
 	if now.Sub(l.swept) > time.Minute {
 		l.sweep(now)
 	}
-	b := l.buckets[client]
+	b := l.buckets[key]
 	if b == nil {
 		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[client] = b
+		l.buckets[key] = b
 	}
 	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
 	b.last = now
@@ -55,7 +61,7 @@ func (l *limiter) allow(client string) (bool, time.Duration) {
 }
 
 // sweep drops buckets that have refilled completely: they hold no state.
-func (l *limiter) sweep(now time.Time) {
+func (l *RateLimiter) sweep(now time.Time) {
 	l.swept = now
 	for k, b := range l.buckets {
 		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
