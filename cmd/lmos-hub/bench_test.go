@@ -6,10 +6,8 @@ package main
 // docs/PERFORMANCE.md.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,11 +17,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -327,79 +322,23 @@ func BenchmarkIdleRSS(b *testing.B) {
 	})
 }
 
-// binaryRSS runs bin on dir until it logs "http listening", GETs /healthz,
-// runs work, waits 2 s and returns its VmRSS, VmHWM (peak), RssAnon (heap,
-// stacks) and RssFile (mapped files: the binary, bbolt's mmap) in MB. The
-// child is stopped before it returns.
+// binaryRSS runs bin on dir (startHubBinary), runs work, waits 2 s and
+// returns its VmRSS, VmHWM (peak), RssAnon (heap, stacks) and RssFile
+// (mapped files: the binary, bbolt's mmap) in MB. The child is stopped
+// before it returns.
 func binaryRSS(b *testing.B, bin, dir string, work func(c *http.Client, base string) error) map[string]float64 {
 	b.Helper()
-	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
-		"--mdns=false", "--admin-token", testToken, "--log-format", "json")
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LMOS_HUB_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http listening" {
-				addrc <- line.Addr
-			}
-		}
-	}()
-	var base string
-	select {
-	case addr := <-addrc:
-		base = "http://" + addr
-	case <-exited:
-		b.Fatal("lmos-hub exited before listening")
-	case <-time.After(60 * time.Second):
-		b.Fatal("lmos-hub did not log \"http listening\" within 60 s")
-	}
+	p := startHubBinary(b, bin, dir)
+	defer p.stop()
 	c := benchClient(b)
-	if err := fetch(c, http.MethodGet, base+"/healthz", nil, http.StatusOK); err != nil {
-		b.Fatal(err)
-	}
 	if work != nil {
-		if err := work(c, base); err != nil {
+		if err := work(c, p.httpBase); err != nil {
 			b.Fatal(err)
 		}
 	}
 	c.CloseIdleConnections()
 	time.Sleep(2 * time.Second)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		b.Skipf("cannot read RSS: %v", err)
-	}
-	mb := map[string]float64{}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		name, rest, _ := strings.Cut(line, ":")
-		if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64); err == nil {
-			mb[name] = kb / 1024
-		}
-	}
-	return mb
+	return procMemMB(b, p.pid)
 }
 
 // BenchmarkHTTPHealthz is the floor under every HTTP figure: the loopback

@@ -24,13 +24,13 @@ func TestProxyReadPropertyUndecodableIs502(t *testing.T) {
 	a.mc.pub("lmos/v1/things/"+a.tid+"/properties/power", []byte{0xff, 0x00}, true)
 	a.mc.pub("lmos/v1/things/"+a.tid+"/properties/mode", []byte("not json {"), true)
 	waitFor(t, 2*time.Second, "retained values", func() bool {
-		resp, _ := h.proxyDo("GET", base+"mode", "", "", nil, "")
+		resp, _ := h.request("GET", base+"mode", "", "", nil, "")
 		return resp.StatusCode != http.StatusServiceUnavailable
 	})
 	for _, c := range []struct{ name, accept string }{
 		{"power", ""}, {"power", "application/cbor"}, {"mode", ""}, {"mode", "application/cbor"},
 	} {
-		resp, body := h.proxyDo("GET", base+c.name, "", c.accept, nil, "")
+		resp, body := h.request("GET", base+c.name, "", c.accept, nil, "")
 		p := expectProblem(t, resp, body, http.StatusBadGateway, "not valid")
 		if p.Type != hub.ErrorTypeBase+hub.EFAILED {
 			t.Errorf("%s as %q: type %q", c.name, c.accept, p.Type)
@@ -38,7 +38,7 @@ func TestProxyReadPropertyUndecodableIs502(t *testing.T) {
 	}
 	// A valid value still reads.
 	a.mc.pub("lmos/v1/things/"+a.tid+"/properties/mode", []byte(`"eco"`), true)
-	if resp, body := h.proxyDo("GET", base+"mode", "", "", nil, ""); resp.StatusCode != 200 || string(body) != `"eco"` {
+	if resp, body := h.request("GET", base+"mode", "", "", nil, ""); resp.StatusCode != 200 || string(body) != `"eco"` {
 		t.Fatalf("valid value: %d %q", resp.StatusCode, body)
 	}
 }
@@ -54,7 +54,7 @@ func TestProxyInvokeUndecodableSameEncodingIs502(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		resp, body := h.proxyDo("POST", actionPath(agentID, "never"), "application/json", "application/json", []byte(`{}`), testToken)
+		resp, body := h.request("POST", actionPath(agentID, "never"), "application/json", "application/json", []byte(`{}`), testToken)
 		got <- answer{resp, body}
 	}()
 	p := a.request("lmos/v1/things/" + a.tid + "/actions/never")

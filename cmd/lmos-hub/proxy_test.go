@@ -162,35 +162,6 @@ func (a *proxyAgent) request(topic string) *paho.Publish {
 	}
 }
 
-// proxyDo sends a proxy request with Accept and returns the response and
-// its body.
-func (h *testHub) proxyDo(method, path, contentType, accept string, body []byte, token string) (*http.Response, []byte) {
-	h.t.Helper()
-	req, err := http.NewRequest(method, h.URL+path, bytes.NewReader(body))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if body == nil {
-		req.Body, req.ContentLength = http.NoBody, 0
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
-}
-
 func actionPath(id, name string) string { return "/proxy/" + pathEscape(id) + "/actions/" + name }
 
 const agentID = "urn:uuid:5b0d6c1e-0000-4000-8000-00000000a9e1"
@@ -200,7 +171,7 @@ func TestProxyInvokeTranscodes(t *testing.T) {
 	a := h.startAgent(agentID)
 
 	// JSON consumer, CBOR agent.
-	resp, body := h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "application/json", []byte(`{"a": 1, "b": 2}`), testToken)
+	resp, body := h.request("POST", actionPath(agentID, "add"), "application/json", "application/json", []byte(`{"a": 1, "b": 2}`), testToken)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || strings.TrimSpace(string(body)) != `{"sum":3}` {
 		t.Fatalf("JSON→CBOR agent: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
@@ -214,7 +185,7 @@ func TestProxyInvokeTranscodes(t *testing.T) {
 
 	// CBOR consumer, JSON agent that names no Content Type on its reply.
 	in, _ := cbor.Marshal(map[string]any{"a": 40, "b": 2.5})
-	resp, body = h.proxyDo("POST", actionPath(agentID, "addJSON"), "application/cbor", "application/cbor", in, testToken)
+	resp, body = h.request("POST", actionPath(agentID, "addJSON"), "application/cbor", "application/cbor", in, testToken)
 	var out map[string]any
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/cbor" || cbor.Unmarshal(body, &out) != nil || out["sum"] != 42.5 {
 		t.Fatalf("CBOR→JSON agent: %d %q %x (%v)", resp.StatusCode, resp.Header.Get("Content-Type"), body, out)
@@ -224,20 +195,20 @@ func TestProxyInvokeTranscodes(t *testing.T) {
 	}
 
 	// CBOR in, JSON out.
-	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/cbor", "", in, testToken)
+	resp, body = h.request("POST", actionPath(agentID, "add"), "application/cbor", "", in, testToken)
 	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"sum":42.5}` {
 		t.Fatalf("CBOR in, JSON out: %d %s", resp.StatusCode, body)
 	}
 
 	// Invalid input is refused before it reaches the agent.
-	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{"a":`), testToken)
+	resp, body = h.request("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{"a":`), testToken)
 	expectProblem(t, resp, body, 400, "invalid JSON")
-	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/cbor", "", []byte{0xbf}, testToken)
+	resp, body = h.request("POST", actionPath(agentID, "add"), "application/cbor", "", []byte{0xbf}, testToken)
 	expectProblem(t, resp, body, 400, "invalid CBOR")
-	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "text/plain", "", []byte(`1`), testToken)
+	resp, body = h.request("POST", actionPath(agentID, "add"), "text/plain", "", []byte(`1`), testToken)
 	expectProblem(t, resp, body, 415, "Content-Type")
 	// An invocation is a write: it needs the admin token.
-	resp, body = h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), "")
+	resp, body = h.request("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), "")
 	expectProblem(t, resp, body, 401, "")
 	if resp.Header.Get("WWW-Authenticate") == "" {
 		t.Error("401 without WWW-Authenticate")
@@ -270,7 +241,7 @@ func readSSE(t *testing.T, r io.Reader) []sseEvent {
 func TestProxyInvokeStreamsResults(t *testing.T) {
 	h := startHub(t, nil)
 	h.startAgent(agentID)
-	resp, body := h.proxyDo("POST", actionPath(agentID, "count"), "", "text/event-stream", nil, testToken)
+	resp, body := h.request("POST", actionPath(agentID, "count"), "", "text/event-stream", nil, testToken)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("stream: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
@@ -288,13 +259,13 @@ func TestProxyInvokeStreamsResults(t *testing.T) {
 func TestProxyInvokeFailedIs502WithTheAgentsProblem(t *testing.T) {
 	h := startHub(t, nil)
 	h.startAgent(agentID)
-	resp, body := h.proxyDo("POST", actionPath(agentID, "fail"), "application/json", "", []byte(`{}`), testToken)
+	resp, body := h.request("POST", actionPath(agentID, "fail"), "application/json", "", []byte(`{}`), testToken)
 	p := expectProblem(t, resp, body, 502, "the feeder is jammed")
 	if p.Type != "https://agent.example/errors#jammed" || p.Title != "Jammed" || p.Instance != actionPath(agentID, "fail") {
 		t.Fatalf("problem %+v", p)
 	}
 	// Streamed, the failure is the last event.
-	resp, body = h.proxyDo("POST", actionPath(agentID, "fail"), "", "text/event-stream", nil, testToken)
+	resp, body = h.request("POST", actionPath(agentID, "fail"), "", "text/event-stream", nil, testToken)
 	evs := readSSE(t, bytes.NewReader(body))
 	if resp.StatusCode != 200 || len(evs) != 1 || evs[0].Type != "failed" || !strings.Contains(evs[0].Data, `"status":502`) ||
 		!strings.Contains(evs[0].Data, "jammed") {
@@ -309,14 +280,14 @@ func TestProxyInvokeTimeoutCleansUp(t *testing.T) {
 	inboxSubs := b.Subscribers(b.ReplyInbox() + "x")
 	actionSubs := b.Subscribers("lmos/v1/things/" + a.tid + "/actions/never")
 	// Warm up (HTTP connection, timers), then take the baseline.
-	h.proxyDo("POST", actionPath(agentID, "addJSON"), "application/json", "", []byte(`{"a":1,"b":1}`), testToken)
+	h.request("POST", actionPath(agentID, "addJSON"), "application/json", "", []byte(`{"a":1,"b":1}`), testToken)
 	http.DefaultClient.CloseIdleConnections()
 	time.Sleep(50 * time.Millisecond)
 	base := runtime.NumGoroutine()
 
 	for range 3 {
 		start := time.Now()
-		resp, body := h.proxyDo("POST", actionPath(agentID, "never"), "application/json", "", []byte(`{}`), testToken)
+		resp, body := h.request("POST", actionPath(agentID, "never"), "application/json", "", []byte(`{}`), testToken)
 		p := expectProblem(t, resp, body, 504, "no final result")
 		if p.Type != hub.ErrorTypeBase+hub.ETIMEOUT {
 			t.Errorf("type %q", p.Type)
@@ -326,7 +297,7 @@ func TestProxyInvokeTimeoutCleansUp(t *testing.T) {
 		}
 	}
 	// Streamed, the timeout is a failed event with the 504 problem.
-	resp, body := h.proxyDo("POST", actionPath(agentID, "never"), "", "text/event-stream", nil, testToken)
+	resp, body := h.request("POST", actionPath(agentID, "never"), "", "text/event-stream", nil, testToken)
 	evs := readSSE(t, bytes.NewReader(body))
 	if resp.StatusCode != 200 || len(evs) != 1 || evs[0].Type != "failed" || !strings.Contains(evs[0].Data, `"status":504`) {
 		t.Fatalf("streamed timeout: %d %+v", resp.StatusCode, evs)
@@ -367,19 +338,19 @@ func TestProxyRejections(t *testing.T) {
 		// A property nobody has published yet.
 		{"GET", "/proxy/" + pathEscape(agentID) + "/properties/mode", 503, "no value"},
 	} {
-		resp, body := h.proxyDo(c.method, c.path, "application/json", "", []byte(`1`), testToken)
+		resp, body := h.request(c.method, c.path, "application/json", "", []byte(`1`), testToken)
 		expectProblem(t, resp, body, c.status, c.detail)
 	}
 
 	// Offline: its status says so.
 	a.mc.pub("lmos/v1/things/"+a.tid+"/status", []byte("offline"), true)
 	waitFor(t, 2*time.Second, "offline", func() bool { s, _ := h.presenceOf(agentID); return s == "offline" })
-	resp, body := h.proxyDo("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), testToken)
+	resp, body := h.request("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), testToken)
 	expectProblem(t, resp, body, 503, "offline")
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
 	}
-	resp, body = h.proxyDo("GET", "/proxy/"+pathEscape(agentID)+"/events/alarm", "", "", nil, "")
+	resp, body = h.request("GET", "/proxy/"+pathEscape(agentID)+"/events/alarm", "", "", nil, "")
 	expectProblem(t, resp, body, 503, "offline")
 }
 
@@ -391,23 +362,23 @@ func TestProxyPropertiesAndEvents(t *testing.T) {
 	// readproperty: the retained value, in either encoding.
 	a.mc.pub("lmos/v1/things/"+a.tid+"/properties/temp", []byte("21.5"), true)
 	waitFor(t, 2*time.Second, "retained temp", func() bool {
-		resp, _ := h.proxyDo("GET", base+"/properties/temp", "", "", nil, "")
+		resp, _ := h.request("GET", base+"/properties/temp", "", "", nil, "")
 		return resp.StatusCode == 200
 	})
-	resp, body := h.proxyDo("GET", base+"/properties/temp", "", "", nil, "")
+	resp, body := h.request("GET", base+"/properties/temp", "", "", nil, "")
 	if resp.StatusCode != 200 || string(body) != "21.5" || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("read: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
-	resp, body = h.proxyDo("GET", base+"/properties/temp", "", "application/cbor", nil, "")
+	resp, body = h.request("GET", base+"/properties/temp", "", "application/cbor", nil, "")
 	var f float64
 	if resp.StatusCode != 200 || cbor.Unmarshal(body, &f) != nil || f != 21.5 {
 		t.Fatalf("read CBOR: %d %x", resp.StatusCode, body)
 	}
 
 	// writeproperty reaches the agent, in its form's encoding (CBOR).
-	resp, body = h.proxyDo("PUT", base+"/properties/power", "application/json", "", []byte(`true`), "")
+	resp, body = h.request("PUT", base+"/properties/power", "application/json", "", []byte(`true`), "")
 	expectProblem(t, resp, body, 401, "")
-	resp, body = h.proxyDo("PUT", base+"/properties/power", "application/json", "", []byte(`true`), testToken)
+	resp, body = h.request("PUT", base+"/properties/power", "application/json", "", []byte(`true`), testToken)
 	if resp.StatusCode != 204 {
 		t.Fatalf("write: %d %s", resp.StatusCode, body)
 	}

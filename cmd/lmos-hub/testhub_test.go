@@ -88,6 +88,12 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 // body read into the returned bytes.
 func (h *testHub) do(method, path, contentType string, body []byte, token string) (*http.Response, []byte) {
 	h.t.Helper()
+	return h.request(method, path, contentType, "", body, token)
+}
+
+// request is do with an Accept header ("" sends none).
+func (h *testHub) request(method, path, contentType, accept string, body []byte, token string) (*http.Response, []byte) {
+	h.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -98,6 +104,9 @@ func (h *testHub) do(method, path, contentType string, body []byte, token string
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
