@@ -201,12 +201,16 @@ func TestJoinPresenceAndForms(t *testing.T) {
 	if th.Meta.Presence.Via != hub.SourceMQTT || th.Meta.Origin.Source != hub.SourceMQTT {
 		t.Fatalf("meta %+v", th.Meta)
 	}
-	form := th.Doc["actions"].(map[string]any)["add"].(map[string]any)["forms"].([]any)[0].(map[string]any)
+	doc, err := h.reg.Document(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := doc["actions"].(map[string]any)["add"].(map[string]any)["forms"].([]any)[0].(map[string]any)
 	topic := "lmos/v1/things/urn:test:join%2F1/actions/add"
 	if form["href"] != "mqtt://"+h.addr+"/"+topic || form["mqv:topic"] != topic || form["op"] != "invokeaction" || form["contentType"] != JSON {
 		t.Fatalf("action form %v", form)
 	}
-	pforms := th.Doc["properties"].(map[string]any)["level"].(map[string]any)["forms"].([]any)
+	pforms := doc["properties"].(map[string]any)["level"].(map[string]any)["forms"].([]any)
 	if len(pforms) != 2 || pforms[0].(map[string]any)["mqv:filter"] != "lmos/v1/things/urn:test:join%2F1/properties/level" ||
 		pforms[1].(map[string]any)["op"] != "writeproperty" {
 		t.Fatalf("property forms %v", pforms)

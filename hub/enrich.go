@@ -14,16 +14,16 @@ const (
 	ContextLMOS      = "https://eclipse.dev/lmos/protocol/v1"
 )
 
-// Enriched returns the TD as the directory serves it: the discovery context
-// added, registration information, and the lmos:presence, lmos:origin and
-// lmos:verified hub extensions. Only the top level is copied; the stored
-// document is never changed.
-func (t *Thing) Enriched(now time.Time) map[string]any {
-	out := make(map[string]any, len(t.Doc)+4)
-	for k, v := range t.Doc {
+// Enriched returns doc, the Thing's document, as the directory serves it:
+// the discovery context added, registration information, and the
+// lmos:presence, lmos:origin and lmos:verified hub extensions. Only the top
+// level is copied; doc is not changed.
+func (t *Thing) Enriched(doc map[string]any, now time.Time) map[string]any {
+	out := make(map[string]any, len(doc)+4)
+	for k, v := range doc {
 		out[k] = v
 	}
-	if c, ok := t.Doc["@context"]; ok {
+	if c, ok := doc["@context"]; ok {
 		out["@context"] = withDiscoveryContext(c)
 	}
 	reg := map[string]any{

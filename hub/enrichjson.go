@@ -17,7 +17,11 @@ func (t *Thing) AppendEnrichedJSON(dst, raw []byte, now time.Time) []byte {
 	if err != nil {
 		// Stored documents were parsed when accepted; should one not scan,
 		// the parsed form still gives a correct answer.
-		b, _ := json.Marshal(t.Enriched(now))
+		doc, perr := ParseDocument(raw)
+		if perr != nil {
+			doc = map[string]any{"id": t.ID}
+		}
+		b, _ := json.Marshal(t.Enriched(doc, now))
 		return append(dst, b...)
 	}
 	dst = append(dst, '{')

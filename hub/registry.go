@@ -31,16 +31,18 @@ type RegistryOptions struct {
 	SubscriberBuffer int
 }
 
-// Thing is a read-only snapshot of a registered Thing. Doc is shared with the
-// registry and must not be modified.
+// Thing is a read-only snapshot of a registered Thing. Summary is shared
+// with the registry and must not be modified; the document itself is read
+// from the store when needed (Registry.Raw, Registry.Document).
 type Thing struct {
-	ID   string
-	Doc  map[string]any
-	Meta ThingMeta
+	ID      string
+	Summary *Summary
+	Meta    ThingMeta
 }
 
-// Registry holds the registered Things in memory (parsed, for fast reads and
-// search) and in a Store (durably). All writes go through one loop that
+// Registry holds the registered Things in memory (their metadata and a
+// compact Summary of each document, for fast reads and search) and in a
+// Store (durably, with the documents). All writes go through one loop that
 // groups concurrent writes into a single durable commit, assigns change-feed
 // sequence numbers in commit order and publishes events in that order.
 type Registry struct {
@@ -66,6 +68,8 @@ type Registry struct {
 	// purgeBackoff delays purges after a failed commit (wall clock).
 	purgeBackoff time.Time
 	overlay      map[string]*Thing
+	// batchDocs are the documents the batch being applied wrote, by id.
+	batchDocs map[string]map[string]any
 
 	feedMu    sync.Mutex
 	published uint64
@@ -89,6 +93,7 @@ type op struct {
 	id     string
 	raw    []byte
 	doc    map[string]any
+	sum    *Summary
 	patch  map[string]any
 	origin Origin
 	// expires is the expiry an opExpire was scheduled for; a Thing refreshed
@@ -135,8 +140,9 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cannot load things: %w", err)
 	}
-	// Parsing is nearly all of start-up time: use every core.
-	docs := make([]map[string]any, len(recs))
+	// Parsing is nearly all of start-up time: use every core. Only the
+	// summaries stay; the documents are garbage once summarised.
+	sums := make([]*Summary, len(recs))
 	var wg sync.WaitGroup
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(recs)/256))
 	for w := range workers {
@@ -149,16 +155,17 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 					r.log.Error("skipping unreadable stored thing", "id", recs[i].ID, "err", err)
 					continue
 				}
-				docs[i] = doc
+				sums[i] = summarize(doc)
+				recs[i].Raw = nil
 			}
 		})
 	}
 	wg.Wait()
 	for i, rec := range recs {
-		if docs[i] == nil {
+		if sums[i] == nil {
 			continue
 		}
-		t := &Thing{ID: rec.ID, Doc: docs[i], Meta: rec.Meta}
+		t := &Thing{ID: rec.ID, Summary: sums[i], Meta: rec.Meta}
 		r.things[rec.ID] = t
 		r.ids = append(r.ids, rec.ID)
 		if !t.Meta.Expires.IsZero() {
@@ -222,7 +229,7 @@ func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (strin
 		return "", err
 	}
 	doc["id"] = id
-	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, origin: origin})
+	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, sum: summarize(doc), origin: origin})
 	return id, res.err
 }
 
@@ -243,7 +250,7 @@ func (r *Registry) Put(ctx context.Context, id string, raw []byte, origin Origin
 		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(doc["id"]), id)}}}
 	}
-	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, origin: origin})
+	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, sum: summarize(doc), origin: origin})
 	return res.created, res.err
 }
 
@@ -340,6 +347,16 @@ func (r *Registry) Raw(id string) ([]byte, error) {
 		return nil, err
 	}
 	return r.store.ThingRaw(id)
+}
+
+// Document returns the parsed document of id, as submitted (not enriched).
+// It is parsed for this call, so the caller may keep or change it.
+func (r *Registry) Document(id string) (map[string]any, error) {
+	raw, err := r.Raw(id)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocument(raw)
 }
 
 // List returns up to limit Things (all when limit <= 0) starting at offset,

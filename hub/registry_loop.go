@@ -111,7 +111,8 @@ func (r *Registry) apply(batch []*op) {
 	}
 	now := r.opts.Now()
 	r.overlay = make(map[string]*Thing, len(batch))
-	defer func() { r.overlay = nil }()
+	r.batchDocs = make(map[string]map[string]any, len(batch))
+	defer func() { r.overlay, r.batchDocs = nil, nil }()
 	var b Batch
 	var live []Event // what subscribers get: b.Events plus unlogged ones
 	puts := make(map[string]ThingRecord, len(batch))
@@ -152,7 +153,10 @@ func (r *Registry) apply(batch []*op) {
 			r.overlay[o.id] = nil
 			delete(puts, o.id)
 		} else {
-			r.overlay[o.id] = &Thing{ID: o.id, Doc: o.doc, Meta: rec.Meta}
+			r.overlay[o.id] = &Thing{ID: o.id, Summary: o.sum, Meta: rec.Meta}
+			if o.doc != nil {
+				r.batchDocs[o.id] = o.doc
+			}
 			if prev, ok := puts[o.id]; ok && rec.Raw == nil {
 				rec.Raw = prev.Raw // a presence change after a put in this batch
 			}
@@ -268,13 +272,17 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		}
 		meta := old.Meta
 		meta.Presence = Presence{Status: o.presence, Since: now, Via: o.origin.Source}
-		o.doc = old.Doc
+		o.sum = old.Summary
 		return Event{Type: EventPresence, ID: o.id, Presence: &meta.Presence}, ThingRecord{ID: o.id, Meta: meta}, false, res
 	case opPatch:
 		if old == nil {
 			return ev, rec, false, opResult{err: notFound(o.id)}
 		}
-		merged, ok := MergePatch(old.Doc, o.patch).(map[string]any)
+		oldDoc, err := r.currentDoc(o.id)
+		if err != nil {
+			return ev, rec, false, opResult{err: err}
+		}
+		merged, ok := MergePatch(oldDoc, o.patch).(map[string]any)
 		if !ok {
 			return ev, rec, false, opResult{err: Errorf(EINVALID, "the patch must leave a JSON object")}
 		}
@@ -286,7 +294,7 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		if err != nil {
 			return ev, rec, false, opResult{err: fmt.Errorf("cannot encode patched document: %w", err)}
 		}
-		o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
+		o.doc, o.raw, o.origin, o.sum = merged, raw, old.Meta.Origin, summarize(merged)
 	}
 	if old == nil && r.opts.MaxThings > 0 && r.liveCount(now) >= r.opts.MaxThings {
 		return ev, rec, false, opResult{err: Errorf(EFULL, "the registry is full (registry.maxThings = %d)", r.opts.MaxThings)}
@@ -307,13 +315,30 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 	if old == nil {
 		return Event{Type: EventCreated, ID: o.id, TD: o.raw}, rec, false, opResult{created: true}
 	}
-	patch := CreateMergePatch(old.Doc, o.doc)
+	oldDoc, err := r.currentDoc(o.id)
+	if err != nil {
+		return ev, rec, false, opResult{err: err}
+	}
+	patch := CreateMergePatch(oldDoc, o.doc)
 	patch["id"] = o.id
 	pb, err := json.Marshal(patch)
 	if err != nil {
 		return ev, rec, false, opResult{err: fmt.Errorf("cannot encode change: %w", err)}
 	}
 	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, false, res
+}
+
+// currentDoc parses the current document of id: the one an earlier op of
+// this batch wrote, else the stored one.
+func (r *Registry) currentDoc(id string) (map[string]any, error) {
+	if d := r.batchDocs[id]; d != nil {
+		return d, nil
+	}
+	raw, err := r.store.ThingRaw(id)
+	if err != nil {
+		return nil, &Error{Code: EINTERNAL, Message: "cannot read the stored document", Err: err}
+	}
+	return ParseDocument(raw)
 }
 
 // errUnchanged marks an op that succeeded without changing anything.

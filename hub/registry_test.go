@@ -155,8 +155,8 @@ func TestSameIDTwiceInOneBatch(t *testing.T) {
 	if got := s.commits.Load() - before; got != 2 {
 		t.Fatalf("%d commits, want 2 (the blocker, then one batch)", got)
 	}
-	if th, err := r.Get("urn:t:x"); err != nil || th.Doc["title"] != "new" {
-		t.Fatalf("after delete+put: %v %v", th.Doc, err)
+	if th, err := r.Get("urn:t:x"); err != nil || th.Summary.Title != "new" {
+		t.Fatalf("after delete+put: %v %v", th.Summary.Title, err)
 	}
 	if raw, err := s.ThingRaw("urn:t:x"); err != nil || !json.Valid(raw) {
 		t.Fatalf("store after delete+put: %v", err)
@@ -434,7 +434,7 @@ func TestPresence(t *testing.T) {
 	r.Close()
 	r2 := newRegistry(t, s, hub.RegistryOptions{})
 	th, err := r2.Get("urn:t:p")
-	if err != nil || th.Meta.Presence.Status != hub.PresenceOffline || th.Doc["title"] != "p" {
+	if err != nil || th.Meta.Presence.Status != hub.PresenceOffline || th.Summary.Title != "p" {
 		t.Errorf("after reload: %+v %v", th.Meta.Presence, err)
 	}
 }

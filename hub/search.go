@@ -2,6 +2,7 @@ package hub
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"runtime"
 	"slices"
@@ -17,10 +18,13 @@ import (
 // SearchJSONPath evaluates an RFC 9535 query over the array of enriched TDs
 // (in id order) and returns the selected nodes.
 //
-// Building 10k enriched views per query costs more than the query itself,
-// so when the query cannot observe what enrichment adds it runs over the
-// stored documents and only whole-TD results are enriched. Queries whose
-// first step filters the array run on all cores, one slice each.
+// The registry keeps no parsed documents, so a query parses the ones it
+// may select. Queries whose first step filters the array run per TD; when
+// the filter needs certain strings (an equality with a string literal, a
+// member name) only TDs whose Summary may hold them are parsed. Building
+// enriched views costs more than many queries, so when the query cannot
+// observe what enrichment adds it runs over the stored documents and only
+// whole-TD results are enriched. Per-TD queries run on all cores.
 func (r *Registry) SearchJSONPath(query string) ([]any, error) {
 	if strings.TrimSpace(query) == "" {
 		return nil, Errorf(EINVALID, "the query parameter is required")
@@ -32,12 +36,24 @@ func (r *Registry) SearchJSONPath(query string) ([]any, error) {
 	now := r.opts.Now()
 	things, _ := r.List(0, 0)
 	plain := !observesEnrichment(p)
-	docs := make([]any, len(things))
-	for i, t := range things {
+	perTD := splittable(p)
+	if plain && perTD {
+		// Enrichment adds no strings a plain query can see, so the
+		// stored document's Summary decides.
+		if need := requiredStrings(p).hashed(); len(need) > 0 {
+			things = slices.DeleteFunc(things, func(t *Thing) bool { return !need.mayMatch(t.Summary) })
+		}
+	}
+	things, parsed, err := r.documents(things)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]any, len(parsed))
+	for i, d := range parsed {
 		if plain {
-			docs[i] = t.Doc
+			docs[i] = d
 		} else {
-			docs[i] = t.Enriched(now)
+			docs[i] = things[i].Enriched(d, now)
 		}
 	}
 	// With one segment every result is an element of the array: a TD that
@@ -55,20 +71,19 @@ func (r *Registry) SearchJSONPath(query string) ([]any, error) {
 				out = append(out, n.Node) // cannot happen for a one-segment query over an array
 				continue
 			}
-			out = append(out, things[lo+int(idx)].Enriched(now))
+			out = append(out, things[lo+int(idx)].Enriched(parsed[lo+int(idx)], now))
 		}
 		return out
 	}
 	parts := 1
-	if len(docs) >= 2048 && splittable(p) {
+	if len(docs) >= 2048 && perTD {
 		parts = runtime.GOMAXPROCS(0)
 	}
 	results := make([][]any, parts)
 	var wg sync.WaitGroup
 	for i := range parts {
 		lo, hi := i*len(docs)/parts, (i+1)*len(docs)/parts
-		wg.Add(1)
-		go func() { defer wg.Done(); results[i] = eval(lo, hi) }()
+		wg.Go(func() { results[i] = eval(lo, hi) })
 	}
 	wg.Wait()
 	out := make([]any, 0, len(results[0]))
@@ -76,6 +91,48 @@ func (r *Registry) SearchJSONPath(query string) ([]any, error) {
 		out = append(out, part...)
 	}
 	return out, nil
+}
+
+// documents parses the stored documents of things on all cores, each core
+// reading its share in its own store transaction. Things deleted since
+// they were listed are left out of both results.
+func (r *Registry) documents(things []*Thing) ([]*Thing, []map[string]any, error) {
+	docs := make([]map[string]any, len(things))
+	parts := max(1, min(runtime.GOMAXPROCS(0), len(things)/64))
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for w := range parts {
+		lo, hi := w*len(things)/parts, (w+1)*len(things)/parts
+		wg.Go(func() {
+			ids := make([]string, hi-lo)
+			at := make(map[string]int, hi-lo)
+			for i, t := range things[lo:hi] {
+				ids[i], at[t.ID] = t.ID, lo+i
+			}
+			errs[w] = r.store.ThingsRaw(ids, func(id string, raw []byte) error {
+				doc, err := ParseDocument(raw)
+				if err != nil {
+					r.log.Error("skipping unreadable stored thing", "id", id, "err", err)
+					return nil
+				}
+				docs[at[id]] = doc
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, &Error{Code: EINTERNAL, Message: "cannot read stored documents", Err: err}
+	}
+	kept := things[:0:0]
+	keptDocs := docs[:0]
+	for i, d := range docs {
+		if d != nil {
+			kept = append(kept, things[i])
+			keptDocs = append(keptDocs, d)
+		}
+	}
+	return kept, keptDocs, nil
 }
 
 // enrichedMembers are the members enrichment adds or changes.
@@ -156,9 +213,8 @@ func (r *Registry) SearchText(q, typ string, limit int) ([]TextHit, error) {
 	}
 	things, _ := r.List(0, 0)
 	var hits []TextHit
-	for i := range things {
-		t := things[i]
-		if typ != "" && !hasType(t.Doc, typ) {
+	for _, t := range things {
+		if typ != "" && !hasType(t.Summary.Types, typ) {
 			continue
 		}
 		if h, ok := scoreThing(t, terms); ok {
@@ -180,67 +236,26 @@ func (r *Registry) SearchText(q, typ string, limit int) ([]TextHit, error) {
 	return hits, nil
 }
 
-// visitFields calls fn for every searchable member: its pointer (built only
-// if fn asks for it), its text and its weight.
-func visitFields(doc map[string]any, fn func(ptr func() string, text string, weight float64)) {
-	str := func(v any) string { s, _ := v.(string); return s }
-	fixed := func(p string) func() string { return func() string { return p } }
-	fn(fixed("/title"), str(doc["title"]), weightTitle)
-	fn(fixed("/description"), str(doc["description"]), weightDescription)
-	for _, kind := range []string{"properties", "actions", "events"} {
-		affs, _ := doc[kind].(map[string]any)
-		for name, a := range affs {
-			base := func() string { return "/" + kind + "/" + escapePointer(name) }
-			fn(base, splitCamel(name), weightAffordanceName)
-			if m, ok := a.(map[string]any); ok {
-				fn(func() string { return base() + "/title" }, str(m["title"]), weightAffordanceText)
-				fn(func() string { return base() + "/description" }, str(m["description"]), weightAffordanceText)
-			}
-		}
-	}
-	caps, _ := doc["lmos:capabilities"].([]any)
-	for i, c := range caps {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		base := func() string { return "/lmos:capabilities/" + itoa(i) }
-		fn(func() string { return base() + "/name" }, str(m["name"]), weightCapability)
-		fn(func() string { return base() + "/id" }, str(m["id"]), weightCapabilityText)
-		fn(func() string { return base() + "/description" }, str(m["description"]), weightCapabilityText)
-		ex, _ := m["examples"].([]any)
-		for j, e := range ex {
-			fn(func() string { return base() + "/examples/" + itoa(j) }, str(e), weightCapabilityText)
-		}
-	}
-}
-
 func scoreThing(t *Thing, terms []string) (TextHit, bool) {
 	score := 0.0
 	var matches []string
 	found := make([]bool, len(terms))
-	visitFields(t.Doc, func(ptr func() string, text string, weight float64) {
-		if text == "" {
-			return
-		}
-		if !isASCII(text) {
-			text = strings.ToLower(text)
-		}
+	t.Summary.eachField(func(kind byte, a, c int, text string) {
 		hit := false
 		for i, term := range terms {
-			at := indexFold(text, term)
+			at := strings.Index(text, term)
 			if at < 0 {
 				continue
 			}
 			found[i], hit = true, true
-			w := weight
+			w := fieldWeights[kind]
 			if wholeWordAt(text, term, at) {
 				w *= 1.5 // a whole word beats a fragment
 			}
 			score += w
 		}
 		if hit {
-			matches = append(matches, ptr())
+			matches = append(matches, t.Summary.fieldPointer(kind, a, c))
 		}
 	})
 	for _, f := range found {
@@ -250,43 +265,11 @@ func scoreThing(t *Thing, terms []string) (TextHit, bool) {
 	}
 	slices.Sort(matches)
 	matches = slices.Compact(matches)
-	title, _ := t.Doc["title"].(string)
-	return TextHit{ID: t.ID, Title: title, Score: math.Round(score*100) / 100, Matches: matches}, true
+	return TextHit{ID: t.ID, Title: t.Summary.Title, Score: math.Round(score*100) / 100, Matches: matches}, true
 }
 
-// indexFold finds term (lower case) in s ignoring ASCII case, without
-// allocating. Callers lower non-ASCII text first (see scoreThing); bytes of
-// multi-byte characters then compare exactly, which is correct for UTF-8.
-func indexFold(s, term string) int {
-	if len(term) == 0 {
-		return -1
-	}
-	for i := 0; i+len(term) <= len(s); i++ {
-		if lowerASCII(s[i]) == term[0] && hasPrefixFold(s[i:], term) {
-			return i
-		}
-	}
-	return -1
-}
-
-func hasPrefixFold(s, lowerPrefix string) bool {
-	for j := 0; j < len(lowerPrefix); j++ {
-		if lowerASCII(s[j]) != lowerPrefix[j] {
-			return false
-		}
-	}
-	return true
-}
-
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
-// wholeWordAt reports whether some occurrence of term in s, the first at
-// byte at, stands as a whole word.
+// wholeWordAt reports whether some occurrence of term in s (both lower
+// case), the first at byte at, stands as a whole word.
 func wholeWordAt(s, term string, at int) bool {
 	for at >= 0 {
 		before := at == 0 || !isWordByte(s[at-1])
@@ -295,22 +278,13 @@ func wholeWordAt(s, term string, at int) bool {
 		if before && after {
 			return true
 		}
-		next := indexFold(s[at+1:], term)
+		next := strings.Index(s[at+1:], term)
 		if next < 0 {
 			return false
 		}
 		at += 1 + next
 	}
 	return false
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 func isWordByte(c byte) bool {
@@ -342,17 +316,12 @@ func splitCamel(s string) string {
 	return b.String()
 }
 
-func hasType(doc map[string]any, want string) bool {
+func hasType(types []string, want string) bool {
 	norm := func(s string) string { return strings.ToLower(strings.TrimPrefix(s, "lmos:")) }
 	w := norm(want)
-	switch v := doc["@type"].(type) {
-	case string:
-		return norm(v) == w
-	case []any:
-		for _, e := range v {
-			if s, ok := e.(string); ok && norm(s) == w {
-				return true
-			}
+	for _, t := range types {
+		if norm(t) == w {
+			return true
 		}
 	}
 	return false

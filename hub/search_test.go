@@ -37,7 +37,11 @@ func TestJSONPathMatchesReference(t *testing.T) {
 	things, _ := r.List(0, 0)
 	all := make([]any, len(things))
 	for i, th := range things {
-		all[i] = th.Enriched(now)
+		doc, err := r.Document(th.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all[i] = th.Enriched(doc, now)
 	}
 	queries := []string{
 		`$[?@.title=='title 4']`,
@@ -55,6 +59,22 @@ func TestJSONPathMatchesReference(t *testing.T) {
 		`$[*, ?@.title=='title 1'].id`,
 		`$['@context']`,
 		`$[?@.id=='urn:t:00007']`,
+		// Shapes the Summary prefilter must get right (jsonpath_need.go).
+		`$[?'title 4'==@.title].id`,
+		`$[?@.title=='title 4' || @.title=='title 5'].id`,
+		`$[?@.title=='title 4' || @.registration].id`,
+		`$[?(@.title=='title 4' || @.title=='title 6') && @['lmos:capabilities']].id`,
+		`$[?!(@.title=='title 4')].id`,
+		`$[?@.title!='title 4'].id`,
+		`$[?@['lmos:capabilities'][?@.name=='cap3' || @.name=='cap4']].id`,
+		`$[?@['lmos:capabilities'][*][?@=='cap3']].id`,
+		`$[?@..name].id`,
+		`$[?@.title=='title == "4"'].id`,
+		`$[?@['ti"tle == "x']=='y'].id`,
+		`$[?@.title=='no such title'].id`,
+		`$[?@.nosuchmember].id`,
+		`$[?@.title==@.title].id`,
+		`$[?match(@.title, 'title [45]')].id`,
 		`$`,
 	}
 	for _, q := range queries {

@@ -58,8 +58,11 @@ type Interaction struct {
 	// Accept is the encoding the consumer wants results in ("" = as
 	// ContentType). Transports transcode the Thing's payloads to it.
 	Accept string
-	// Thing is the registered Thing; the Router fills it in.
-	Thing *Thing
+	// Thing is the registered Thing and Affordance its property, action or
+	// event description (parsed for this interaction); the Router fills
+	// them in.
+	Thing      *Thing
+	Affordance map[string]any
 }
 
 // Result is one answer of a Thing: for invokeaction any number of pending
@@ -133,8 +136,7 @@ func (r *Router) Check(in Interaction) (Transport, Thing, error) {
 	if member == "" {
 		return nil, Thing{}, Errorf(EINVALID, "unknown operation %q", in.Op)
 	}
-	affs, _ := t.Doc[member].(map[string]any)
-	if _, ok := affs[in.Name].(map[string]any); !ok {
+	if !t.Summary.HasAffordance(member, in.Name) {
 		return nil, Thing{}, Errorf(ENOTFOUND, "Thing %q has no %s %q", in.ThingID, singular(member), in.Name)
 	}
 	if t.Meta.Presence.Status == PresenceOffline {
@@ -161,6 +163,15 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 		return err
 	}
 	in.Thing = &t
+	doc, err := r.reg.Document(in.ThingID)
+	if err != nil {
+		return err
+	}
+	affs, _ := doc[in.Op.affordances()].(map[string]any)
+	if in.Affordance, _ = affs[in.Name].(map[string]any); in.Affordance == nil {
+		// Replaced since Check without this affordance.
+		return Errorf(ENOTFOUND, "Thing %q has no %s %q", in.ThingID, singular(in.Op.affordances()), in.Name)
+	}
 	final := false
 	err = tr.Deliver(ctx, in, func(res Result) error {
 		final = final || res.Final()

@@ -55,8 +55,8 @@ func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 	if res := anon.join(tid, makeTD(id, "Impostor"), ""); res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 403 {
 		t.Fatalf("impostor join %+v", res)
 	}
-	if got, _ := e.reg.Get(id); got.Doc["title"] != "Agent v2" {
-		t.Fatalf("title %v", got.Doc["title"])
+	if got, _ := e.reg.Get(id); got.Summary.Title != "Agent v2" {
+		t.Fatalf("title %v", got.Summary.Title)
 	}
 
 	// Kill the connection without DISCONNECT: the will sets it offline.
@@ -154,7 +154,7 @@ func TestJoinCBOR(t *testing.T) {
 	if res.Status != "accepted" {
 		t.Fatalf("%+v", res)
 	}
-	if th, err := e.reg.Get("urn:c"); err != nil || th.Doc["title"] != "CBOR agent" {
+	if th, err := e.reg.Get("urn:c"); err != nil || th.Summary.Title != "CBOR agent" {
 		t.Fatalf("%+v %v", th, err)
 	}
 }

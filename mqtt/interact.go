@@ -433,19 +433,7 @@ func (b *Broker) Interactions() (invocations, streams int) {
 // contentType of its first mqtt form, else of its first form, else JSON
 // (PROTOCOL §4.2).
 func formContentType(in hub.Interaction) string {
-	if in.Thing == nil {
-		return hub.MediaJSON
-	}
-	member := "properties"
-	switch in.Op {
-	case hub.OpInvokeAction:
-		member = "actions"
-	case hub.OpSubscribeEvent:
-		member = "events"
-	}
-	affs, _ := in.Thing.Doc[member].(map[string]any)
-	aff, _ := affs[in.Name].(map[string]any)
-	forms, _ := aff["forms"].([]any)
+	forms, _ := in.Affordance["forms"].([]any)
 	first := ""
 	for _, f := range forms {
 		form, _ := f.(map[string]any)

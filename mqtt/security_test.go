@@ -129,7 +129,7 @@ func TestJoinCannotTakeOverThingsRegisteredOtherwise(t *testing.T) {
 			t.Fatalf("join %q: %+v", payload, res)
 		}
 		after, err := e.reg.Get(id)
-		if err != nil || after.Doc["title"] != "Door lock" || !after.Meta.Modified.Equal(before.Meta.Modified) || after.Meta.Origin.Source != hub.SourceHTTP {
+		if err != nil || after.Summary.Title != "Door lock" || !after.Meta.Modified.Equal(before.Meta.Modified) || after.Meta.Origin.Source != hub.SourceHTTP {
 			t.Fatalf("registry changed: %+v %v", after, err)
 		}
 		if _, err := e.db.CredentialHash(id); hub.ErrorCode(err) != hub.ENOTFOUND {
