@@ -94,6 +94,8 @@ type op struct {
 	raw    []byte
 	doc    map[string]any
 	sum    *Summary
+	// sumEnc is sum encoded for the store.
+	sumEnc []byte
 	patch  map[string]any
 	origin Origin
 	// expires is the expiry an opExpire was scheduled for; a Thing refreshed
@@ -140,23 +142,17 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cannot load things: %w", err)
 	}
-	// Parsing is nearly all of start-up time: use every core. Only the
-	// summaries stay; the documents are garbage once summarised.
+	// Stored summaries make start-up cheap. A Thing without a usable one
+	// (stored by an older version) is parsed, which is nearly all of
+	// start-up time then: use every core.
 	sums := make([]*Summary, len(recs))
 	var wg sync.WaitGroup
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(recs)/256))
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(recs); i += workers {
-				doc, err := ParseDocument(recs[i].Raw)
-				if err != nil {
-					// A stored document was valid when accepted; losing the
-					// whole registry over one bad record would be worse.
-					r.log.Error("skipping unreadable stored thing", "id", recs[i].ID, "err", err)
-					continue
-				}
-				sums[i] = summarize(doc)
-				recs[i].Raw = nil
+				sums[i] = r.loadSummary(recs[i])
+				recs[i].Raw, recs[i].Summary = nil, nil
 			}
 		})
 	}
@@ -181,6 +177,42 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	r.published = r.seq
 	go r.loop()
 	return r, nil
+}
+
+// loadSummary decodes the stored summary of rec, or rebuilds it from the
+// document; nil when neither works.
+func (r *Registry) loadSummary(rec ThingRecord) *Summary {
+	if s, err := DecodeSummary(rec.Summary); err == nil {
+		return s
+	}
+	raw := rec.Raw
+	if raw == nil {
+		var err error
+		if raw, err = r.store.ThingRaw(rec.ID); err != nil {
+			r.log.Error("skipping unreadable stored thing", "id", rec.ID, "err", err)
+			return nil
+		}
+	}
+	doc, err := ParseDocument(raw)
+	if err != nil {
+		// A stored document was valid when accepted; losing the whole
+		// registry over one bad record would be worse.
+		r.log.Error("skipping unreadable stored thing", "id", rec.ID, "err", err)
+		return nil
+	}
+	s, _ := compactSummary(doc)
+	return s
+}
+
+// compactSummary summarises doc and returns the summary in its compact
+// in-memory form (strings sharing one allocation) with its encoding.
+func compactSummary(doc map[string]any) (*Summary, []byte) {
+	enc := EncodeSummary(summarize(doc))
+	s, err := DecodeSummary(enc)
+	if err != nil {
+		panic("hub: a summary does not decode: " + err.Error()) // a bug in this file
+	}
+	return s, enc
 }
 
 // Close stops the write loop (writes in flight finish first) and ends every
@@ -229,7 +261,8 @@ func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (strin
 		return "", err
 	}
 	doc["id"] = id
-	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, sum: summarize(doc), origin: origin})
+	sum, enc := compactSummary(doc)
+	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin})
 	return id, res.err
 }
 
@@ -250,7 +283,8 @@ func (r *Registry) Put(ctx context.Context, id string, raw []byte, origin Origin
 		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(doc["id"]), id)}}}
 	}
-	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, sum: summarize(doc), origin: origin})
+	sum, enc := compactSummary(doc)
+	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin})
 	return res.created, res.err
 }
 

@@ -158,7 +158,8 @@ func (r *Registry) apply(batch []*op) {
 				r.batchDocs[o.id] = o.doc
 			}
 			if prev, ok := puts[o.id]; ok && rec.Raw == nil {
-				rec.Raw = prev.Raw // a presence change after a put in this batch
+				// a presence change after a put in this batch
+				rec.Raw, rec.Summary = prev.Raw, prev.Summary
 			}
 			puts[o.id] = rec
 		}
@@ -294,7 +295,8 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		if err != nil {
 			return ev, rec, false, opResult{err: fmt.Errorf("cannot encode patched document: %w", err)}
 		}
-		o.doc, o.raw, o.origin, o.sum = merged, raw, old.Meta.Origin, summarize(merged)
+		o.sum, o.sumEnc = compactSummary(merged)
+		o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
 	}
 	if old == nil && r.opts.MaxThings > 0 && r.liveCount(now) >= r.opts.MaxThings {
 		return ev, rec, false, opResult{err: Errorf(EFULL, "the registry is full (registry.maxThings = %d)", r.opts.MaxThings)}
@@ -311,7 +313,7 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		return ev, rec, false, opResult{err: &Error{Code: EINVALID, Message: "the registration has already expired",
 			Fields: []FieldError{{Field: "/registration/expires", Description: "is not in the future"}}}}
 	}
-	rec = ThingRecord{ID: o.id, Raw: o.raw, Meta: meta}
+	rec = ThingRecord{ID: o.id, Raw: o.raw, Meta: meta, Summary: o.sumEnc}
 	if old == nil {
 		return Event{Type: EventCreated, ID: o.id, TD: o.raw}, rec, false, opResult{created: true}
 	}

@@ -573,3 +573,60 @@ func TestRevokedTokenIsNotRevived(t *testing.T) {
 		t.Errorf("revoked token verifies after a re-install: %v", err)
 	}
 }
+
+// TestReloadedSummaries: after a restart the registry answers search and
+// affordance questions from the stored summaries, and a Thing whose stored
+// summary cannot be used (another version, damaged) is summarised again
+// from its document, or with a patch and a presence change in between.
+func TestReloadedSummaries(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, _ := hub.NewRegistry(db, hub.RegistryOptions{})
+	for i := range 4 {
+		id := fmt.Sprintf("urn:t:%d", i)
+		if _, err := r.Put(ctx, id, testTD(id, fmt.Sprintf("Lamp %d", i), "actions", `{"toggleLight":{"forms":[{"href":"x"}]}}`), hub.Origin{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Patch(ctx, "urn:t:1", []byte(`{"title":"Heater"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetPresence(ctx, "urn:t:1", hub.PresenceOnline, hub.SourceMQTT); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	// Damage one stored summary the way an older hub would have left none
+	// usable: a metadata record with a summary of an unknown version.
+	meta := hub.ThingMeta{Created: time.Now(), Modified: time.Now(), Presence: hub.Presence{Status: hub.PresenceUnknown}}
+	if err := db.Commit(&hub.Batch{Puts: []hub.ThingRecord{{ID: "urn:t:2", Raw: testTD("urn:t:2", "Lamp 2", "actions", `{"toggleLight":{"forms":[{"href":"x"}]}}`), Meta: meta, Summary: []byte{99, 1, 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r2 := newRegistry(t, db, hub.RegistryOptions{})
+	for i := range 4 {
+		th, err := r2.Get(fmt.Sprintf("urn:t:%d", i))
+		if err != nil || !th.Summary.HasAffordance("actions", "toggleLight") {
+			t.Errorf("urn:t:%d after restart: %v %+v", i, err, th.Summary)
+		}
+	}
+	if th, _ := r2.Get("urn:t:1"); th.Summary.Title != "Heater" || th.Meta.Presence.Status != hub.PresenceOnline {
+		t.Errorf("patched Thing after restart: %q %q", th.Summary.Title, th.Meta.Presence.Status)
+	}
+	hits, err := r2.SearchText("toggle light", "", 10)
+	if err != nil || len(hits) != 4 {
+		t.Errorf("text search after restart: %+v %v", hits, err)
+	}
+	got, err := r2.SearchJSONPath(`$[?@.title=='Lamp 2'].id`)
+	if err != nil || len(got) != 1 || got[0] != "urn:t:2" {
+		t.Errorf("JSONPath after restart: %v %v", got, err)
+	}
+}

@@ -51,13 +51,15 @@ type ThingMeta struct {
 	Verified string `json:"verified,omitempty"`
 }
 
-// ThingRecord is one stored Thing: the submitted bytes, kept exactly, and
-// the hub's metadata. In a Batch, a record without Raw updates only the
-// metadata of a stored Thing.
+// ThingRecord is one stored Thing: the submitted bytes, kept exactly, the
+// hub's metadata, and the encoded Summary of the document (EncodeSummary;
+// opaque to stores). In a Batch, a record without Raw updates only the
+// metadata of a stored Thing and keeps its Summary.
 type ThingRecord struct {
-	ID   string
-	Raw  []byte
-	Meta ThingMeta
+	ID      string
+	Raw     []byte
+	Meta    ThingMeta
+	Summary []byte
 }
 
 // EventType names a change-feed event, as the W3C WoT Discovery SSE API does.
@@ -109,7 +111,9 @@ type Batch struct {
 type Store interface {
 	// HubID returns the hub's stable id (a UUID created on first open).
 	HubID() string
-	// LoadThings calls fn for every stored Thing, in id order.
+	// LoadThings calls fn for every stored Thing, in id order. A record
+	// with a stored Summary comes without Raw (start-up then reads no
+	// documents); one without comes with Raw.
 	LoadThings(fn func(ThingRecord) error) error
 	// ThingRaw returns the submitted bytes of a Thing, or an ENOTFOUND error.
 	ThingRaw(id string) ([]byte, error)

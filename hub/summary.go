@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/maphash"
 	"slices"
 	"strings"
@@ -285,4 +286,146 @@ func (s *Summary) fieldPointer(kind byte, a, c int) string {
 		return p + "/description"
 	}
 	return p + "/examples/" + itoa(c)
+}
+
+// summaryVersion tags encoded summaries. A stored summary of another
+// version is ignored and rebuilt from the document, so changing what a
+// Summary holds only needs a new version here.
+const summaryVersion = 1
+
+// EncodeSummary encodes s for the store, which keeps it next to the
+// Thing's metadata so that start-up rebuilds the registry without parsing
+// (or even reading) the documents.
+func EncodeSummary(s *Summary) []byte {
+	b := []byte{summaryVersion}
+	str := func(v string) {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	strs := func(vs []string) {
+		b = binary.AppendUvarint(b, uint64(len(vs)))
+		for _, v := range vs {
+			str(v)
+		}
+	}
+	str(s.Title)
+	strs(s.Types)
+	for _, names := range s.names {
+		strs(names)
+	}
+	str(s.search)
+	b = binary.AppendUvarint(b, uint64(len(s.bloom)))
+	for _, w := range s.bloom {
+		b = binary.LittleEndian.AppendUint64(b, w)
+	}
+	return b
+}
+
+// errSummary reports a stored summary that cannot be used.
+var errSummary = errors.New("unusable stored summary")
+
+// DecodeSummary decodes what EncodeSummary wrote. Its strings share one
+// allocation, which keeps a registry of small strings compact.
+func DecodeSummary(b []byte) (*Summary, error) {
+	if len(b) == 0 || b[0] != summaryVersion {
+		return nil, errSummary
+	}
+	all := string(b[1:])
+	p := 0
+	num := func() (int, bool) {
+		v, w := binary.Uvarint([]byte(all[p:min(len(all), p+binary.MaxVarintLen64)]))
+		if w <= 0 || v > uint64(len(all)) {
+			return 0, false
+		}
+		p += w
+		return int(v), true
+	}
+	str := func() (string, bool) {
+		n, ok := num()
+		if !ok || n > len(all)-p {
+			return "", false
+		}
+		p += n
+		return all[p-n : p], true
+	}
+	strs := func() ([]string, bool) {
+		n, ok := num()
+		if !ok || n > len(all)-p {
+			return nil, false
+		}
+		if n == 0 {
+			return nil, true
+		}
+		out := make([]string, n)
+		for i := range out {
+			if out[i], ok = str(); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	s := &Summary{}
+	ok := true
+	s.Title, ok = str()
+	if ok {
+		s.Types, ok = strs()
+	}
+	for k := range s.names {
+		if ok {
+			s.names[k], ok = strs()
+		}
+	}
+	if ok {
+		s.search, ok = str()
+	}
+	var words int
+	if ok {
+		words, ok = num()
+	}
+	if !ok || words*8 != len(all)-p || words&(words-1) != 0 {
+		return nil, errSummary
+	}
+	if words > 0 {
+		s.bloom = make([]uint64, words)
+		for i := range s.bloom {
+			s.bloom[i] = binary.LittleEndian.Uint64([]byte(all[p+8*i : p+8*i+8]))
+		}
+	}
+	// The search fields are read without checks (eachField): check once.
+	if !validSearchFields(s) {
+		return nil, errSummary
+	}
+	return s, nil
+}
+
+// validSearchFields checks that the search fields decode and point at
+// affordances and kinds that exist.
+func validSearchFields(s *Summary) bool {
+	b := s.search
+	for len(b) > 0 {
+		kind := b[0]
+		if int(kind) >= len(fieldWeights) {
+			return false
+		}
+		b = b[1:]
+		var n [3]uint64
+		for i := range n {
+			v, w := binary.Uvarint([]byte(b[:min(len(b), binary.MaxVarintLen64)]))
+			if w <= 0 {
+				return false
+			}
+			n[i], b = v, b[w:]
+		}
+		if n[2] > uint64(len(b)) {
+			return false
+		}
+		b = b[n[2]:]
+		switch kind {
+		case fieldAffordanceName, fieldAffordanceTitle, fieldAffordanceDescription:
+			if n[0] >= 3 || n[1] >= uint64(len(s.names[n[0]])) {
+				return false
+			}
+		}
+	}
+	return true
 }

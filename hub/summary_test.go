@@ -107,3 +107,33 @@ func TestSummaryFacts(t *testing.T) {
 		t.Errorf("affordances %q", s.names)
 	}
 }
+
+// FuzzDecodeSummary: stored summaries are read back at start-up; a damaged
+// one must be refused, never crash the hub or index out of range later.
+func FuzzDecodeSummary(f *testing.F) {
+	for _, td := range []string{
+		`{"title":"Lamp","@type":"lmos:Tool","properties":{"on":{"title":"On"}},"actions":{"toggle":{}},
+		  "lmos:capabilities":[{"name":"light","examples":["turn on"]}]}`,
+		`{"title":""}`,
+	} {
+		doc, err := ParseDocument([]byte(td))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(EncodeSummary(summarize(doc)))
+	}
+	f.Add([]byte{summaryVersion})
+	f.Add([]byte{summaryVersion, 0, 0, 0, 0, 0, 5, 2, 9, 9, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := DecodeSummary(b)
+		if err != nil {
+			return
+		}
+		s.eachField(func(kind byte, a, c int, text string) { _ = s.fieldPointer(kind, a, c) })
+		_ = s.mayContain("x")
+		_ = s.HasAffordance("actions", "toggle")
+		if again, err := DecodeSummary(EncodeSummary(s)); err != nil || !reflect.DeepEqual(again, s) {
+			t.Fatalf("re-encoding changed the summary: %v", err)
+		}
+	})
+}

@@ -213,24 +213,33 @@ func (s *DB) LoadThings(fn func(hub.ThingRecord) error) error {
 		recs := make([]hub.ThingRecord, 0, loadChunk)
 		err := s.db.View(func(tx *bolt.Tx) error {
 			things, metas := tx.Bucket(bucketThings), tx.Bucket(bucketThingMeta)
-			c := things.Cursor()
-			var k, v []byte
+			// Walk the metadata: walking the documents' bucket would read
+			// (and keep resident) every page of the documents.
+			c := metas.Cursor()
+			var k, mv []byte
 			if after == nil {
-				k, v = c.First()
+				k, mv = c.First()
 			} else {
-				k, v = c.Seek(after)
+				k, mv = c.Seek(after)
 				if bytes.Equal(k, after) {
-					k, v = c.Next()
+					k, mv = c.Next()
 				}
 			}
-			for ; k != nil && len(recs) < loadChunk; k, v = c.Next() {
-				rec := hub.ThingRecord{ID: string(k), Raw: bytes.Clone(v)}
-				mv := metas.Get(k)
-				if mv == nil {
-					return fmt.Errorf("thing %q has no metadata", k)
+			for ; k != nil && len(recs) < loadChunk; k, mv = c.Next() {
+				rec := hub.ThingRecord{ID: string(k)}
+				meta, sum, err := splitMeta(mv)
+				if err != nil {
+					return fmt.Errorf("thing %q: %w", k, err)
 				}
-				if err := json.Unmarshal(mv, &rec.Meta); err != nil {
+				if err := json.Unmarshal(meta, &rec.Meta); err != nil {
 					return fmt.Errorf("thing %q: cannot decode metadata: %w", k, err)
+				}
+				if sum != nil {
+					rec.Summary = bytes.Clone(sum)
+				} else if raw := things.Get(k); raw != nil {
+					rec.Raw = bytes.Clone(raw) // to be parsed and summarised
+				} else {
+					return fmt.Errorf("thing %q has metadata but no document", k)
 				}
 				recs = append(recs, rec)
 			}
@@ -305,7 +314,7 @@ func (s *DB) Commit(b *hub.Batch) error {
 		if err != nil {
 			return fmt.Errorf("cannot commit batch: thing %q: cannot encode metadata: %w", p.ID, err)
 		}
-		metas[i] = m
+		metas[i] = joinMeta(m, p.Summary)
 	}
 	events := make([][]byte, len(b.Events))
 	for i, e := range b.Events {
@@ -322,13 +331,19 @@ func (s *DB) Commit(b *hub.Batch) error {
 			if p.ID == "" {
 				return errors.New("thing with empty id")
 			}
-			// A record without Raw changes only the metadata (presence).
+			// A record without Raw changes only the metadata (presence)
+			// and keeps the stored summary.
+			mv := metas[i]
 			if p.Raw != nil {
 				if err := things.Put([]byte(p.ID), p.Raw); err != nil {
 					return fmt.Errorf("thing %q: %w", p.ID, err)
 				}
+			} else if old := thingMeta.Get([]byte(p.ID)); old != nil && p.Summary == nil {
+				if _, sum, err := splitMeta(old); err == nil && sum != nil {
+					mv = joinMeta(mv, sum)
+				}
 			}
-			if err := thingMeta.Put([]byte(p.ID), metas[i]); err != nil {
+			if err := thingMeta.Put([]byte(p.ID), mv); err != nil {
 				return fmt.Errorf("thing %q: %w", p.ID, err)
 			}
 		}
@@ -366,6 +381,37 @@ func (s *DB) Commit(b *hub.Batch) error {
 		return fmt.Errorf("cannot commit batch: %w", err)
 	}
 	return nil
+}
+
+// A thingmeta value is the metadata as JSON or, when the registry gave a
+// summary, metaWithSummary, the JSON's length as a uvarint, the JSON and
+// the summary. JSON never starts with that byte, so values written before
+// summaries existed still read.
+const metaWithSummary = 0x00
+
+func joinMeta(meta, summary []byte) []byte {
+	if summary == nil {
+		return meta
+	}
+	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(meta)+len(summary))
+	out = append(out, metaWithSummary)
+	out = binary.AppendUvarint(out, uint64(len(meta)))
+	out = append(out, meta...)
+	return append(out, summary...)
+}
+
+// splitMeta returns the metadata JSON of a thingmeta value and its summary
+// (nil when it has none); both alias v.
+func splitMeta(v []byte) (meta, summary []byte, err error) {
+	if len(v) == 0 || v[0] != metaWithSummary {
+		return v, nil, nil
+	}
+	n, w := binary.Uvarint(v[1:])
+	if w <= 0 || n > uint64(len(v)-1-w) {
+		return nil, nil, errors.New("corrupt metadata record")
+	}
+	meta = v[1+w : 1+w+int(n)]
+	return meta, v[1+w+int(n):], nil
 }
 
 // trim deletes events with seq <= last-EventLogSize. Seqs are unique, so at

@@ -504,3 +504,58 @@ func TestPing(t *testing.T) {
 		t.Fatal("ping of a closed store succeeded")
 	}
 }
+
+// TestSummaryKeptWithMetadata: a record's summary comes back from
+// LoadThings instead of its document, survives metadata-only updates, and
+// metadata written without one (older stores) still loads with Raw.
+func TestSummaryKeptWithMetadata(t *testing.T) {
+	dir := t.TempDir()
+	db := openT(t, dir, Options{})
+	a, b := rec("urn:a"), rec("urn:b")
+	a.Summary = []byte{1, 2, 3, 0, '{'}
+	if err := db.Commit(&hub.Batch{Puts: []hub.ThingRecord{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	// A presence change carries no Raw and no Summary.
+	presence := hub.ThingRecord{ID: "urn:a", Meta: a.Meta}
+	presence.Meta.Presence.Status = hub.PresenceOffline
+	if err := db.Commit(&hub.Batch{Puts: []hub.ThingRecord{presence}}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(db *DB) {
+		t.Helper()
+		got := loadAll(t, db)
+		if len(got) != 2 {
+			t.Fatalf("loaded %d records", len(got))
+		}
+		if !bytes.Equal(got[0].Summary, a.Summary) || got[0].Raw != nil || got[0].Meta.Presence.Status != hub.PresenceOffline {
+			t.Errorf("urn:a loaded as summary %v raw %q presence %q", got[0].Summary, got[0].Raw, got[0].Meta.Presence.Status)
+		}
+		if got[1].Summary != nil || !bytes.Equal(got[1].Raw, b.Raw) || !got[1].Meta.Created.Equal(t0) {
+			t.Errorf("urn:b loaded as summary %v raw %q meta %+v", got[1].Summary, got[1].Raw, got[1].Meta)
+		}
+		if raw, err := db.ThingRaw("urn:a"); err != nil || !bytes.Equal(raw, a.Raw) {
+			t.Errorf("ThingRaw(urn:a) = %q, %v", raw, err)
+		}
+	}
+	check(db)
+	db.Close()
+	check(openT(t, dir, Options{}))
+}
+
+func TestCorruptMetadataRecord(t *testing.T) {
+	dir := t.TempDir()
+	db := openT(t, dir, Options{})
+	if err := db.Commit(&hub.Batch{Puts: []hub.ThingRecord{rec("urn:a")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketThingMeta).Put([]byte("urn:a"), []byte{metaWithSummary, 200, 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.LoadThings(func(hub.ThingRecord) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), `thing "urn:a": corrupt metadata record`) {
+		t.Fatalf("LoadThings = %v", err)
+	}
+}
