@@ -89,11 +89,11 @@ const (
 )
 
 type op struct {
-	kind   opKind
-	id     string
-	raw    []byte
-	doc    map[string]any
-	sum    *Summary
+	kind opKind
+	id   string
+	raw  []byte
+	doc  map[string]any
+	sum  *Summary
 	// sumEnc is sum encoded for the store.
 	sumEnc []byte
 	patch  map[string]any
