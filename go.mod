@@ -11,6 +11,7 @@ require (
 	github.com/theory/jsonpath v0.11.0
 	go.etcd.io/bbolt v1.4.3
 	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/sys v0.29.0
 )
 
 require (
@@ -19,5 +20,4 @@ require (
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	golang.org/x/sys v0.29.0 // indirect
 )

@@ -109,7 +109,10 @@ type Broker struct {
 	replies replies
 	streams atomic.Int64
 
-	ln       net.Listener
+	ln net.Listener
+	// accepted counts accepted connections (see tidyStacks).
+	accepted atomic.Uint64
+	tidies   atomic.Uint64
 	served   atomic.Bool
 	closed   atomic.Bool
 	stopOnce sync.Once
@@ -211,7 +214,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on mqtt.addr %s: %w", addr, err)
 	}
-	l := &listener{id: "tcp", ln: ln, log: b.log}
+	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted}
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
@@ -259,6 +262,7 @@ func (b *Broker) Serve() (err error) {
 		return err
 	}
 	b.events.Go(func() { b.forwardEvents(sub) })
+	b.events.Go(b.tidyStacks)
 	return nil
 }
 
@@ -351,10 +355,11 @@ func (b *Broker) publish(topic string, payload []byte, retain bool, qos byte, co
 // listener serves mochi clients from a net.Listener opened by Listen, so the
 // bound address is known before Serve.
 type listener struct {
-	id  string
-	ln  net.Listener
-	log *slog.Logger
-	end atomic.Bool
+	id       string
+	ln       net.Listener
+	log      *slog.Logger
+	accepted *atomic.Uint64
+	end      atomic.Bool
 }
 
 func (l *listener) Init(*slog.Logger) error { return nil }
@@ -371,6 +376,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 			}
 			return
 		}
+		l.accepted.Add(1)
 		go func() {
 			// Refused and dropped connections end here: not worth a warning.
 			if err := establish(l.id, conn); err != nil {

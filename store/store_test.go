@@ -559,3 +559,45 @@ func TestCorruptMetadataRecord(t *testing.T) {
 		t.Fatalf("LoadThings = %v", err)
 	}
 }
+
+// TestReleaseMapped: releasing the mapped pages loses nothing, also while
+// other goroutines read and commit (the mapping may grow meanwhile).
+func TestReleaseMapped(t *testing.T) {
+	db := openT(t, t.TempDir(), Options{})
+	var recs []hub.ThingRecord
+	for i := range 300 {
+		r := rec(fmt.Sprintf("urn:r:%03d", i))
+		r.Raw = bytes.Repeat([]byte("x"), 3000) // one page each
+		recs = append(recs, r)
+	}
+	if err := db.Commit(&hub.Batch{Puts: recs[:100]}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := 100; i < len(recs); i += 10 {
+			if err := db.Commit(&hub.Batch{Puts: recs[i : i+10]}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 50 {
+		if err := db.ReleaseMapped(); err != nil {
+			t.Fatal(err)
+		}
+		if raw, err := db.ThingRaw("urn:r:042"); err != nil || !bytes.Equal(raw, recs[42].Raw) {
+			t.Fatalf("after release: %d bytes, %v", len(raw), err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ReleaseMapped(); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadAll(t, db); len(got) != len(recs) || !bytes.Equal(got[299].Raw, recs[299].Raw) {
+		t.Fatalf("loaded %d records after release", len(got))
+	}
+}

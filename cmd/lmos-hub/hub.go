@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -79,6 +80,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Registry = reg
 	m.onClose(func(context.Context) error { return reg.Close() })
+	// Loading walked the whole store once; those pages are not needed now.
+	if err := db.ReleaseMapped(); err != nil {
+		m.Logger.Warn("cannot release the store's start-up pages", "err", err)
+	}
 
 	m.Tokens = hub.NewTokens(db, nil)
 	if err := m.bootstrapToken(); err != nil {
@@ -142,6 +147,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		srv.CloseStreams()
 		return m.HTTP.Shutdown(ctx)
 	})
+	// Start-up allocates transiently (the store walk, the broker's
+	// reconciliation): collect it and give it back before the hub idles.
+	debug.FreeOSMemory()
 	m.Logger.Info("http listening", "addr", m.HTTPAddr.String())
 	m.Logger.Info("hub ready", "name", cfg.Hub.Name, "id", db.HubID(), "things", reg.Count(),
 		"data_dir", cfg.DataDir, "startup", time.Since(start).Round(time.Millisecond))

@@ -1,0 +1,35 @@
+package mqtt
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// TestTidyAfterConnectionBurst: a few connections do not make the broker
+// collect; once a burst of tidyAfter connections is over, it does, once.
+func TestTidyAfterConnectionBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the quiet period")
+	}
+	e := newEnv(t, nil)
+	connect := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			c := mustDial(t, e.addr, &paho.Connect{ClientID: fmt.Sprintf("tidy-%d", i), CleanStart: true, KeepAlive: 30})
+			t.Cleanup(c.close)
+		}
+	}
+	connect(0, 10)
+	time.Sleep(3 * tidyQuiet)
+	if n := e.b.tidies.Load(); n != 0 {
+		t.Fatalf("collected after 10 connections (%d times)", n)
+	}
+	connect(10, tidyAfter)
+	eventually(t, 10*tidyQuiet, "a collection after the burst", func() bool { return e.b.tidies.Load() == 1 })
+	time.Sleep(3 * tidyQuiet)
+	if n := e.b.tidies.Load(); n != 1 {
+		t.Fatalf("collected %d times after one burst", n)
+	}
+}
