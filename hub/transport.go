@@ -172,6 +172,13 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 		// Replaced since Check without this affordance.
 		return Errorf(ENOTFOUND, "Thing %q has no %s %q", in.ThingID, singular(in.Op.affordances()), in.Name)
 	}
+	// The Thing would refuse these anyway, or never answer: say why now.
+	if in.Op == OpWriteProperty && in.Affordance["readOnly"] == true {
+		return Errorf(EMETHOD, "property %q of Thing %q is read-only", in.Name, in.ThingID)
+	}
+	if (in.Op == OpReadProperty || in.Op == OpObserveProperty) && in.Affordance["writeOnly"] == true {
+		return Errorf(EMETHOD, "property %q of Thing %q is write-only", in.Name, in.ThingID)
+	}
 	final := false
 	err = tr.Deliver(ctx, in, func(res Result) error {
 		final = final || res.Final()

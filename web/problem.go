@@ -29,6 +29,16 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", v)
 	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
+	case http.StatusMethodNotAllowed:
+		// The router refuses reading a write-only property and writing a
+		// read-only one; every other 405 has set Allow already.
+		if w.Header().Get("Allow") == "" {
+			if r.Method == http.MethodPut {
+				w.Header().Set("Allow", "GET, HEAD")
+			} else {
+				w.Header().Set("Allow", "PUT")
+			}
+		}
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -44,6 +44,8 @@ func proxyTD(id string) []byte {
 			"temp":  map[string]any{"type": "number", "forms": form("application/json", "properties/temp")},
 			"power": map[string]any{"type": "boolean", "forms": form("application/cbor", "properties/power")},
 			"mode":  map[string]any{"type": "string", "forms": form("application/json", "properties/mode")},
+			"level": map[string]any{"type": "number", "readOnly": true, "forms": form("application/json", "properties/level")},
+			"pin":   map[string]any{"type": "string", "writeOnly": true, "forms": form("application/json", "properties/pin")},
 		},
 		"events": map[string]any{"alarm": map[string]any{"forms": form("application/json", "events/alarm")}},
 	})
@@ -337,15 +339,33 @@ func TestProxyRejections(t *testing.T) {
 		{"POST", actionPath("urn:http-only", "run"), 503, "no transport"},
 		// A property nobody has published yet.
 		{"GET", "/proxy/" + pathEscape(agentID) + "/properties/mode", 503, "no value"},
+		// What the TD rules out never reaches the agent.
+		{"PUT", "/proxy/" + pathEscape(agentID) + "/properties/level", 405, `property "level" of Thing "` + agentID + `" is read-only`},
+		{"GET", "/proxy/" + pathEscape(agentID) + "/properties/pin", 405, `property "pin" of Thing "` + agentID + `" is write-only`},
 	} {
 		resp, body := h.request(c.method, c.path, "application/json", "", []byte(`1`), testToken)
 		expectProblem(t, resp, body, c.status, c.detail)
 	}
+	select {
+	case p := <-a.got:
+		t.Fatalf("a refused request reached the agent: %s", p.Topic)
+	default:
+	}
+	for path, allow := range map[string]string{"level": "GET, HEAD", "pin": "PUT"} {
+		method := map[string]string{"level": "PUT", "pin": "GET"}[path]
+		resp, _ := h.request(method, "/proxy/"+pathEscape(agentID)+"/properties/"+path, "application/json", "", []byte(`1`), testToken)
+		if got := resp.Header.Get("Allow"); got != allow {
+			t.Errorf("%s %s: Allow %q, want %q", method, path, got, allow)
+		}
+	}
+	// Observing a write-only property is refused as reading it is.
+	resp, body := h.request("GET", "/proxy/"+pathEscape(agentID)+"/properties/pin", "", "text/event-stream", nil, "")
+	expectProblem(t, resp, body, 405, "write-only")
 
 	// Offline: its status says so.
 	a.mc.pub("lmos/v1/things/"+a.tid+"/status", []byte("offline"), true)
 	waitFor(t, 2*time.Second, "offline", func() bool { s, _ := h.presenceOf(agentID); return s == "offline" })
-	resp, body := h.request("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), testToken)
+	resp, body = h.request("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), testToken)
 	expectProblem(t, resp, body, 503, "offline")
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")
