@@ -34,6 +34,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	release, ok := s.holdStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	sub, past, err := s.reg.Subscribe(after, last != "")
 	if err != nil {
 		s.writeError(w, r, err)

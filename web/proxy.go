@@ -292,6 +292,11 @@ func (e *sse) send() bool {
 // output or, for failed, the problem. A timeout or an error after the
 // stream started is a failed event with the hub's problem.
 func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hub.Router, in hub.Interaction) {
+	release, ok := s.holdStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
 	defer cancel()
 	d := deliver(ctx, rt, in)
@@ -335,6 +340,11 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 		s.writeError(w, r, err)
 		return
 	}
+	release, ok := s.holdStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	if r.Method == http.MethodHead {
 		s.startSSE(w)
 		return

@@ -45,8 +45,11 @@ type Config struct {
 	ProxyTimeout time.Duration
 	// SSEHeartbeat is the interval of keep-alive comments (default 15 s).
 	SSEHeartbeat time.Duration
-	Now          func() time.Time
-	Logger       *slog.Logger
+	// MaxStreams bounds the event streams one client address
+	// holds open (default 64).
+	MaxStreams int
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // Server serves the hub over HTTP.
@@ -60,8 +63,11 @@ type Server struct {
 	metrics *metrics.Set
 	mux     *http.ServeMux
 	sse     *metrics.Counter // SSE clients dropped for being too slow
-	closing chan struct{}
-	once    sync.Once
+	// streams bounds open event streams per client address.
+	streams        *streamSlots
+	streamsRefused *metrics.Counter
+	closing        chan struct{}
+	once           sync.Once
 }
 
 // New returns a Server over the registry and token manager.
@@ -81,6 +87,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	if cfg.SSEHeartbeat <= 0 {
 		cfg.SSEHeartbeat = 15 * time.Second
 	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = 64
+	}
 	s := &Server{
 		reg: reg, tokens: tokens, cfg: cfg, log: cfg.Logger,
 		started: cfg.Now(),
@@ -88,6 +97,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 		metrics: metrics.NewSet(),
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
+		streams: newStreamSlots(cfg.MaxStreams),
 	}
 	s.metrics.NewGauge("lmos_registry_things", func() float64 { return float64(reg.Count()) })
 	s.metrics.NewGauge("lmos_registry_revision", func() float64 { return float64(reg.Revision()) })
@@ -96,6 +106,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	s.metrics.NewGauge("lmos_uptime_seconds", func() float64 { return cfg.Now().Sub(s.started).Seconds() })
 	s.sse = s.metrics.NewCounter("lmos_sse_dropped_total")
+	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
 	s.routes()
 	return s
 }

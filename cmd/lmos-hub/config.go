@@ -95,6 +95,9 @@ type HTTPConfig struct {
 	WriteBurst     int      `yaml:"writeBurst"`     // default 400
 	AllowedOrigins []string `yaml:"allowedOrigins"` // CORS / WebSocket origins besides the hub's own
 	ProxyTimeout   Duration `yaml:"proxyTimeout"`   // how long /proxy waits for a final result, default 30s
+	// MaxStreamsPerClient bounds the event streams (SSE) one client
+	// address holds open; default 64.
+	MaxStreamsPerClient int `yaml:"maxStreamsPerClient"`
 }
 
 // MQTTConfig configures the embedded MQTT broker.
@@ -148,7 +151,7 @@ func DefaultConfig() Config {
 	var c Config
 	c.DataDir = "./lmos-data"
 	c.Hub.Name = defaultHubName()
-	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second)}
+	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64}
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
@@ -214,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	for i, o := range c.HTTP.AllowedOrigins {
 		bad(fmt.Sprintf("http.allowedOrigins[%d]", i), checkOrigin(o))
+	}
+	if c.HTTP.MaxStreamsPerClient < 1 {
+		bad("http.maxStreamsPerClient", fmt.Errorf("must be at least 1 (got %d)", c.HTTP.MaxStreamsPerClient))
 	}
 	if c.HTTP.ProxyTimeout <= 0 {
 		bad("http.proxyTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.HTTP.ProxyTimeout))

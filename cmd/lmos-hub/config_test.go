@@ -254,6 +254,7 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"http.writeRate", func(c *Config) { c.HTTP.WriteRate = -1 }, "http.writeRate: "},
 		{"http.writeBurst", func(c *Config) { c.HTTP.WriteBurst = 0 }, "http.writeBurst: "},
 		{"http.proxyTimeout", func(c *Config) { c.HTTP.ProxyTimeout = 0 }, "http.proxyTimeout: "},
+		{"http.maxStreamsPerClient", func(c *Config) { c.HTTP.MaxStreamsPerClient = 0 }, "http.maxStreamsPerClient: must be at least 1"},
 		{"http.allowedOrigins", func(c *Config) { c.HTTP.AllowedOrigins = []string{"*", "example.com"} }, "http.allowedOrigins[1]: "},
 		{"mqtt.addr", func(c *Config) { c.MQTT.Addr = "1883" }, `mqtt.addr: missing port in address "1883"`},
 		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},

@@ -283,3 +283,28 @@ func TestSSEDirectoryStreamSkipsPresence(t *testing.T) {
 		t.Errorf("lmos:presence = %v", p)
 	}
 }
+
+// TestEventStreamsPerClientAreBounded: a client holding
+// http.maxStreamsPerClient streams gets 429 for the next one, on the
+// directory feed and the proxy alike, until it closes one.
+func TestEventStreamsPerClientAreBounded(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.HTTP.MaxStreamsPerClient = 2 })
+	h.startAgent(agentID)
+	first := h.openSSE("/events", "")
+	h.openSSE("/events/thing_created", "")
+	for _, path := range []string{"/events", "/proxy/" + pathEscape(agentID) + "/events/alarm"} {
+		resp, body := h.request("GET", path, "", "text/event-stream", nil, "")
+		expectProblem(t, resp, body, 429, "already holds 2 open event streams")
+		if resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: 429 without Retry-After", path)
+		}
+	}
+	if _, body := h.request("GET", "/metrics", "", "", nil, ""); !strings.Contains(string(body), "\nlmos_sse_refused_total 2\n") {
+		t.Errorf("metrics without lmos_sse_refused_total 2:\n%.2000s", body)
+	}
+	first.Close()
+	waitFor(t, 2*time.Second, "a slot freed by closing a stream", func() bool {
+		resp, _ := h.request("HEAD", "/events", "", "text/event-stream", nil, "")
+		return resp.StatusCode == 200
+	})
+}

@@ -104,6 +104,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		StoreSize:    db.Size,
 		Router:       m.Router,
 		ProxyTimeout: time.Duration(cfg.HTTP.ProxyTimeout),
+		MaxStreams:   cfg.HTTP.MaxStreamsPerClient,
 		Checks: map[string]func() error{
 			"store":    db.Ping,
 			"registry": reg.Err,
