@@ -354,12 +354,20 @@ func (b *Broker) publish(topic string, payload []byte, retain bool, qos byte, co
 
 // listener serves mochi clients from a net.Listener opened by Listen, so the
 // bound address is known before Serve.
+//
+// It tracks its connections: mochi's shutdown closes the clients it knows
+// and then waits for every connection to end, so one accepted while it
+// closed (still in its handshake, or registered just after) would hold the
+// shutdown up for as long as its client stayed.
 type listener struct {
 	id       string
 	ln       net.Listener
 	log      *slog.Logger
 	accepted *atomic.Uint64
-	end      atomic.Bool
+
+	mu    sync.Mutex
+	end   bool
+	conns map[net.Conn]struct{}
 }
 
 func (l *listener) Init(*slog.Logger) error { return nil }
@@ -371,25 +379,59 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 	for {
 		conn, err := l.ln.Accept()
 		if err != nil {
-			if !l.end.Load() {
+			l.mu.Lock()
+			end := l.end
+			l.mu.Unlock()
+			if !end {
 				l.log.Error("mqtt accept failed", "err", err)
 			}
 			return
 		}
+		l.mu.Lock()
+		if l.end {
+			l.mu.Unlock()
+			conn.Close()
+			return
+		}
+		if l.conns == nil {
+			l.conns = make(map[net.Conn]struct{})
+		}
+		l.conns[conn] = struct{}{}
+		l.mu.Unlock()
 		l.accepted.Add(1)
 		go func() {
 			// Refused and dropped connections end here: not worth a warning.
 			if err := establish(l.id, conn); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
+			l.mu.Lock()
+			delete(l.conns, conn)
+			l.mu.Unlock()
 		}()
 	}
 }
 
+// Close stops accepting, lets mochi disconnect its clients (with a
+// DISCONNECT where the protocol has one), then closes whatever connection
+// is left, so that mochi's wait for them ends.
 func (l *listener) Close(closeClients listeners.CloseFn) {
-	if l.end.CompareAndSwap(false, true) {
-		closeClients(l.id)
-		_ = l.ln.Close()
+	l.mu.Lock()
+	if l.end {
+		l.mu.Unlock()
+		return
+	}
+	l.end = true
+	l.mu.Unlock()
+	_ = l.ln.Close()
+	closeClients(l.id)
+	l.mu.Lock()
+	left := make([]net.Conn, 0, len(l.conns))
+	for c := range l.conns {
+		left = append(left, c)
+	}
+	l.mu.Unlock()
+	for _, c := range left {
+		_ = c.Close()
 	}
 }
 
