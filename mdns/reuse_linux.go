@@ -1,0 +1,5 @@
+package mdns
+
+
+
+const soReusePort = 0xf // SO_REUSEPORT on Linux

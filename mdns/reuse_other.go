@@ -1,0 +1,7 @@
+//go:build !linux
+
+package mdns
+
+import "syscall"
+
+const soReusePort = syscall.SO_REUSEADDR
