@@ -1,5 +1,5 @@
 package mdns
 
+import "golang.org/x/sys/unix"
 
-
-const soReusePort = 0xf // SO_REUSEPORT on Linux
+const soReusePort = unix.SO_REUSEPORT
