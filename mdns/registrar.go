@@ -340,9 +340,9 @@ func (r *Registrar) register(key string, e Entry) error {
 	return nil
 }
 
-// tdURL is scheme://address:port{td} for e; the address is the first
+// TDURL is scheme://address:port{td} for e; the address is the first
 // announced one (IPv4 first), with the zone for IPv6 link-local.
-func tdURL(e Entry) (string, error) {
+func (e Entry) TDURL() (string, error) {
 	txt := e.TXT()
 	path, ok := txt["td"]
 	if !ok {
@@ -372,7 +372,7 @@ func tdURL(e Entry) (string, error) {
 
 // fetch GETs the TD within the timeout and size limit.
 func (r *Registrar) fetch(e Entry) ([]byte, error) {
-	u, err := tdURL(e)
+	u, err := e.TDURL()
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"bufio"
+
+	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+)
+
+// The tests here run hubs and agents in network namespaces joined by a
+// bridge (internal/netnstest): real multicast that never leaves the test's
+// own links. Each process is this test binary re-executed in a namespace.
+
+const childEnv = "LMOS_MDNS_CHILD"
+
+// TestMDNSChild is not a test: the namespace tests re-execute the binary
+// to run a hub, an agent, discover or FindHub inside a namespace.
+func TestMDNSChild(t *testing.T) {
+	mode := os.Getenv(childEnv)
+	if mode == "" {
+		t.Skip("child process of the mDNS namespace tests")
+	}
+	args := strings.Split(os.Getenv("LMOS_MDNS_ARGS"), "|")
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	switch mode {
+	case "run": // the hub, discover: the real command line
+		os.Exit(run(args, strings.NewReader(""), os.Stdout, os.Stderr, os.Getenv))
+	case "findhub":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h, err := agent.FindHub(ctx, agent.FindOptions{Interfaces: []string{"eth0"}, Logger: log})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		json.NewEncoder(os.Stdout).Encode(h)
+		os.Exit(0)
+	case "agent": // args: id|title|ttl-seconds
+		ttl, _ := strconv.Atoi(args[2])
+		a, err := agent.Advertise(context.Background(), agent.AdvertiseOptions{
+			TD: tdFor(args[0], args[1]), Addr: ":8000", Interfaces: []string{"eth0"}, TTL: time.Duration(ttl) * time.Second, Logger: log})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("advertised %s\n", a.Name())
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM)
+		lines := make(chan string)
+		go func() {
+			sc := bufio.NewScanner(os.Stdin)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		for {
+			select {
+			case <-sigs:
+				a.Close()
+				os.Exit(0)
+			case l := <-lines:
+				if title, ok := strings.CutPrefix(l, "title "); ok {
+					a.SetTD(tdFor(args[0], title))
+					fmt.Println("retitled", title)
+				}
+			}
+		}
+	}
+	os.Exit(2)
+}
+
+// mdnsHub starts a hub in node with mDNS on eth0 and waits until it serves.
+func mdnsHub(t *testing.T, lan *netnstest.LAN, node, name string) (*netnstest.Proc, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hub.yaml")
+	if err := os.WriteFile(cfg, []byte("mdns:\n  interfaces: [eth0]\n  forgetAfter: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := lan.Helper(node, "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS="+strings.Join([]string{"serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
+		"--http-addr", "0.0.0.0:8080", "--mqtt-addr", "0.0.0.0:1883", "--admin-token", testToken, "--hub-name", name}, "|"))
+	base := "http://" + lan.Addr(node) + ":8080"
+	c := lan.HTTPClient(node)
+	waitFor(t, 10*time.Second, "the hub in "+node, func() bool {
+		resp, err := c.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return p, base
+}
+
+// thingState reads a Thing from the hub in node: its title and its
+// presence and origin as the enriched TD shows them.
+type thingState struct {
+	status   int
+	Title    string                  `json:"title"`
+	Origin   struct{ Source string } `json:"lmos:origin"`
+	Presence struct{ Status string } `json:"lmos:presence"`
+}
+
+func getThing(t *testing.T, c *http.Client, base, id string) thingState {
+	t.Helper()
+	var s thingState
+	resp, err := c.Get(base + "/things/" + pathEscape(id))
+	if err != nil {
+		return s
+	}
+	defer resp.Body.Close()
+	s.status = resp.StatusCode
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatalf("decode %s: %v", b, err)
+		}
+	}
+	return s
+}
+
+func TestMDNSLAN(t *testing.T) {
+	lan := netnstest.New(t, []string{"hub", "a1", "a2"}, "a2")
+	_, base := mdnsHub(t, lan, "hub", "Test Hub")
+	c := lan.HTTPClient("hub")
+	hubIP := lan.Addr("hub")
+
+	t.Run("hub found", func(t *testing.T) {
+		d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0")
+		d.WaitContains(10*time.Second, "Test Hub", "http://"+hubIP+":8080/.well-known/wot", "mqtt://"+hubIP+":1883")
+		f := lan.Helper("a2", "TestMDNSChild", childEnv+"=findhub")
+		f.WaitContains(10*time.Second, `"Name":"Test Hub"`, `"BrokerURL":"mqtt://`+hubIP+`:1883"`)
+	})
+
+	a1 := lan.Helper("a1", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Lamp|0")
+	a1.WaitContains(10*time.Second, "advertised")
+	t.Run("announced then registered", func(t *testing.T) {
+		waitFor(t, 10*time.Second, "a1 registered online", func() bool {
+			s := getThing(t, c, base, "urn:test:a1")
+			return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
+		})
+	})
+	t.Run("TXT change re-fetches", func(t *testing.T) {
+		a1.Send("title Brighter")
+		a1.WaitContains(5*time.Second, "retitled")
+		waitFor(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
+	})
+	t.Run("goodbye makes offline", func(t *testing.T) {
+		a1.Stop()
+		waitFor(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
+	})
+	t.Run("TTL expiry makes offline", func(t *testing.T) {
+		a2 := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a2|Fan|2")
+		a2.WaitContains(10*time.Second, "advertised")
+		waitFor(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
+		a2.Kill() // no goodbye
+		waitFor(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
+	})
+	t.Run("two hubs with one name", func(t *testing.T) {
+		mdnsHub(t, lan, "a2", "Test Hub")
+		d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0")
+		d.WaitContains(10*time.Second, "HUBS (2)")
+		d.WaitContains(5*time.Second, "Test Hub (2)", lan.Addr("a2"))
+	})
+}
