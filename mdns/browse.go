@@ -81,6 +81,10 @@ type BrowserConfig struct {
 	Logger  *slog.Logger
 }
 
+// maxCacheTTL caps the TTL of cached records (the longest a responder
+// should use, RFC 6762 §10).
+const maxCacheTTL = otherTTL
+
 type cached struct {
 	rr       dns.RR
 	ifIndex  int
@@ -294,6 +298,8 @@ func (b *Browser) handle(p packet, now time.Time) {
 		if h.Class&(1<<15) != 0 {
 			flush[flushKey{p.ifIndex, strings.ToLower(h.Name), h.Rrtype}] = true
 		}
+		// TTLs are capped, so hostile records cannot stay for years.
+		h.Ttl = min(h.Ttl, maxCacheTTL)
 		exp := now.Add(time.Duration(h.Ttl) * time.Second)
 		if c, ok := b.records[key]; ok {
 			c.received, c.expires, c.stage = now, exp, 0
@@ -385,6 +391,9 @@ func (b *Browser) maintain(now time.Time) {
 		b.update(now)
 	}
 	b.askMissing(now, ask)
+	if b.conn == nil {
+		return
+	}
 	for ifIndex, qs := range ask {
 		ifi := b.conn.selected(ifIndex)
 		if ifi == nil {
@@ -537,8 +546,10 @@ func (b *Browser) update(now time.Time) {
 				continue
 			}
 			ifName := fmt.Sprint(r.ifIndex)
-			if ifi := b.conn.selected(r.ifIndex); ifi != nil {
-				ifName = ifi.Name
+			if b.conn != nil {
+				if ifi := b.conn.selected(r.ifIndex); ifi != nil {
+					ifName = ifi.Name
+				}
 			}
 			// The instance label keeps its case from the SRV owner name.
 			if l, _, err := splitFirstLabel(srv.rr.Header().Name); err == nil {
