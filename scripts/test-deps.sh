@@ -36,6 +36,7 @@ need_deb() {
 need_deb node nodejs
 need_deb npm npm
 need_deb mosquitto_pub mosquitto-clients
+need_deb ip iproute2 # network namespaces for the mDNS tests
 # More later, e.g.:
 # need_deb chromium chromium
 

@@ -178,3 +178,29 @@ func TestMDNSLAN(t *testing.T) {
 		d.WaitContains(5*time.Second, "Test Hub (2)", lan.Addr("a2"))
 	})
 }
+
+// TestMDNSNodeInterop: an agent written with npm multicast-dns registers
+// with the hub, and finds the hub's directory with its TXT in contract
+// order.
+func TestMDNSNodeInterop(t *testing.T) {
+	script, _ := filepath.Abs("../../test/interop/mdns-agent.mjs")
+	if _, err := os.Stat("../../test/interop/node_modules/multicast-dns"); err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("npm multicast-dns not installed (run scripts/test-deps.sh): %v", err)
+		}
+		t.Skip("npm multicast-dns not installed; `make test` installs it")
+	}
+	lan := netnstest.New(t, []string{"hub", "node"})
+	_, base := mdnsHub(t, lan, "hub", "Node Test Hub")
+	c := lan.HTTPClient("hub")
+	n := lan.Start(lan.Command("node", "node", script, "urn:test:node", "Node Lamp", lan.Addr("node"), "8001"))
+	n.WaitContains(10*time.Second, `"announced"`)
+	n.WaitContains(10*time.Second, `"directory":"Node Test Hub._wot._tcp.local"`, `"port":8080`,
+		`"txt":["td=/.well-known/wot","type=Directory","scheme=http"]`)
+	waitFor(t, 10*time.Second, "the node agent registered online", func() bool {
+		s := getThing(t, c, base, "urn:test:node")
+		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
+	})
+	n.Stop()
+	waitFor(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
+}
