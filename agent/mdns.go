@@ -234,6 +234,10 @@ func (a *Advertisement) SetTD(td []byte) {
 	a.adv.SetText(0, text)
 }
 
+// Announce sends the announcement again (it is sent twice at start and
+// answered on query; this is for a network change the host cannot see).
+func (a *Advertisement) Announce() { a.adv.Announce() }
+
 // Close sends goodbyes and stops serving the TD.
 func (a *Advertisement) Close() error {
 	err := a.adv.Close()

@@ -181,8 +181,8 @@ func (a *Advertiser) records(ifi *net.Interface, goodbye bool) []dns.RR {
 		}
 		rrs = append(rrs, &dns.TXT{Hdr: hdr(inst, dns.TypeTXT, ttl(otherTTL), true), Txt: txt})
 	}
-	if ifi != nil {
-		v4, v6 := ifaceAddrs(ifi)
+	if ifi != nil && a.conn != nil {
+		v4, v6 := a.conn.addresses(ifi.Index)
 		for _, ip := range v4 {
 			rrs = append(rrs, &dns.A{Hdr: hdr(host, dns.TypeA, ttl(hostTTL), true), A: ip})
 		}
@@ -295,6 +295,18 @@ func (a *Advertiser) conflicts(p packet) bool {
 	defer a.mu.Unlock()
 	ifi := a.conn.selected(p.ifIndex)
 	if ifi == nil {
+		return false
+	}
+	// Most packets name none of our names: skip them cheaply.
+	names := a.uniqueNames()
+	related := false
+	for _, rr := range append(p.msg.Answer[:len(p.msg.Answer):len(p.msg.Answer)], p.msg.Ns...) {
+		if slices.Contains(names, strings.ToLower(rr.Header().Name)) {
+			related = true
+			break
+		}
+	}
+	if !related {
 		return false
 	}
 	ours := a.records(ifi, false)
@@ -433,6 +445,9 @@ func bumpHost(s string) string {
 	}
 	return fmt.Sprintf("%s-%d", s, n)
 }
+
+// Announce sends every record again, unsolicited.
+func (a *Advertiser) Announce() { a.announce() }
 
 // announce sends every record on every interface (RFC 6762 §8.3); the
 // second announcement follows a second later from run.

@@ -47,6 +47,9 @@ type conn struct {
 	mu     sync.Mutex
 	ifaces []net.Interface
 	joined map[string]bool // "4/index", "6/index"
+	// addrs caches each interface's addresses: reading them is a netlink
+	// dump, too slow for every packet; the interface poll refreshes it.
+	addrs map[int][2][]net.IP
 
 	inbox   chan packet
 	dropped atomic.Uint64
@@ -115,8 +118,11 @@ func (c *conn) setInterfaces(ifaces []net.Interface) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ifaces = ifaces
+	c.addrs = make(map[int][2][]net.IP, len(ifaces))
 	for i := range ifaces {
 		ifi := &ifaces[i]
+		v4, v6 := ifaceAddrs(ifi)
+		c.addrs[ifi.Index] = [2][]net.IP{v4, v6}
 		if c.v4 != nil && !c.joined[fmt.Sprint("4/", ifi.Index)] {
 			if err := c.v4.JoinGroup(ifi, group4); err != nil {
 				c.log.Debug("cannot join ipv4 mdns group", "iface", ifi.Name, "err", err)
@@ -139,6 +145,14 @@ func (c *conn) interfaces() []net.Interface {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ifaces
+}
+
+// addresses returns the cached IPv4 and IPv6 addresses of an interface.
+func (c *conn) addresses(index int) (v4, v6 []net.IP) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.addrs[index]
+	return a[0], a[1]
 }
 
 func (c *conn) selected(index int) *net.Interface {

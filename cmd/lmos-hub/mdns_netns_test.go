@@ -50,15 +50,19 @@ func TestMDNSChild(t *testing.T) {
 		}
 		json.NewEncoder(os.Stdout).Encode(h)
 		os.Exit(0)
+	case "agents": // args: n; starts n agents at "go", re-announces them every second at "reannounce"
+		n, _ := strconv.Atoi(args[0])
+		runAgents(n, log)
 	case "agent": // args: id|title|ttl-seconds
 		ttl, _ := strconv.Atoi(args[2])
+		start := time.Now()
 		a, err := agent.Advertise(context.Background(), agent.AdvertiseOptions{
 			TD: tdFor(args[0], args[1]), Addr: ":8000", Interfaces: []string{"eth0"}, TTL: time.Duration(ttl) * time.Second, Logger: log})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		fmt.Printf("advertised %s\n", a.Name())
+		fmt.Printf("advertised %s %d %d\n", a.Name(), time.Now().UnixNano(), start.UnixNano())
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGTERM)
 		lines := make(chan string)
@@ -87,7 +91,16 @@ func TestMDNSChild(t *testing.T) {
 // mdnsHub starts a hub in node with mDNS on eth0 and waits until it serves.
 func mdnsHub(t *testing.T, lan *netnstest.LAN, node, name string) (*netnstest.Proc, string) {
 	t.Helper()
-	dir := t.TempDir()
+	return startMDNSHub(t, t.TempDir(), lan, node, name)
+}
+
+func mdnsHubB(b *testing.B, lan *netnstest.LAN, name string) (*netnstest.Proc, string) {
+	b.Helper()
+	return startMDNSHub(b, b.TempDir(), lan, "hub", name)
+}
+
+func startMDNSHub(t testing.TB, dir string, lan *netnstest.LAN, node, name string) (*netnstest.Proc, string) {
+	t.Helper()
 	cfg := filepath.Join(dir, "hub.yaml")
 	if err := os.WriteFile(cfg, []byte("mdns:\n  interfaces: [eth0]\n  forgetAfter: 1h\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -96,14 +109,19 @@ func mdnsHub(t *testing.T, lan *netnstest.LAN, node, name string) (*netnstest.Pr
 		"--http-addr", "0.0.0.0:8080", "--mqtt-addr", "0.0.0.0:1883", "--admin-token", testToken, "--hub-name", name}, "|"))
 	base := "http://" + lan.Addr(node) + ":8080"
 	c := lan.HTTPClient(node)
-	waitFor(t, 10*time.Second, "the hub in "+node, func() bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub in %s does not serve", node)
+		}
 		resp, err := c.Get(base + "/healthz")
 		if err != nil {
-			return false
+			continue
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+	}
 	return p, base
 }
 
