@@ -61,7 +61,10 @@ type Registrar struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	pending map[string]Entry // instance key → latest entry to fetch
+	// pending holds the latest event per instance key; an instance's
+	// events are handled one at a time, in order, so a goodbye that
+	// arrives during a fetch is applied after it.
+	pending map[string]Event
 	order   []string
 	busy    map[string]bool
 	// things by instance key; owners by Thing id → instance binding.
@@ -118,7 +121,7 @@ func NewRegistrar(reg *hub.Registry, cfg RegistrarConfig) *Registrar {
 	}
 	r := &Registrar{
 		reg: reg, cfg: cfg, log: cfg.Logger,
-		pending: map[string]Entry{}, busy: map[string]bool{},
+		pending: map[string]Event{}, busy: map[string]bool{},
 		things: map[string]*mdnsThing{}, owners: map[string]string{},
 		absent: map[string]time.Time{}, problems: map[string]error{},
 		stop: make(chan struct{}),
@@ -183,14 +186,14 @@ func (r *Registrar) Handle(ev Event) {
 	key := e.Key()
 	switch ev.Kind {
 	case Added, Updated:
-		r.enqueue(key, e)
+		r.enqueue(key, ev)
 	case Removed:
 		r.mu.Lock()
-		delete(r.pending, key)
-		th := r.things[key]
+		_, known := r.things[key]
+		_, queued := r.pending[key]
 		r.mu.Unlock()
-		if th != nil {
-			r.setOffline(th.id, ev.Reason)
+		if known || queued {
+			r.enqueue(key, ev)
 		}
 	case Seen:
 		r.mu.Lock()
@@ -203,12 +206,12 @@ func (r *Registrar) Handle(ev Event) {
 		// Seen again after it was set offline (an expiry the agent
 		// survived): fetch again, which sets it online.
 		if wasAbsent {
-			r.enqueue(key, e)
+			r.enqueue(key, Event{Kind: Updated, Entry: e})
 		}
 	}
 }
 
-func (r *Registrar) enqueue(key string, e Entry) {
+func (r *Registrar) enqueue(key string, ev Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -217,12 +220,12 @@ func (r *Registrar) enqueue(key string, e Entry) {
 	if _, queued := r.pending[key]; !queued {
 		if len(r.pending) >= maxPending {
 			r.stats.dropped.Add(1)
-			r.log.Warn("too many mdns announcements waiting; dropped one", "instance", e.Instance)
+			r.log.Warn("too many mdns announcements waiting; dropped one", "instance", ev.Entry.Instance)
 			return
 		}
 		r.order = append(r.order, key)
 	}
-	r.pending[key] = e // the latest state wins
+	r.pending[key] = ev // the latest state wins
 	r.cond.Signal()
 }
 
@@ -231,7 +234,7 @@ func (r *Registrar) work() {
 	for {
 		r.mu.Lock()
 		var key string
-		var e Entry
+		var ev Event
 		for {
 			if r.closed {
 				r.mu.Unlock()
@@ -240,7 +243,7 @@ func (r *Registrar) work() {
 			found := false
 			for i, k := range r.order {
 				if !r.busy[k] {
-					key, e, found = k, r.pending[k], true
+					key, ev, found = k, r.pending[k], true
 					r.order = append(r.order[:i], r.order[i+1:]...)
 					delete(r.pending, k)
 					break
@@ -253,7 +256,19 @@ func (r *Registrar) work() {
 		}
 		// One fetch per instance at a time, so its states apply in order.
 		r.busy[key] = true
+		th := r.things[key]
 		r.mu.Unlock()
+		e := ev.Entry
+		if ev.Kind == Removed {
+			if th != nil {
+				r.setOffline(th.id, ev.Reason)
+			}
+			r.mu.Lock()
+			delete(r.busy, key)
+			r.cond.Broadcast()
+			r.mu.Unlock()
+			continue
+		}
 		err := r.register(key, e)
 		r.mu.Lock()
 		delete(r.busy, key)
@@ -391,6 +406,10 @@ func (r *Registrar) fetch(e Entry) ([]byte, error) {
 	}
 	req.Header.Set("Accept", "application/td+json, application/json")
 	resp, err := r.cfg.Client.Do(req)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return nil, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot fetch the TD from %s: no answer within %s", u, r.cfg.FetchTimeout), Err: err}
+	}
 	if err != nil {
 		return nil, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot fetch the TD from %s", u), Err: err}
 	}
