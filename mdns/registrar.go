@@ -59,8 +59,8 @@ type Registrar struct {
 	cfg RegistrarConfig
 	log *slog.Logger
 
-	mu      sync.Mutex
-	cond    *sync.Cond
+	mu   sync.Mutex
+	cond *sync.Cond
 	// pending holds the latest event per instance key; an instance's
 	// events are handled one at a time, in order, so a goodbye that
 	// arrives during a fetch is applied after it.
