@@ -509,8 +509,40 @@ func (a *Advertiser) watchInterfaces() {
 		return
 	}
 	a.sig = sig
+	before := map[int][]net.IP{}
+	for _, ifi := range a.conn.interfaces() {
+		v4, v6 := a.conn.addresses(ifi.Index)
+		before[ifi.Index] = append(v4, v6...)
+	}
 	a.conn.setInterfaces(ifs)
 	a.log.Info("network interfaces changed; announcing again", "interfaces", len(ifs))
+	// Goodbyes for addresses gone from an interface still in use, so
+	// caches drop them at once instead of at their TTL.
+	a.mu.Lock()
+	for i := range ifs {
+		v4, v6 := a.conn.addresses(ifs[i].Index)
+		now := append(v4, v6...)
+		var bye []dns.RR
+		for _, ip := range before[ifs[i].Index] {
+			if slices.ContainsFunc(now, ip.Equal) {
+				continue
+			}
+			if ip.To4() != nil {
+				bye = append(bye, &dns.A{Hdr: hdr(a.hostName(), dns.TypeA, 0, false), A: ip})
+			} else {
+				bye = append(bye, &dns.AAAA{Hdr: hdr(a.hostName(), dns.TypeAAAA, 0, false), AAAA: ip})
+			}
+		}
+		if len(bye) > 0 {
+			m := new(dns.Msg)
+			m.Response, m.Authoritative = true, true
+			m.Answer = bye
+			if err := a.conn.send(m, &ifs[i]); err != nil {
+				a.log.Debug("cannot send address goodbye", "err", err)
+			}
+		}
+	}
+	a.mu.Unlock()
 	a.announce()
 }
 

@@ -294,7 +294,7 @@ func binding(e Entry) string { return e.Key() + "@" + strings.ToLower(e.Host) }
 
 // register fetches, validates and stores the TD of e.
 func (r *Registrar) register(key string, e Entry) error {
-	raw, err := r.fetch(e)
+	raw, u, err := r.fetch(e)
 	if err != nil {
 		return err
 	}
@@ -351,7 +351,7 @@ func (r *Registrar) register(key string, e Entry) error {
 	if err := r.reg.SetPresence(ctx, id, hub.PresenceOnline, hub.SourceMDNS); err != nil {
 		r.log.Warn("cannot set presence", "id", id, "err", err)
 	}
-	r.log.Info("mdns thing registered", "id", id, "instance", e.Instance, "host", e.Host)
+	r.log.Info("mdns thing registered", "id", id, "instance", e.Instance, "url", u)
 	return nil
 }
 
@@ -386,10 +386,10 @@ func (e Entry) TDURL() (string, error) {
 }
 
 // fetch GETs the TD within the timeout and size limit.
-func (r *Registrar) fetch(e Entry) ([]byte, error) {
-	u, err := e.TDURL()
+func (r *Registrar) fetch(e Entry) (raw []byte, u string, err error) {
+	u, err = e.TDURL()
 	if err != nil {
-		return nil, err
+		return nil, u, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FetchTimeout)
 	defer cancel()
@@ -402,29 +402,29 @@ func (r *Registrar) fetch(e Entry) ([]byte, error) {
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, hub.Errorf(hub.EINVALID, "cannot fetch the TD: bad URL %q: %v", u, err)
+		return nil, u, hub.Errorf(hub.EINVALID, "cannot fetch the TD: bad URL %q: %v", u, err)
 	}
 	req.Header.Set("Accept", "application/td+json, application/json")
 	resp, err := r.cfg.Client.Do(req)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-		return nil, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot fetch the TD from %s: no answer within %s", u, r.cfg.FetchTimeout), Err: err}
+		return nil, u, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot fetch the TD from %s: no answer within %s", u, r.cfg.FetchTimeout), Err: err}
 	}
 	if err != nil {
-		return nil, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot fetch the TD from %s", u), Err: err}
+		return nil, u, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot fetch the TD from %s", u), Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, hub.Errorf(hub.EUNAVAILABLE, "cannot fetch the TD from %s: status %s", u, resp.Status)
+		return nil, u, hub.Errorf(hub.EUNAVAILABLE, "cannot fetch the TD from %s: status %s", u, resp.Status)
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.MaxTDBytes+1))
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, r.cfg.MaxTDBytes+1))
 	if err != nil {
-		return nil, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot read the TD from %s", u), Err: err}
+		return nil, u, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot read the TD from %s", u), Err: err}
 	}
 	if int64(len(raw)) > r.cfg.MaxTDBytes {
-		return nil, hub.Errorf(hub.ETOOLARGE, "cannot register the TD from %s: it is larger than %d bytes", u, r.cfg.MaxTDBytes)
+		return nil, u, hub.Errorf(hub.ETOOLARGE, "cannot register the TD from %s: it is larger than %d bytes", u, r.cfg.MaxTDBytes)
 	}
-	return raw, nil
+	return raw, u, nil
 }
 
 // setOffline marks a Thing offline after a goodbye or expiry.

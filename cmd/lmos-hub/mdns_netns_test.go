@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -154,7 +155,7 @@ func getThing(t *testing.T, c *http.Client, base, id string) thingState {
 
 func TestMDNSLAN(t *testing.T) {
 	lan := netnstest.New(t, []string{"hub", "a1", "a2"}, "a2")
-	_, base := mdnsHub(t, lan, "hub", "Test Hub")
+	hubProc, base := mdnsHub(t, lan, "hub", "Test Hub")
 	c := lan.HTTPClient("hub")
 	hubIP := lan.Addr("hub")
 
@@ -177,6 +178,19 @@ func TestMDNSLAN(t *testing.T) {
 		a1.Send("title Brighter")
 		a1.WaitContains(5*time.Second, "retitled")
 		waitFor(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
+	})
+	t.Run("address change re-fetches", func(t *testing.T) {
+		old := lan.Addr("a1")
+		moved := old[:strings.LastIndexByte(old, '.')+1] + "200"
+		// Deleted first: deleting a primary address deletes its secondaries.
+		for _, args := range [][]string{{"addr", "del", old + "/16", "dev", "eth0"}, {"addr", "add", moved + "/16", "dev", "eth0"}} {
+			if out, err := exec.Command("ip", append([]string{"-n", lan.NS("a1")}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v %s", args, err, out)
+			}
+		}
+		// The agent notices within its 2 s interface poll and announces
+		// its new address; the hub fetches the TD from there.
+		hubProc.WaitContains(15*time.Second, "mdns thing registered", "urn:test:a1", "http://"+moved+":8000/")
 	})
 	t.Run("goodbye makes offline", func(t *testing.T) {
 		a1.Stop()

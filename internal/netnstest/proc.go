@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,8 +35,9 @@ func (l *LAN) Helper(node, run string, env ...string) *Proc {
 	return l.Start(cmd)
 }
 
-// Start starts cmd (built with Command) and collects its stdout lines; it
-// is killed at cleanup if still running. Stderr goes to the test log.
+// Start starts cmd (built with Command) and collects its stdout and stderr
+// lines; it is killed at cleanup if still running. Stderr also goes to the
+// test log.
 func (l *LAN) Start(cmd *exec.Cmd) *Proc {
 	l.t.Helper()
 	p := &Proc{t: l.t, Cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
@@ -47,22 +49,37 @@ func (l *LAN) Start(cmd *exec.Cmd) *Proc {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	cmd.Stderr = logWriter{l.t}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		l.t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		l.t.Fatalf("start %v: %v", cmd.Args, err)
 	}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(out)
+	var readers sync.WaitGroup
+	scan := func(r io.Reader, log bool) {
+		defer readers.Done()
+		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
+			if log {
+				l.t.Log(sc.Text())
+			}
 			select {
 			case p.lines <- sc.Text():
 			default: // nobody reads: drop rather than block the child
 			}
 		}
+	}
+	readers.Add(2)
+	go scan(out, false)
+	go scan(errPipe, true)
+	go func() {
+		readers.Wait()
+		close(p.lines)
+		_ = cmd.Wait()
+		close(p.done)
 	}()
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	l.t.Cleanup(func() { p.Kill() })
 	return p
 }
@@ -135,9 +152,3 @@ func (p *Proc) Kill() {
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
-}
