@@ -151,4 +151,3 @@ func (p *Proc) Kill() {
 
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
-
