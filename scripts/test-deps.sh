@@ -37,6 +37,8 @@ need_deb node nodejs
 need_deb npm npm
 need_deb mosquitto_pub mosquitto-clients
 need_deb ip iproute2 # network namespaces for the mDNS tests
+need_deb avahi-daemon avahi-daemon # mDNS interop (run without D-Bus in a namespace)
+need_deb python3 python3 # serves the Avahi-published TD
 # More later, e.g.:
 # need_deb chromium chromium
 

@@ -236,3 +236,48 @@ func TestMDNSNodeInterop(t *testing.T) {
 	n.Stop()
 	waitFor(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
 }
+
+// TestMDNSAvahiInterop: a Thing published by Avahi (a static service
+// file, avahi-daemon without D-Bus in its own namespace, its /etc/avahi
+// bind-mounted by ip netns exec from /etc/netns/<ns>/avahi) registers with
+// the hub, and goes offline when Avahi stops (its goodbyes).
+func TestMDNSAvahiInterop(t *testing.T) {
+	daemon, err := exec.LookPath("avahi-daemon")
+	if err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("avahi-daemon not installed (scripts/test-deps.sh installs it): %v", err)
+		}
+		t.Skip("avahi-daemon not installed; `make test` installs it")
+	}
+	lan := netnstest.New(t, []string{"hub", "avahi"})
+	etc := filepath.Join("/etc/netns", lan.NS("avahi"), "avahi")
+	if err := os.MkdirAll(filepath.Join(etc, "services"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(etc)) })
+	conf := "[server]\nhost-name=avahi-lamp\nuse-ipv4=yes\nuse-ipv6=no\nallow-interfaces=eth0\nenable-dbus=no\n" +
+		"[wide-area]\nenable-wide-area=no\n[publish]\npublish-hinfo=no\npublish-workstation=no\n"
+	service := `<?xml version="1.0" standalone='no'?><!DOCTYPE service-group SYSTEM "avahi-service.dtd">
+<service-group><name>Avahi Lamp</name><service><type>_wot._tcp</type><port>8002</port>
+<txt-record>td=/avahi.td.json</txt-record><txt-record>type=Thing</txt-record></service></service-group>`
+	for name, body := range map[string]string{"avahi-daemon.conf": conf, "services/lamp.service": service} {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	www := t.TempDir()
+	if err := os.WriteFile(filepath.Join(www, "avahi.td.json"), tdFor("urn:test:avahi", "Avahi Lamp"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lan.Start(lan.Command("avahi", "python3", "-m", "http.server", "8002", "--bind", "0.0.0.0", "--directory", www))
+
+	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
+	c := lan.HTTPClient("hub")
+	av := lan.Start(lan.Command("avahi", daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title"))
+	waitFor(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+		s := getThing(t, c, base, "urn:test:avahi")
+		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
+	})
+	av.Stop()
+	waitFor(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
+}
