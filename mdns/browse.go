@@ -274,6 +274,7 @@ func (b *Browser) handle(p packet, now time.Time) {
 	}
 	flush := map[flushKey]bool{}
 	seen := map[string]bool{}
+	evicted := false
 	for _, rr := range append(p.msg.Answer[:len(p.msg.Answer):len(p.msg.Answer)], p.msg.Extra...) {
 		if !b.relevant(rr) {
 			continue
@@ -312,12 +313,19 @@ func (b *Browser) handle(p packet, now time.Time) {
 			}
 			continue
 		}
-		if len(b.records) >= b.cfg.MaxRecords && !b.evict() {
-			b.dropped++
-			if b.dropped%1000 == 1 {
-				b.log.Warn("mdns cache full; records dropped", "max", b.cfg.MaxRecords, "dropped", b.dropped)
+		if len(b.records) >= b.cfg.MaxRecords {
+			// Evicting scans the cache: at most once per packet.
+			if !evicted {
+				evicted = true
+				b.evict()
 			}
-			continue
+			if len(b.records) >= b.cfg.MaxRecords {
+				b.dropped++
+				if b.dropped%1000 == 1 {
+					b.log.Warn("mdns cache full; records dropped", "max", b.cfg.MaxRecords, "dropped", b.dropped)
+				}
+				continue
+			}
 		}
 		b.records[key] = &cached{rr: rr, ifIndex: p.ifIndex, received: now, expires: exp}
 		changed = true
@@ -344,16 +352,14 @@ func (b *Browser) handle(p packet, now time.Time) {
 	}
 }
 
-// evict drops addresses no SRV names, to make room; it reports whether
-// anything was dropped.
-func (b *Browser) evict() bool {
+// evict drops addresses no SRV names, to make room.
+func (b *Browser) evict() {
 	targets := map[string]bool{}
 	for _, c := range b.records {
 		if srv, ok := c.rr.(*dns.SRV); ok {
 			targets[strings.ToLower(srv.Target)] = true
 		}
 	}
-	n := len(b.records)
 	for key, c := range b.records {
 		switch c.rr.(type) {
 		case *dns.A, *dns.AAAA:
@@ -362,7 +368,6 @@ func (b *Browser) evict() bool {
 			}
 		}
 	}
-	return len(b.records) < n
 }
 
 // maintain expires records, sends refresh queries for instances in use at
