@@ -533,6 +533,7 @@ func (b *Browser) update(now time.Time) {
 		}
 		var best *Entry
 		var bestAt time.Time
+		var bestSticky bool
 		var subtypes []string
 		for _, r := range refs {
 			if r.subtype != "" && !slices.Contains(subtypes, r.subtype) {
@@ -547,14 +548,20 @@ func (b *Browser) update(now time.Time) {
 			if len(ips) == 0 {
 				continue
 			}
-			if best != nil && !srv.received.After(bestAt) {
-				continue
-			}
 			ifName := fmt.Sprint(r.ifIndex)
 			if b.conn != nil {
 				if ifi := b.conn.selected(r.ifIndex); ifi != nil {
 					ifName = ifi.Name
 				}
+			}
+			// On a host seen on several interfaces, keep the interface
+			// reported before while it stays complete: alternating would
+			// report an update (and make the hub fetch) at every
+			// announcement. Otherwise the latest SRV wins.
+			o, had := b.views[inst]
+			sticky := had && o.Iface == ifName
+			if best != nil && !sticky && (bestSticky || !srv.received.After(bestAt)) {
+				continue
 			}
 			// The instance label keeps its case from the SRV owner name.
 			if l, _, err := splitFirstLabel(srv.rr.Header().Name); err == nil {
@@ -569,7 +576,7 @@ func (b *Browser) update(now time.Time) {
 				IPs:      sortIPs(ips),
 				Iface:    ifName,
 			}
-			best, bestAt = &e, srv.received
+			best, bestAt, bestSticky = &e, srv.received, sticky
 		}
 		if best != nil {
 			slices.Sort(subtypes)

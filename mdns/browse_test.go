@@ -66,3 +66,38 @@ func TestRenames(t *testing.T) {
 		}
 	}
 }
+
+// A host announcing on two interfaces is reported on one, and stays there
+// while that one is complete: no update per announcement.
+func TestBrowserTwoInterfacesStable(t *testing.T) {
+	var kinds []EventKind
+	b, err := newBrowser(BrowserConfig{Types: []string{"_wot._tcp"}, OnEvent: func(e Event) {
+		if e.Kind != Seen {
+			kinds = append(kinds, e.Kind)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Advertiser{host: "lamp", services: []Service{{Instance: "Lamp", Type: "_wot._tcp", Port: 1, Text: []string{"td=/td"}}}}
+	msg := func(ip net.IP) *dns.Msg {
+		m := new(dns.Msg)
+		m.Response = true
+		m.Answer = append(a.records(nil, false), &dns.A{Hdr: hdr("lamp.local.", dns.TypeA, 120, true), A: ip})
+		return m
+	}
+	from := &net.UDPAddr{IP: net.IPv4(169, 254, 1, 2), Port: mdnsPort}
+	now := time.Now()
+	for i := range 10 {
+		now = now.Add(time.Second)
+		b.handle(packet{msg: msg(net.IPv4(169, 254, 1, 2)), from: from, ifIndex: 2}, now)
+		now = now.Add(time.Second)
+		b.handle(packet{msg: msg(net.IPv4(192, 168, 1, 2)), from: from, ifIndex: 3}, now)
+		if i == 0 && len(kinds) != 1 {
+			t.Fatalf("after the first round: %v", kinds)
+		}
+	}
+	if len(kinds) != 1 || kinds[0] != Added {
+		t.Errorf("events %v, want one added", kinds)
+	}
+}
