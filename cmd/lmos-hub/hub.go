@@ -150,8 +150,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// mDNS opens last: it advertises the ports actually bound, and its
 	// goodbyes go out first when closing.
 	if cfg.MDNS.Enabled {
+		// Without mDNS the hub is still a directory and a broker: a host
+		// where UDP 5353 is taken or multicast is refused keeps serving.
 		if err := m.openMDNS(db.HubID(), reg); err != nil {
-			return err
+			m.Logger.Error("mdns is off: cannot open it; agents must be given the hub's address"+
+				" (another mDNS responder holding UDP 5353 without SO_REUSEADDR? --mdns=false silences this)", "err", err)
 		}
 	}
 	m.Logger.Info("hub ready", "name", cfg.Hub.Name, "id", db.HubID(), "things", reg.Count(),
