@@ -89,6 +89,7 @@ func openConn(ifaces []net.Interface, log *slog.Logger) (*conn, error) {
 	}
 	if pc, err := lc.ListenPacket(context.Background(), "udp6", fmt.Sprintf("[::]:%d", mdnsPort)); err != nil {
 		log.Debug("no ipv6 mdns socket", "err", err)
+		errs = append(errs, err)
 	} else {
 		c.v6 = ipv6.NewPacketConn(pc)
 		_ = c.v6.SetControlMessage(ipv6.FlagInterface|ipv6.FlagHopLimit, true)

@@ -281,3 +281,16 @@ func TestMDNSAvahiInterop(t *testing.T) {
 	av.Stop()
 	waitFor(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
 }
+
+// TestMDNSPortTaken: a program holding UDP 5353 exclusively (no
+// SO_REUSEADDR) does not stop the hub: it serves, and says why mDNS is off.
+func TestMDNSPortTaken(t *testing.T) {
+	lan := netnstest.New(t, []string{"hub"})
+	hold := lan.Start(lan.Command("hub", "python3", "-c", `import socket, time
+a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); a.bind(("", 5353))
+b = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); b.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1); b.bind(("::", 5353))
+print("held", flush=True); time.sleep(60)`))
+	hold.WaitContains(10*time.Second, "held")
+	p, _ := mdnsHub(t, lan, "hub", "Blocked Hub") // serves /healthz
+	p.WaitContains(5*time.Second, "mdns is off", "5353")
+}
