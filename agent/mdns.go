@@ -178,7 +178,8 @@ func Advertise(ctx context.Context, opts AdvertiseOptions) (*Advertisement, erro
 		opts.Name = doc.Title
 	}
 	if len(opts.Name) > 63 {
-		opts.Name = opts.Name[:63]
+		// An instance label holds 63 bytes; cut on a rune boundary.
+		opts.Name = strings.ToValidUTF8(opts.Name[:63], "")
 	}
 	if opts.Addr == "" {
 		opts.Addr = ":0"

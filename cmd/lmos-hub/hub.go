@@ -194,6 +194,10 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 // Things announced on the LAN.
 func (m *Main) openMDNS(hubID string, reg *hub.Registry) error {
 	cfg := m.Config
+	if t, ok := m.HTTPAddr.(*net.TCPAddr); ok && t.IP.IsLoopback() {
+		m.Logger.Warn("http listens on loopback only: agents on the lan will find the hub over mdns but cannot reach it; use --http-addr :8080",
+			"addr", m.HTTPAddr.String())
+	}
 	host, _ := os.Hostname()
 	// Namespaces and containers share a host name: the hub id keeps each
 	// hub's .local host name its own.
