@@ -238,9 +238,10 @@ func TestMDNSNodeInterop(t *testing.T) {
 }
 
 // TestMDNSAvahiInterop: a Thing published by Avahi (a static service
-// file, avahi-daemon without D-Bus in its own namespace, its /etc/avahi
-// bind-mounted by ip netns exec from /etc/netns/<ns>/avahi) registers with
-// the hub, and goes offline when Avahi stops (its goodbyes).
+// file, avahi-daemon in its own namespace, its /etc/avahi bind-mounted by
+// ip netns exec from /etc/netns/<ns>/avahi, on a private D-Bus) registers
+// with the hub; avahi-browse finds the hub's directory, by type and by
+// subtype; the Thing goes offline when Avahi stops (its goodbyes).
 func TestMDNSAvahiInterop(t *testing.T) {
 	daemon, err := exec.LookPath("avahi-daemon")
 	if err != nil {
@@ -255,7 +256,18 @@ func TestMDNSAvahiInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(etc)) })
-	conf := "[server]\nhost-name=avahi-lamp\nuse-ipv4=yes\nuse-ipv6=no\nallow-interfaces=eth0\nenable-dbus=no\n" +
+	// A private system bus: avahi-browse talks to avahi-daemon over D-Bus.
+	bus := filepath.Join(t.TempDir(), "bus")
+	busConf := filepath.Join(t.TempDir(), "bus.conf")
+	if err := os.WriteFile(busConf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path=`+bus+`</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow receive_sender="*"/>
+<allow send_type="method_call"/><allow send_type="signal"/><allow send_requested_reply="true"/></policy></busconfig>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dbusEnv := "DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + bus
+	conf := "[server]\nhost-name=avahi-lamp\nuse-ipv4=yes\nuse-ipv6=no\nallow-interfaces=eth0\nenable-dbus=yes\n" +
 		"[wide-area]\nenable-wide-area=no\n[publish]\npublish-hinfo=no\npublish-workstation=no\n"
 	service := `<?xml version="1.0" standalone='no'?><!DOCTYPE service-group SYSTEM "avahi-service.dtd">
 <service-group><name>Avahi Lamp</name><service><type>_wot._tcp</type><port>8002</port>
@@ -273,11 +285,43 @@ func TestMDNSAvahiInterop(t *testing.T) {
 
 	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
 	c := lan.HTTPClient("hub")
-	av := lan.Start(lan.Command("avahi", daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title"))
+	lan.Start(lan.Command("avahi", "dbus-daemon", "--config-file="+busConf, "--nofork", "--nopidfile"))
+	waitFor(t, 5*time.Second, "the private bus", func() bool { _, err := os.Stat(bus); return err == nil })
+	avCmd := lan.Command("avahi", daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title")
+	avCmd.Env = append(os.Environ(), dbusEnv)
+	av := lan.Start(avCmd)
 	waitFor(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:avahi")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})
+	if browse, err := exec.LookPath("avahi-browse"); err == nil {
+		for _, typ := range []string{"_wot._tcp", "_directory._sub._wot._tcp"} {
+			cmd := lan.Command("avahi", browse, "--resolve", "--terminate", "--parsable", "--no-db-lookup", typ)
+			cmd.Env = append(os.Environ(), dbusEnv)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("avahi-browse %s: %v\n%s", typ, err, out)
+			}
+			t.Logf("avahi-browse %s:\n%s", typ, out)
+			// avahi-browse escapes spaces as \032 and lists TXT strings in
+			// reverse wire order: the Lamp's service file says td, type.
+			hub := "=;eth0;IPv4;Avahi\\032Test\\032Hub;_wot._tcp;local;"
+			var found bool
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.HasPrefix(line, hub) && strings.HasSuffix(line, ";"+lan.Addr("hub")+`;8080;"scheme=http" "type=Directory" "td=/.well-known/wot"`) {
+					found = true
+				}
+				if typ == "_wot._tcp" && strings.HasPrefix(line, "=;eth0;IPv4;Avahi\\032Lamp;") && !strings.HasSuffix(line, `"type=Thing" "td=/avahi.td.json"`) {
+					t.Errorf("avahi-browse lists TXT strings in another order than assumed: %s", line)
+				}
+			}
+			if !found {
+				t.Errorf("avahi-browse %s did not resolve the hub's directory", typ)
+			}
+		}
+	} else if os.Getenv("LMOS_INTEROP") == "1" {
+		t.Errorf("avahi-browse not installed (avahi-utils)")
+	}
 	av.Stop()
 	waitFor(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
 }
