@@ -245,3 +245,30 @@ func TestPrintDiscovered(t *testing.T) {
 		t.Errorf("empty: %q", b.String())
 	}
 }
+
+// At start the Registrar sets stored mDNS Things offline (nothing has been
+// seen yet) and forgets them after forgetAfter unless announced again;
+// Things of other origins are left alone.
+func TestMDNSRegistrarAdoptsStoredThings(t *testing.T) {
+	h := startHub(t, nil)
+	reg := h.Main.Registry
+	ctx := t.Context()
+	if _, err := reg.Put(ctx, "urn:test:old", tdFor("urn:test:old", "Old"), hub.Origin{Source: hub.SourceMDNS}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetPresence(ctx, "urn:test:old", hub.PresenceOnline, hub.SourceMDNS); err != nil {
+		t.Fatal(err)
+	}
+	h.put("urn:test:http", tdFor("urn:test:http", "HTTP"))
+	r := newRegistrar(t, h, 300*time.Millisecond)
+	if th, _ := reg.Get("urn:test:old"); th.Meta.Presence.Status != hub.PresenceOffline {
+		t.Errorf("presence at start = %+v, want offline", th.Meta.Presence)
+	}
+	waitFor(t, 10*time.Second, "forgotten", func() bool { _, err := reg.Get("urn:test:old"); return hub.ErrorCode(err) == hub.ENOTFOUND })
+	if _, err := reg.Get("urn:test:http"); err != nil {
+		t.Errorf("the HTTP Thing: %v", err)
+	}
+	if s := r.Stats(); s.Forgotten != 1 {
+		t.Errorf("stats = %+v", s)
+	}
+}
