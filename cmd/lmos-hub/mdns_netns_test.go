@@ -179,6 +179,15 @@ func TestMDNSLAN(t *testing.T) {
 		a1.WaitContains(5*time.Second, "retitled")
 		waitFor(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
 	})
+	t.Run("spoofed id from another host refused", func(t *testing.T) {
+		evil := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Evil|0")
+		evil.WaitContains(10*time.Second, "advertised")
+		hubProc.WaitContains(10*time.Second, "mdns thing refused", "Evil", "bound to another mDNS instance")
+		if got := getThing(t, c, base, "urn:test:a1"); got.Title != "Brighter" || got.Presence.Status != "online" {
+			t.Errorf("after the spoof: %+v", got)
+		}
+		evil.Stop()
+	})
 	t.Run("address change re-fetches", func(t *testing.T) {
 		old := lan.Addr("a1")
 		moved := old[:strings.LastIndexByte(old, '.')+1] + "200"
