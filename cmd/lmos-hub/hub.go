@@ -201,7 +201,8 @@ func (m *Main) openMDNS(hubID string, reg *hub.Registry) error {
 	host, _ := os.Hostname()
 	// Namespaces and containers share a host name: the hub id keeps each
 	// hub's .local host name its own.
-	host = strings.SplitN(host, ".", 2)[0] + "-" + strings.ReplaceAll(hubID, "-", "")[:min(6, len(strings.ReplaceAll(hubID, "-", "")))]
+	id := strings.ReplaceAll(hubID, "-", "")
+	host = strings.SplitN(host, ".", 2)[0] + "-" + id[:min(6, len(id))]
 	h, err := mdns.Open(reg, mdns.Config{
 		Name:        cfg.Hub.Name,
 		Host:        host,
