@@ -512,7 +512,7 @@ func (a *Advertiser) watchInterfaces() {
 	before := map[int][]net.IP{}
 	for _, ifi := range a.conn.interfaces() {
 		v4, v6 := a.conn.addresses(ifi.Index)
-		before[ifi.Index] = append(v4, v6...)
+		before[ifi.Index] = slices.Concat(v4, v6)
 	}
 	a.conn.setInterfaces(ifs)
 	a.log.Info("network interfaces changed; announcing again", "interfaces", len(ifs))
@@ -521,7 +521,7 @@ func (a *Advertiser) watchInterfaces() {
 	a.mu.Lock()
 	for i := range ifs {
 		v4, v6 := a.conn.addresses(ifs[i].Index)
-		now := append(v4, v6...)
+		now := slices.Concat(v4, v6)
 		var bye []dns.RR
 		for _, ip := range before[ifs[i].Index] {
 			if slices.ContainsFunc(now, ip.Equal) {
