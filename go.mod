@@ -7,10 +7,12 @@ require (
 	github.com/eclipse/paho.golang v0.22.0
 	github.com/fxamacker/cbor/v2 v2.9.0
 	github.com/google/uuid v1.6.0
+	github.com/miekg/dns v1.1.61
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/theory/jsonpath v0.11.0
 	go.etcd.io/bbolt v1.4.3
 	go.yaml.in/yaml/v3 v3.0.4
+	golang.org/x/net v0.33.0
 	golang.org/x/sys v0.29.0
 )
 
@@ -20,4 +22,7 @@ require (
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
+	golang.org/x/mod v0.18.0 // indirect
+	golang.org/x/sync v0.10.0 // indirect
+	golang.org/x/tools v0.22.0 // indirect
 )

@@ -28,7 +28,8 @@ var ErrNotConnected = errors.New("the agent is not connected to the hub")
 // Options configure an Agent.
 type Options struct {
 	// URL is the hub's broker: mqtt://host:port (tcp:// is accepted; the
-	// port defaults to 1883).
+	// port defaults to 1883). Empty: the hub is found over mDNS (FindHub)
+	// within Timeout.
 	URL string
 	// ClientID is the MQTT client id; "" picks a random one. It names the
 	// agent's reply inbox, so it must not contain '/', '+' or '#'.
@@ -134,6 +135,15 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.URL == "" {
+		fctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+		h, err := FindHub(fctx, FindOptions{Logger: opts.Logger})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		opts.URL = h.BrokerURL
 	}
 	addr, err := brokerAddr(opts.URL)
 	if err != nil {

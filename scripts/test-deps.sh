@@ -36,6 +36,11 @@ need_deb() {
 need_deb node nodejs
 need_deb npm npm
 need_deb mosquitto_pub mosquitto-clients
+need_deb ip iproute2 # network namespaces for the mDNS tests
+need_deb avahi-daemon avahi-daemon # mDNS interop (in a namespace, on a private D-Bus)
+need_deb avahi-browse avahi-utils
+need_deb dbus-daemon dbus
+need_deb python3 python3 # serves the Avahi-published TD
 # More later, e.g.:
 # need_deb chromium chromium
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/mdns"
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
 	"github.com/eclipse-lmos/lmos-hub/store"
 	"github.com/eclipse-lmos/lmos-hub/web"
@@ -40,6 +41,9 @@ type Main struct {
 	Broker   *mqtt.Broker
 	// MQTTAddr is the address the MQTT listener actually bound.
 	MQTTAddr net.Addr
+	// MDNS advertises the hub and registers Things announced on the LAN;
+	// nil when mdns.enabled is false.
+	MDNS *mdns.Hub
 
 	errc    chan error
 	closers []func(context.Context) error
@@ -152,6 +156,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// reconciliation): collect it and give it back before the hub idles.
 	debug.FreeOSMemory()
 	m.Logger.Info("http listening", "addr", m.HTTPAddr.String())
+	// mDNS opens last: it advertises the ports actually bound, and its
+	// goodbyes go out first when closing.
+	if cfg.MDNS.Enabled {
+		// Without mDNS the hub is still a directory and a broker: a host
+		// where UDP 5353 is taken or multicast is refused keeps serving.
+		if err := m.openMDNS(db.HubID(), reg); err != nil {
+			m.Logger.Error("mdns is off: cannot open it; agents must be given the hub's address"+
+				" (another mDNS responder holding UDP 5353 without SO_REUSEADDR? --mdns=false silences this)", "err", err)
+		}
+	}
 	m.Logger.Info("hub ready", "name", cfg.Hub.Name, "id", db.HubID(), "things", reg.Count(),
 		"data_dir", cfg.DataDir, "startup", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -183,6 +197,44 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 	m.Router.Handle(hub.SourceMQTT, b)
 	m.Logger.Info("mqtt listening", "addr", addr.String())
 	return nil
+}
+
+// openMDNS advertises the directory and broker and starts registering
+// Things announced on the LAN.
+func (m *Main) openMDNS(hubID string, reg *hub.Registry) error {
+	cfg := m.Config
+	if t, ok := m.HTTPAddr.(*net.TCPAddr); ok && t.IP.IsLoopback() {
+		m.Logger.Warn("http listens on loopback only: agents on the lan will find the hub over mdns but cannot reach it; use --http-addr :8080",
+			"addr", m.HTTPAddr.String())
+	}
+	host, _ := os.Hostname()
+	// Namespaces and containers share a host name: the hub id keeps each
+	// hub's .local host name its own.
+	id := strings.ReplaceAll(hubID, "-", "")
+	host = strings.SplitN(host, ".", 2)[0] + "-" + id[:min(6, len(id))]
+	h, err := mdns.Open(reg, mdns.Config{
+		Name:        cfg.Hub.Name,
+		Host:        host,
+		Interfaces:  cfg.MDNS.Interfaces,
+		HTTPPort:    portOf(m.HTTPAddr),
+		MQTTPort:    portOf(m.MQTTAddr),
+		Scheme:      "http",
+		ForgetAfter: time.Duration(cfg.MDNS.ForgetAfter),
+		Logger:      m.Logger.With("component", "mdns"),
+	})
+	if err != nil {
+		return err
+	}
+	m.MDNS = h
+	m.onClose(h.Close)
+	return nil
+}
+
+func portOf(a net.Addr) int {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.Port
+	}
+	return 0
 }
 
 // directoryURL is the directory TD's URL for the HTTP listener at addr; an

@@ -33,6 +33,7 @@ usage:
   lmos-hub things ls|get|put|rm    manage Things on a running hub
   lmos-hub token create|list|revoke
                                    manage admin tokens
+  lmos-hub discover [--timeout 3s] list the hubs and Things mDNS sees on the LAN
   lmos-hub config print [flags]    print the effective configuration
   lmos-hub version                 print the version
 `
@@ -55,6 +56,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return runToken(rest, stdout, stderr, getenv)
 	case "config":
 		return runConfig(rest, stdout, stderr, getenv)
+	case "discover":
+		return runDiscover(rest, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "lmos-hub", version)
 		return exitOK

@@ -1,0 +1,249 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/mdns"
+)
+
+// HubInfo is a hub found on the LAN.
+type HubInfo struct {
+	Name string
+	// DirectoryURL is the directory TD (…/.well-known/wot).
+	DirectoryURL string
+	// BrokerURL is mqtt://host:port, from the directory TD's lmos:broker
+	// link, else from the hub's _mqtt._tcp advertisement.
+	BrokerURL string
+}
+
+// FindOptions configure FindHub.
+type FindOptions struct {
+	// Name picks a hub by instance name; "" takes the first found.
+	Name string
+	// Interfaces to browse on; empty: every LAN interface.
+	Interfaces []string
+	Logger     *slog.Logger
+}
+
+// FindHub browses mDNS for a WoT directory (_directory._sub._wot._tcp)
+// until ctx ends, reads its directory TD and returns where its broker is.
+func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	b, err := mdns.Browse(mdns.BrowserConfig{
+		Types:      []string{"_directory._sub._wot._tcp", "_mqtt._tcp"},
+		Interfaces: opts.Interfaces,
+		Logger:     opts.Logger,
+	})
+	if err != nil {
+		return HubInfo{}, fmt.Errorf("cannot find the hub: %w", err)
+	}
+	defer b.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return HubInfo{}, fmt.Errorf("cannot find the hub: %w", lastErr)
+			}
+			return HubInfo{}, fmt.Errorf("cannot find the hub: no WoT directory (_directory._sub._wot._tcp) answered on the LAN: %w", ctx.Err())
+		case <-tick.C:
+		}
+		entries := b.Entries()
+		for _, e := range entries {
+			if e.Service != "_wot._tcp" || (opts.Name != "" && e.Instance != opts.Name) {
+				continue
+			}
+			info, err := hubInfo(ctx, e, entries)
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			return info, nil
+		}
+	}
+}
+
+func hubInfo(ctx context.Context, dir mdns.Entry, entries []mdns.Entry) (HubInfo, error) {
+	u, err := dir.TDURL()
+	if err != nil {
+		return HubInfo{}, err
+	}
+	info := HubInfo{Name: dir.Instance, DirectoryURL: u}
+	if link, err := brokerLink(ctx, u); err == nil && link != "" {
+		info.BrokerURL = link
+		return info, nil
+	}
+	for _, e := range entries {
+		if e.Service == "_mqtt._tcp" && e.Instance == dir.Instance && len(e.IPs) > 0 {
+			host := e.IPs[0].String()
+			if e.IPs[0].To4() == nil && e.IPs[0].IsLinkLocalUnicast() {
+				host += "%" + e.Iface
+			}
+			info.BrokerURL = "mqtt://" + net.JoinHostPort(host, strconv.Itoa(e.Port))
+			return info, nil
+		}
+	}
+	return HubInfo{}, fmt.Errorf("the hub %q advertises no broker (no lmos:broker link, no _mqtt._tcp)", dir.Instance)
+}
+
+// brokerLink reads the lmos:broker link of the directory TD at u.
+func brokerLink(ctx context.Context, u string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("directory TD: %s", resp.Status)
+	}
+	var td struct {
+		Links []struct {
+			Rel  string `json:"rel"`
+			Href string `json:"href"`
+		} `json:"links"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&td); err != nil {
+		return "", err
+	}
+	for _, l := range td.Links {
+		if l.Rel == "lmos:broker" && strings.HasPrefix(l.Href, "mqtt") {
+			return l.Href, nil
+		}
+	}
+	return "", nil
+}
+
+// AdvertiseOptions configure Advertise.
+type AdvertiseOptions struct {
+	// Name is the mDNS instance name (default: the TD's title).
+	Name string
+	// TD is the Thing Description served at /td (JSON).
+	TD []byte
+	// Addr is the HTTP listen address (default ":0").
+	Addr string
+	// Interfaces to advertise on; empty: every LAN interface.
+	Interfaces []string
+	// TTL of the mDNS records; 0: the defaults (2 and 75 minutes). Short
+	// TTLs let hubs notice a crashed agent sooner, at the cost of traffic.
+	TTL    time.Duration
+	Logger *slog.Logger
+}
+
+// Advertisement serves an agent's TD over HTTP and announces it as a
+// _wot._tcp Thing, for hubs that only browse mDNS (PROTOCOL §8).
+type Advertisement struct {
+	srv *http.Server
+	adv *mdns.Advertiser
+	// Addr is the bound HTTP address.
+	Addr net.Addr
+
+	mu      sync.Mutex
+	td      []byte
+	version int
+}
+
+// Advertise serves opts.TD at /td and advertises it; Close sends goodbyes.
+func Advertise(ctx context.Context, opts AdvertiseOptions) (*Advertisement, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var doc struct {
+		Title string `json:"title"`
+	}
+	if err := json.Unmarshal(opts.TD, &doc); err != nil {
+		return nil, fmt.Errorf("cannot advertise: the TD is not a JSON object: %w", err)
+	}
+	if opts.Name == "" {
+		opts.Name = doc.Title
+	}
+	if len(opts.Name) > 63 {
+		// An instance label holds 63 bytes; cut on a rune boundary.
+		opts.Name = strings.ToValidUTF8(opts.Name[:63], "")
+	}
+	if opts.Addr == "" {
+		opts.Addr = ":0"
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot advertise: cannot listen on %s: %w", opts.Addr, err)
+	}
+	a := &Advertisement{Addr: ln.Addr(), td: opts.TD, version: 1}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /td", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		td := a.td
+		a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/td+json")
+		w.Write(td)
+	})
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go a.srv.Serve(ln)
+	a.adv, err = mdns.Advertise(ctx, mdns.AdvertiserConfig{
+		Host:       opts.Name,
+		Interfaces: opts.Interfaces,
+		TTL:        uint32((opts.TTL + time.Second - 1) / time.Second),
+		Logger:     opts.Logger,
+	}, mdns.Service{Instance: opts.Name, Type: "_wot._tcp", Port: ln.Addr().(*net.TCPAddr).Port, Text: a.text()})
+	if err != nil {
+		a.srv.Close()
+		return nil, fmt.Errorf("cannot advertise: %w", err)
+	}
+	return a, nil
+}
+
+func (a *Advertisement) text() []string {
+	path := "/td"
+	if a.version > 1 {
+		// A new path makes hubs fetch the TD again (PROTOCOL §8: a TXT
+		// change re-fetches).
+		path += "?v=" + strconv.Itoa(a.version)
+	}
+	return []string{"td=" + path, "type=Thing", "scheme=http"}
+}
+
+// Name returns the instance name in use (renamed on a conflict).
+func (a *Advertisement) Name() string { return a.adv.Services()[0].Instance }
+
+// SetTD serves a new TD and announces the change.
+func (a *Advertisement) SetTD(td []byte) {
+	a.mu.Lock()
+	a.td = td
+	a.version++
+	text := a.text()
+	a.mu.Unlock()
+	a.adv.SetText(0, text)
+}
+
+// Announce sends the announcement again (it is sent twice at start and
+// answered on query; this is for a network change the host cannot see).
+func (a *Advertisement) Announce() { a.adv.Announce() }
+
+// Close sends goodbyes and stops serving the TD.
+func (a *Advertisement) Close() error {
+	err := a.adv.Close()
+	if cerr := a.srv.Close(); err == nil && !errors.Is(cerr, http.ErrServerClosed) {
+		err = cerr
+	}
+	return err
+}

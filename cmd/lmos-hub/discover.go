@@ -1,0 +1,118 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/mdns"
+)
+
+// runDiscover browses mDNS for a while and prints the hubs and Things it
+// saw: a person's first tool when an agent does not show up.
+func runDiscover(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to listen")
+	ifaces := fs.String("interfaces", "", "comma-separated interfaces to browse on (default: every LAN interface)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: lmos-hub discover [--timeout 3s] [--interfaces eth0,wlan0]\n\n"+
+			"Browses mDNS (_wot._tcp, _mqtt._tcp) and prints the hubs and Things on the LAN.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 || *timeout <= 0 {
+		fmt.Fprintln(stderr, "error: discover takes only --timeout (> 0) and --interfaces")
+		return exitUsage
+	}
+	var names []string
+	for _, n := range strings.Split(*ifaces, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	b, err := mdns.Browse(mdns.BrowserConfig{
+		Types:      []string{"_wot._tcp", "_mqtt._tcp"},
+		Interfaces: names,
+		Logger:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return exitFailure
+	}
+	time.Sleep(*timeout)
+	entries := b.Entries()
+	b.Close()
+	printDiscovered(stdout, entries)
+	return exitOK
+}
+
+func printDiscovered(w io.Writer, entries []mdns.Entry) {
+	brokers := map[string]string{} // instance → mqtt URL
+	for _, e := range entries {
+		if e.Service == "_mqtt._tcp" && len(e.IPs) > 0 {
+			brokers[e.Instance] = "mqtt://" + net.JoinHostPort(hostOf(e), strconv.Itoa(e.Port))
+		}
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	var hubs, things []string
+	for _, e := range entries {
+		if e.Service != "_wot._tcp" {
+			continue
+		}
+		u, err := e.TDURL()
+		if err != nil {
+			u = "(" + err.Error() + ")"
+		}
+		typ := e.TXT()["type"]
+		if strings.EqualFold(typ, "Directory") {
+			b := brokers[e.Instance]
+			if b == "" {
+				b = "-"
+			}
+			hubs = append(hubs, fmt.Sprintf("  %s\t%s\t%s\t%s", e.Instance, u, b, e.Iface))
+		} else {
+			if typ == "" {
+				typ = "Thing"
+			}
+			things = append(things, fmt.Sprintf("  %s\t%s\t%s\t%s", e.Instance, typ, u, e.Iface))
+		}
+	}
+	fmt.Fprintf(tw, "HUBS (%d)\n", len(hubs))
+	if len(hubs) > 0 {
+		fmt.Fprintln(tw, "  NAME\tDIRECTORY\tMQTT\tIFACE")
+		for _, l := range hubs {
+			fmt.Fprintln(tw, l)
+		}
+	}
+	fmt.Fprintf(tw, "THINGS (%d)\n", len(things))
+	if len(things) > 0 {
+		fmt.Fprintln(tw, "  NAME\tTYPE\tTD\tIFACE")
+		for _, l := range things {
+			fmt.Fprintln(tw, l)
+		}
+	}
+	tw.Flush()
+	if len(hubs)+len(things) == 0 {
+		fmt.Fprintln(w, "nothing seen: is the hub on this LAN, with mDNS on (--mdns=true)? Multicast may be filtered (Wi-Fi client isolation, firewall on UDP 5353).")
+	}
+}
+
+func hostOf(e mdns.Entry) string {
+	ip := e.IPs[0]
+	if ip.To4() == nil && ip.IsLinkLocalUnicast() {
+		return ip.String() + "%" + e.Iface
+	}
+	return ip.String()
+}

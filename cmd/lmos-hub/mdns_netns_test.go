@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"bufio"
+
+	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+)
+
+// The tests here run hubs and agents in network namespaces joined by a
+// bridge (internal/netnstest): real multicast that never leaves the test's
+// own links. Each process is this test binary re-executed in a namespace.
+
+const childEnv = "LMOS_MDNS_CHILD"
+
+// TestMDNSChild is not a test: the namespace tests re-execute the binary
+// to run a hub, an agent, discover or FindHub inside a namespace.
+func TestMDNSChild(t *testing.T) {
+	mode := os.Getenv(childEnv)
+	if mode == "" {
+		t.Skip("child process of the mDNS namespace tests")
+	}
+	args := strings.Split(os.Getenv("LMOS_MDNS_ARGS"), "|")
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	switch mode {
+	case "run": // the hub, discover: the real command line
+		os.Exit(run(args, strings.NewReader(""), os.Stdout, os.Stderr, os.Getenv))
+	case "findhub":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h, err := agent.FindHub(ctx, agent.FindOptions{Interfaces: []string{"eth0"}, Logger: log})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		json.NewEncoder(os.Stdout).Encode(h)
+		os.Exit(0)
+	case "agents": // args: n; starts n agents at "go", re-announces them every second at "reannounce"
+		n, _ := strconv.Atoi(args[0])
+		runAgents(n, log)
+	case "agent": // args: id|title|ttl-seconds
+		ttl, _ := strconv.Atoi(args[2])
+		start := time.Now()
+		a, err := agent.Advertise(context.Background(), agent.AdvertiseOptions{
+			TD: tdFor(args[0], args[1]), Addr: ":8000", Interfaces: []string{"eth0"}, TTL: time.Duration(ttl) * time.Second, Logger: log})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("advertised %s %d %d\n", a.Name(), time.Now().UnixNano(), start.UnixNano())
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM)
+		lines := make(chan string)
+		go func() {
+			sc := bufio.NewScanner(os.Stdin)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		for {
+			select {
+			case <-sigs:
+				a.Close()
+				os.Exit(0)
+			case l := <-lines:
+				if title, ok := strings.CutPrefix(l, "title "); ok {
+					a.SetTD(tdFor(args[0], title))
+					fmt.Println("retitled", title)
+				}
+			}
+		}
+	}
+	os.Exit(2)
+}
+
+// mdnsHub starts a hub in node with mDNS on eth0 and waits until it serves.
+func mdnsHub(t *testing.T, lan *netnstest.LAN, node, name string) (*netnstest.Proc, string) {
+	t.Helper()
+	return startMDNSHub(t, t.TempDir(), lan, node, name)
+}
+
+func mdnsHubB(b *testing.B, lan *netnstest.LAN, name string) (*netnstest.Proc, string) {
+	b.Helper()
+	return startMDNSHub(b, b.TempDir(), lan, "hub", name)
+}
+
+func startMDNSHub(t testing.TB, dir string, lan *netnstest.LAN, node, name string) (*netnstest.Proc, string) {
+	t.Helper()
+	cfg := filepath.Join(dir, "hub.yaml")
+	if err := os.WriteFile(cfg, []byte("mdns:\n  interfaces: [eth0]\n  forgetAfter: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := lan.Helper(node, "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS="+strings.Join([]string{"serve", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
+		"--http-addr", "0.0.0.0:8080", "--mqtt-addr", "0.0.0.0:1883", "--admin-token", testToken, "--hub-name", name}, "|"))
+	base := "http://" + lan.Addr(node) + ":8080"
+	c := lan.HTTPClient(node)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub in %s does not serve", node)
+		}
+		resp, err := c.Get(base + "/healthz")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+	}
+	return p, base
+}
+
+// thingState reads a Thing from the hub in node: its title and its
+// presence and origin as the enriched TD shows them.
+type thingState struct {
+	status   int
+	Title    string                  `json:"title"`
+	Origin   struct{ Source string } `json:"lmos:origin"`
+	Presence struct{ Status string } `json:"lmos:presence"`
+}
+
+func getThing(t *testing.T, c *http.Client, base, id string) thingState {
+	t.Helper()
+	var s thingState
+	resp, err := c.Get(base + "/things/" + pathEscape(id))
+	if err != nil {
+		return s
+	}
+	defer resp.Body.Close()
+	s.status = resp.StatusCode
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatalf("decode %s: %v", b, err)
+		}
+	}
+	return s
+}
+
+func TestMDNSLAN(t *testing.T) {
+	lan := netnstest.New(t, []string{"hub", "a1", "a2"}, "a2")
+	hubProc, base := mdnsHub(t, lan, "hub", "Test Hub")
+	c := lan.HTTPClient("hub")
+	hubIP := lan.Addr("hub")
+
+	t.Run("hub found", func(t *testing.T) {
+		d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0")
+		d.WaitContains(10*time.Second, "Test Hub", "http://"+hubIP+":8080/.well-known/wot", "mqtt://"+hubIP+":1883")
+		f := lan.Helper("a2", "TestMDNSChild", childEnv+"=findhub")
+		f.WaitContains(10*time.Second, `"Name":"Test Hub"`, `"BrokerURL":"mqtt://`+hubIP+`:1883"`)
+	})
+
+	a1 := lan.Helper("a1", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Lamp|0")
+	a1.WaitContains(10*time.Second, "advertised")
+	t.Run("announced then registered", func(t *testing.T) {
+		waitFor(t, 10*time.Second, "a1 registered online", func() bool {
+			s := getThing(t, c, base, "urn:test:a1")
+			return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
+		})
+	})
+	t.Run("TXT change re-fetches", func(t *testing.T) {
+		a1.Send("title Brighter")
+		a1.WaitContains(5*time.Second, "retitled")
+		waitFor(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
+	})
+	t.Run("spoofed id from another host refused", func(t *testing.T) {
+		evil := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Evil|0")
+		evil.WaitContains(10*time.Second, "advertised")
+		hubProc.WaitContains(10*time.Second, "mdns thing refused", "Evil", "bound to another mDNS instance")
+		if got := getThing(t, c, base, "urn:test:a1"); got.Title != "Brighter" || got.Presence.Status != "online" {
+			t.Errorf("after the spoof: %+v", got)
+		}
+		evil.Stop()
+	})
+	t.Run("address change re-fetches", func(t *testing.T) {
+		old := lan.Addr("a1")
+		moved := old[:strings.LastIndexByte(old, '.')+1] + "200"
+		// Deleted first: deleting a primary address deletes its secondaries.
+		for _, args := range [][]string{{"addr", "del", old + "/16", "dev", "eth0"}, {"addr", "add", moved + "/16", "dev", "eth0"}} {
+			if out, err := exec.Command("ip", append([]string{"-n", lan.NS("a1")}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v %s", args, err, out)
+			}
+		}
+		// The agent notices within its 2 s interface poll and announces
+		// its new address; the hub fetches the TD from there.
+		hubProc.WaitContains(15*time.Second, "mdns thing registered", "urn:test:a1", "http://"+moved+":8000/")
+	})
+	t.Run("goodbye makes offline", func(t *testing.T) {
+		a1.Stop()
+		waitFor(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
+	})
+	t.Run("TTL expiry makes offline", func(t *testing.T) {
+		a2 := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a2|Fan|2")
+		a2.WaitContains(10*time.Second, "advertised")
+		waitFor(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
+		a2.Kill() // no goodbye
+		waitFor(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
+	})
+	t.Run("two hubs with one name", func(t *testing.T) {
+		mdnsHub(t, lan, "a2", "Test Hub")
+		d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0")
+		d.WaitContains(10*time.Second, "HUBS (2)")
+		d.WaitContains(5*time.Second, "Test Hub (2)", lan.Addr("a2"))
+	})
+}
+
+// TestMDNSNodeInterop: an agent written with npm multicast-dns registers
+// with the hub, and finds the hub's directory with its TXT in contract
+// order.
+func TestMDNSNodeInterop(t *testing.T) {
+	script, _ := filepath.Abs("../../test/interop/mdns-agent.mjs")
+	if _, err := os.Stat("../../test/interop/node_modules/multicast-dns"); err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("npm multicast-dns not installed (run scripts/test-deps.sh): %v", err)
+		}
+		t.Skip("npm multicast-dns not installed; `make test` installs it")
+	}
+	lan := netnstest.New(t, []string{"hub", "node"})
+	_, base := mdnsHub(t, lan, "hub", "Node Test Hub")
+	c := lan.HTTPClient("hub")
+	n := lan.Start(lan.Command("node", "node", script, "urn:test:node", "Node Lamp", lan.Addr("node"), "8001"))
+	n.WaitContains(10*time.Second, `"announced"`)
+	n.WaitContains(10*time.Second, `"directory":"Node Test Hub._wot._tcp.local"`, `"port":8080`,
+		`"txt":["td=/.well-known/wot","type=Directory","scheme=http"]`)
+	waitFor(t, 10*time.Second, "the node agent registered online", func() bool {
+		s := getThing(t, c, base, "urn:test:node")
+		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
+	})
+	n.Stop()
+	waitFor(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
+}
+
+// TestMDNSAvahiInterop: a Thing published by Avahi (a static service
+// file, avahi-daemon in its own namespace, its /etc/avahi bind-mounted by
+// ip netns exec from /etc/netns/<ns>/avahi, on a private D-Bus) registers
+// with the hub; avahi-browse finds the hub's directory, by type and by
+// subtype; the Thing goes offline when Avahi stops (its goodbyes).
+func TestMDNSAvahiInterop(t *testing.T) {
+	daemon, err := exec.LookPath("avahi-daemon")
+	if err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("avahi-daemon not installed (scripts/test-deps.sh installs it): %v", err)
+		}
+		t.Skip("avahi-daemon not installed; `make test` installs it")
+	}
+	lan := netnstest.New(t, []string{"hub", "avahi"})
+	etc := filepath.Join("/etc/netns", lan.NS("avahi"), "avahi")
+	if err := os.MkdirAll(filepath.Join(etc, "services"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(etc)) })
+	// A private system bus: avahi-browse talks to avahi-daemon over D-Bus.
+	bus := filepath.Join(t.TempDir(), "bus")
+	busConf := filepath.Join(t.TempDir(), "bus.conf")
+	if err := os.WriteFile(busConf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path=`+bus+`</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/><allow receive_sender="*"/>
+<allow send_type="method_call"/><allow send_type="signal"/><allow send_requested_reply="true"/></policy></busconfig>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dbusEnv := "DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + bus
+	conf := "[server]\nhost-name=avahi-lamp\nuse-ipv4=yes\nuse-ipv6=no\nallow-interfaces=eth0\nenable-dbus=yes\n" +
+		"[wide-area]\nenable-wide-area=no\n[publish]\npublish-hinfo=no\npublish-workstation=no\n"
+	service := `<?xml version="1.0" standalone='no'?><!DOCTYPE service-group SYSTEM "avahi-service.dtd">
+<service-group><name>Avahi Lamp</name><service><type>_wot._tcp</type><port>8002</port>
+<txt-record>td=/avahi.td.json</txt-record><txt-record>type=Thing</txt-record></service></service-group>`
+	for name, body := range map[string]string{"avahi-daemon.conf": conf, "services/lamp.service": service} {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	www := t.TempDir()
+	if err := os.WriteFile(filepath.Join(www, "avahi.td.json"), tdFor("urn:test:avahi", "Avahi Lamp"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lan.Start(lan.Command("avahi", "python3", "-m", "http.server", "8002", "--bind", "0.0.0.0", "--directory", www))
+
+	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
+	c := lan.HTTPClient("hub")
+	lan.Start(lan.Command("avahi", "dbus-daemon", "--config-file="+busConf, "--nofork", "--nopidfile"))
+	waitFor(t, 5*time.Second, "the private bus", func() bool { _, err := os.Stat(bus); return err == nil })
+	avCmd := lan.Command("avahi", daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title")
+	avCmd.Env = append(os.Environ(), dbusEnv)
+	av := lan.Start(avCmd)
+	waitFor(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+		s := getThing(t, c, base, "urn:test:avahi")
+		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
+	})
+	if browse, err := exec.LookPath("avahi-browse"); err == nil {
+		for _, typ := range []string{"_wot._tcp", "_directory._sub._wot._tcp"} {
+			cmd := lan.Command("avahi", browse, "--resolve", "--terminate", "--parsable", "--no-db-lookup", typ)
+			cmd.Env = append(os.Environ(), dbusEnv)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("avahi-browse %s: %v\n%s", typ, err, out)
+			}
+			t.Logf("avahi-browse %s:\n%s", typ, out)
+			// avahi-browse escapes spaces as \032 and lists TXT strings in
+			// reverse wire order: the Lamp's service file says td, type.
+			hub := "=;eth0;IPv4;Avahi\\032Test\\032Hub;_wot._tcp;local;"
+			var found bool
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.HasPrefix(line, hub) && strings.HasSuffix(line, ";"+lan.Addr("hub")+`;8080;"scheme=http" "type=Directory" "td=/.well-known/wot"`) {
+					found = true
+				}
+				if typ == "_wot._tcp" && strings.HasPrefix(line, "=;eth0;IPv4;Avahi\\032Lamp;") && !strings.HasSuffix(line, `"type=Thing" "td=/avahi.td.json"`) {
+					t.Errorf("avahi-browse lists TXT strings in another order than assumed: %s", line)
+				}
+			}
+			if !found {
+				t.Errorf("avahi-browse %s did not resolve the hub's directory", typ)
+			}
+		}
+	} else if os.Getenv("LMOS_INTEROP") == "1" {
+		t.Errorf("avahi-browse not installed (avahi-utils)")
+	}
+	av.Stop()
+	waitFor(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
+}
+
+// TestMDNSPortTaken: a program holding UDP 5353 exclusively (no
+// SO_REUSEADDR) does not stop the hub: it serves, and says why mDNS is off.
+func TestMDNSPortTaken(t *testing.T) {
+	lan := netnstest.New(t, []string{"hub"})
+	hold := lan.Start(lan.Command("hub", "python3", "-c", `import socket, time
+a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); a.bind(("", 5353))
+b = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); b.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1); b.bind(("::", 5353))
+print("held", flush=True); time.sleep(60)`))
+	hold.WaitContains(10*time.Second, "held")
+	p, _ := mdnsHub(t, lan, "hub", "Blocked Hub") // serves /healthz
+	p.WaitContains(5*time.Second, "mdns is off", "5353")
+}

@@ -1,0 +1,195 @@
+// Package netnstest builds small LANs out of Linux network namespaces for
+// tests that need real multicast (mDNS) without touching the machine's own
+// interfaces: every node is a namespace whose eth0 (a veth) is plugged into
+// a bridge in a switch namespace, with a link-local 169.254.x.y address.
+// It needs root; Require skips without it unless CI is set.
+package netnstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// prefix starts every namespace this package creates, so stale ones from
+// killed test runs can be found and deleted.
+const prefix = "lmosmd"
+
+// Require skips the test unless it can create network namespaces: as root
+// with the ip command. With CI set it fails instead of skipping.
+func Require(t testing.TB) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root"
+	} else if _, err := exec.LookPath("ip"); err != nil {
+		why = "the ip command (iproute2) is missing"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("network namespace tests need root and iproute2 (%s); CI must run them", why)
+	}
+	t.Skipf("skipping: network namespace tests need root and iproute2 (%s); run as root or set CI to make this fail", why)
+}
+
+var counter atomic.Int64
+
+// LAN is a set of namespaces on one bridge.
+type LAN struct {
+	t     testing.TB
+	id    string
+	sw    string
+	nodes map[string]int
+	net   int // third octet of the addresses
+}
+
+// New creates the nodes (names are short, e.g. "hub", "a1"). Each gets
+// eth0 with 169.254.<n>.<i>/16 where i is its position from 1; without
+// IPv6 when noIPv6 lists it. Everything is deleted at cleanup.
+func New(t testing.TB, nodes []string, noIPv6 ...string) *LAN {
+	t.Helper()
+	Require(t)
+	deleteStale()
+	n := counter.Add(1)
+	l := &LAN{t: t, id: fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), n), nodes: map[string]int{}, net: 10 + int(n%200)}
+	l.sw = l.id + "-sw"
+	t.Cleanup(l.Close)
+	l.ip("netns", "add", l.sw)
+	l.ip("-n", l.sw, "link", "add", "br0", "type", "bridge")
+	// Forward multicast at once: no snooping, no learning delay.
+	l.ip("-n", l.sw, "link", "set", "br0", "type", "bridge", "mcast_snooping", "0", "forward_delay", "0")
+	l.ip("-n", l.sw, "link", "set", "br0", "up")
+	for i, n := range nodes {
+		ns := l.NS(n)
+		l.nodes[n] = i + 1
+		l.ip("netns", "add", ns)
+		l.ip("-n", ns, "link", "set", "lo", "up")
+		port := fmt.Sprintf("p%d", i+1)
+		l.ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", l.sw)
+		l.ip("-n", l.sw, "link", "set", port, "master", "br0")
+		l.ip("-n", l.sw, "link", "set", port, "up")
+		if contains(noIPv6, n) {
+			l.run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+		} else {
+			// No duplicate address detection: link-local IPv6 is usable at once.
+			l.run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0")
+		}
+		l.ip("-n", ns, "addr", "add", l.Addr(n)+"/16", "dev", "eth0")
+		l.ip("-n", ns, "link", "set", "eth0", "up")
+	}
+	return l
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NS is the namespace name of node.
+func (l *LAN) NS(node string) string { return l.id + "-" + node }
+
+// Addr is the IPv4 address of node.
+func (l *LAN) Addr(node string) string {
+	return fmt.Sprintf("169.254.%d.%d", l.net, l.nodes[node])
+}
+
+func (l *LAN) ip(args ...string) { l.t.Helper(); l.run("ip", args...) }
+
+func (l *LAN) run(name string, args ...string) {
+	l.t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// Command runs argv inside node's namespace.
+func (l *LAN) Command(node string, argv ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", l.NS(node)}, argv...)...)
+}
+
+// Close deletes the namespaces (processes still inside keep them alive
+// until they exit; tests stop theirs first).
+func (l *LAN) Close() {
+	for n := range l.nodes {
+		_ = exec.Command("ip", "netns", "del", l.NS(n)).Run()
+	}
+	_ = exec.Command("ip", "netns", "del", l.sw).Run()
+}
+
+// deleteStale removes namespaces left by test processes that no longer run.
+func deleteStale() {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(name, prefix), "%d-", &pid); err != nil {
+			continue
+		}
+		if pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		_ = exec.Command("ip", "netns", "del", name).Run()
+	}
+}
+
+// HTTPClient returns a client whose connections are opened inside node's
+// namespace: each dial runs on an OS thread switched into it (and then
+// discarded), and the socket stays in that namespace.
+func (l *LAN) HTTPClient(node string) *http.Client {
+	path := "/var/run/netns/" + l.NS(node)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			// Never unlocked: the thread, now in another namespace, ends
+			// with this goroutine.
+			runtime.LockOSThread()
+			f, err := os.Open(path)
+			if err != nil {
+				ch <- result{nil, err}
+				return
+			}
+			defer f.Close()
+			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+				ch <- result{nil, fmt.Errorf("cannot enter namespace %s: %w", path, err)}
+				return
+			}
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			ch <- result{c, err}
+		}()
+		r := <-ch
+		return r.c, r.err
+	}
+	return &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true},
+	}
+}

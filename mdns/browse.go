@@ -1,0 +1,636 @@
+package mdns
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// EventKind says what happened to a browsed instance.
+type EventKind int
+
+// Event kinds.
+const (
+	// Added: an instance became complete (SRV, TXT and an address known).
+	Added EventKind = iota
+	// Updated: its TXT, host, port, addresses or interface changed.
+	Updated
+	// Removed: a goodbye, or its records expired unrefreshed.
+	Removed
+	// Seen: a re-announcement or answer refreshed it, unchanged.
+	Seen
+)
+
+func (k EventKind) String() string {
+	return [...]string{"added", "updated", "removed", "seen"}[k]
+}
+
+// Entry is a browsed service instance.
+type Entry struct {
+	Instance string // unescaped instance name
+	Service  string // "_wot._tcp"
+	Host     string // SRV target, "host.local."
+	Port     int
+	Text     []string // TXT strings in the order received
+	IPs      []net.IP // IPv4 first
+	Iface    string
+	// Subtypes browsed that hold this instance, e.g. "_directory".
+	Subtypes []string
+}
+
+// TXT returns the TXT record as keys (lower case) and values.
+func (e Entry) TXT() map[string]string { return parseTXT(e.Text) }
+
+// Key identifies the instance: its full name in lower case.
+func (e Entry) Key() string {
+	return strings.ToLower(escapeLabel(e.Instance) + "." + serviceName(e.Service))
+}
+
+func (e Entry) equal(o Entry) bool {
+	return e.Host == o.Host && e.Port == o.Port && e.Iface == o.Iface &&
+		slices.Equal(e.Text, o.Text) && slices.Equal(e.Subtypes, o.Subtypes) &&
+		slices.EqualFunc(e.IPs, o.IPs, net.IP.Equal)
+}
+
+// Event is one change of a browsed instance.
+type Event struct {
+	Kind  EventKind
+	Entry Entry
+	// Reason of a removal: "goodbye" or "expired".
+	Reason string
+}
+
+// BrowserConfig configures a Browser.
+type BrowserConfig struct {
+	// Types to browse, e.g. "_wot._tcp", "_directory._sub._wot._tcp".
+	Types []string
+	// Interfaces to browse on; empty: every LAN interface.
+	Interfaces []string
+	// MaxRecords bounds the cache (default 4096); records beyond it are
+	// dropped, so a flood costs bounded memory.
+	MaxRecords int
+	// OnEvent receives the events, in order, on the browser's goroutine:
+	// it must not block.
+	OnEvent func(Event)
+	Logger  *slog.Logger
+}
+
+// maxCacheTTL caps the TTL of cached records (the longest a responder
+// should use, RFC 6762 §10).
+const maxCacheTTL = otherTTL
+
+type cached struct {
+	rr       dns.RR
+	ifIndex  int
+	received time.Time
+	expires  time.Time
+	// stage counts the refresh queries sent (at 80, 85, 90, 95 % of TTL).
+	stage int
+}
+
+// Browser follows service instances on the LAN (RFC 6763 browsing with an
+// RFC 6762 cache): it queries, caches what anyone announces or answers,
+// re-queries records at 80–95 % of their TTL, and reports instances added,
+// updated, seen and removed (by goodbye or expiry).
+type Browser struct {
+	cfg   BrowserConfig
+	log   *slog.Logger
+	conn  *conn
+	types map[string]string // browsed name (lower) → subtype ("" for base types)
+	bases map[string]bool   // base service names (lower), "_wot._tcp.local."
+
+	records  map[string]*cached
+	views    map[string]Entry
+	goodbyes map[string]bool
+	asked    map[string]time.Time
+	dropped  int
+
+	mu       sync.Mutex // guards snapshot
+	snapshot []Entry
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// Browse starts browsing.
+func Browse(cfg BrowserConfig) (*Browser, error) {
+	b, err := newBrowser(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ifs, err := selectInterfaces(cfg.Interfaces)
+	if err != nil {
+		return nil, err
+	}
+	if len(ifs) == 0 {
+		b.log.Warn("no network interface to browse on", "interfaces", cfg.Interfaces)
+	}
+	c, err := openConn(ifs, b.log)
+	if err != nil {
+		return nil, err
+	}
+	b.conn = c
+	go b.run()
+	return b, nil
+}
+
+func newBrowser(cfg BrowserConfig) (*Browser, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxRecords <= 0 {
+		cfg.MaxRecords = 4096
+	}
+	if cfg.OnEvent == nil {
+		cfg.OnEvent = func(Event) {}
+	}
+	b := &Browser{
+		cfg: cfg, log: cfg.Logger,
+		types: map[string]string{}, bases: map[string]bool{},
+		records: map[string]*cached{}, views: map[string]Entry{},
+		goodbyes: map[string]bool{}, asked: map[string]time.Time{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for _, t := range cfg.Types {
+		name := strings.ToLower(serviceName(t))
+		sub, base, ok := strings.Cut(name, "._sub.")
+		if ok {
+			b.types[name] = sub
+		} else {
+			base = name
+			b.types[name] = ""
+		}
+		b.bases[base] = true
+	}
+	if len(b.types) == 0 {
+		return nil, fmt.Errorf("cannot browse: no service type given")
+	}
+	return b, nil
+}
+
+// Entries returns the instances known now.
+func (b *Browser) Entries() []Entry {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.snapshot)
+}
+
+// Close stops browsing.
+func (b *Browser) Close() error {
+	b.once.Do(func() {
+		close(b.stop)
+		<-b.done
+		b.conn.close()
+	})
+	return nil
+}
+
+func (b *Browser) run() {
+	defer close(b.done)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	poll := time.NewTicker(2 * time.Second)
+	defer poll.Stop()
+	sig := signature(b.conn.interfaces())
+	// Browse queries at 0, 1, 3, 7 … s, doubling up to an hour (RFC 6762 §5.2).
+	next, gap := time.Now(), time.Second
+	for {
+		select {
+		case <-b.stop:
+			return
+		case p := <-b.conn.inbox:
+			b.handle(p, time.Now())
+		case now := <-tick.C:
+			if !now.Before(next) {
+				b.query()
+				next, gap = now.Add(gap), min(2*gap, time.Hour)
+			}
+			b.maintain(now)
+		case <-poll.C:
+			ifs, err := selectInterfaces(b.cfg.Interfaces)
+			if err == nil {
+				if s := signature(ifs); s != sig {
+					sig = s
+					b.conn.setInterfaces(ifs)
+					next, gap = time.Now(), time.Second
+				}
+			}
+		}
+	}
+}
+
+// query asks for every browsed type on every interface.
+func (b *Browser) query() {
+	m := new(dns.Msg)
+	for name := range b.types {
+		m.Question = append(m.Question, dns.Question{Name: name, Qtype: dns.TypePTR, Qclass: dns.ClassINET})
+	}
+	b.conn.sendAll(m)
+}
+
+func recordKey(ifIndex int, rr dns.RR) string {
+	return fmt.Sprintf("%d|%s|%d|%x", ifIndex, strings.ToLower(rr.Header().Name), rr.Header().Rrtype, rdata(rr))
+}
+
+// relevant reports whether rr belongs in the cache: PTRs of browsed types,
+// SRV and TXT of their instances, and addresses (of hosts an SRV may name).
+func (b *Browser) relevant(rr dns.RR) bool {
+	name := strings.ToLower(rr.Header().Name)
+	switch rr := rr.(type) {
+	case *dns.PTR:
+		_, ok := b.types[name]
+		if !ok {
+			return false
+		}
+		_, rest, err := splitFirstLabel(strings.ToLower(rr.Ptr))
+		return err == nil && b.bases[rest]
+	case *dns.SRV, *dns.TXT:
+		_, rest, err := splitFirstLabel(name)
+		return err == nil && b.bases[rest]
+	case *dns.A, *dns.AAAA:
+		return true
+	}
+	return false
+}
+
+// handle caches the records of a response and reports what changed.
+func (b *Browser) handle(p packet, now time.Time) {
+	if !p.msg.Response {
+		return
+	}
+	changed := false
+	inPacket := map[string]bool{}
+	type flushKey struct {
+		ifIndex int
+		name    string
+		typ     uint16
+	}
+	flush := map[flushKey]bool{}
+	seen := map[string]bool{}
+	evicted := false
+	for _, rr := range append(p.msg.Answer[:len(p.msg.Answer):len(p.msg.Answer)], p.msg.Extra...) {
+		if !b.relevant(rr) {
+			continue
+		}
+		h := rr.Header()
+		key := recordKey(p.ifIndex, rr)
+		if h.Ttl == 0 {
+			// Goodbye (RFC 6762 §10.1): gone at once.
+			if c, ok := b.records[key]; ok {
+				delete(b.records, key)
+				changed = true
+				if ptr, ok := c.rr.(*dns.PTR); ok {
+					b.goodbyes[strings.ToLower(ptr.Ptr)] = true
+				}
+				if h.Rrtype == dns.TypeSRV {
+					b.goodbyes[strings.ToLower(h.Name)] = true
+				}
+			}
+			continue
+		}
+		inPacket[key] = true
+		if h.Class&(1<<15) != 0 {
+			flush[flushKey{p.ifIndex, strings.ToLower(h.Name), h.Rrtype}] = true
+		}
+		// TTLs are capped, so hostile records cannot stay for years.
+		h.Ttl = min(h.Ttl, maxCacheTTL)
+		exp := now.Add(time.Duration(h.Ttl) * time.Second)
+		if c, ok := b.records[key]; ok {
+			c.received, c.expires, c.stage = now, exp, 0
+			c.rr = rr
+			switch rr := rr.(type) {
+			case *dns.PTR:
+				seen[strings.ToLower(rr.Ptr)] = true
+			case *dns.SRV:
+				seen[strings.ToLower(h.Name)] = true
+			}
+			continue
+		}
+		if len(b.records) >= b.cfg.MaxRecords {
+			// Evicting scans the cache: at most once per packet.
+			if !evicted {
+				evicted = true
+				b.evict()
+			}
+			if len(b.records) >= b.cfg.MaxRecords {
+				b.dropped++
+				if b.dropped%1000 == 1 {
+					b.log.Warn("mdns cache full; records dropped", "max", b.cfg.MaxRecords, "dropped", b.dropped)
+				}
+				continue
+			}
+		}
+		b.records[key] = &cached{rr: rr, ifIndex: p.ifIndex, received: now, expires: exp}
+		changed = true
+	}
+	// A unique record with the cache-flush bit replaces the others of its
+	// name and type on that interface (RFC 6762 §10.2): a new TXT or
+	// address wins at once.
+	if len(flush) > 0 {
+		for key, c := range b.records {
+			h := c.rr.Header()
+			if flush[flushKey{c.ifIndex, strings.ToLower(h.Name), h.Rrtype}] && !inPacket[key] {
+				delete(b.records, key)
+				changed = true
+			}
+		}
+	}
+	if changed {
+		b.update(now)
+	}
+	for inst := range seen {
+		if e, ok := b.views[inst]; ok {
+			b.cfg.OnEvent(Event{Kind: Seen, Entry: e})
+		}
+	}
+}
+
+// evict drops addresses no SRV names, to make room.
+func (b *Browser) evict() {
+	targets := map[string]bool{}
+	for _, c := range b.records {
+		if srv, ok := c.rr.(*dns.SRV); ok {
+			targets[strings.ToLower(srv.Target)] = true
+		}
+	}
+	for key, c := range b.records {
+		switch c.rr.(type) {
+		case *dns.A, *dns.AAAA:
+			if !targets[strings.ToLower(c.rr.Header().Name)] {
+				delete(b.records, key)
+			}
+		}
+	}
+}
+
+// maintain expires records, sends refresh queries for instances in use at
+// 80, 85, 90 and 95 % of their TTL, and asks for what incomplete instances
+// lack.
+func (b *Browser) maintain(now time.Time) {
+	changed := false
+	ask := map[int][]dns.Question{}
+	for key, c := range b.records {
+		if !now.Before(c.expires) {
+			delete(b.records, key)
+			changed = true
+			continue
+		}
+		ttl := time.Duration(c.rr.Header().Ttl) * time.Second
+		age := now.Sub(c.received)
+		if c.stage < 4 && age >= ttl*time.Duration(80+5*c.stage)/100 {
+			c.stage++
+			if b.inUse(c.rr) {
+				h := c.rr.Header()
+				ask[c.ifIndex] = append(ask[c.ifIndex], dns.Question{Name: h.Name, Qtype: h.Rrtype, Qclass: dns.ClassINET})
+			}
+		}
+	}
+	if changed {
+		b.update(now)
+	}
+	b.askMissing(now, ask)
+	if b.conn == nil {
+		return
+	}
+	for ifIndex, qs := range ask {
+		ifi := b.conn.selected(ifIndex)
+		if ifi == nil {
+			continue
+		}
+		m := new(dns.Msg)
+		m.Question = dedupQuestions(qs)
+		if err := b.conn.send(m, ifi); err != nil {
+			b.log.Debug("cannot send refresh query", "err", err)
+		}
+	}
+	if len(b.asked) > 4096 {
+		clear(b.asked)
+	}
+}
+
+func dedupQuestions(qs []dns.Question) []dns.Question {
+	seen := map[dns.Question]bool{}
+	var out []dns.Question
+	for _, q := range qs {
+		q.Name = strings.ToLower(q.Name)
+		if !seen[q] && len(out) < 64 {
+			seen[q] = true
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// inUse reports whether rr is part of a reported instance.
+func (b *Browser) inUse(rr dns.RR) bool {
+	name := strings.ToLower(rr.Header().Name)
+	switch rr := rr.(type) {
+	case *dns.PTR:
+		_, ok := b.views[strings.ToLower(rr.Ptr)]
+		return ok
+	case *dns.SRV, *dns.TXT:
+		_, ok := b.views[name]
+		return ok
+	default:
+		for _, e := range b.views {
+			if strings.EqualFold(e.Host, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// askMissing queries, at most once a second per name, the SRV and TXT of
+// instances known by PTR only, and the addresses of SRV targets.
+func (b *Browser) askMissing(now time.Time, ask map[int][]dns.Question) {
+	type nameType struct {
+		ifIndex int
+		name    string
+		typ     uint16
+	}
+	have := make(map[nameType]bool, len(b.records))
+	for _, c := range b.records {
+		h := c.rr.Header()
+		have[nameType{c.ifIndex, strings.ToLower(h.Name), h.Rrtype}] = true
+	}
+	for _, c := range b.records {
+		var q dns.Question
+		switch rr := c.rr.(type) {
+		case *dns.PTR:
+			inst := strings.ToLower(rr.Ptr)
+			if _, ok := b.views[inst]; ok || (have[nameType{c.ifIndex, inst, dns.TypeSRV}] && have[nameType{c.ifIndex, inst, dns.TypeTXT}]) {
+				continue
+			}
+			q = dns.Question{Name: inst, Qtype: dns.TypeANY, Qclass: dns.ClassINET}
+		case *dns.SRV:
+			t := strings.ToLower(rr.Target)
+			if have[nameType{c.ifIndex, t, dns.TypeA}] || have[nameType{c.ifIndex, t, dns.TypeAAAA}] {
+				continue
+			}
+			q = dns.Question{Name: t, Qtype: dns.TypeANY, Qclass: dns.ClassINET}
+		default:
+			continue
+		}
+		k := fmt.Sprint(c.ifIndex, q.Name)
+		if now.Sub(b.asked[k]) < time.Second {
+			continue
+		}
+		b.asked[k] = now
+		ask[c.ifIndex] = append(ask[c.ifIndex], q)
+	}
+}
+
+// update recomputes the instances from the cache and reports the
+// differences.
+func (b *Browser) update(now time.Time) {
+	// Index the cache once.
+	type idx struct {
+		ifIndex int
+		name    string
+	}
+	srvs := map[idx]*cached{}
+	txts := map[idx]*cached{}
+	addrs := map[idx][]net.IP{}
+	type ptrRef struct {
+		ifIndex int
+		subtype string
+	}
+	ptrs := map[string][]ptrRef{}
+	for _, c := range b.records {
+		name := strings.ToLower(c.rr.Header().Name)
+		k := idx{c.ifIndex, name}
+		switch rr := c.rr.(type) {
+		case *dns.PTR:
+			inst := strings.ToLower(rr.Ptr)
+			ptrs[inst] = append(ptrs[inst], ptrRef{c.ifIndex, b.types[name]})
+		case *dns.SRV:
+			if o := srvs[k]; o == nil || c.received.After(o.received) {
+				srvs[k] = c
+			}
+		case *dns.TXT:
+			if o := txts[k]; o == nil || c.received.After(o.received) {
+				txts[k] = c
+			}
+		case *dns.A:
+			addrs[k] = append(addrs[k], rr.A)
+		case *dns.AAAA:
+			addrs[k] = append(addrs[k], rr.AAAA)
+		}
+	}
+	views := map[string]Entry{}
+	for inst, refs := range ptrs {
+		label, rest, err := splitFirstLabel(inst)
+		if err != nil {
+			continue
+		}
+		var best *Entry
+		var bestAt time.Time
+		var bestSticky bool
+		var subtypes []string
+		for _, r := range refs {
+			if r.subtype != "" && !slices.Contains(subtypes, r.subtype) {
+				subtypes = append(subtypes, r.subtype)
+			}
+			srv, txt := srvs[idx{r.ifIndex, inst}], txts[idx{r.ifIndex, inst}]
+			if srv == nil || txt == nil {
+				continue
+			}
+			target := strings.ToLower(srv.rr.(*dns.SRV).Target)
+			ips := addrs[idx{r.ifIndex, target}]
+			if len(ips) == 0 {
+				continue
+			}
+			ifName := fmt.Sprint(r.ifIndex)
+			if b.conn != nil {
+				if ifi := b.conn.selected(r.ifIndex); ifi != nil {
+					ifName = ifi.Name
+				}
+			}
+			// On a host seen on several interfaces, keep the interface
+			// reported before while it stays complete: alternating would
+			// report an update (and make the hub fetch) at every
+			// announcement. Otherwise the latest SRV wins.
+			o, had := b.views[inst]
+			sticky := had && o.Iface == ifName
+			if best != nil && !sticky && (bestSticky || !srv.received.After(bestAt)) {
+				continue
+			}
+			// The instance label keeps its case from the SRV owner name.
+			if l, _, err := splitFirstLabel(srv.rr.Header().Name); err == nil {
+				label = l
+			}
+			e := Entry{
+				Instance: label,
+				Service:  strings.TrimSuffix(rest, "."+domain),
+				Host:     srv.rr.(*dns.SRV).Target,
+				Port:     int(srv.rr.(*dns.SRV).Port),
+				Text:     txt.rr.(*dns.TXT).Txt,
+				IPs:      sortIPs(ips),
+				Iface:    ifName,
+			}
+			best, bestAt, bestSticky = &e, srv.received, sticky
+		}
+		if best != nil {
+			slices.Sort(subtypes)
+			best.Subtypes = subtypes
+			views[inst] = *best
+		}
+	}
+	old := b.views
+	b.views = views
+	for k, e := range views {
+		o, ok := old[k]
+		switch {
+		case !ok:
+			delete(b.goodbyes, k)
+			b.cfg.OnEvent(Event{Kind: Added, Entry: e})
+		case !o.equal(e):
+			b.cfg.OnEvent(Event{Kind: Updated, Entry: e})
+		}
+	}
+	for k, o := range old {
+		if _, ok := views[k]; !ok {
+			reason := "expired"
+			if b.goodbyes[k] {
+				reason = "goodbye"
+			}
+			delete(b.goodbyes, k)
+			b.cfg.OnEvent(Event{Kind: Removed, Entry: o, Reason: reason})
+		}
+	}
+	if len(b.goodbyes) > 4096 {
+		clear(b.goodbyes)
+	}
+	snap := make([]Entry, 0, len(views))
+	for _, e := range views {
+		snap = append(snap, e)
+	}
+	slices.SortFunc(snap, func(a, c Entry) int { return strings.Compare(a.Key(), c.Key()) })
+	b.mu.Lock()
+	b.snapshot = snap
+	b.mu.Unlock()
+}
+
+// sortIPs orders addresses IPv4 first, then by value, without duplicates.
+func sortIPs(ips []net.IP) []net.IP {
+	out := slices.Clone(ips)
+	slices.SortFunc(out, func(a, c net.IP) int {
+		a4, c4 := a.To4() != nil, c.To4() != nil
+		if a4 != c4 {
+			if a4 {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(string(a.To16()), string(c.To16()))
+	})
+	return slices.CompactFunc(out, net.IP.Equal)
+}

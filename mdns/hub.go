@@ -1,0 +1,111 @@
+package mdns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// Config configures the hub's mDNS adapter.
+type Config struct {
+	// Name is the hub name, the instance name of both services.
+	Name string
+	// Host is the host label (without .local), unique per hub.
+	Host string
+	// Interfaces to use; empty: every LAN interface (docker, veth, tun … skipped).
+	Interfaces []string
+	// HTTPPort and MQTTPort are the bound ports to advertise.
+	HTTPPort, MQTTPort int
+	// Scheme of the directory: http or https.
+	Scheme      string
+	ForgetAfter time.Duration
+	Logger      *slog.Logger
+}
+
+// Hub advertises the hub's directory and broker and registers the Things
+// announced on the LAN.
+type Hub struct {
+	log       *slog.Logger
+	browser   *Browser
+	Registrar *Registrar
+
+	mu   sync.Mutex
+	adv  *Advertiser
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Open starts browsing and registering at once, and advertising in the
+// background (probing for the names takes about a second).
+func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Scheme == "" {
+		cfg.Scheme = "http"
+	}
+	h := &Hub{log: cfg.Logger, done: make(chan struct{})}
+	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Logger: cfg.Logger})
+	b, err := Browse(BrowserConfig{Types: []string{"_wot._tcp"}, Interfaces: cfg.Interfaces, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
+	if err != nil {
+		h.Registrar.Close()
+		return nil, fmt.Errorf("cannot browse mdns: %w", err)
+	}
+	h.browser = b
+	services := []Service{{
+		Instance: cfg.Name, Type: "_wot._tcp", Subtypes: []string{"_directory"}, Port: cfg.HTTPPort,
+		Text: []string{"td=/.well-known/wot", "type=Directory", "scheme=" + cfg.Scheme},
+	}}
+	if cfg.MQTTPort > 0 {
+		services = append(services, Service{Instance: cfg.Name, Type: "_mqtt._tcp", Port: cfg.MQTTPort})
+	}
+	h.ctx, h.stop = context.WithCancel(context.Background())
+	go func() {
+		defer close(h.done)
+		a, err := Advertise(h.ctx, AdvertiserConfig{Host: cfg.Host, Interfaces: cfg.Interfaces, Logger: cfg.Logger}, services...)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				h.log.Error("cannot advertise the hub over mdns", "err", err)
+			}
+			return
+		}
+		h.mu.Lock()
+		h.adv = a
+		h.mu.Unlock()
+		s := a.Services()
+		h.log.Info("mdns advertising", "name", s[0].Instance, "host", a.Host()+".local", "http_port", cfg.HTTPPort, "mqtt_port", cfg.MQTTPort)
+	}()
+	h.log.Info("mdns browsing", "type", "_wot._tcp", "interfaces", cfg.Interfaces)
+	return h, nil
+}
+
+// Advertiser returns the advertiser once the names are settled, else nil.
+func (h *Hub) Advertiser() *Advertiser {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.adv
+}
+
+// Browser returns the browser of _wot._tcp.
+func (h *Hub) Browser() *Browser { return h.browser }
+
+// Close sends the goodbyes and stops browsing and registering.
+func (h *Hub) Close(ctx context.Context) error {
+	h.stop()
+	select {
+	case <-h.done:
+	case <-ctx.Done():
+		return fmt.Errorf("cannot close mdns: %w", ctx.Err())
+	}
+	if a := h.Advertiser(); a != nil {
+		a.Close()
+	}
+	h.browser.Close()
+	return h.Registrar.Close()
+}

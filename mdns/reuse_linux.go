@@ -1,0 +1,5 @@
+package mdns
+
+import "golang.org/x/sys/unix"
+
+const soReusePort = unix.SO_REUSEPORT
