@@ -1,7 +1,9 @@
 package web
 
 import (
+	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -15,7 +17,24 @@ func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
 		scheme = "https"
 	}
 	base := scheme + "://" + r.Host + "/"
-	writeJSON(w, http.StatusOK, mtTD, s.directoryDoc(base))
+	td := s.directoryDoc(base)
+	// The broker is reached at the host the request came to, like base.
+	if port := s.brokerPort(); port > 0 {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+			host = h
+		}
+		broker := map[string]any{"rel": "lmos:broker", "href": "mqtt://" + net.JoinHostPort(host, strconv.Itoa(port))}
+		td["links"] = append([]any{broker}, td["links"].([]any)...)
+	}
+	writeJSON(w, http.StatusOK, mtTD, td)
+}
+
+func (s *Server) brokerPort() int {
+	if s.cfg.BrokerPort == nil {
+		return 0
+	}
+	return s.cfg.BrokerPort()
 }
 
 func (s *Server) directoryDoc(base string) map[string]any {

@@ -43,6 +43,9 @@ type Config struct {
 	// ProxyTimeout bounds how long the proxy waits for a final result
 	// (default 30 s).
 	ProxyTimeout time.Duration
+	// BrokerPort is the MQTT broker's port for the directory TD's
+	// lmos:broker link; nil or 0 leaves the link out.
+	BrokerPort func() int
 	// SSEHeartbeat is the interval of keep-alive comments (default 15 s).
 	SSEHeartbeat time.Duration
 	// MaxStreams bounds the event streams one client address

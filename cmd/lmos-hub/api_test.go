@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -271,6 +272,12 @@ func TestDirectoryTD(t *testing.T) {
 		if len(forms) == 0 || forms[0].(map[string]any)["subprotocol"] != "sse" {
 			t.Errorf("event %s: %v", e, ev)
 		}
+	}
+	// The broker is linked at the host the request came to.
+	links, _ := td["links"].([]any)
+	_, mqttPort, _ := net.SplitHostPort(h.Main.MQTTAddr.String())
+	if len(links) == 0 || fmt.Sprint(links[0]) != fmt.Sprintf("map[href:mqtt://127.0.0.1:%s rel:lmos:broker]", mqttPort) {
+		t.Errorf("links %v, want lmos:broker mqtt://127.0.0.1:%s first", links, mqttPort)
 	}
 	// The hub id is stable across restarts.
 	h.Close()

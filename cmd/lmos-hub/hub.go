@@ -109,6 +109,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Router:       m.Router,
 		ProxyTimeout: time.Duration(cfg.HTTP.ProxyTimeout),
 		MaxStreams:   cfg.HTTP.MaxStreamsPerClient,
+		// m.MQTTAddr is set below, before the HTTP server starts serving.
+		BrokerPort: func() int {
+			if a, ok := m.MQTTAddr.(*net.TCPAddr); ok {
+				return a.Port
+			}
+			return 0
+		},
 		Checks: map[string]func() error{
 			"store":    db.Ping,
 			"registry": reg.Err,
