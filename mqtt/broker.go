@@ -90,6 +90,12 @@ type Config struct {
 	// a hundred agents at once. A negative JoinRate disables the limit.
 	JoinRate  float64
 	JoinBurst int
+	// Forward carries requests MQTT consumers publish for Things that
+	// another transport reaches (WebSocket agents); the Router. Nil: such
+	// requests only reach MQTT subscribers.
+	Forward hub.Transport
+	// ForwardTimeout bounds a forwarded request (default 30 s).
+	ForwardTimeout time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -108,6 +114,8 @@ type Broker struct {
 	// replies routes invocation results; streams counts open streams.
 	replies replies
 	streams atomic.Int64
+	// forwards bounds requests forwarded to other transports.
+	forwards chan struct{}
 
 	ln       net.Listener
 	served   atomic.Bool
@@ -152,6 +160,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = defaultForwardTimeout
+	}
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = maxWritesPending
@@ -190,6 +201,8 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		cancel: cancel,
 		stop:   make(chan struct{}),
 		joins:  hub.NewRateLimiter(max(cfg.JoinRate, 0), cfg.JoinBurst, nil),
+
+		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
 	b.state = newPersistence(bs, log, cfg.FlushInterval)
