@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,8 @@ type gateway struct {
 	streams   hub.Transport
 	conns     hub.ConnServer
 
-	joins *hub.RateLimiter // anonymous registrations of new Things per address
+	joins   *hub.RateLimiter // anonymous registrations of new Things per address
+	origins []string         // Origin host patterns besides the hub's own host
 
 	mu     sync.Mutex
 	agents map[string]*wsConn // Thing id → the connection it registered on
@@ -88,9 +90,10 @@ func newGateway(s *Server, cfg WSConfig) *gateway {
 	}
 	g := &gateway{
 		s: s, log: s.log.With("component", "ws"), cfg: cfg,
-		joins:  hub.NewRateLimiter(20, 100, nil),
-		agents: make(map[string]*wsConn),
-		open:   make(map[*wsConn]struct{}),
+		joins:   hub.NewRateLimiter(20, 100, nil),
+		origins: originHosts(s.cfg.AllowedOrigins),
+		agents:  make(map[string]*wsConn),
+		open:    make(map[*wsConn]struct{}),
 	}
 	s.metrics.NewGauge("lmos_ws_connections", func() float64 {
 		g.mu.Lock()
@@ -159,8 +162,24 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, subprotocols []s
 	_ = rc.SetWriteDeadline(time.Time{})
 	return websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:   subprotocols,
-		OriginPatterns: s.cfg.AllowedOrigins,
+		OriginPatterns: s.ws.origins,
 	})
+}
+
+// originHosts turns allowed origins (https://host:port, or *) into the host
+// patterns coder/websocket matches an Origin's host against.
+func originHosts(origins []string) []string {
+	var out []string
+	for _, o := range origins {
+		if o == "*" {
+			out = append(out, "*")
+			continue
+		}
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			out = append(out, strings.ToLower(u.Host))
+		}
+	}
+	return out
 }
 
 // serveWS is GET /ws: the LMOS WebSocket subprotocol (PROTOCOL §5).
@@ -392,7 +411,9 @@ func (wc *wsConn) replyError(m *wsMessage, err error) {
 	var pe *problemErr
 	if errors.As(err, &pe) {
 		p = pe.p
-		p.Status = http.StatusBadGateway
+		if !pe.own {
+			p.Status = http.StatusBadGateway
+		}
 	} else {
 		p = hub.ProblemOf(err)
 	}
@@ -471,8 +492,9 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 	case mtPropertyReading, mtActionStatus, mtEvent, mtAcknowledgement, mtError:
 		wc.fromAgent(m)
 	default:
-		wc.replyError(m, &hub.Error{Code: "unsupported-message-type",
-			Message: fmt.Sprintf("the hub does not know the messageType %q", truncate(m.MessageType, 64))})
+		wc.replyError(m, &problemErr{own: true, p: hub.Problem{Type: hub.ErrorTypeBase + "unsupported-message-type",
+			Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
+			Detail: fmt.Sprintf("the hub does not know the messageType %q", truncate(m.MessageType, 64))}})
 	}
 }
 
@@ -614,7 +636,12 @@ func problemError(p *hub.Problem) error {
 	return &problemErr{p: *p}
 }
 
-type problemErr struct{ p hub.Problem }
+// problemErr carries a problem as is: a Thing's (status 502) or, with own,
+// one of the hub's that no error code stands for.
+type problemErr struct {
+	p   hub.Problem
+	own bool
+}
 
 func (e *problemErr) Error() string { return e.p.Detail }
 

@@ -224,6 +224,9 @@ func truncate(s string, n int) string {
 type rawValue []byte
 
 func (r rawValue) MarshalJSON() ([]byte, error) { return r, nil }
+
+// IsZero makes omitzero drop an empty payload (no value), in JSON and CBOR.
+func (r rawValue) IsZero() bool                 { return len(r) == 0 }
 func (r rawValue) MarshalCBOR() ([]byte, error) { return r, nil }
 
 // wsOut is a message the hub sends, in camelCase (PROTOCOL §5); members
@@ -242,10 +245,10 @@ type wsOut struct {
 	Action   string `json:"action,omitempty"`
 	Event    string `json:"event,omitempty"`
 
-	Value  rawValue `json:"value,omitempty"`
-	Data   rawValue `json:"data,omitempty"`
-	Input  rawValue `json:"input,omitempty"`
-	Output rawValue `json:"output,omitempty"`
+	Value  rawValue `json:"value,omitzero"`
+	Data   rawValue `json:"data,omitzero"`
+	Input  rawValue `json:"input,omitzero"`
+	Output rawValue `json:"output,omitzero"`
 
 	Status    any          `json:"status,omitempty"`
 	Error     *hub.Problem `json:"error,omitempty"`
