@@ -220,7 +220,16 @@ type wsConn struct {
 // wsInvocation is what queryAction and cancelAction see.
 type wsInvocation struct {
 	status atomic.Value // string
-	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	cancel    func()       // cancels the delivery once it runs
+	cancelled *atomic.Bool // set by a cancel before the delivery ran
+}
+
+func (inv *wsInvocation) stop() {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.cancel()
 }
 
 func (g *gateway) serve(c *websocket.Conn, remote string) {
@@ -448,9 +457,22 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 			wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many interactions in progress on this connection (at most %d)", wsMaxInFlight))
 			return
 		}
+		// The invocation is known before this returns, so a queryAction or
+		// cancelAction right behind it finds it.
+		var inv *wsInvocation
+		if m.MessageType == mtInvokeAction {
+			inv = &wsInvocation{}
+			inv.status.Store(hub.StatusPending)
+			var cancelled atomic.Bool
+			inv.cancel = func() { cancelled.Store(true) }
+			inv.cancelled = &cancelled
+			wc.mu.Lock()
+			wc.actions[m.ThingID+"|"+m.Name] = inv
+			wc.mu.Unlock()
+		}
 		wc.wg.Go(func() {
 			defer func() { <-wc.inFlight }()
-			wc.interact(m)
+			wc.interact(m, inv)
 		})
 	case mtObserveProperty, mtSubscribeEvent:
 		if m.ThingID == "" || m.Name == "" {
@@ -527,7 +549,7 @@ func (wc *wsConn) interaction(m *wsMessage, op hub.Op) (hub.Interaction, error) 
 func (wc *wsConn) router() (*hub.Router, error) { return wc.g.s.router() }
 
 // interact runs readProperty, writeProperty or invokeAction.
-func (wc *wsConn) interact(m *wsMessage) {
+func (wc *wsConn) interact(m *wsMessage, inv *wsInvocation) {
 	rt, err := wc.router()
 	if err != nil {
 		wc.replyError(m, err)
@@ -545,18 +567,21 @@ func (wc *wsConn) interact(m *wsMessage) {
 		err = wc.checkSchema(m, op)
 	}
 	if err != nil {
+		if inv != nil {
+			inv.status.Store(hub.StatusFailed)
+		}
 		wc.replyError(m, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(wc.ctx, wc.g.s.cfg.ProxyTimeout)
 	defer cancel()
-	var inv *wsInvocation
-	if op == hub.OpInvokeAction {
-		inv = &wsInvocation{cancel: cancel}
-		inv.status.Store(hub.StatusPending)
-		wc.mu.Lock()
-		wc.actions[m.ThingID+"|"+m.Name] = inv
-		wc.mu.Unlock()
+	if inv != nil {
+		inv.mu.Lock()
+		if inv.cancelled.Load() {
+			cancel()
+		}
+		inv.cancel = cancel
+		inv.mu.Unlock()
 	}
 	err = rt.Deliver(ctx, in, func(res hub.Result) error {
 		if inv != nil {
@@ -656,7 +681,7 @@ func (wc *wsConn) queryAction(m *wsMessage) {
 		return
 	}
 	if m.MessageType == mtCancelAction {
-		inv.cancel()
+		inv.stop()
 		wc.ack(m, "cancelled")
 		return
 	}

@@ -88,7 +88,9 @@ func (h *testHub) wsWrap(c *websocket.Conn) *wsClient {
 // messageId unless m has one; it returns the messageId.
 func (w *wsClient) send(m map[string]any, binary bool) string {
 	w.t.Helper()
-	if _, ok := m["messageId"]; !ok {
+	_, ok := m["messageId"]
+	_, kotlin := m["messageID"]
+	if !ok && !kotlin {
 		m["messageId"] = uuid.NewString()
 	}
 	var b []byte
@@ -105,6 +107,9 @@ func (w *wsClient) send(m map[string]any, binary bool) string {
 	}
 	w.raw(typ, b)
 	id, _ := m["messageId"].(string)
+	if kotlin {
+		id, _ = m["messageID"].(string)
+	}
 	return id
 }
 
@@ -182,6 +187,7 @@ func wsTD(id string) map[string]any {
 		"actions": map[string]any{
 			"count": aff(nil),
 			"fail":  aff(nil),
+			"never": aff(nil),
 			"add": aff(map[string]any{"input": map[string]any{"type": "object", "required": []any{"a", "b"},
 				"properties": map[string]any{"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number", "minimum": 0}}}}),
 		},
