@@ -271,9 +271,14 @@ func (g *gateway) serve(c *websocket.Conn, remote string) {
 
 // close closes the connection with code, once; the read loop then ends.
 func (wc *wsConn) close(code websocket.StatusCode, reason string) {
+	// The read loop sees the close handshake end and returns; cancelling
+	// its context first would drop the TCP connection without a close
+	// frame (coder/websocket closes on a cancelled read).
 	wc.closing.Do(func() {
-		wc.cancel()
-		go func() { _ = wc.c.Close(code, reason) }()
+		go func() {
+			_ = wc.c.Close(code, reason)
+			wc.cancel()
+		}()
 	})
 }
 
@@ -299,12 +304,29 @@ func (wc *wsConn) readLoop() {
 			wc.replyError(m, err)
 			continue
 		}
-		if ok, wait := wc.rate.Allow(""); !ok {
+		// Replies of an agent to the hub's requests are as many as the
+		// requests consumers made: only what a peer starts is limited.
+		if ok, wait := wc.rate.Allow(""); !wc.awaited(m) && !ok {
 			wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many messages on this connection; retry in %s", wait.Round(time.Millisecond)))
 			continue
 		}
 		wc.dispatch(m)
 	}
+}
+
+// awaited reports whether m answers a request the hub sent this agent.
+func (wc *wsConn) awaited(m *wsMessage) bool {
+	if m.CorrelationID == "" {
+		return false
+	}
+	switch m.MessageType {
+	case mtPropertyReading, mtActionStatus, mtAcknowledgement, mtError:
+	default:
+		return false
+	}
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	return wc.pending[m.CorrelationID] != nil
 }
 
 // writeLoop writes queued frames in order; a write that fails or takes

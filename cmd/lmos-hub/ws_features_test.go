@@ -136,8 +136,16 @@ func TestWSStreamsAndActionControl(t *testing.T) {
 	expectWSError(t, w.reply(w.send(map[string]any{"messageType": "queryAction", "thingId": a.id, "action": "count"}, false)), 404, "not-found", "")
 	// cancelAction ends an invocation the agent never answers.
 	w.send(map[string]any{"messageType": "invokeAction", "thingId": a.id, "action": "never", "messageId": "never"}, false)
-	ack(map[string]any{"messageType": "cancelAction", "thingId": a.id, "action": "never"})
-	expectWSError(t, w.reply("never"), 503, "unavailable", "cancelled")
+	cid := w.send(map[string]any{"messageType": "cancelAction", "thingId": a.id, "action": "never"}, false)
+	got := map[string]map[string]any{}
+	for len(got) < 2 { // the acknowledgement and the invocation's error, in any order
+		r := w.next(nil)
+		got[r["correlationId"].(string)] = r
+	}
+	if got[cid]["messageType"] != "acknowledgement" {
+		t.Errorf("cancelAction: %v", got[cid])
+	}
+	expectWSError(t, got["never"], 503, "unavailable", "cancelled")
 	if r := w.reply(w.send(map[string]any{"messageType": "queryAction", "thingId": a.id, "action": "never"}, false)); r["status"] != "failed" {
 		t.Errorf("queryAction after cancel %v", r)
 	}
