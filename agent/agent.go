@@ -111,6 +111,10 @@ type Agent struct {
 	closing bool                // no new handlers
 
 	subMu sync.Mutex // orders SUBSCRIBE/UNSUBSCRIBE of watched topics
+
+	// ws is set when the agent speaks the LMOS WebSocket envelope
+	// (Options.URL ws:// or wss://) instead of MQTT.
+	ws *wsLink
 }
 
 // Connect joins the hub: it publishes the TD on lmos/v1/things/{tid}/td,
@@ -134,6 +138,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if isWS(opts.URL) {
+		return connectWS(ctx, opts)
 	}
 	addr, err := brokerAddr(opts.URL)
 	if err != nil {
@@ -214,6 +221,10 @@ func (a *Agent) Close() error {
 	var err error
 	a.once.Do(func() {
 		close(a.closed)
+		if a.ws != nil {
+			a.wsClose()
+			return
+		}
 		a.cancel()
 		<-a.done
 		a.hcancel()
