@@ -200,8 +200,17 @@ type wsConn struct {
 	remote string
 	ctx    context.Context
 	cancel context.CancelFunc
-	send   chan []byte // frames; the type is in the first byte
 	log    *slog.Logger
+
+	// The send queue: frames (the type in the first byte) written in order
+	// by a writer goroutine that runs only while there is something to
+	// write, so an idle connection holds no goroutine of its own but the
+	// read loop (PROTOCOL §10, RSS per connection in docs/PERFORMANCE.md).
+	qmu     sync.Mutex
+	queue   [][]byte
+	writing bool
+	wake    chan struct{} // a frame was queued for the running writer
+	pinger  *time.Timer
 
 	lastRead atomic.Int64 // unix nanoseconds
 	inFlight chan struct{}
@@ -237,8 +246,8 @@ func (g *gateway) serve(c *websocket.Conn, remote string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	wc := &wsConn{
 		g: g, c: c, id: g.nextID.Add(1), remote: remote, ctx: ctx, cancel: cancel,
-		send:     make(chan []byte, g.cfg.SendQueue),
 		inFlight: make(chan struct{}, wsMaxInFlight),
+		wake:     make(chan struct{}, 1),
 		rate:     hub.NewRateLimiter(g.cfg.MessageRate, g.cfg.MessageBurst, nil),
 		streams:  make(map[string]context.CancelFunc),
 		actions:  make(map[string]*wsInvocation),
@@ -258,9 +267,11 @@ func (g *gateway) serve(c *websocket.Conn, remote string) {
 		wc.close(websocket.StatusGoingAway, "the hub is stopping")
 	default:
 	}
-	go wc.writeLoop()
-	go wc.keepAlive()
+	// Reset after the assignment, so keepAlive sees wc.pinger.
+	wc.pinger = time.AfterFunc(time.Hour, wc.keepAlive)
+	wc.pinger.Reset(g.cfg.PingInterval)
 	wc.readLoop()
+	wc.pinger.Stop()
 	wc.cancel()
 	wc.wg.Wait()
 	wc.unregister()
@@ -329,51 +340,83 @@ func (wc *wsConn) awaited(m *wsMessage) bool {
 	return wc.pending[m.CorrelationID] != nil
 }
 
-// writeLoop writes queued frames in order; a write that fails or takes
-// longer than wsWriteTimeout closes the connection.
-func (wc *wsConn) writeLoop() {
+// writerLinger is how long an idle writer goroutine waits for more frames
+// before it exits: a busy connection keeps its writer (and its grown
+// stack), an idle one holds none.
+const writerLinger = time.Second
+
+// drain writes queued frames in order until the queue has stayed empty for
+// writerLinger; a write that fails or takes longer than wsWriteTimeout
+// closes the connection.
+func (wc *wsConn) drain() {
+	linger := time.NewTimer(writerLinger)
+	defer linger.Stop()
 	for {
-		select {
-		case <-wc.ctx.Done():
+		wc.qmu.Lock()
+		if wc.ctx.Err() != nil {
+			wc.queue, wc.writing = nil, false
+			wc.qmu.Unlock()
 			return
-		case f := <-wc.send:
-			ctx, cancel := context.WithTimeout(wc.ctx, wsWriteTimeout)
-			err := wc.c.Write(ctx, websocket.MessageType(f[0]), f[1:])
-			cancel()
-			if err != nil {
-				wc.close(websocket.StatusGoingAway, "write failed")
+		}
+		if len(wc.queue) == 0 {
+			wc.qmu.Unlock()
+			linger.Reset(writerLinger)
+			select {
+			case <-wc.wake:
+				continue
+			case <-wc.ctx.Done():
+				continue
+			case <-linger.C:
+			}
+			wc.qmu.Lock()
+			if len(wc.queue) == 0 {
+				wc.writing = false
+				wc.qmu.Unlock()
 				return
 			}
+			wc.qmu.Unlock()
+			continue
+		}
+		f := wc.queue[0]
+		wc.queue[0] = nil
+		wc.queue = wc.queue[1:]
+		wc.qmu.Unlock()
+		ctx, cancel := context.WithTimeout(wc.ctx, wsWriteTimeout)
+		err := wc.c.Write(ctx, websocket.MessageType(f[0]), f[1:])
+		cancel()
+		if err != nil {
+			wc.close(websocket.StatusGoingAway, "write failed")
+			wc.qmu.Lock()
+			wc.queue, wc.writing = nil, false
+			wc.qmu.Unlock()
+			return
 		}
 	}
 }
 
-// keepAlive pings every PingInterval (an unanswered ping closes the
-// connection) and closes an idle one: nothing received for IdleTimeout and
-// nothing open on it.
+// keepAlive runs every PingInterval on a timer: it closes an idle
+// connection (nothing received for IdleTimeout and nothing open on it),
+// else pings it; a ping unanswered within the interval closes it.
 func (wc *wsConn) keepAlive() {
-	t := time.NewTicker(wc.g.cfg.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-wc.ctx.Done():
-			return
-		case <-t.C:
-		}
-		idle := time.Since(time.Unix(0, wc.lastRead.Load()))
-		if idle > wc.g.cfg.IdleTimeout && wc.quiet() {
-			wc.close(websocket.StatusGoingAway, "idle")
-			return
-		}
-		ctx, cancel := context.WithTimeout(wc.ctx, wc.g.cfg.PingInterval)
-		err := wc.c.Ping(ctx)
-		cancel()
-		if err != nil && wc.ctx.Err() == nil {
+	if wc.ctx.Err() != nil {
+		return
+	}
+	idle := time.Since(time.Unix(0, wc.lastRead.Load()))
+	if idle > wc.g.cfg.IdleTimeout && wc.quiet() {
+		wc.close(websocket.StatusGoingAway, "idle")
+		return
+	}
+	ctx, cancel := context.WithTimeout(wc.ctx, wc.g.cfg.PingInterval)
+	err := wc.c.Ping(ctx)
+	cancel()
+	if err != nil {
+		if wc.ctx.Err() == nil {
 			wc.log.Debug("websocket ping unanswered", "err", err)
 			wc.close(websocket.StatusGoingAway, "ping unanswered")
-			return
 		}
+		return
 	}
+	wc.pinger.Reset(wc.g.cfg.PingInterval)
 }
 
 // quiet reports whether nothing is open on the connection.
@@ -400,13 +443,26 @@ func (wc *wsConn) enqueue(m *wsOut, media string, droppable bool) bool {
 	f := make([]byte, 1+len(b))
 	f[0] = byte(frameType(media))
 	copy(f[1:], b)
-	select {
-	case wc.send <- f:
-		return true
-	case <-wc.ctx.Done():
+	wc.qmu.Lock()
+	if wc.ctx.Err() != nil {
+		wc.qmu.Unlock()
 		return false
-	default:
 	}
+	if len(wc.queue) < wc.g.cfg.SendQueue {
+		wc.queue = append(wc.queue, f)
+		if !wc.writing {
+			wc.writing = true
+			go wc.drain()
+		} else {
+			select {
+			case wc.wake <- struct{}{}:
+			default:
+			}
+		}
+		wc.qmu.Unlock()
+		return true
+	}
+	wc.qmu.Unlock()
 	if droppable {
 		wc.g.dropped.Inc()
 		return false
