@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -96,6 +97,9 @@ func (s *Server) directoryDoc(base string) map[string]any {
 		),
 		"links", []any{
 			obj("rel", "lmos:status", "href", "api/status", "type", mtJSON),
+			// Absolute: a ws:// URL cannot be relative to the http:// base.
+			obj("rel", "lmos:websocket", "href", "ws"+strings.TrimPrefix(strings.TrimSuffix(base, "/"), "http")+"/ws",
+				"type", mtJSON, "subprotocol", "lmosprotocol"),
 		},
 	)
 	if s.cfg.Private {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/fxamacker/cbor/v2"
@@ -98,6 +99,11 @@ func frameType(media string) websocket.MessageType {
 // CBOR limits) holding an object. A frame that does not decode to an object
 // is errUnparseable; members of the wrong type are EINVALID.
 func decodeMessage(frame []byte, media string) (*wsMessage, error) {
+	// encoding/json would replace invalid UTF-8 silently (RFC 6455 requires
+	// UTF-8 in text frames, coder/websocket does not check it).
+	if media == hub.MediaJSON && !utf8.Valid(frame) {
+		return nil, errUnparseable
+	}
 	v, err := hub.DecodeValue(frame, media)
 	if err != nil {
 		return nil, errUnparseable

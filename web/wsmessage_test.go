@@ -45,7 +45,7 @@ func TestDecodeMessageSpellings(t *testing.T) {
 	if err != nil || m.MessageType != mtInvokeAction || m.Name != "add" || !m.HasValue || m.Media != hub.MediaCBOR {
 		t.Errorf("CBOR: %+v %v", m, err)
 	}
-	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, "\xff"} {
+	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, "\xff", "{\"messageType\":\"read\xffProperty\"}"} {
 		if _, err := decodeMessage([]byte(bad), hub.MediaJSON); !errors.Is(err, errUnparseable) {
 			t.Errorf("%q: %v, want unparseable", bad, err)
 		}

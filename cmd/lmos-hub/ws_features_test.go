@@ -191,5 +191,30 @@ func TestWSAgentFromMQTT311(t *testing.T) {
 	if in := a.requests("invokeAction")[0]["input"]; jsonText(in) != `{"a":1,"b":2}` {
 		t.Errorf("input %v", in)
 	}
-	_ = strings.TrimSpace
+}
+
+// The directory TD links the WebSocket gateway (PROTOCOL §3.2), and the
+// link works.
+func TestWSDirectoryLink(t *testing.T) {
+	h := startHub(t, nil)
+	var td struct {
+		Links []map[string]any `json:"links"`
+	}
+	h.getJSON("/.well-known/wot", http.StatusOK, &td)
+	var href string
+	for _, l := range td.Links {
+		if l["rel"] == "lmos:websocket" && l["subprotocol"] == "lmosprotocol" {
+			href, _ = l["href"].(string)
+		}
+	}
+	if href != "ws"+strings.TrimPrefix(h.URL, "http")+"/ws" {
+		t.Fatalf("lmos:websocket link %q in %v", href, td.Links)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, href, &websocket.DialOptions{Subprotocols: []string{"lmosprotocol"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
 }
