@@ -6,6 +6,10 @@
 // persistent sessions) kept through hub.BrokerStore, and hub.Transport:
 // interactions with MQTT agents on behalf of consumers (request/response
 // through the hub's reply inbox, retained property values, event streams).
+// Through hub interfaces it serves the other adapters too: it takes
+// MQTT-over-WebSocket connections (hub.ConnServer), carries what WebSocket
+// agents emit (hub.Publisher), and carries MQTT consumers' requests for
+// Things another transport reaches through the Router (Config.Forward).
 //
 // It extends mochi only through its seams: hooks embedding HookBase and the
 // inline client. mochi's config package is never imported: it would pull

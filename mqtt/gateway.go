@@ -100,9 +100,8 @@ func (b *Broker) forward(id string, t thingTopic, pk packets.Packet) bool {
 	}
 	ct := hub.MediaOf(pk.Properties.ContentType)
 	in := hub.Interaction{ThingID: id, Op: op, Name: t.name, Input: bytes.Clone(pk.Payload), ContentType: ct, Accept: ct}
-	if tp, ok := userProperty(pk, "traceparent"); ok {
-		in.Traceparent = tp
-	}
+	in.Traceparent, _ = userProperty(pk, "traceparent")
+	in.Tracestate, _ = userProperty(pk, "tracestate")
 	replyTo, corr := pk.Properties.ResponseTopic, pk.Properties.CorrelationData
 	b.workers.Go(func() {
 		defer func() { <-b.forwards }()

@@ -279,6 +279,13 @@ func (b *Broker) publishInput(topic string, in hub.Interaction, agentCT string, 
 		pk.Properties = *props
 	}
 	pk.Properties.ContentType = agentCT
+	// The consumer's W3C trace context, as user properties.
+	if in.Traceparent != "" {
+		pk.Properties.User = append(pk.Properties.User, packets.UserProperty{Key: "traceparent", Val: in.Traceparent})
+		if in.Tracestate != "" {
+			pk.Properties.User = append(pk.Properties.User, packets.UserProperty{Key: "tracestate", Val: in.Tracestate})
+		}
+	}
 	if err := b.server.InjectPacket(b.inline, pk); err != nil {
 		return fmt.Errorf("cannot publish to %s: %w", topic, err)
 	}

@@ -1,7 +1,9 @@
 // Package web is the hub's HTTP adapter: the W3C WoT Discovery directory API
 // (/things, search, SSE change events, the directory TD), the interaction
-// proxy (/proxy, through hub.Router), the hub API under /api, health and
-// Prometheus metrics.
+// proxy (/proxy, through hub.Router), the WebSocket gateway (/ws: the LMOS
+// envelope for consumers through hub.Router and for WebSocket agents, whose
+// hub.Transport it is), MQTT over WebSocket (/mqtt, into the broker through
+// hub.ConnServer), the hub API under /api, health and Prometheus metrics.
 package web
 
 import (

@@ -95,6 +95,16 @@ func TestWSTraceContext(t *testing.T) {
 	if got := a.requests("invokeAction"); len(got) != 1 || got[0]["traceparent"] != tp || got[0]["tracestate"] != "lmos=1" {
 		t.Errorf("agent request: %v", got)
 	}
+	// To an MQTT agent it travels as user properties.
+	m := h.startAgent(agentID)
+	r = w.reply(w.send(map[string]any{"messageType": "invokeAction", "thingId": agentID, "action": "addJSON",
+		"input": map[string]any{"a": 1, "b": 2}, "traceparent": tp}, false))
+	if r["traceparent"] != tp || r["status"] != "completed" {
+		t.Errorf("reply from the MQTT agent: %v", r)
+	}
+	if p := m.request("lmos/v1/things/" + m.tid + "/actions/addJSON"); p.Properties.User.Get("traceparent") != tp {
+		t.Errorf("MQTT agent got user properties %v", p.Properties.User)
+	}
 }
 
 // Observations, subscriptions to all events, unsubscribing, queryAction and
