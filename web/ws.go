@@ -426,15 +426,26 @@ func (wc *wsConn) quiet() bool {
 	return len(wc.streams) == 0 && len(wc.things) == 0 && len(wc.pending) == 0 && len(wc.inFlight) == 0
 }
 
-// enqueue queues a message for the writer. The send queue is bounded
-// (PROTOCOL §10): when it is full, a droppable message (an event, an
-// observed value, an intermediate action status) is dropped and counted
-// (lmos_ws_dropped_total); any other message (a reply) closes the
-// connection with 1013 Try Again Later (lmos_ws_slow_closed_total), since
-// a consumer that cannot keep up with its own replies would otherwise hold
-// memory without bound. Enqueue never waits: a slow consumer never slows
-// an agent or another consumer.
-func (wc *wsConn) enqueue(m *wsOut, media string, droppable bool) bool {
+// What enqueue does when the send queue is full (PROTOCOL §10).
+type queuePolicy int
+
+const (
+	// closeIfFull: a reply; a consumer that does not read its own replies
+	// would hold memory without bound, so it is closed with 1013 Try Again
+	// Later (lmos_ws_slow_closed_total).
+	closeIfFull queuePolicy = iota
+	// dropIfFull: an event, an observed value, an intermediate action
+	// status; dropped and counted (lmos_ws_dropped_total).
+	dropIfFull
+	// refuseIfFull: a request of the hub to an agent; refused (the
+	// consumer gets 503), the agent stays connected.
+	refuseIfFull
+)
+
+// enqueue queues a message for the writer; the send queue is bounded and
+// policy says what happens when it is full. It never waits: a slow
+// consumer never slows an agent or another consumer.
+func (wc *wsConn) enqueue(m *wsOut, media string, policy queuePolicy) bool {
 	b, err := m.encode(media)
 	if err != nil {
 		wc.log.Warn("cannot encode a websocket message", "type", m.MessageType, "err", err)
@@ -463,8 +474,11 @@ func (wc *wsConn) enqueue(m *wsOut, media string, droppable bool) bool {
 		return true
 	}
 	wc.qmu.Unlock()
-	if droppable {
+	switch policy {
+	case dropIfFull:
 		wc.g.dropped.Inc()
+		return false
+	case refuseIfFull:
 		return false
 	}
 	wc.g.slowClosed.Inc()
@@ -510,13 +524,13 @@ func (wc *wsConn) replyError(m *wsMessage, err error) {
 	}
 	out := reply(m, outError)
 	out.setProblem(p)
-	wc.enqueue(out, wc.mediaOf(m), false)
+	wc.enqueue(out, wc.mediaOf(m), closeIfFull)
 }
 
 func (wc *wsConn) ack(m *wsMessage, message string) {
 	out := reply(m, outAcknowledgement)
 	out.Message = message
-	wc.enqueue(out, m.Media, false)
+	wc.enqueue(out, m.Media, closeIfFull)
 }
 
 // dispatch handles one message. Interactions run on goroutines of their
@@ -708,7 +722,7 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 		if m.Kotlin {
 			out.Property, out.Data = m.Name, rawValue(res.Data)
 		}
-		wc.enqueue(out, m.Media, false)
+		wc.enqueue(out, m.Media, closeIfFull)
 	case hub.OpWriteProperty:
 		if res.Status == hub.StatusFailed {
 			wc.replyError(m, problemError(res.Problem))
@@ -726,7 +740,11 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 			p.Status, p.Instance = http.StatusBadGateway, "/ws"
 			out.Error = &p
 		}
-		wc.enqueue(out, m.Media, !res.Final())
+		policy := closeIfFull
+		if !res.Final() {
+			policy = dropIfFull
+		}
+		wc.enqueue(out, m.Media, policy)
 	}
 }
 
@@ -765,7 +783,7 @@ func (wc *wsConn) queryAction(m *wsMessage) {
 	}
 	out := reply(m, outActionStatus)
 	out.Action, out.Status = m.Name, inv.status.Load().(string)
-	wc.enqueue(out, m.Media, false)
+	wc.enqueue(out, m.Media, closeIfFull)
 }
 
 // subscribe starts an observation or event subscription through the
@@ -814,14 +832,14 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 			if op == hub.OpSubscribeEvent {
 				out := &wsOut{MessageID: uuid.NewString(), MessageType: outEvent, ThingID: m.ThingID,
 					Event: name, Data: rawValue(res.Data), Timestamp: now, CorrelationID: m.MessageID}
-				wc.enqueue(out, m.Media, true)
+				wc.enqueue(out, m.Media, dropIfFull)
 			} else {
 				out := &wsOut{MessageID: uuid.NewString(), MessageType: outPropertyReading, ThingID: m.ThingID,
 					Name: name, Value: rawValue(res.Data), Timestamp: now, CorrelationID: m.MessageID}
 				if m.Kotlin {
 					out.Property, out.Data = name, rawValue(res.Data)
 				}
-				wc.enqueue(out, m.Media, true)
+				wc.enqueue(out, m.Media, dropIfFull)
 			}
 			return nil
 		})

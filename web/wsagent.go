@@ -306,8 +306,8 @@ func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub
 		delete(wc.pending, out.MessageID)
 		wc.mu.Unlock()
 	}()
-	if !wc.enqueue(out, media, false) {
-		return hub.Errorf(hub.EUNAVAILABLE, "Thing %q is not connected over WebSocket now", in.ThingID)
+	if !wc.enqueue(out, media, refuseIfFull) {
+		return hub.Errorf(hub.EUNAVAILABLE, "Thing %q is busy or not connected over WebSocket now", in.ThingID)
 	}
 	pass := func(m *wsMessage) (bool, error) {
 		res := agentResult(in.Op, m, accept)

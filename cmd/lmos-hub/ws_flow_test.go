@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"regexp"
 	"strconv"
@@ -153,5 +154,92 @@ func TestWSIdleAndPing(t *testing.T) {
 	// the client may see EOF rather than a close frame.
 	if errors.Is(rerr, context.DeadlineExceeded) {
 		t.Errorf("deaf client still connected: %v", rerr)
+	}
+}
+
+// A consumer that does not read its own replies is closed with 1013 once
+// its send queue is full (replies are never dropped); the agent and other
+// consumers carry on.
+func TestWSSlowConsumerOfRepliesIsClosed(t *testing.T) {
+	h := startHub(t, func(c *Config) {
+		c.HTTP.WebSocket.SendQueue = 2
+		c.HTTP.WebSocket.MessageRate = 1000
+	})
+	a := h.startWSAgent("urn:uuid:5b0d6c1e-0000-4000-8000-00000000e301", false)
+	slow, err := h.wsDialErr("/ws", "lmosprotocol", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.CloseNow()
+	slow.SetReadLimit(1 << 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	big := strings.Repeat("x", 400<<10)
+	for i := range 40 { // 16 MB of replies: more than loopback buffers hold
+		msg := `{"messageType":"invokeAction","messageId":"` + strconv.Itoa(i) + `","thingId":"` + a.id + `","action":"echo","input":"` + big + `"}`
+		if err := slow.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			break // the hub may close it before all are sent
+		}
+		time.Sleep(5 * time.Millisecond) // paced: the agent's own queue holds 2 requests
+	}
+	waitFor(t, 15*time.Second, "slow consumer closed", func() bool { return h.metric("lmos_ws_slow_closed_total") >= 1 })
+	var rerr error
+	for rerr == nil {
+		_, _, rerr = slow.Read(ctx)
+	}
+	if st := websocket.CloseStatus(rerr); st != websocket.StatusTryAgainLater {
+		t.Errorf("slow consumer: %v, want close 1013", rerr)
+	}
+	w := h.wsDial("lmosprotocol", nil)
+	if r := w.reply(w.send(map[string]any{"messageType": "invokeAction", "thingId": a.id, "action": "echo", "input": 1}, false)); r["status"] != "completed" {
+		t.Errorf("another consumer afterwards: %v", r)
+	}
+}
+
+// An agent that does not keep up with requests is not disconnected: once
+// its send queue is full, further requests are refused (503).
+func TestWSBusyAgentRefusesRequests(t *testing.T) {
+	h := startHub(t, func(c *Config) {
+		c.HTTP.WebSocket.SendQueue = 2
+		c.HTTP.WebSocket.MessageRate = 1000
+		c.HTTP.ProxyTimeout = Duration(2 * time.Second)
+	})
+	id := "urn:uuid:5b0d6c1e-0000-4000-8000-00000000e401"
+	agent, err := h.wsDialErr("/ws", "lmosprotocol", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.CloseNow()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg, _ := json.Marshal(map[string]any{"messageType": "registerThing", "messageId": "r", "td": wsTD(id)})
+	if err := agent.Write(ctx, websocket.MessageText, reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, ack, err := agent.Read(ctx); err != nil || !strings.Contains(string(ack), "acknowledgement") {
+		t.Fatalf("register: %s %v", ack, err)
+	}
+	// The agent reads nothing from now on: TCP backs up, then its queue.
+	w := h.wsDial("lmosprotocol", nil)
+	big := strings.Repeat("x", 400<<10)
+	busy := 0
+	for i := 0; i < 40 && busy == 0; i++ {
+		id := w.send(map[string]any{"messageType": "invokeAction", "thingId": id, "action": "echo", "input": big}, false)
+		select {
+		case r := <-w.msgs:
+			if r["correlationId"] == id && r["messageType"] == "error" && r["status"] == 503.0 {
+				busy++
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if busy == 0 {
+		t.Fatal("no request was refused while the agent did not read")
+	}
+	if s, _ := h.presenceOf(id); s != "online" {
+		t.Errorf("the busy agent is %s", s)
+	}
+	if n := h.metric("lmos_ws_slow_closed_total"); n != 0 {
+		t.Errorf("%v connections closed", n)
 	}
 }

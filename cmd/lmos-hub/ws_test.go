@@ -188,6 +188,7 @@ func wsTD(id string) map[string]any {
 			"count": aff(nil),
 			"fail":  aff(nil),
 			"never": aff(nil),
+			"echo":  aff(nil),
 			"add": aff(map[string]any{"input": map[string]any{"type": "object", "required": []any{"a", "b"},
 				"properties": map[string]any{"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number", "minimum": 0}}}}),
 		},
@@ -268,6 +269,8 @@ func (a *wsAgent) serve(req map[string]any) {
 				x, y = num(in["a"]), num(in["b"])
 			}
 			a.answer(req, map[string]any{"messageType": "actionStatus", "action": "add", "status": "completed", "output": map[string]any{"sum": x + y}})
+		case "echo":
+			a.answer(req, map[string]any{"messageType": "actionStatus", "action": "echo", "status": "completed", "output": req["input"]})
 		case "fail":
 			a.answer(req, map[string]any{"messageType": "actionStatus", "action": "fail", "status": "failed",
 				"error": map[string]any{"type": "https://agent.example/errors#jammed", "title": "Jammed", "status": 500, "detail": "the feeder is jammed"}})
