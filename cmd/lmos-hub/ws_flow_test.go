@@ -223,14 +223,26 @@ func TestWSBusyAgentRefusesRequests(t *testing.T) {
 	w := h.wsDial("lmosprotocol", nil)
 	big := strings.Repeat("x", 400<<10)
 	busy := 0
-	for i := 0; i < 40 && busy == 0; i++ {
-		id := w.send(map[string]any{"messageType": "invokeAction", "thingId": id, "action": "echo", "input": big}, false)
+	refused := func(r map[string]any) bool { return r["messageType"] == "error" && r["status"] == 503.0 }
+	for i := 0; i < 60 && busy == 0; i++ {
+		w.send(map[string]any{"messageType": "invokeAction", "thingId": id, "action": "echo", "input": big}, false)
 		select {
 		case r := <-w.msgs:
-			if r["correlationId"] == id && r["messageType"] == "error" && r["status"] == 503.0 {
+			if refused(r) {
 				busy++
 			}
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for busy == 0 {
+		select {
+		case r := <-w.msgs:
+			if refused(r) {
+				busy++
+			}
+		case <-deadline:
+			t.Fatal("no request was refused while the agent did not read")
 		}
 	}
 	if busy == 0 {
