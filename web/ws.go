@@ -43,6 +43,10 @@ const wsMaxMessage = 1 << 20
 // wsMaxInFlight bounds the interactions one connection runs at once.
 const wsMaxInFlight = 64
 
+// wsMaxStreams bounds the observations and event subscriptions of one
+// connection: each holds a goroutine and a broker subscription.
+const wsMaxStreams = 256
+
 // wsWriteTimeout bounds one frame write; a peer that takes longer is gone.
 const wsWriteTimeout = 10 * time.Second
 
@@ -317,9 +321,11 @@ func (wc *wsConn) readLoop() {
 		}
 		// Replies of an agent to the hub's requests are as many as the
 		// requests consumers made: only what a peer starts is limited.
-		if ok, wait := wc.rate.Allow(""); !wc.awaited(m) && !ok {
-			wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many messages on this connection; retry in %s", wait.Round(time.Millisecond)))
-			continue
+		if !wc.awaited(m) {
+			if ok, wait := wc.rate.Allow(""); !ok {
+				wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many messages on this connection; retry in %s", wait.Round(time.Millisecond)))
+				continue
+			}
 		}
 		wc.dispatch(m)
 	}
@@ -812,6 +818,11 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 		if ackIt {
 			wc.ack(m, "subscribed")
 		}
+		return
+	}
+	if len(wc.streams) >= wsMaxStreams {
+		wc.mu.Unlock()
+		wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many subscriptions on this connection (at most %d)", wsMaxStreams))
 		return
 	}
 	ctx, cancel := context.WithCancel(wc.ctx)
