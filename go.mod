@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/VictoriaMetrics/metrics v1.40.2
+	github.com/coder/websocket v1.8.15
 	github.com/eclipse/paho.golang v0.22.0
 	github.com/fxamacker/cbor/v2 v2.9.0
 	github.com/google/uuid v1.6.0

@@ -112,6 +112,10 @@ type Agent struct {
 	closing bool                // no new handlers
 
 	subMu sync.Mutex // orders SUBSCRIBE/UNSUBSCRIBE of watched topics
+
+	// ws is set when the agent speaks the LMOS WebSocket envelope
+	// (Options.URL ws:// or wss://) instead of MQTT.
+	ws *wsLink
 }
 
 // Connect joins the hub: it publishes the TD on lmos/v1/things/{tid}/td,
@@ -144,6 +148,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 			return nil, err
 		}
 		opts.URL = h.BrokerURL
+	}
+	if isWS(opts.URL) {
+		return connectWS(ctx, opts)
 	}
 	addr, err := brokerAddr(opts.URL)
 	if err != nil {
@@ -224,6 +231,10 @@ func (a *Agent) Close() error {
 	var err error
 	a.once.Do(func() {
 		close(a.closed)
+		if a.ws != nil {
+			a.wsClose()
+			return
+		}
 		a.cancel()
 		<-a.done
 		a.hcancel()

@@ -49,6 +49,17 @@ func WithContentType(ct string) InvokeOption {
 // Topic. It returns the completed output; a failed result is an error
 // wrapping the agent's *Problem. It waits until ctx ends.
 func (a *Agent) Invoke(ctx context.Context, thingID, action string, input any, opts ...InvokeOption) (Output, error) {
+	if a.ws != nil {
+		cfg := invokeConfig{}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		out, err := a.wsInvoke(ctx, thingID, action, input, cfg)
+		if err != nil {
+			return out, fmt.Errorf("cannot invoke %s of %s: %w", action, thingID, err)
+		}
+		return out, nil
+	}
 	out, err := a.request(ctx, thingTopic(thingID, "actions/"+action), input, opts)
 	if err != nil {
 		return out, fmt.Errorf("cannot invoke %s of %s: %w", action, thingID, err)
@@ -62,6 +73,12 @@ func (a *Agent) Invoke(ctx context.Context, thingID, action string, input any, o
 // it waits for the agent's result instead, as Invoke does; only agents that
 // answer writes (such as those of this package) give one.
 func (a *Agent) WriteProperty(ctx context.Context, thingID, name string, value any, opts ...InvokeOption) error {
+	if a.ws != nil {
+		if err := a.wsWriteProperty(ctx, thingID, name, value); err != nil {
+			return fmt.Errorf("cannot write %s of %s: %w", name, thingID, err)
+		}
+		return nil
+	}
 	topic := thingTopic(thingID, "properties/"+name+"/set")
 	cfg := invokeConfig{contentType: JSON}
 	for _, o := range opts {
@@ -176,6 +193,13 @@ func userProperty(u paho.UserProperties, key string) (string, bool) {
 // thingID. Without a value it waits until ctx ends (Options.Timeout when
 // ctx has no deadline).
 func (a *Agent) ReadProperty(ctx context.Context, thingID, name string) (Value, error) {
+	if a.ws != nil {
+		v, err := a.wsReadProperty(ctx, thingID, name)
+		if err != nil {
+			return v, fmt.Errorf("cannot read %s of %s: %w", name, thingID, err)
+		}
+		return v, nil
+	}
 	ctx, cancel := a.withTimeout(ctx)
 	defer cancel()
 	ch := make(chan Value, 1)
@@ -205,12 +229,18 @@ func (a *Agent) ReadProperty(ctx context.Context, thingID, name string) (Value, 
 // quickly and must not wait for other results of this agent (Invoke,
 // ReadProperty).
 func (a *Agent) Observe(ctx context.Context, thingID, property string, fn func(Value)) (stop func(), err error) {
+	if a.ws != nil {
+		return a.wsWatch(ctx, "p|"+thingID+"|"+property, fn)
+	}
 	return a.watch(ctx, thingTopic(thingID, "properties/"+property), false, fn)
 }
 
 // Subscribe calls fn with every event of the Thing thingID, until stop is
 // called; as Observe.
 func (a *Agent) Subscribe(ctx context.Context, thingID, event string, fn func(Value)) (stop func(), err error) {
+	if a.ws != nil {
+		return a.wsWatch(ctx, "e|"+thingID+"|"+event, fn)
+	}
 	return a.watch(ctx, thingTopic(thingID, "events/"+event), false, fn)
 }
 

@@ -46,4 +46,12 @@
 //	})
 //
 //	out, err := a.Invoke(ctx, "urn:example:greeter", "greet", map[string]string{"name": "Ada"})
+//
+// With a ws:// or wss:// URL (the hub's /ws) the agent speaks the LMOS
+// WebSocket envelope instead (PROTOCOL §5) with the same API: it registers
+// its TD with registerThing, serves the requests the hub forwards on the
+// socket, sends its properties and events as propertyReading and event
+// messages, and consumes other Things with consumer messages. Closing the
+// socket makes it offline; it reconnects and registers again by itself.
+// There are no credentials over WebSocket: Credentials stays nil.
 package agent

@@ -69,6 +69,12 @@ func (a *Agent) SetProperty(name string, value any) error {
 	a.props[name] = value
 	cli := a.cli
 	a.mu.Unlock()
+	if a.ws != nil {
+		if err := a.wsProperty(name, value, ""); err != nil && !errors.Is(err, ErrNotConnected) {
+			return err
+		}
+		return nil
+	}
 	if cli == nil {
 		return nil
 	}
@@ -92,6 +98,9 @@ func (a *Agent) publishProperty(ctx context.Context, cli *paho.Client, name stri
 // Emit publishes the event with data, encoded by its form's content type.
 // It fails with ErrNotConnected while the agent is reconnecting.
 func (a *Agent) Emit(event string, data any) error {
+	if a.ws != nil {
+		return a.wsEmit(event, data)
+	}
 	a.mu.Lock()
 	cli := a.cli
 	a.mu.Unlock()

@@ -122,6 +122,11 @@ func fillForms(aff map[string]any, kind, hostport, topic, contentType string) st
 		}
 	}
 	form := func(topic, term string, op any) map[string]any {
+		if strings.HasPrefix(hostport, "ws://") || strings.HasPrefix(hostport, "wss://") {
+			// A WebSocket agent: every affordance is reached on the hub's
+			// socket (PROTOCOL §5).
+			return map[string]any{"href": hostport, "subprotocol": "lmosprotocol", "op": op, "contentType": ct}
+		}
 		return map[string]any{"href": "mqtt://" + hostport + "/" + topic, term: topic, "op": op, "contentType": ct}
 	}
 	switch kind {

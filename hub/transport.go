@@ -58,6 +58,9 @@ type Interaction struct {
 	// Accept is the encoding the consumer wants results in ("" = as
 	// ContentType). Transports transcode the Thing's payloads to it.
 	Accept string
+	// Traceparent and Tracestate are the consumer's W3C trace context,
+	// passed on where the transport can carry it.
+	Traceparent, Tracestate string
 	// Thing is the registered Thing and Affordance its property, action or
 	// event description (parsed for this interaction); the Router fills
 	// them in.

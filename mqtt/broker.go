@@ -6,6 +6,10 @@
 // persistent sessions) kept through hub.BrokerStore, and hub.Transport:
 // interactions with MQTT agents on behalf of consumers (request/response
 // through the hub's reply inbox, retained property values, event streams).
+// Through hub interfaces it serves the other adapters too: it takes
+// MQTT-over-WebSocket connections (hub.ConnServer), carries what WebSocket
+// agents emit (hub.Publisher), and carries MQTT consumers' requests for
+// Things another transport reaches through the Router (Config.Forward).
 //
 // It extends mochi only through its seams: hooks embedding HookBase and the
 // inline client. mochi's config package is never imported: it would pull
@@ -90,6 +94,12 @@ type Config struct {
 	// a hundred agents at once. A negative JoinRate disables the limit.
 	JoinRate  float64
 	JoinBurst int
+	// Forward carries requests MQTT consumers publish for Things that
+	// another transport reaches (WebSocket agents); the Router. Nil: such
+	// requests only reach MQTT subscribers.
+	Forward hub.Transport
+	// ForwardTimeout bounds a forwarded request (default 30 s).
+	ForwardTimeout time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -108,6 +118,8 @@ type Broker struct {
 	// replies routes invocation results; streams counts open streams.
 	replies replies
 	streams atomic.Int64
+	// forwards bounds requests forwarded to other transports.
+	forwards chan struct{}
 
 	ln net.Listener
 	// accepted counts accepted connections (see tidyStacks).
@@ -155,6 +167,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = defaultForwardTimeout
+	}
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = maxWritesPending
@@ -193,6 +208,8 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		cancel: cancel,
 		stop:   make(chan struct{}),
 		joins:  hub.NewRateLimiter(max(cfg.JoinRate, 0), cfg.JoinBurst, nil),
+
+		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
 	b.state = newPersistence(bs, log, cfg.FlushInterval)

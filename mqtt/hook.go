@@ -175,6 +175,15 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 		if t.tid == self(cl) {
 			h.b.presence(t.tid, pk.Payload)
 		}
+	case kindAction, kindPropertySet:
+		// A WebSocket agent has no subscription here: the hub carries the
+		// request to it and publishes its results to the Response Topic.
+		if id, ok := h.b.forwardTarget(t); ok {
+			if !h.b.forward(id, t, pk) {
+				h.b.log.Info("refusing a request: too many forwarded requests in flight", "topic", pk.TopicName)
+				return refuse(pk)
+			}
+		}
 	}
 	return pk, nil
 }

@@ -279,6 +279,13 @@ func (b *Broker) publishInput(topic string, in hub.Interaction, agentCT string, 
 		pk.Properties = *props
 	}
 	pk.Properties.ContentType = agentCT
+	// The consumer's W3C trace context, as user properties.
+	if in.Traceparent != "" {
+		pk.Properties.User = append(pk.Properties.User, packets.UserProperty{Key: "traceparent", Val: in.Traceparent})
+		if in.Tracestate != "" {
+			pk.Properties.User = append(pk.Properties.User, packets.UserProperty{Key: "tracestate", Val: in.Tracestate})
+		}
+	}
 	if err := b.server.InjectPacket(b.inline, pk); err != nil {
 		return fmt.Errorf("cannot publish to %s: %w", topic, err)
 	}
@@ -372,11 +379,10 @@ func (b *Broker) stream(ctx context.Context, topic, agentCT string,
 			dropped.Add(1)
 		}
 	}
-	// The retained value (observeproperty) arrives inside Subscribe: say
-	// "subscribed" first, as the Transport contract asks.
-	if err := emit(hub.Result{Status: hub.StatusPending}); err != nil {
-		return err
-	}
+	// Subscribe first, then say "subscribed" (pending), as the Transport
+	// contract asks: a value published after the pending result is never
+	// missed. The retained value (observeproperty) arrives inside Subscribe
+	// and waits in ch, so it still follows the pending result.
 	if err := b.server.Subscribe(topic, id, handler); err != nil {
 		return fmt.Errorf("cannot subscribe %s: %w", topic, err)
 	}
@@ -390,6 +396,9 @@ func (b *Broker) stream(ctx context.Context, topic, agentCT string,
 			b.log.Debug("dropped stream values for a slow consumer", "topic", topic, "dropped", n)
 		}
 	}()
+	if err := emit(hub.Result{Status: hub.StatusPending}); err != nil {
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -115,6 +116,9 @@ func (s *Server) directoryDoc(base string) map[string]any {
 		),
 		"links", []any{
 			obj("rel", "lmos:status", "href", "api/status", "type", mtJSON),
+			// Absolute: a ws:// URL cannot be relative to the http:// base.
+			obj("rel", "lmos:websocket", "href", "ws"+strings.TrimPrefix(strings.TrimSuffix(base, "/"), "http")+"/ws",
+				"type", mtJSON, "subprotocol", "lmosprotocol"),
 		},
 	)
 	if s.cfg.Private {

@@ -1,7 +1,9 @@
 // Package web is the hub's HTTP adapter: the W3C WoT Discovery directory API
 // (/things, search, SSE change events, the directory TD), the interaction
-// proxy (/proxy, through hub.Router), the hub API under /api, health and
-// Prometheus metrics.
+// proxy (/proxy, through hub.Router), the WebSocket gateway (/ws: the LMOS
+// envelope for consumers through hub.Router and for WebSocket agents, whose
+// hub.Transport it is), MQTT over WebSocket (/mqtt, into the broker through
+// hub.ConnServer), the hub API under /api, health and Prometheus metrics.
 package web
 
 import (
@@ -51,8 +53,19 @@ type Config struct {
 	// MaxStreams bounds the event streams one client address
 	// holds open (default 64).
 	MaxStreams int
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// AllowedOrigins are the Origin host patterns WebSocket connections
+	// (/ws, /mqtt) may come from besides the hub's own host.
+	AllowedOrigins []string
+	// JoinMode is the join policy (open, approve, closed) for WebSocket
+	// agents, as for MQTT ones.
+	JoinMode string
+	// Credentials are the MQTT credentials: an id joined over MQTT
+	// (holding one) cannot be taken by a WebSocket agent.
+	Credentials hub.CredentialStore
+	// WS tunes the WebSocket gateway.
+	WS     WSConfig
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Server serves the hub over HTTP.
@@ -66,6 +79,7 @@ type Server struct {
 	metrics *metrics.Set
 	mux     *http.ServeMux
 	sse     *metrics.Counter // SSE clients dropped for being too slow
+	ws      *gateway
 	// streams bounds open event streams per client address.
 	streams        *streamSlots
 	streamsRefused *metrics.Counter
@@ -110,6 +124,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s.metrics.NewGauge("lmos_uptime_seconds", func() float64 { return cfg.Now().Sub(s.started).Seconds() })
 	s.sse = s.metrics.NewCounter("lmos_sse_dropped_total")
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
+	s.ws = newGateway(s, cfg.WS)
 	s.routes()
 	return s
 }
@@ -135,11 +150,20 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))
 	s.proxyRoutes()
+	m.HandleFunc("GET /ws", s.read(s.serveWS))
+	m.HandleFunc("GET /mqtt", s.serveMQTT)
 }
 
 // CloseStreams ends every open event stream; call it before
 // http.Server.Shutdown, which does not wait for them otherwise.
-func (s *Server) CloseStreams() { s.once.Do(func() { close(s.closing) }) }
+// It also closes the WebSocket connections (going away) and waits for
+// them a little, so their agents are marked offline.
+func (s *Server) CloseStreams() {
+	s.once.Do(func() {
+		close(s.closing)
+		s.ws.closeAll(2 * time.Second)
+	})
+}
 
 // ServeHTTP counts every request by status and route class.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +175,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = "other"
 	}
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_http_requests_total{route=%q,code="%d"}`, pattern, sw.status)).Inc()
-	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") {
+	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") &&
+		pattern != "GET /ws" && pattern != "GET /mqtt" {
 		s.metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`lmos_http_request_duration_seconds{route=%q}`, pattern)).UpdateDuration(start)
 	}
 	s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "dur", time.Since(start))

@@ -97,7 +97,18 @@ type HTTPConfig struct {
 	ProxyTimeout   Duration `yaml:"proxyTimeout"`   // how long /proxy waits for a final result, default 30s
 	// MaxStreamsPerClient bounds the event streams (SSE) one client
 	// address holds open; default 64.
-	MaxStreamsPerClient int `yaml:"maxStreamsPerClient"`
+	MaxStreamsPerClient int      `yaml:"maxStreamsPerClient"`
+	WebSocket           WSConfig `yaml:"webSocket"` // the /ws gateway's limits
+}
+
+// WSConfig tunes the WebSocket gateway (PROTOCOL §10); zero values take
+// the defaults.
+type WSConfig struct {
+	PingInterval Duration `yaml:"pingInterval"` // default 30s
+	IdleTimeout  Duration `yaml:"idleTimeout"`  // default 5m
+	MessageRate  float64  `yaml:"messageRate"`  // messages per second per connection, default 100
+	MessageBurst int      `yaml:"messageBurst"` // default 200
+	SendQueue    int      `yaml:"sendQueue"`    // messages waiting per connection, default 256
 }
 
 // MQTTConfig configures the embedded MQTT broker.

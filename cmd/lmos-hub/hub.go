@@ -98,17 +98,27 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// adapters open.
 	m.Router = hub.NewRouter(reg)
 	srv := web.New(reg, m.Tokens, web.Config{
-		HubID:        db.HubID(),
-		HubName:      cfg.Hub.Name,
-		Version:      version,
-		MaxBodyBytes: cfg.HTTP.MaxBodyBytes,
-		WriteRate:    cfg.HTTP.WriteRate,
-		WriteBurst:   cfg.HTTP.WriteBurst,
-		Private:      cfg.HTTP.Private,
-		StoreSize:    db.Size,
-		Router:       m.Router,
-		ProxyTimeout: time.Duration(cfg.HTTP.ProxyTimeout),
-		MaxStreams:   cfg.HTTP.MaxStreamsPerClient,
+		HubID:          db.HubID(),
+		HubName:        cfg.Hub.Name,
+		Version:        version,
+		MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
+		WriteRate:      cfg.HTTP.WriteRate,
+		WriteBurst:     cfg.HTTP.WriteBurst,
+		Private:        cfg.HTTP.Private,
+		StoreSize:      db.Size,
+		Router:         m.Router,
+		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
+		AllowedOrigins: cfg.HTTP.AllowedOrigins,
+		JoinMode:       cfg.Join.Mode,
+		Credentials:    db,
+		WS: web.WSConfig{
+			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
+			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),
+			MessageRate:  cfg.HTTP.WebSocket.MessageRate,
+			MessageBurst: cfg.HTTP.WebSocket.MessageBurst,
+			SendQueue:    cfg.HTTP.WebSocket.SendQueue,
+		},
+		MaxStreams: cfg.HTTP.MaxStreamsPerClient,
 		// m.MQTTAddr is set below, before the HTTP server starts serving.
 		BrokerPort: func() int {
 			if a, ok := m.MQTTAddr.(*net.TCPAddr); ok {
@@ -140,6 +150,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		ln.Close()
 		return err
 	}
+	// WebSocket agents reach MQTT consumers through the broker; none is
+	// connected yet, whatever the registry remembers.
+	srv.SetMQTT(m.Broker, m.Broker, m.Broker)
+	srv.ResetWSPresence(ctx)
+	m.Router.Handle(hub.SourceWS, srv.WSTransport())
 	m.HTTP = &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -187,6 +202,7 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 		HubID:        db.HubID(),
 		Version:      version,
 		DirectoryURL: directoryURL(m.HTTPAddr),
+		Forward:      m.Router,
 		Logger:       m.Logger.With("component", "mqtt"),
 	})
 	if err != nil {

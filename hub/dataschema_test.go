@@ -1,0 +1,78 @@
+package hub
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestCheckValue(t *testing.T) {
+	schema := func(s string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	value := func(s string) any {
+		v, err := DecodeValue([]byte(s), MediaJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	obj := `{"type":"object","required":["a"],"properties":{"a":{"type":"integer","minimum":0,"maximum":10},
+		"s":{"type":"string","minLength":2,"enum":["ab","cd"]},"l":{"type":"array","maxItems":2,"items":{"type":"boolean"}}}}`
+	for _, tc := range []struct {
+		schema, value string
+		ok            bool
+		field         string // the first failing member, when checked
+	}{
+		{obj, `{"a":3}`, true, ""},
+		{obj, `{"a":3,"s":"ab","l":[true,false],"other":1}`, true, ""},
+		{obj, `{}`, false, "/a"},
+		{obj, `{"a":3.5}`, false, "/a"},
+		{obj, `{"a":11}`, false, "/a"},
+		{obj, `{"a":-1}`, false, "/a"},
+		{obj, `{"a":1,"s":"x"}`, false, "/s"},
+		{obj, `{"a":1,"s":"zz"}`, false, "/s"},
+		{obj, `{"a":1,"l":[1]}`, false, "/l/0"},
+		{obj, `{"a":1,"l":[true,true,true]}`, false, "/l"},
+		{obj, `[1]`, false, ""},
+		{`{"type":"number","exclusiveMinimum":0}`, `0`, false, ""},
+		{`{"const":"x"}`, `"x"`, true, ""},
+		{`{"const":"x"}`, `"y"`, false, ""},
+		{`{"oneOf":[{"type":"string"},{"type":"number"}]}`, `1`, true, ""},
+		{`{"oneOf":[{"type":"string"},{"type":"number"}]}`, `true`, false, ""},
+		{`{"type":"null"}`, `null`, true, ""},
+		{`{"unknownTerm":1,"type":"integer"}`, `1e2`, true, ""},
+		{`{"type":"object","properties":{"a~/b":{"type":"string"}}}`, `{"a~/b":1}`, false, "/a~0~1b"},
+	} {
+		err := CheckValue(schema(tc.schema), value(tc.value))
+		if tc.ok {
+			if err != nil {
+				t.Errorf("%s %s: %v", tc.schema, tc.value, err)
+			}
+			continue
+		}
+		if ErrorCode(err) != EINVALID {
+			t.Errorf("%s %s: %v, want an invalid error", tc.schema, tc.value, err)
+			continue
+		}
+		if f := ErrorFields(err); tc.field != "" && (len(f) == 0 || f[0].Field != tc.field) {
+			t.Errorf("%s %s: fields %v, want %s", tc.schema, tc.value, f, tc.field)
+		}
+	}
+}
+
+func TestAffordanceSchema(t *testing.T) {
+	raw := []byte(`{"actions":{"go":{"input":{"type":"string"}},"stop":{}},"properties":{"p":{"type":"number"}}}`)
+	if s, ok := AffordanceSchema(raw, "actions", "go"); !ok || s["type"] != "string" {
+		t.Errorf("go: %v %v", s, ok)
+	}
+	if _, ok := AffordanceSchema(raw, "actions", "stop"); ok {
+		t.Error("stop has no input schema")
+	}
+	if s, ok := AffordanceSchema(raw, "properties", "p"); !ok || s["type"] != "number" {
+		t.Errorf("p: %v %v", s, ok)
+	}
+}

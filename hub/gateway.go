@@ -1,0 +1,46 @@
+package hub
+
+import (
+	"net"
+)
+
+// ConnServer takes a connection that is already open (an MQTT stream
+// carried in WebSocket frames) into a server, as if its own listener had
+// accepted it. The MQTT broker implements it for /mqtt; the HTTP adapter
+// accepts the WebSocket and hands the stream over (PROTOCOL §5).
+type ConnServer interface {
+	// ServeConn serves c until it closes and closes it.
+	ServeConn(c net.Conn) error
+}
+
+// Publisher makes what a Thing reached over one transport emits visible to
+// the consumers of another: the WebSocket gateway publishes its agents'
+// events, property values and presence through the MQTT broker, where MQTT
+// subscribers and the hub's own streams (Router, OpSubscribeEvent and
+// OpObserveProperty) see them as if an MQTT agent had published them.
+type Publisher interface {
+	// PublishEvent emits one event of a Thing.
+	PublishEvent(thingID, name string, data []byte, contentType string) error
+	// PublishProperty publishes a property's current value (kept for later
+	// readers and observers).
+	PublishProperty(thingID, name string, value []byte, contentType string) error
+	// PublishPresence publishes a Thing's presence status (online, offline)
+	// where consumers of the other transport read it.
+	PublishPresence(thingID, status string) error
+}
+
+// CheckJoinMode says whether a new Thing may join on its own (over MQTT or
+// WebSocket) under join mode (PROTOCOL §4.4): nil for open (and ""), a
+// forbidden error for closed, unavailable for approve, which parks joins
+// for an admin and has no queue yet.
+func CheckJoinMode(mode string) error {
+	switch mode {
+	case "", "open":
+		return nil
+	case "closed":
+		return Errorf(EFORBIDDEN, "joining is closed on this hub")
+	case "approve":
+		return Errorf(EUNAVAILABLE, "join mode approve is not available yet")
+	}
+	return Errorf(EINTERNAL, "unknown join mode %q", mode)
+}

@@ -1,0 +1,900 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// WSConfig tunes the WebSocket gateway (PROTOCOL §5, §10); zero values
+// take the defaults.
+type WSConfig struct {
+	// PingInterval is how often the hub pings each connection (30 s); a
+	// ping unanswered within it closes the connection.
+	PingInterval time.Duration
+	// IdleTimeout closes a connection that sent nothing for this long and
+	// holds no subscription, invocation or registered Thing (5 min).
+	IdleTimeout time.Duration
+	// MessageRate and MessageBurst limit the messages one connection may
+	// send per second (100, bursts of 200).
+	MessageRate  float64
+	MessageBurst int
+	// SendQueue is how many messages may wait to be written to one
+	// connection (256); see wsConn.enqueue for what happens beyond.
+	SendQueue int
+}
+
+// wsMaxMessage is the largest frame /ws reads (1 MiB, close 1009 beyond).
+const wsMaxMessage = 1 << 20
+
+// wsMaxInFlight bounds the interactions one connection runs at once.
+const wsMaxInFlight = 64
+
+// wsMaxStreams bounds the observations and event subscriptions of one
+// connection: each holds a goroutine and a broker subscription.
+const wsMaxStreams = 256
+
+// wsWriteTimeout bounds one frame write; a peer that takes longer is gone.
+const wsWriteTimeout = 10 * time.Second
+
+// gateway is the WebSocket gateway: consumers and agents on /ws, and the
+// hub.Transport for the Things those agents registered.
+type gateway struct {
+	s   *Server
+	log *slog.Logger
+	cfg WSConfig
+
+	// Set by Server.SetMQTT before serving; nil without a broker.
+	publisher hub.Publisher
+	streams   hub.Transport
+	conns     hub.ConnServer
+
+	joins   *hub.RateLimiter // anonymous registrations of new Things per address
+	origins []string         // Origin host patterns besides the hub's own host
+
+	mu     sync.Mutex
+	agents map[string]*wsConn // Thing id → the connection it registered on
+	open   map[*wsConn]struct{}
+	wg     sync.WaitGroup
+	nextID atomic.Uint64
+
+	connections *metrics.Counter
+	dropped     *metrics.Counter // droppable messages dropped for slow consumers
+	slowClosed  *metrics.Counter // connections closed because their queue was full
+}
+
+func newGateway(s *Server, cfg WSConfig) *gateway {
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 30 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.MessageRate == 0 {
+		cfg.MessageRate = 100
+	}
+	if cfg.MessageBurst <= 0 {
+		cfg.MessageBurst = 200
+	}
+	if cfg.SendQueue <= 0 {
+		cfg.SendQueue = 256
+	}
+	g := &gateway{
+		s: s, log: s.log.With("component", "ws"), cfg: cfg,
+		joins:   hub.NewRateLimiter(20, 100, nil),
+		origins: originHosts(s.cfg.AllowedOrigins),
+		agents:  make(map[string]*wsConn),
+		open:    make(map[*wsConn]struct{}),
+	}
+	s.metrics.NewGauge("lmos_ws_connections", func() float64 {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return float64(len(g.open))
+	})
+	g.connections = s.metrics.NewCounter("lmos_ws_connections_total")
+	g.dropped = s.metrics.NewCounter("lmos_ws_dropped_total")
+	g.slowClosed = s.metrics.NewCounter("lmos_ws_slow_closed_total")
+	return g
+}
+
+// SetMQTT connects the gateway to the broker through hub interfaces: pub
+// carries what WebSocket agents emit, streams serves observations and
+// event subscriptions of WebSocket agents (their values flow through pub),
+// conns takes MQTT-over-WebSocket connections. Call it before serving.
+func (s *Server) SetMQTT(pub hub.Publisher, streams hub.Transport, conns hub.ConnServer) {
+	s.ws.publisher, s.ws.streams, s.ws.conns = pub, streams, conns
+}
+
+// WSTransport is the hub.Transport of the Things registered by WebSocket
+// agents; cmd/lmos-hub registers it with the Router for hub.SourceWS.
+func (s *Server) WSTransport() hub.Transport { return s.ws }
+
+// ResetWSPresence sets every Thing that is online via WebSocket offline:
+// at start no agent is connected yet (after a crash, say).
+func (s *Server) ResetWSPresence(ctx context.Context) {
+	things, _ := s.reg.List(0, 0)
+	for _, t := range things {
+		if t.Meta.Presence.Via == hub.SourceWS && t.Meta.Presence.Status == hub.PresenceOnline {
+			if err := s.reg.SetPresence(ctx, t.ID, hub.PresenceOffline, hub.SourceWS); err != nil {
+				s.log.Warn("cannot reset presence", "id", t.ID, "err", err)
+			}
+		}
+	}
+}
+
+// closeAll ends every connection (going away) and waits for their
+// goroutines, at most d.
+func (g *gateway) closeAll(d time.Duration) {
+	g.mu.Lock()
+	conns := make([]*wsConn, 0, len(g.open))
+	for c := range g.open {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	for _, c := range conns {
+		c.close(websocket.StatusGoingAway, "the hub is stopping")
+	}
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		g.log.Warn("websocket connections did not end in time")
+	}
+}
+
+// accept upgrades a request after the Origin check: the Origin must be the
+// hub's own host or one of http.allowedOrigins; programs that send no
+// Origin (not browsers) pass. The HTTP server's read and write deadlines
+// are cleared first: they would end a long-lived socket.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, subprotocols []string) (*websocket.Conn, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	return websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:   subprotocols,
+		OriginPatterns: s.ws.origins,
+	})
+}
+
+// originHosts turns allowed origins (https://host:port, or *) into the host
+// patterns coder/websocket matches an Origin's host against.
+func originHosts(origins []string) []string {
+	var out []string
+	for _, o := range origins {
+		if o == "*" {
+			out = append(out, "*")
+			continue
+		}
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			out = append(out, strings.ToLower(u.Host))
+		}
+	}
+	return out
+}
+
+// serveWS is GET /ws: the LMOS WebSocket subprotocol (PROTOCOL §5).
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	c, err := s.accept(w, r, []string{"lmosprotocol", "webthingprotocol"})
+	if err != nil {
+		s.log.Debug("websocket refused", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	s.ws.serve(c, clientAddr(r))
+}
+
+// wsConn is one /ws connection: a consumer, an agent, or both.
+type wsConn struct {
+	g      *gateway
+	c      *websocket.Conn
+	id     uint64
+	remote string
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    *slog.Logger
+
+	// The send queue: frames (the type in the first byte) written in order
+	// by a writer goroutine that runs only while there is something to
+	// write, so an idle connection holds no goroutine of its own but the
+	// read loop (PROTOCOL §10, RSS per connection in docs/PERFORMANCE.md).
+	qmu     sync.Mutex
+	queue   [][]byte
+	writing bool
+	wake    chan struct{} // a frame was queued for the running writer
+	pinger  *time.Timer
+
+	lastRead atomic.Int64 // unix nanoseconds
+	inFlight chan struct{}
+	rate     *hub.RateLimiter
+	closing  sync.Once
+	wg       sync.WaitGroup // the interactions and streams of this connection
+
+	mu      sync.Mutex
+	streams map[string]context.CancelFunc // "p|id|name", "e|id|name"
+	actions map[string]*wsInvocation      // "id|action": the latest invocation
+	things  map[string]bool               // Things registered on this connection
+	media   string                        // the agent's encoding (its registerThing frame)
+	pending map[string]*agentRequest      // hub → agent requests by messageId
+}
+
+// wsInvocation is what queryAction and cancelAction see.
+type wsInvocation struct {
+	status atomic.Value // string
+
+	mu        sync.Mutex
+	cancel    func()       // cancels the delivery once it runs
+	cancelled *atomic.Bool // set by a cancel before the delivery ran
+}
+
+func (inv *wsInvocation) stop() {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.cancel()
+}
+
+func (g *gateway) serve(c *websocket.Conn, remote string) {
+	c.SetReadLimit(wsMaxMessage)
+	ctx, cancel := context.WithCancel(context.Background())
+	wc := &wsConn{
+		g: g, c: c, id: g.nextID.Add(1), remote: remote, ctx: ctx, cancel: cancel,
+		inFlight: make(chan struct{}, wsMaxInFlight),
+		wake:     make(chan struct{}, 1),
+		rate:     hub.NewRateLimiter(g.cfg.MessageRate, g.cfg.MessageBurst, nil),
+		streams:  make(map[string]context.CancelFunc),
+		actions:  make(map[string]*wsInvocation),
+		things:   make(map[string]bool),
+		pending:  make(map[string]*agentRequest),
+	}
+	wc.log = g.log.With("conn", wc.id, "remote", remote)
+	wc.lastRead.Store(time.Now().UnixNano())
+	g.mu.Lock()
+	g.open[wc] = struct{}{}
+	g.mu.Unlock()
+	g.connections.Inc()
+	g.wg.Add(1)
+	defer g.wg.Done()
+	select {
+	case <-g.s.closing:
+		wc.close(websocket.StatusGoingAway, "the hub is stopping")
+	default:
+	}
+	// Reset after the assignment, so keepAlive sees wc.pinger.
+	wc.pinger = time.AfterFunc(time.Hour, wc.keepAlive)
+	wc.pinger.Reset(g.cfg.PingInterval)
+	wc.readLoop()
+	wc.pinger.Stop()
+	wc.cancel()
+	wc.wg.Wait()
+	wc.unregister()
+	g.mu.Lock()
+	delete(g.open, wc)
+	g.mu.Unlock()
+}
+
+// close closes the connection with code, once; the read loop then ends.
+func (wc *wsConn) close(code websocket.StatusCode, reason string) {
+	// The read loop sees the close handshake end and returns; cancelling
+	// its context first would drop the TCP connection without a close
+	// frame (coder/websocket closes on a cancelled read).
+	wc.closing.Do(func() {
+		go func() {
+			_ = wc.c.Close(code, reason)
+			wc.cancel()
+		}()
+	})
+}
+
+func (wc *wsConn) readLoop() {
+	for {
+		typ, frame, err := wc.c.Read(wc.ctx)
+		if err != nil {
+			// Too large: the library has closed with 1009 already.
+			if !errors.Is(err, context.Canceled) && websocket.CloseStatus(err) == -1 {
+				wc.log.Debug("websocket read ended", "err", err)
+			}
+			wc.close(websocket.StatusNormalClosure, "")
+			return
+		}
+		wc.lastRead.Store(time.Now().UnixNano())
+		media := frameMedia(typ)
+		m, err := decodeMessage(frame, media)
+		if errors.Is(err, errUnparseable) {
+			wc.close(websocket.StatusUnsupportedData, "the frame is not a JSON (text) or CBOR (binary) envelope object")
+			return
+		}
+		if err != nil {
+			wc.replyError(m, err)
+			continue
+		}
+		// Replies of an agent to the hub's requests are as many as the
+		// requests consumers made: only what a peer starts is limited.
+		if !wc.awaited(m) {
+			if ok, wait := wc.rate.Allow(""); !ok {
+				wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many messages on this connection; retry in %s", wait.Round(time.Millisecond)))
+				continue
+			}
+		}
+		wc.dispatch(m)
+	}
+}
+
+// awaited reports whether m answers a request the hub sent this agent.
+func (wc *wsConn) awaited(m *wsMessage) bool {
+	if m.CorrelationID == "" {
+		return false
+	}
+	switch m.MessageType {
+	case mtPropertyReading, mtActionStatus, mtAcknowledgement, mtError:
+	default:
+		return false
+	}
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	return wc.pending[m.CorrelationID] != nil
+}
+
+// writerLinger is how long an idle writer goroutine waits for more frames
+// before it exits: a busy connection keeps its writer (and its grown
+// stack), an idle one holds none.
+const writerLinger = time.Second
+
+// drain writes queued frames in order until the queue has stayed empty for
+// writerLinger; a write that fails or takes longer than wsWriteTimeout
+// closes the connection.
+func (wc *wsConn) drain() {
+	linger := time.NewTimer(writerLinger)
+	defer linger.Stop()
+	for {
+		wc.qmu.Lock()
+		if wc.ctx.Err() != nil {
+			wc.queue, wc.writing = nil, false
+			wc.qmu.Unlock()
+			return
+		}
+		if len(wc.queue) == 0 {
+			wc.qmu.Unlock()
+			linger.Reset(writerLinger)
+			select {
+			case <-wc.wake:
+				continue
+			case <-wc.ctx.Done():
+				continue
+			case <-linger.C:
+			}
+			wc.qmu.Lock()
+			if len(wc.queue) == 0 {
+				wc.writing = false
+				wc.qmu.Unlock()
+				return
+			}
+			wc.qmu.Unlock()
+			continue
+		}
+		f := wc.queue[0]
+		wc.queue[0] = nil
+		wc.queue = wc.queue[1:]
+		wc.qmu.Unlock()
+		ctx, cancel := context.WithTimeout(wc.ctx, wsWriteTimeout)
+		err := wc.c.Write(ctx, websocket.MessageType(f[0]), f[1:])
+		cancel()
+		if err != nil {
+			wc.close(websocket.StatusGoingAway, "write failed")
+			wc.qmu.Lock()
+			wc.queue, wc.writing = nil, false
+			wc.qmu.Unlock()
+			return
+		}
+	}
+}
+
+// keepAlive runs every PingInterval on a timer: it closes an idle
+// connection (nothing received for IdleTimeout and nothing open on it),
+// else pings it; a ping unanswered within the interval closes it.
+func (wc *wsConn) keepAlive() {
+	if wc.ctx.Err() != nil {
+		return
+	}
+	idle := time.Since(time.Unix(0, wc.lastRead.Load()))
+	if idle > wc.g.cfg.IdleTimeout && wc.quiet() {
+		wc.close(websocket.StatusGoingAway, "idle")
+		return
+	}
+	ctx, cancel := context.WithTimeout(wc.ctx, wc.g.cfg.PingInterval)
+	err := wc.c.Ping(ctx)
+	cancel()
+	if err != nil {
+		if wc.ctx.Err() == nil {
+			wc.log.Debug("websocket ping unanswered", "err", err)
+			wc.close(websocket.StatusGoingAway, "ping unanswered")
+		}
+		return
+	}
+	wc.pinger.Reset(wc.g.cfg.PingInterval)
+}
+
+// quiet reports whether nothing is open on the connection.
+func (wc *wsConn) quiet() bool {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	return len(wc.streams) == 0 && len(wc.things) == 0 && len(wc.pending) == 0 && len(wc.inFlight) == 0
+}
+
+// What enqueue does when the send queue is full (PROTOCOL §10).
+type queuePolicy int
+
+const (
+	// closeIfFull: a reply; a consumer that does not read its own replies
+	// would hold memory without bound, so it is closed with 1013 Try Again
+	// Later (lmos_ws_slow_closed_total).
+	closeIfFull queuePolicy = iota
+	// dropIfFull: an event, an observed value, an intermediate action
+	// status; dropped and counted (lmos_ws_dropped_total).
+	dropIfFull
+	// refuseIfFull: a request of the hub to an agent; refused (the
+	// consumer gets 503), the agent stays connected.
+	refuseIfFull
+)
+
+// enqueue queues a message for the writer; the send queue is bounded and
+// policy says what happens when it is full. It never waits: a slow
+// consumer never slows an agent or another consumer.
+func (wc *wsConn) enqueue(m *wsOut, media string, policy queuePolicy) bool {
+	b, err := m.encode(media)
+	if err != nil {
+		wc.log.Warn("cannot encode a websocket message", "type", m.MessageType, "err", err)
+		return false
+	}
+	f := make([]byte, 1+len(b))
+	f[0] = byte(frameType(media))
+	copy(f[1:], b)
+	wc.qmu.Lock()
+	if wc.ctx.Err() != nil {
+		wc.qmu.Unlock()
+		return false
+	}
+	if len(wc.queue) < wc.g.cfg.SendQueue {
+		wc.queue = append(wc.queue, f)
+		if !wc.writing {
+			wc.writing = true
+			go wc.drain()
+		} else {
+			select {
+			case wc.wake <- struct{}{}:
+			default:
+			}
+		}
+		wc.qmu.Unlock()
+		return true
+	}
+	wc.qmu.Unlock()
+	switch policy {
+	case dropIfFull:
+		wc.g.dropped.Inc()
+		return false
+	case refuseIfFull:
+		return false
+	}
+	wc.g.slowClosed.Inc()
+	wc.log.Info("closing a websocket consumer that does not read its replies")
+	wc.close(websocket.StatusTryAgainLater, "send queue full")
+	return false
+}
+
+// reply starts a reply to m: the same thingId, correlationId = its
+// messageId, trace context passed through.
+func reply(m *wsMessage, typ string) *wsOut {
+	out := &wsOut{MessageID: uuid.NewString(), MessageType: typ}
+	if m != nil {
+		out.ThingID, out.CorrelationID = m.ThingID, m.MessageID
+		out.Traceparent, out.Tracestate = m.Traceparent, m.Tracestate
+	}
+	return out
+}
+
+func (wc *wsConn) mediaOf(m *wsMessage) string {
+	if m == nil {
+		return hub.MediaJSON
+	}
+	return m.Media
+}
+
+// replyError answers m with an error message: the RFC 9457 problem of err
+// (PROTOCOL §10), instance = /ws.
+func (wc *wsConn) replyError(m *wsMessage, err error) {
+	var p hub.Problem
+	var pe *problemErr
+	if errors.As(err, &pe) {
+		p = pe.p
+		if !pe.own {
+			p.Status = http.StatusBadGateway
+		}
+	} else {
+		p = hub.ProblemOf(err)
+	}
+	p.Instance = "/ws"
+	if p.Status >= 500 && p.Status != 502 && p.Status != 503 && p.Status != 504 {
+		wc.log.Error("websocket request failed", "err", err)
+	}
+	out := reply(m, outError)
+	out.setProblem(p)
+	wc.enqueue(out, wc.mediaOf(m), closeIfFull)
+}
+
+func (wc *wsConn) ack(m *wsMessage, message string) {
+	out := reply(m, outAcknowledgement)
+	out.Message = message
+	wc.enqueue(out, m.Media, closeIfFull)
+}
+
+// dispatch handles one message. Interactions run on goroutines of their
+// own (at most wsMaxInFlight at once), so a slow Thing never stops the
+// connection from reading.
+func (wc *wsConn) dispatch(m *wsMessage) {
+	switch m.MessageType {
+	case mtReadProperty, mtWriteProperty, mtInvokeAction:
+		if m.ThingID == "" || m.Name == "" {
+			wc.replyError(m, missing(m))
+			return
+		}
+		select {
+		case wc.inFlight <- struct{}{}:
+		default:
+			wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many interactions in progress on this connection (at most %d)", wsMaxInFlight))
+			return
+		}
+		// The invocation is known before this returns, so a queryAction or
+		// cancelAction right behind it finds it.
+		var inv *wsInvocation
+		if m.MessageType == mtInvokeAction {
+			inv = &wsInvocation{}
+			inv.status.Store(hub.StatusPending)
+			var cancelled atomic.Bool
+			inv.cancel = func() { cancelled.Store(true) }
+			inv.cancelled = &cancelled
+			wc.mu.Lock()
+			wc.actions[m.ThingID+"|"+m.Name] = inv
+			wc.mu.Unlock()
+		}
+		wc.wg.Go(func() {
+			defer func() { <-wc.inFlight }()
+			wc.interact(m, inv)
+		})
+	case mtObserveProperty, mtSubscribeEvent:
+		if m.ThingID == "" || m.Name == "" {
+			wc.replyError(m, missing(m))
+			return
+		}
+		op := hub.OpObserveProperty
+		if m.MessageType == mtSubscribeEvent {
+			op = hub.OpSubscribeEvent
+		}
+		wc.subscribe(m, op, m.Name, true)
+	case mtUnobserveProperty, mtUnsubscribeEvent:
+		if m.ThingID == "" || m.Name == "" {
+			wc.replyError(m, missing(m))
+			return
+		}
+		kind := "p"
+		if m.MessageType == mtUnsubscribeEvent {
+			kind = "e"
+		}
+		wc.stopStream(kind + "|" + m.ThingID + "|" + m.Name)
+		wc.ack(m, "unsubscribed")
+	case mtSubscribeAllEvents:
+		wc.subscribeAll(m)
+	case mtUnsubscribeAllEvent:
+		wc.mu.Lock()
+		for k, cancel := range wc.streams {
+			if strings.HasPrefix(k, "e|"+m.ThingID+"|") {
+				cancel()
+				delete(wc.streams, k)
+			}
+		}
+		wc.mu.Unlock()
+		wc.ack(m, "unsubscribed")
+	case mtQueryAction, mtCancelAction:
+		wc.queryAction(m)
+	case mtRegisterThing:
+		wc.register(m)
+	case mtPropertyReading, mtActionStatus, mtEvent, mtAcknowledgement, mtError:
+		wc.fromAgent(m)
+	default:
+		wc.replyError(m, &problemErr{own: true, p: hub.Problem{Type: hub.ErrorTypeBase + "unsupported-message-type",
+			Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
+			Detail: fmt.Sprintf("the hub does not know the messageType %q", truncate(m.MessageType, 64))}})
+	}
+}
+
+// missing is the error of a request without thingId or affordance name.
+func missing(m *wsMessage) error {
+	var f []hub.FieldError
+	if m.ThingID == "" {
+		f = append(f, hub.FieldError{Field: "/thingId", Description: "is required"})
+	}
+	if m.Name == "" {
+		f = append(f, hub.FieldError{Field: "/name", Description: "is required"})
+	}
+	return &hub.Error{Code: hub.EINVALID, Message: "the message lacks required members", Fields: f}
+}
+
+// interaction builds the Interaction for a consumer's request.
+func (wc *wsConn) interaction(m *wsMessage, op hub.Op) (hub.Interaction, error) {
+	in := hub.Interaction{ThingID: m.ThingID, Op: op, Name: m.Name, Accept: m.Media, ContentType: m.Media,
+		Traceparent: m.Traceparent, Tracestate: m.Tracestate}
+	if m.HasValue {
+		b, err := hub.EncodeValue(m.Value, m.Media)
+		if err != nil {
+			return in, err
+		}
+		in.Input = b
+	}
+	return in, nil
+}
+
+func (wc *wsConn) router() (*hub.Router, error) { return wc.g.s.router() }
+
+// interact runs readProperty, writeProperty or invokeAction.
+func (wc *wsConn) interact(m *wsMessage, inv *wsInvocation) {
+	rt, err := wc.router()
+	if err != nil {
+		wc.replyError(m, err)
+		return
+	}
+	op := map[string]hub.Op{mtReadProperty: hub.OpReadProperty, mtWriteProperty: hub.OpWriteProperty, mtInvokeAction: hub.OpInvokeAction}[m.MessageType]
+	in, err := wc.interaction(m, op)
+	if err == nil && op == hub.OpWriteProperty && !m.HasValue {
+		err = &hub.Error{Code: hub.EINVALID, Message: "writeProperty needs a value", Fields: []hub.FieldError{{Field: "/value", Description: "is required"}}}
+	}
+	if err == nil {
+		_, _, err = rt.Check(in)
+	}
+	if err == nil && m.HasValue && op != hub.OpReadProperty {
+		err = wc.checkSchema(m, op)
+	}
+	if err != nil {
+		if inv != nil {
+			inv.status.Store(hub.StatusFailed)
+		}
+		wc.replyError(m, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(wc.ctx, wc.g.s.cfg.ProxyTimeout)
+	defer cancel()
+	if inv != nil {
+		inv.mu.Lock()
+		if inv.cancelled.Load() {
+			cancel()
+		}
+		inv.cancel = cancel
+		inv.mu.Unlock()
+	}
+	err = rt.Deliver(ctx, in, func(res hub.Result) error {
+		if inv != nil {
+			inv.status.Store(res.Status)
+		}
+		wc.result(m, op, res)
+		return nil
+	})
+	if err != nil {
+		if inv != nil {
+			inv.status.Store(hub.StatusFailed)
+		}
+		wc.replyError(m, err)
+	}
+}
+
+// checkSchema checks a write's value or an action's input against the
+// schema the TD gives, before any agent sees it (400).
+func (wc *wsConn) checkSchema(m *wsMessage, op hub.Op) error {
+	raw, err := wc.g.s.reg.Raw(m.ThingID)
+	if err != nil {
+		return err
+	}
+	member := "actions"
+	if op == hub.OpWriteProperty {
+		member = "properties"
+	}
+	schema, ok := hub.AffordanceSchema(raw, member, m.Name)
+	if !ok {
+		return nil
+	}
+	return hub.CheckValue(schema, m.Value)
+}
+
+// result sends one result of a consumer's interaction.
+func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	switch op {
+	case hub.OpReadProperty:
+		if res.Status == hub.StatusFailed {
+			wc.replyError(m, problemError(res.Problem))
+			return
+		}
+		out := reply(m, outPropertyReading)
+		out.Name, out.Value, out.Timestamp = m.Name, rawValue(res.Data), now
+		if m.Kotlin {
+			out.Property, out.Data = m.Name, rawValue(res.Data)
+		}
+		wc.enqueue(out, m.Media, closeIfFull)
+	case hub.OpWriteProperty:
+		if res.Status == hub.StatusFailed {
+			wc.replyError(m, problemError(res.Problem))
+			return
+		}
+		wc.ack(m, "written")
+	case hub.OpInvokeAction:
+		out := reply(m, outActionStatus)
+		out.Action, out.Status, out.Output, out.Timestamp = m.Name, res.Status, rawValue(res.Data), now
+		if res.Status == hub.StatusFailed {
+			p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
+			if res.Problem != nil {
+				p = *res.Problem
+			}
+			p.Status, p.Instance = http.StatusBadGateway, "/ws"
+			out.Error = &p
+		}
+		policy := closeIfFull
+		if !res.Final() {
+			policy = dropIfFull
+		}
+		wc.enqueue(out, m.Media, policy)
+	}
+}
+
+// problemError turns a Thing's problem into an error with its texts and the
+// status of EFAILED (502).
+func problemError(p *hub.Problem) error {
+	if p == nil {
+		return hub.Errorf(hub.EFAILED, "the Thing reported a failure")
+	}
+	return &problemErr{p: *p}
+}
+
+// problemErr carries a problem as is: a Thing's (status 502) or, with own,
+// one of the hub's that no error code stands for.
+type problemErr struct {
+	p   hub.Problem
+	own bool
+}
+
+func (e *problemErr) Error() string { return e.p.Detail }
+
+// queryAction answers queryAction with the status of this connection's
+// latest invocation of that action, and cancelAction by cancelling it.
+func (wc *wsConn) queryAction(m *wsMessage) {
+	wc.mu.Lock()
+	inv := wc.actions[m.ThingID+"|"+m.Name]
+	wc.mu.Unlock()
+	if inv == nil {
+		wc.replyError(m, hub.Errorf(hub.ENOTFOUND, "this connection has not invoked action %q of Thing %q", m.Name, m.ThingID))
+		return
+	}
+	if m.MessageType == mtCancelAction {
+		inv.stop()
+		wc.ack(m, "cancelled")
+		return
+	}
+	out := reply(m, outActionStatus)
+	out.Action, out.Status = m.Name, inv.status.Load().(string)
+	wc.enqueue(out, m.Media, closeIfFull)
+}
+
+// subscribe starts an observation or event subscription through the
+// Router and acknowledges it once it is in place (or answers the error).
+func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
+	kind := "p"
+	if op == hub.OpSubscribeEvent {
+		kind = "e"
+	}
+	key := kind + "|" + m.ThingID + "|" + name
+	rt, err := wc.router()
+	if err != nil {
+		wc.replyError(m, err)
+		return
+	}
+	in := hub.Interaction{ThingID: m.ThingID, Op: op, Name: name, Accept: m.Media}
+	if _, _, err := rt.Check(in); err != nil {
+		if ackIt {
+			wc.replyError(m, err)
+		}
+		return
+	}
+	wc.mu.Lock()
+	if _, dup := wc.streams[key]; dup {
+		wc.mu.Unlock()
+		if ackIt {
+			wc.ack(m, "subscribed")
+		}
+		return
+	}
+	if len(wc.streams) >= wsMaxStreams {
+		wc.mu.Unlock()
+		wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many subscriptions on this connection (at most %d)", wsMaxStreams))
+		return
+	}
+	ctx, cancel := context.WithCancel(wc.ctx)
+	wc.streams[key] = cancel
+	wc.mu.Unlock()
+	wc.wg.Go(func() {
+		defer cancel()
+		started := false
+		err := rt.Deliver(ctx, in, func(res hub.Result) error {
+			if res.Status == hub.StatusPending {
+				if !started && ackIt {
+					wc.ack(m, "subscribed")
+				}
+				started = true
+				return nil
+			}
+			now := time.Now().UTC().Format(time.RFC3339Nano)
+			if op == hub.OpSubscribeEvent {
+				out := &wsOut{MessageID: uuid.NewString(), MessageType: outEvent, ThingID: m.ThingID,
+					Event: name, Data: rawValue(res.Data), Timestamp: now, CorrelationID: m.MessageID}
+				wc.enqueue(out, m.Media, dropIfFull)
+			} else {
+				out := &wsOut{MessageID: uuid.NewString(), MessageType: outPropertyReading, ThingID: m.ThingID,
+					Name: name, Value: rawValue(res.Data), Timestamp: now, CorrelationID: m.MessageID}
+				if m.Kotlin {
+					out.Property, out.Data = name, rawValue(res.Data)
+				}
+				wc.enqueue(out, m.Media, dropIfFull)
+			}
+			return nil
+		})
+		wc.mu.Lock()
+		if wc.streams[key] != nil && ctx.Err() == nil {
+			delete(wc.streams, key)
+		}
+		wc.mu.Unlock()
+		if err != nil && wc.ctx.Err() == nil && ctx.Err() == nil {
+			wc.replyError(m, err)
+		}
+	})
+}
+
+func (wc *wsConn) stopStream(key string) {
+	wc.mu.Lock()
+	if cancel := wc.streams[key]; cancel != nil {
+		cancel()
+		delete(wc.streams, key)
+	}
+	wc.mu.Unlock()
+}
+
+// subscribeAll subscribes every event the Thing's TD declares, with one
+// acknowledgement.
+func (wc *wsConn) subscribeAll(m *wsMessage) {
+	if m.ThingID == "" {
+		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "the message lacks required members",
+			Fields: []hub.FieldError{{Field: "/thingId", Description: "is required"}}})
+		return
+	}
+	raw, err := wc.g.s.reg.Raw(m.ThingID)
+	if err != nil {
+		wc.replyError(m, err)
+		return
+	}
+	doc, err := hub.ParseDocument(raw)
+	if err != nil {
+		wc.replyError(m, err)
+		return
+	}
+	events, _ := doc["events"].(map[string]any)
+	for name := range events {
+		wc.subscribe(m, hub.OpSubscribeEvent, name, false)
+	}
+	wc.ack(m, "subscribed")
+}

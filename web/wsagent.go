@@ -1,0 +1,425 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// The gateway is the hub's transport to WebSocket agents.
+var _ hub.Transport = (*gateway)(nil)
+
+// agentReplyBuffer is how many intermediate results of one request may
+// wait; beyond it they are dropped, as for MQTT agents. The final result
+// has a slot of its own.
+const agentReplyBuffer = 32
+
+// agentRequest is one request of the hub to a WebSocket agent, waiting for
+// its replies.
+type agentRequest struct {
+	op    hub.Op
+	ch    chan *wsMessage // intermediate replies
+	final chan *wsMessage // the final reply (capacity 1)
+}
+
+// register is registerThing{td} (PROTOCOL §5): the same registry and join
+// policy as an MQTT join. An id bound to another live connection is
+// refused (409), as is one joined over MQTT (it holds a credential) or
+// registered by other means (403).
+func (wc *wsConn) register(m *wsMessage) {
+	g := wc.g
+	td, ok := m.TD.(map[string]any)
+	if !ok {
+		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "registerThing needs the Thing Description as an object",
+			Fields: []hub.FieldError{{Field: "/td", Description: "must be an object"}}})
+		return
+	}
+	id, _ := td["id"].(string)
+	if id == "" {
+		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "a Thing registered over WebSocket needs an id",
+			Fields: []hub.FieldError{{Field: "/td/id", Description: "is required"}}})
+		return
+	}
+	if m.ThingID != "" && m.ThingID != id {
+		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "thingId differs from the description's id",
+			Fields: []hub.FieldError{{Field: "/thingId", Description: "must equal /td/id"}}})
+		return
+	}
+	m.ThingID = id
+	if err := hub.ValidateID(id); err != nil {
+		wc.replyError(m, err)
+		return
+	}
+	raw, err := json.Marshal(td)
+	if err != nil {
+		wc.replyError(m, hub.Errorf(hub.EINVALID, "the description has no JSON form: %v", err))
+		return
+	}
+	// Reserve the id for this connection first: two connections racing for
+	// one id cannot both pass the checks below.
+	g.mu.Lock()
+	owner := g.agents[id]
+	if owner != nil && owner != wc {
+		g.mu.Unlock()
+		wc.replyError(m, hub.Errorf(hub.ECONFLICT, "the Thing %q is registered by another WebSocket connection", id))
+		return
+	}
+	g.agents[id] = wc
+	g.mu.Unlock()
+	if err := wc.admit(id, owner == wc); err != nil {
+		wc.release(id, owner == wc)
+		wc.replyError(m, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := g.s.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS}); err != nil {
+		wc.release(id, owner == wc)
+		wc.replyError(m, err)
+		return
+	}
+	wc.mu.Lock()
+	wc.things[id] = true
+	if wc.media == "" {
+		wc.media = m.Media
+	}
+	wc.mu.Unlock()
+	if err := g.s.reg.SetPresence(ctx, id, hub.PresenceOnline, hub.SourceWS); err != nil {
+		wc.log.Warn("cannot record presence", "id", id, "err", err)
+	}
+	if g.publisher != nil {
+		if err := g.publisher.PublishPresence(id, hub.PresenceOnline); err != nil {
+			wc.log.Debug("cannot publish presence", "id", id, "err", err)
+		}
+	}
+	wc.log.Info("websocket agent registered", "id", id)
+	wc.ack(m, "registered")
+}
+
+// admit applies the join policy to a registration of id by this
+// connection; again is a re-registration on the same connection.
+func (wc *wsConn) admit(id string, again bool) error {
+	g := wc.g
+	if g.s.cfg.Credentials != nil {
+		_, err := g.s.cfg.Credentials.CredentialHash(id)
+		switch hub.ErrorCode(err) {
+		case "":
+			return hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only that agent may replace it", id)
+		case hub.ENOTFOUND:
+		default:
+			return &hub.Error{Code: hub.EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
+		}
+	}
+	t, err := g.s.reg.Get(id)
+	switch hub.ErrorCode(err) {
+	case "":
+		if t.Meta.Origin.Source != hub.SourceWS {
+			return hub.Errorf(hub.EFORBIDDEN, "the Thing %q is registered by other means (%s): it cannot be taken over WebSocket", id, t.Meta.Origin.Source)
+		}
+		return nil // a WebSocket agent coming back (or updating itself)
+	case hub.ENOTFOUND:
+	default:
+		return err
+	}
+	if again {
+		return nil
+	}
+	if err := hub.CheckJoinMode(g.s.cfg.JoinMode); err != nil {
+		return err
+	}
+	if ok, wait := g.joins.Allow(wc.remote); !ok {
+		return hub.Errorf(hub.ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// release undoes the reservation of id unless it was this connection's
+// before.
+func (wc *wsConn) release(id string, kept bool) {
+	if kept {
+		return
+	}
+	wc.g.mu.Lock()
+	if wc.g.agents[id] == wc {
+		delete(wc.g.agents, id)
+	}
+	wc.g.mu.Unlock()
+}
+
+// unregister runs when the connection has closed: its Things go offline
+// (they stay registered) and its pending requests fail.
+func (wc *wsConn) unregister() {
+	g := wc.g
+	wc.mu.Lock()
+	ids := make([]string, 0, len(wc.things))
+	for id := range wc.things {
+		ids = append(ids, id)
+	}
+	wc.mu.Unlock()
+	g.mu.Lock()
+	for _, id := range ids {
+		if g.agents[id] == wc {
+			delete(g.agents, id)
+		}
+	}
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if err := g.s.reg.SetPresence(ctx, id, hub.PresenceOffline, hub.SourceWS); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+			wc.log.Warn("cannot record presence", "id", id, "err", err)
+		}
+		if g.publisher != nil {
+			if err := g.publisher.PublishPresence(id, hub.PresenceOffline); err != nil {
+				wc.log.Debug("cannot publish presence", "id", id, "err", err)
+			}
+		}
+		wc.log.Info("websocket agent gone", "id", id)
+	}
+}
+
+// fromAgent handles what an agent sends: replies to the hub's requests
+// (by correlationId), and on its own events and property values, which
+// go to every consumer through the publisher.
+func (wc *wsConn) fromAgent(m *wsMessage) {
+	if m.CorrelationID != "" {
+		wc.mu.Lock()
+		req := wc.pending[m.CorrelationID]
+		wc.mu.Unlock()
+		if req != nil {
+			wc.route(req, m)
+			return
+		}
+	}
+	switch m.MessageType {
+	case mtEvent, mtPropertyReading:
+	case mtAcknowledgement, mtError, mtActionStatus:
+		wc.log.Debug("dropping a reply nobody waits for", "type", m.MessageType, "correlationId", m.CorrelationID)
+		return
+	}
+	wc.mu.Lock()
+	own := wc.things[m.ThingID]
+	wc.mu.Unlock()
+	if !own {
+		wc.replyError(m, hub.Errorf(hub.EFORBIDDEN, "only the agent that registered Thing %q on this connection may emit its values", m.ThingID))
+		return
+	}
+	if m.Name == "" || !m.HasValue {
+		wc.replyError(m, missing(m))
+		return
+	}
+	data, err := hub.EncodeValue(m.Value, m.Media)
+	if err == nil {
+		if wc.g.publisher == nil {
+			err = hub.Errorf(hub.EUNAVAILABLE, "the hub has no broker to carry values")
+		} else if m.MessageType == mtEvent {
+			err = wc.g.publisher.PublishEvent(m.ThingID, m.Name, data, m.Media)
+		} else {
+			err = wc.g.publisher.PublishProperty(m.ThingID, m.Name, data, m.Media)
+		}
+	}
+	if err != nil {
+		wc.replyError(m, err)
+	}
+}
+
+// route passes an agent's reply to the request waiting for it; it never
+// waits (it runs on the agent's read loop).
+func (wc *wsConn) route(req *agentRequest, m *wsMessage) {
+	ch := req.ch
+	if agentFinal(req.op, m) {
+		ch = req.final
+	}
+	select {
+	case ch <- m:
+	default:
+		wc.log.Debug("dropping an agent reply", "type", m.MessageType)
+	}
+}
+
+// agentFinal reports whether m ends a request of op.
+func agentFinal(op hub.Op, m *wsMessage) bool {
+	switch m.MessageType {
+	case mtError, mtAcknowledgement, mtPropertyReading:
+		return true
+	case mtActionStatus:
+		return op != hub.OpInvokeAction || m.Status == hub.StatusCompleted || m.Status == hub.StatusFailed ||
+			(m.Status != hub.StatusPending && m.Status != hub.StatusRunning)
+	}
+	return false
+}
+
+// Deliver carries an interaction to the WebSocket agent that registered
+// the Thing (hub.Transport): readproperty, writeproperty and invokeaction
+// become requests on its socket in its encoding, answered by correlationId;
+// observations and event subscriptions are served by the broker's streams,
+// which carry what the agent emits.
+func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.Result) error) error {
+	if in.Op.Streaming() {
+		if g.streams == nil {
+			return hub.Errorf(hub.EUNAVAILABLE, "the hub has no broker to carry values of WebSocket agents")
+		}
+		return g.streams.Deliver(ctx, in, emit)
+	}
+	g.mu.Lock()
+	wc := g.agents[in.ThingID]
+	g.mu.Unlock()
+	if wc == nil {
+		return hub.Errorf(hub.EUNAVAILABLE, "Thing %q is not connected over WebSocket now", in.ThingID)
+	}
+	wc.mu.Lock()
+	media := wc.media
+	wc.mu.Unlock()
+	accept := in.Accept
+	if accept == "" {
+		accept = in.ContentType
+	}
+	accept = hub.MediaOf(accept)
+	input, err := hub.Transcode(in.Input, in.ContentType, media)
+	if err != nil {
+		return err
+	}
+	out := &wsOut{ThingID: in.ThingID, MessageID: uuid.NewString(), Traceparent: in.Traceparent, Tracestate: in.Tracestate}
+	switch in.Op {
+	case hub.OpReadProperty:
+		out.MessageType, out.Name = "readProperty", in.Name
+	case hub.OpWriteProperty:
+		out.MessageType, out.Name, out.Value = "writeProperty", in.Name, rawValue(input)
+	case hub.OpInvokeAction:
+		out.MessageType, out.Action, out.Input = "invokeAction", in.Name, rawValue(input)
+	default:
+		return hub.Errorf(hub.EUNSUPPORTED, "the websocket transport cannot %s", in.Op)
+	}
+	req := &agentRequest{op: in.Op, ch: make(chan *wsMessage, agentReplyBuffer), final: make(chan *wsMessage, 1)}
+	wc.mu.Lock()
+	wc.pending[out.MessageID] = req
+	wc.mu.Unlock()
+	defer func() {
+		wc.mu.Lock()
+		delete(wc.pending, out.MessageID)
+		wc.mu.Unlock()
+	}()
+	if !wc.enqueue(out, media, refuseIfFull) {
+		return hub.Errorf(hub.EUNAVAILABLE, "Thing %q is busy or not connected over WebSocket now", in.ThingID)
+	}
+	pass := func(m *wsMessage) (bool, error) {
+		res := agentResult(in.Op, m, accept)
+		return res.Final(), emit(res)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wc.ctx.Done():
+			return hub.Errorf(hub.EUNAVAILABLE, "Thing %q disconnected", in.ThingID)
+		case m := <-req.ch:
+			if done, err := pass(m); done || err != nil {
+				return err
+			}
+		case final := <-req.final:
+			for {
+				select {
+				case m := <-req.ch:
+					if done, err := pass(m); done || err != nil {
+						return err
+					}
+					continue
+				default:
+				}
+				break
+			}
+			_, err := pass(final)
+			return err
+		}
+	}
+}
+
+// agentResult turns an agent's reply into a Result in the consumer's
+// encoding. A value that cannot be carried, or a status outside the four,
+// is a failure of the agent.
+func agentResult(op hub.Op, m *wsMessage, accept string) hub.Result {
+	failed := func(detail string) hub.Result {
+		p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "%s", detail))
+		return hub.Result{Status: hub.StatusFailed, Problem: &p}
+	}
+	status := hub.StatusCompleted
+	switch m.MessageType {
+	case mtError:
+		p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
+		if m.Problem != nil {
+			if m.Problem.Type != "" {
+				p.Type = m.Problem.Type
+			}
+			if m.Problem.Title != "" {
+				p.Title = m.Problem.Title
+			}
+			p.Detail = m.Problem.Detail
+		}
+		return hub.Result{Status: hub.StatusFailed, Problem: &p}
+	case mtActionStatus:
+		status = m.Status
+		switch status {
+		case hub.StatusPending, hub.StatusRunning, hub.StatusCompleted:
+		case hub.StatusFailed:
+			p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
+			if m.Problem != nil {
+				if m.Problem.Type != "" {
+					p.Type = m.Problem.Type
+				}
+				if m.Problem.Title != "" {
+					p.Title = m.Problem.Title
+				}
+				p.Detail = m.Problem.Detail
+			}
+			return hub.Result{Status: hub.StatusFailed, Problem: &p}
+		default:
+			return failed(fmt.Sprintf("the Thing answered with an unknown status %q", truncate(status, 64)))
+		}
+	case mtAcknowledgement:
+		return hub.Result{Status: hub.StatusCompleted, ContentType: accept}
+	}
+	if op == hub.OpWriteProperty || !m.HasValue {
+		return hub.Result{Status: status, ContentType: accept}
+	}
+	data, err := hub.EncodeValue(m.Value, accept)
+	if err != nil {
+		return failed("the Thing sent a value the consumer's encoding cannot carry")
+	}
+	return hub.Result{Status: status, Data: data, ContentType: accept}
+}
+
+// serveMQTT is GET /mqtt: MQTT over WebSocket (subprotocol mqtt) into the
+// same broker, with its authentication and ACL, after the Origin check
+// (mochi's own WebSocket listener accepts any Origin).
+func (s *Server) serveMQTT(w http.ResponseWriter, r *http.Request) {
+	if s.ws.conns == nil {
+		s.writeError(w, r, hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is not running"))
+		return
+	}
+	c, err := s.accept(w, r, []string{"mqtt"})
+	if err != nil {
+		s.log.Debug("mqtt websocket refused", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	if c.Subprotocol() != "mqtt" {
+		_ = c.Close(websocket.StatusPolicyViolation, "the subprotocol must be mqtt")
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
+	// The MQTT CONNECT must come within the handshake timeout; the broker
+	// then sets the deadlines of the client's keep-alive.
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// The broker closes these connections when it stops (after HTTP).
+	if err := s.ws.conns.ServeConn(nc); err != nil {
+		s.log.Debug("mqtt websocket connection ended", "remote", r.RemoteAddr, "err", err)
+	}
+}

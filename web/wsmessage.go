@@ -1,0 +1,293 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+)
+
+// Message types of the LMOS WebSocket envelope (PROTOCOL §5), lower-cased:
+// the hub compares them case-insensitively, so the spec's camelCase and
+// kotlin-wot's "subscribeevent" are the same message.
+const (
+	mtReadProperty        = "readproperty"
+	mtWriteProperty       = "writeproperty"
+	mtObserveProperty     = "observeproperty"
+	mtUnobserveProperty   = "unobserveproperty"
+	mtInvokeAction        = "invokeaction"
+	mtQueryAction         = "queryaction"
+	mtCancelAction        = "cancelaction"
+	mtSubscribeEvent      = "subscribeevent"
+	mtUnsubscribeEvent    = "unsubscribeevent"
+	mtSubscribeAllEvents  = "subscribeallevents"
+	mtUnsubscribeAllEvent = "unsubscribeallevents"
+	mtRegisterThing       = "registerthing"
+	mtPropertyReading     = "propertyreading"
+	mtActionStatus        = "actionstatus"
+	mtEvent               = "event"
+	mtAcknowledgement     = "acknowledgement"
+	mtError               = "error"
+)
+
+// Message types the hub sends, in the spec's camelCase.
+const (
+	outPropertyReading = "propertyReading"
+	outActionStatus    = "actionStatus"
+	outEvent           = "event"
+	outAcknowledgement = "acknowledgement"
+	outError           = "error"
+)
+
+// errUnparseable marks a frame that is not an envelope at all (close 1003),
+// as opposed to an envelope with a wrong member (an error message).
+var errUnparseable = errors.New("unparseable frame")
+
+// wsMessage is one decoded envelope, whatever spelling it used.
+type wsMessage struct {
+	ThingID       string
+	MessageID     string
+	MessageType   string // lower-cased
+	CorrelationID string
+	Traceparent   string
+	Tracestate    string
+	// Name is the property, action or event (name, property, action or
+	// event member, by message type).
+	Name string
+	// Value is input, data, value or output (by message type); HasValue
+	// tells an absent member from null.
+	Value    any
+	HasValue bool
+	// Status is an actionStatus's status.
+	Status string
+	TD     any
+	// Problem is an error message's problem (or a failed actionStatus's
+	// "error" member).
+	Problem *hub.Problem
+	// Kotlin is set when the message used kotlin-wot's spelling
+	// ("property" for the name, "data" for a property value): replies
+	// then carry those members too, so kotlin-wot clients read them.
+	Kotlin bool
+	// Media is the payload encoding of the frame: MediaJSON for text,
+	// MediaCBOR for binary frames.
+	Media string
+}
+
+// frameMedia is the payload encoding of a frame type.
+func frameMedia(t websocket.MessageType) string {
+	if t == websocket.MessageBinary {
+		return hub.MediaCBOR
+	}
+	return hub.MediaJSON
+}
+
+// frameType is the frame type that carries media.
+func frameType(media string) websocket.MessageType {
+	if media == hub.MediaCBOR {
+		return websocket.MessageBinary
+	}
+	return websocket.MessageText
+}
+
+// decodeMessage decodes one frame: JSON text or CBOR binary (with the hub's
+// CBOR limits) holding an object. A frame that does not decode to an object
+// is errUnparseable; members of the wrong type are EINVALID.
+func decodeMessage(frame []byte, media string) (*wsMessage, error) {
+	// encoding/json would replace invalid UTF-8 silently (RFC 6455 requires
+	// UTF-8 in text frames, coder/websocket does not check it).
+	if media == hub.MediaJSON && !utf8.Valid(frame) {
+		return nil, errUnparseable
+	}
+	v, err := hub.DecodeValue(frame, media)
+	if err != nil {
+		return nil, errUnparseable
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, errUnparseable
+	}
+	m := &wsMessage{Media: media}
+	var bad []hub.FieldError
+	str := func(keys ...string) string {
+		for _, k := range keys {
+			x, ok := obj[k]
+			if !ok || x == nil {
+				continue
+			}
+			s, ok := x.(string)
+			if !ok {
+				bad = append(bad, hub.FieldError{Field: "/" + k, Description: "must be a string"})
+				return ""
+			}
+			return s
+		}
+		return ""
+	}
+	m.ThingID = str("thingId", "thingID")
+	m.MessageID = str("messageId", "messageID")
+	m.MessageType = strings.ToLower(str("messageType"))
+	m.CorrelationID = str("correlationId", "correlationID")
+	m.Traceparent = str("traceparent")
+	m.Tracestate = str("tracestate")
+	value := func(keys ...string) {
+		for _, k := range keys {
+			if x, ok := obj[k]; ok {
+				m.Value, m.HasValue = x, true
+				m.Kotlin = m.Kotlin || k == "data" && m.MessageType != mtEvent
+				return
+			}
+		}
+	}
+	_, m.Kotlin = obj["property"]
+	switch m.MessageType {
+	case mtReadProperty, mtObserveProperty, mtUnobserveProperty:
+		m.Name = str("name", "property")
+	case mtWriteProperty:
+		m.Name = str("name", "property")
+		value("value", "data")
+	case mtPropertyReading:
+		m.Name = str("name", "property")
+		value("value", "data")
+	case mtInvokeAction, mtQueryAction, mtCancelAction:
+		m.Name = str("action", "name")
+		value("input")
+	case mtActionStatus:
+		m.Name = str("action", "name")
+		m.Status = str("status")
+		value("output")
+		if p, ok := obj["error"].(map[string]any); ok {
+			m.Problem = problemMember(p)
+		}
+	case mtSubscribeEvent, mtUnsubscribeEvent, mtEvent:
+		m.Name = str("event", "name")
+		value("data")
+	case mtRegisterThing:
+		m.TD = obj["td"]
+	case mtError:
+		m.Problem = problemMember(obj)
+	}
+	if m.MessageType == "" && len(bad) == 0 {
+		bad = append(bad, hub.FieldError{Field: "/messageType", Description: "is required"})
+	}
+	if len(bad) > 0 {
+		return m, &hub.Error{Code: hub.EINVALID, Message: "the message has invalid members", Fields: bad}
+	}
+	return m, nil
+}
+
+// problemMember reads a problem object of a peer (an agent's error), keeping
+// only well-typed members, cut to bounded lengths. status may be a number
+// or, as kotlin-wot sends it, a string.
+func problemMember(obj map[string]any) *hub.Problem {
+	p := &hub.Problem{}
+	get := func(k string, n int) string {
+		s, _ := obj[k].(string)
+		return truncate(s, n)
+	}
+	p.Type, p.Title, p.Detail, p.Instance = get("type", 512), get("title", 512), get("detail", 4096), get("instance", 512)
+	switch s := obj["status"].(type) {
+	case string:
+		p.Status, _ = strconv.Atoi(s)
+	default:
+		if f, ok := jsonNumber(s); ok {
+			p.Status = int(f)
+		}
+	}
+	return p
+}
+
+func jsonNumber(v any) (float64, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	case float64:
+		return x, true
+	case int64:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	}
+	return 0, false
+}
+
+// truncate cuts s to at most n bytes without splitting a character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
+// rawValue is a payload already encoded in the frame's encoding; it is
+// embedded as is in JSON and in CBOR.
+type rawValue []byte
+
+func (r rawValue) MarshalJSON() ([]byte, error) { return r, nil }
+
+// IsZero makes omitzero drop an empty payload (no value), in JSON and CBOR.
+func (r rawValue) IsZero() bool                 { return len(r) == 0 }
+func (r rawValue) MarshalCBOR() ([]byte, error) { return r, nil }
+
+// wsOut is a message the hub sends, in camelCase (PROTOCOL §5); members
+// are omitted when empty. Status is a string in actionStatus and a number
+// in error.
+type wsOut struct {
+	ThingID       string `json:"thingId,omitempty"`
+	MessageID     string `json:"messageId"`
+	MessageType   string `json:"messageType"`
+	CorrelationID string `json:"correlationId,omitempty"`
+	Traceparent   string `json:"traceparent,omitempty"`
+	Tracestate    string `json:"tracestate,omitempty"`
+
+	Name     string `json:"name,omitempty"`
+	Property string `json:"property,omitempty"`
+	Action   string `json:"action,omitempty"`
+	Event    string `json:"event,omitempty"`
+
+	Value  rawValue `json:"value,omitzero"`
+	Data   rawValue `json:"data,omitzero"`
+	Input  rawValue `json:"input,omitzero"`
+	Output rawValue `json:"output,omitzero"`
+
+	Status    any          `json:"status,omitempty"`
+	Error     *hub.Problem `json:"error,omitempty"`
+	Message   string       `json:"message,omitempty"`
+	Timestamp string       `json:"timestamp,omitempty"`
+
+	Type             string           `json:"type,omitempty"`
+	Title            string           `json:"title,omitempty"`
+	Detail           string           `json:"detail,omitempty"`
+	Instance         string           `json:"instance,omitempty"`
+	ValidationErrors []hub.FieldError `json:"validationErrors,omitempty"`
+}
+
+// cborEnc encodes outgoing CBOR frames.
+var cborEnc = func() cbor.EncMode {
+	em, err := cbor.EncOptions{ShortestFloat: cbor.ShortestFloat16}.EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return em
+}()
+
+// encode serialises m in media; payloads in m must be in media already.
+func (m *wsOut) encode(media string) ([]byte, error) {
+	if media == hub.MediaCBOR {
+		return cborEnc.Marshal(m)
+	}
+	return json.Marshal(m)
+}
+
+// setProblem makes m an error message carrying p.
+func (m *wsOut) setProblem(p hub.Problem) {
+	m.MessageType = "error"
+	m.Type, m.Title, m.Status, m.Detail, m.Instance = p.Type, p.Title, p.Status, p.Detail, p.Instance
+	m.ValidationErrors = p.ValidationErrors
+}
