@@ -5,7 +5,8 @@
 #   * Debian packages providing required commands (node, npm, ...), installed
 #     with apt-get when the command is missing — only when running as root;
 #     otherwise the missing packages are listed and the script exits 1.
-#   * test/interop/node_modules via `npm ci`, skipped when the stamp file
+#   * test/interop/node_modules via `npm install --no-save` from the lock
+#     file, skipped when the stamp file
 #     test/interop/node_modules/.lock-stamp holds the sha256 of
 #     test/interop/package-lock.json.
 #
@@ -84,8 +85,14 @@ have=$(cat "$STAMP" 2>/dev/null || true)
 if [[ $want == "$have" ]]; then
 	log "$INTEROP/node_modules is up to date"
 else
-	log "npm ci in $INTEROP (node $(node --version), npm $(npm --version))"
-	# npm ci removes node_modules first, so the stamp goes with it; write it only on success.
-	npm ci --no-audit --no-fund --prefix "$INTEROP"
+	log "npm install in $INTEROP (node $(node --version), npm $(npm --version))"
+	# Not `npm ci`: cbor-x's optional native helper (cbor-extract) has
+	# per-platform packages that the registry mirror here lacks, so the lock
+	# cannot list them and `npm ci` refuses the lock as out of sync. `npm
+	# install` installs the same locked versions and skips a missing optional
+	# package (cbor-x then uses its pure-JavaScript decoder); --no-save keeps
+	# the lock file as committed. A fresh node_modules keeps it a clean install.
+	rm -rf "$INTEROP/node_modules"
+	npm install --no-save --no-audit --no-fund --prefix "$INTEROP"
 	printf '%s\n' "$want" >"$STAMP"
 fi
