@@ -125,6 +125,10 @@ type Broker struct {
 	// accepted counts accepted connections (see tidyStacks).
 	accepted atomic.Uint64
 	tidies   atomic.Uint64
+	// gwConns are the connections ServeConn serves (MQTT over WebSocket).
+	gwMu     sync.Mutex
+	gwClosed bool
+	gwConns  map[net.Conn]struct{}
 	served   atomic.Bool
 	closed   atomic.Bool
 	stopOnce sync.Once
@@ -313,6 +317,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		b.closeGatewayConns()
 		if b.served.Load() {
 			_ = b.server.Close() // always nil; closes listeners and clients
 		} else if b.ln != nil {

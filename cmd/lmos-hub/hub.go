@@ -46,7 +46,7 @@ type Main struct {
 	MDNS *mdns.Hub
 
 	errc    chan error
-	closers []func(context.Context) error
+	closers []closer
 }
 
 // NewMain returns a Main for cfg.
@@ -73,7 +73,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.DB = db
-	m.onClose(func(context.Context) error { return db.Close() })
+	m.onClose("store", func(context.Context) error { return db.Close() })
 
 	reg, err := hub.NewRegistry(db, hub.RegistryOptions{
 		Logger:    m.Logger.With("component", "registry"),
@@ -83,7 +83,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.Registry = reg
-	m.onClose(func(context.Context) error { return reg.Close() })
+	m.onClose("registry", func(context.Context) error { return reg.Close() })
 	// Loading walked the whole store once; those pages are not needed now.
 	if err := db.ReleaseMapped(); err != nil {
 		m.Logger.Warn("cannot release the store's start-up pages", "err", err)
@@ -168,7 +168,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.errc <- fmt.Errorf("http server failed: %w", err)
 		}
 	}()
-	m.onClose(func(ctx context.Context) error {
+	m.onClose("http", func(ctx context.Context) error {
 		// Event streams never end by themselves: end them so Shutdown only
 		// waits for requests in flight, whose writes then complete.
 		srv.CloseStreams()
@@ -212,7 +212,7 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 	if err != nil {
 		return err
 	}
-	m.onClose(b.Close)
+	m.onClose("mqtt", b.Close)
 	if err := b.Serve(); err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (m *Main) openMDNS(hubID string, reg *hub.Registry) error {
 		return err
 	}
 	m.MDNS = h
-	m.onClose(h.Close)
+	m.onClose("mdns", h.Close)
 	return nil
 }
 
@@ -302,7 +302,15 @@ func (m *Main) bootstrapToken() error {
 	return nil
 }
 
-func (m *Main) onClose(f func(context.Context) error) { m.closers = append(m.closers, f) }
+// closer stops one component.
+type closer struct {
+	name  string
+	close func(context.Context) error
+}
+
+func (m *Main) onClose(name string, f func(context.Context) error) {
+	m.closers = append(m.closers, closer{name, f})
+}
 
 // Err reports a component that failed while serving.
 func (m *Main) Err() <-chan error { return m.errc }
@@ -311,8 +319,14 @@ func (m *Main) Err() <-chan error { return m.errc }
 func (m *Main) Close(ctx context.Context) error {
 	var errs []error
 	for i := len(m.closers) - 1; i >= 0; i-- {
-		if err := m.closers[i](ctx); err != nil {
-			errs = append(errs, err)
+		c := m.closers[i]
+		start := time.Now()
+		err := c.close(ctx)
+		took := time.Since(start).Round(time.Millisecond)
+		m.Logger.Debug("stopped", "component", c.name, "took", took)
+		if err != nil {
+			// Each component has what is left of ctx: say which one took it.
+			errs = append(errs, fmt.Errorf("%s (stopping it took %s): %w", c.name, took, err))
 		}
 	}
 	m.closers = nil

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -72,7 +74,10 @@ func (h *testHub) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.Main.Close(ctx); err != nil {
-		h.t.Errorf("close hub: %v", err)
+		// What still runs is what held the close up.
+		var stacks strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		h.t.Errorf("close hub: %v\n%s", err, stacks.String())
 	}
 }
 

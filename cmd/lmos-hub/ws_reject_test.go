@@ -263,3 +263,26 @@ func TestMQTTOverWebSocket(t *testing.T) {
 		t.Errorf("no subprotocol: %v, want close 1008", err)
 	}
 }
+
+// TestCloseWithMQTTOverWebSocketClient: the hub stops in time with a client
+// still connected over /mqtt, and that client's connection ends.
+func TestCloseWithMQTTOverWebSocketClient(t *testing.T) {
+	h := startHub(t, nil)
+	c, err := h.wsDialErr("/mqtt", "mqtt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
+	pc := paho.NewClient(paho.ClientConfig{Conn: nc})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := pc.Connect(ctx, &paho.Connect{CleanStart: true, ClientID: "browser-2"}); err != nil {
+		t.Fatal(err)
+	}
+	h.Close() // fails the test if the hub cannot stop within 5 s
+	select {
+	case <-pc.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the /mqtt client is still connected after the hub closed")
+	}
+}
