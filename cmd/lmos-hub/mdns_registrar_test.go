@@ -167,6 +167,8 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 	if _, err := reg.Get("urn:test:http-thing"); err != nil {
 		t.Errorf("the HTTP Thing was removed too: %v", err)
 	}
+	// The counters move after the registry commits.
+	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
 	if s := r.Stats(); s.Forgotten != 1 || s.Offline != 1 {
 		t.Errorf("stats = %+v", s)
 	}
@@ -268,7 +270,9 @@ func TestMDNSRegistrarAdoptsStoredThings(t *testing.T) {
 	if _, err := reg.Get("urn:test:http"); err != nil {
 		t.Errorf("the HTTP Thing: %v", err)
 	}
-	if s := r.Stats(); s.Forgotten != 1 {
+	// The counter moves after the deletion commits.
+	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
+	if s := r.Stats(); s.Forgotten != 1 || s.Registered != 0 {
 		t.Errorf("stats = %+v", s)
 	}
 }
