@@ -3,7 +3,6 @@ package hub
 import (
 	"encoding/binary"
 	"errors"
-	"hash/maphash"
 	"slices"
 	"strings"
 )
@@ -90,11 +89,11 @@ func summarize(doc map[string]any) *Summary {
 // The Bloom filter holds every member name and string value of a document,
 // so a JSONPath query that needs a given string (an equality with a string
 // literal, a member name) can skip documents without parsing them. Sizing:
-// at least 10 bits per string with 7 probes keeps false positives under
-// 1 %, so a selective query parses about 1 % of the registry.
+// at least 10 bits per string with 7 probes gives about 1 % false
+// positives, so a selective query parses about 1 % of the registry; small
+// filters get 256 bits, where a few strings would otherwise leave the rate
+// to chance.
 const bloomProbes = 7
-
-var bloomSeed = maphash.MakeSeed()
 
 func newBloom(doc map[string]any) []uint64 {
 	var strs []string
@@ -117,7 +116,7 @@ func newBloom(doc map[string]any) []uint64 {
 	walk(doc)
 	slices.Sort(strs)
 	strs = slices.Compact(strs)
-	nbits := 64
+	nbits := 256
 	for nbits < len(strs)*10 {
 		nbits <<= 1
 	}
@@ -135,8 +134,21 @@ func newBloom(doc map[string]any) []uint64 {
 // bloomKey is a string's two hashes; probe i is h1 + i·h2.
 type bloomKey struct{ h1, h2 uint32 }
 
+// keyOf hashes s with 64-bit FNV-1a and a final mix (splitmix64's), the
+// same in every process: filters are stored with the summaries and read
+// back after a restart, so a per-process seed (hash/maphash) would make
+// every stored filter miss.
 func keyOf(s string) bloomKey {
-	h := maphash.String(bloomSeed, s)
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
 	return bloomKey{uint32(h), uint32(h>>32) | 1} // odd: every probe differs
 }
 
@@ -291,7 +303,7 @@ func (s *Summary) fieldPointer(kind byte, a, c int) string {
 // summaryVersion tags encoded summaries. A stored summary of another
 // version is ignored and rebuilt from the document, so changing what a
 // Summary holds only needs a new version here.
-const summaryVersion = 1
+const summaryVersion = 2 // 2: Bloom filters hashed the same in every process
 
 // EncodeSummary encodes s for the store, which keeps it next to the
 // Thing's metadata so that start-up rebuilds the registry without parsing
