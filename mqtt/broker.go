@@ -125,10 +125,8 @@ type Broker struct {
 	// accepted counts accepted connections (see tidyStacks).
 	accepted atomic.Uint64
 	tidies   atomic.Uint64
-	// gwConns are the connections ServeConn serves (MQTT over WebSocket).
-	gwMu     sync.Mutex
-	gwClosed bool
-	gwConns  map[net.Conn]struct{}
+	// gateway holds the connections ServeConn serves (MQTT over WebSocket).
+	gateway  connSet
 	served   atomic.Bool
 	closed   atomic.Bool
 	stopOnce sync.Once
@@ -317,7 +315,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.closeGatewayConns()
+		b.gateway.close()
 		if b.served.Load() {
 			_ = b.server.Close() // always nil; closes listeners and clients
 		} else if b.ln != nil {
@@ -375,21 +373,15 @@ func (b *Broker) publish(topic string, payload []byte, retain bool, qos byte, co
 }
 
 // listener serves mochi clients from a net.Listener opened by Listen, so the
-// bound address is known before Serve.
-//
-// It tracks its connections: mochi's shutdown closes the clients it knows
-// and then waits for every connection to end, so one accepted while it
-// closed (still in its handshake, or registered just after) would hold the
-// shutdown up for as long as its client stayed.
+// bound address is known before Serve. It tracks its connections (see
+// connSet).
 type listener struct {
 	id       string
 	ln       net.Listener
 	log      *slog.Logger
 	accepted *atomic.Uint64
-
-	mu    sync.Mutex
-	end   bool
-	conns map[net.Conn]struct{}
+	end      atomic.Bool
+	conns    connSet
 }
 
 func (l *listener) Init(*slog.Logger) error { return nil }
@@ -401,34 +393,21 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 	for {
 		conn, err := l.ln.Accept()
 		if err != nil {
-			l.mu.Lock()
-			end := l.end
-			l.mu.Unlock()
-			if !end {
+			if !l.end.Load() {
 				l.log.Error("mqtt accept failed", "err", err)
 			}
 			return
 		}
-		l.mu.Lock()
-		if l.end {
-			l.mu.Unlock()
-			conn.Close()
-			return
+		if !l.conns.add(conn) {
+			return // closing
 		}
-		if l.conns == nil {
-			l.conns = make(map[net.Conn]struct{})
-		}
-		l.conns[conn] = struct{}{}
-		l.mu.Unlock()
 		l.accepted.Add(1)
 		go func() {
+			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.
 			if err := establish(l.id, conn); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
-			l.mu.Lock()
-			delete(l.conns, conn)
-			l.mu.Unlock()
 		}()
 	}
 }
@@ -437,24 +416,12 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 // DISCONNECT where the protocol has one), then closes whatever connection
 // is left, so that mochi's wait for them ends.
 func (l *listener) Close(closeClients listeners.CloseFn) {
-	l.mu.Lock()
-	if l.end {
-		l.mu.Unlock()
+	if !l.end.CompareAndSwap(false, true) {
 		return
 	}
-	l.end = true
-	l.mu.Unlock()
 	_ = l.ln.Close()
 	closeClients(l.id)
-	l.mu.Lock()
-	left := make([]net.Conn, 0, len(l.conns))
-	for c := range l.conns {
-		left = append(left, c)
-	}
-	l.mu.Unlock()
-	for _, c := range left {
-		_ = c.Close()
-	}
+	l.conns.close()
 }
 
 // minLevel drops records below min, whatever the parent handler allows,

@@ -20,47 +20,18 @@ var (
 
 // ServeConn serves an MQTT client on a connection accepted elsewhere (the
 // HTTP adapter's /mqtt), with the same authentication and ACL as the TCP
-// listener. It returns when the client is gone.
-//
-// mochi's shutdown waits for every connection but disconnects only those of
-// its listeners, so the broker tracks these and closes them itself.
+// listener. It returns when the client is gone. The broker tracks these
+// connections and closes them on shutdown (see connSet).
 func (b *Broker) ServeConn(c net.Conn) error {
 	if err := b.Err(); err != nil {
 		c.Close()
 		return err
 	}
-	b.gwMu.Lock()
-	if b.gwClosed {
-		b.gwMu.Unlock()
-		c.Close()
+	if !b.gateway.add(c) {
 		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is closed")
 	}
-	if b.gwConns == nil {
-		b.gwConns = make(map[net.Conn]struct{})
-	}
-	b.gwConns[c] = struct{}{}
-	b.gwMu.Unlock()
-	defer func() {
-		b.gwMu.Lock()
-		delete(b.gwConns, c)
-		b.gwMu.Unlock()
-	}()
+	defer b.gateway.remove(c)
 	return b.server.EstablishConnection("ws", c)
-}
-
-// closeGatewayConns ends the connections ServeConn serves and refuses new
-// ones.
-func (b *Broker) closeGatewayConns() {
-	b.gwMu.Lock()
-	b.gwClosed = true
-	conns := make([]net.Conn, 0, len(b.gwConns))
-	for c := range b.gwConns {
-		conns = append(conns, c)
-	}
-	b.gwMu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
 }
 
 // PublishEvent publishes an event of a Thing on …/events/{name}.
