@@ -15,15 +15,27 @@ import (
 // @thing-description-playground/core, checkJsonLd false) on files and
 // returns each file's verdict. make test installs it; elsewhere the test
 // skips unless LMOS_INTEROP=1 demands it.
+// interopScript returns the absolute path of test/interop/script, whose
+// npm package module must be installed: `make test` installs it; elsewhere
+// the test skips unless LMOS_INTEROP=1 demands it.
+func interopScript(t *testing.T, script, module string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join("../../test/interop/node_modules", module)); err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("npm %s not installed (run scripts/test-deps.sh): %v", module, err)
+		}
+		t.Skipf("npm %s not installed; `make test` installs it", module)
+	}
+	path, err := filepath.Abs(filepath.Join("../../test/interop", script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func tdPlayground(t *testing.T, files ...string) map[string]bool {
 	t.Helper()
-	script, _ := filepath.Abs("../../test/interop/validate-td.mjs")
-	if _, err := os.Stat("../../test/interop/node_modules/@thing-description-playground/core"); err != nil {
-		if os.Getenv("LMOS_INTEROP") == "1" {
-			t.Fatalf("TD playground validator not installed (run scripts/test-deps.sh): %v", err)
-		}
-		t.Skip("TD playground validator not installed; `make test` installs it")
-	}
+	script := interopScript(t, "validate-td.mjs", "@thing-description-playground/core")
 	cmd := exec.Command("node", append([]string{script}, files...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -224,13 +224,7 @@ func TestMDNSLAN(t *testing.T) {
 // with the hub, and finds the hub's directory with its TXT in contract
 // order.
 func TestMDNSNodeInterop(t *testing.T) {
-	script, _ := filepath.Abs("../../test/interop/mdns-agent.mjs")
-	if _, err := os.Stat("../../test/interop/node_modules/multicast-dns"); err != nil {
-		if os.Getenv("LMOS_INTEROP") == "1" {
-			t.Fatalf("npm multicast-dns not installed (run scripts/test-deps.sh): %v", err)
-		}
-		t.Skip("npm multicast-dns not installed; `make test` installs it")
-	}
+	script := interopScript(t, "mdns-agent.mjs", "multicast-dns")
 	lan := netnstest.New(t, []string{"hub", "node"})
 	_, base := mdnsHub(t, lan, "hub", "Node Test Hub")
 	c := lan.HTTPClient("hub")

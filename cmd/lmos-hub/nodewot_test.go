@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,13 +17,7 @@ import (
 // filled in, with CBOR payloads: readProperty (retained), invokeAction and
 // subscribeEvent.
 func TestNodeWoTConsumesMQTTAgent(t *testing.T) {
-	script, _ := filepath.Abs("../../test/interop/consume.mjs")
-	if _, err := os.Stat("../../test/interop/node_modules/@node-wot/binding-mqtt"); err != nil {
-		if os.Getenv("LMOS_INTEROP") == "1" {
-			t.Fatalf("node-wot not installed (run scripts/test-deps.sh): %v", err)
-		}
-		t.Skip("node-wot not installed; `make test` installs it")
-	}
+	script := interopScript(t, "consume.mjs", "@node-wot/binding-mqtt")
 	h := startHub(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

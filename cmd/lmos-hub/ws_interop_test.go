@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,13 +15,7 @@ import (
 // the hub: read, streamed invocation, kotlin-wot spellings, CBOR, an
 // unknown message type and an event.
 func TestNodeWSEnvelope(t *testing.T) {
-	script, _ := filepath.Abs("../../test/interop/ws-envelope.mjs")
-	if _, err := os.Stat("../../test/interop/node_modules/ws"); err != nil {
-		if os.Getenv("LMOS_INTEROP") == "1" {
-			t.Fatalf("npm ws not installed (run scripts/test-deps.sh): %v", err)
-		}
-		t.Skip("npm ws not installed; `make test` installs it")
-	}
+	script := interopScript(t, "ws-envelope.mjs", "ws")
 	h := startHub(t, nil)
 	a := h.startWSAgent("urn:uuid:5b0d6c1e-0000-4000-8000-0000000a0001", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
