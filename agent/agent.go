@@ -188,18 +188,24 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 		running:  make(chan struct{}, maxHandlers),
 		refusing: make(chan struct{}, maxRefusals),
 	}
+	return start(ctx, a, opts.URL, a.establishRetry, a.run)
+}
+
+// start makes the first connection of a (over either transport) within
+// ctx, then runs it in the background.
+func start[C any](ctx context.Context, a *Agent, url string, establish func(first bool) (C, error), run func(C)) (*Agent, error) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.hctx, a.hcancel = context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, a.cancel)
 	defer stop()
-	cli, err := a.establishRetry(true)
+	c, err := establish(true)
 	if err != nil {
 		a.cancel()
 		a.hcancel()
 		close(a.done)
-		return nil, fmt.Errorf("cannot connect to the hub at %s: %w", opts.URL, err)
+		return nil, fmt.Errorf("cannot connect to the hub at %s: %w", url, err)
 	}
-	go a.run(cli)
+	go run(c)
 	return a, nil
 }
 

@@ -169,19 +169,7 @@ func connectWS(ctx context.Context, opts Options) (*Agent, error) {
 		ws: &wsLink{url: u.String(), binary: isCBOR(opts.ContentType), up: make(chan struct{}),
 			pending: make(map[string]chan wsFrame), watches: make(map[string]map[uint64]func(Value))},
 	}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.hctx, a.hcancel = context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, a.cancel)
-	defer stop()
-	c, err := a.wsEstablish(true)
-	if err != nil {
-		a.cancel()
-		a.hcancel()
-		close(a.done)
-		return nil, fmt.Errorf("cannot connect to the hub at %s: %w", opts.URL, err)
-	}
-	go a.wsRun(c)
-	return a, nil
+	return start(ctx, a, opts.URL, a.wsEstablish, a.wsRun)
 }
 
 // wsEstablish dials and registers, retrying network failures with backoff
