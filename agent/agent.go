@@ -243,17 +243,7 @@ func (a *Agent) Close() error {
 		}
 		a.cancel()
 		<-a.done
-		a.hcancel()
-		a.mu.Lock()
-		a.closing = true
-		a.mu.Unlock()
-		waited := make(chan struct{})
-		go func() { a.handlers.Wait(); close(waited) }()
-		select {
-		case <-waited:
-		case <-time.After(a.opts.Timeout):
-			a.log.Warn("handlers still running at close")
-		}
+		a.stopHandlers()
 		a.mu.Lock()
 		cli := a.cli
 		a.cli = nil
@@ -735,4 +725,20 @@ func brokerAddr(raw string) (string, error) {
 		port = "1883"
 	}
 	return net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// stopHandlers ends the handlers' context, refuses new requests and waits
+// (up to Timeout) for the running handlers.
+func (a *Agent) stopHandlers() {
+	a.hcancel()
+	a.mu.Lock()
+	a.closing = true
+	a.mu.Unlock()
+	waited := make(chan struct{})
+	go func() { a.handlers.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(a.opts.Timeout):
+		a.log.Warn("handlers still running at close")
+	}
 }

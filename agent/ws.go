@@ -680,17 +680,7 @@ func (a *Agent) wsClose() {
 		_ = c.Close(websocket.StatusNormalClosure, "agent closing")
 	}
 	<-a.done
-	a.hcancel()
-	a.mu.Lock()
-	a.closing = true
-	a.mu.Unlock()
-	waited := make(chan struct{})
-	go func() { a.handlers.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(a.opts.Timeout):
-		a.log.Warn("handlers still running at close")
-	}
+	a.stopHandlers()
 }
 
 func newMessageID() string {

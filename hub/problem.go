@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // ErrorTypeBase prefixes problem type URIs, as the LMOS error types do.
@@ -59,4 +61,34 @@ func ProblemOf(err error) Problem {
 		Detail:           ErrorMessage(err),
 		ValidationErrors: ErrorFields(err),
 	}
+}
+
+// PeerProblem reads the problem object a Thing or peer sent (an agent's
+// failure, an error message over WebSocket), keeping only well-typed
+// members, cut to bounded lengths: a peer's text is passed on to consumers
+// and logs. status may be a number or, as kotlin-wot sends it, a string; 0
+// when absent.
+func PeerProblem(obj map[string]any) Problem {
+	get := func(k string, n int) string {
+		s, _ := obj[k].(string)
+		return Truncate(s, n)
+	}
+	p := Problem{Type: get("type", 512), Title: get("title", 512), Detail: get("detail", 4096), Instance: get("instance", 512)}
+	switch s := obj["status"].(type) {
+	case string:
+		p.Status, _ = strconv.Atoi(s)
+	default:
+		if f, ok := number(s); ok {
+			p.Status = int(f)
+		}
+	}
+	return p
+}
+
+// Truncate cuts s to at most n bytes without splitting a character.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }

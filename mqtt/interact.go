@@ -154,7 +154,7 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 	case hub.StatusFailed:
 		return hub.Result{Status: hub.StatusFailed, Problem: decodeProblem(payload, ct)}
 	}
-	return hub.Result{Status: hub.StatusFailed, Problem: agentProblem(fmt.Sprintf("the Thing answered with an unknown %s %q", statusProperty, truncate(status, 64)))}
+	return hub.Result{Status: hub.StatusFailed, Problem: agentProblem(fmt.Sprintf("the Thing answered with an unknown %s %q", statusProperty, hub.Truncate(status, 64)))}
 }
 
 // decodeProblem reads the problem object of a failed result (JSON or CBOR).
@@ -171,33 +171,25 @@ func decodeProblem(payload []byte, contentType string) *hub.Problem {
 	if err != nil || !ok {
 		return agentProblem(why + " without a problem object")
 	}
-	p := agentProblem(why)
-	if s, ok := obj["type"].(string); ok && s != "" {
-		p.Type = truncate(s, 512)
+	// The status stays the hub's: the agent failed, so the consumer gets
+	// 502 whatever status it claims.
+	p, peer := agentProblem(why), hub.PeerProblem(obj)
+	if peer.Type != "" {
+		p.Type = peer.Type
 	}
-	if s, ok := obj["title"].(string); ok && s != "" {
-		p.Title = truncate(s, 512)
+	if peer.Title != "" {
+		p.Title = peer.Title
 	}
-	if s, ok := obj["detail"].(string); ok {
-		p.Detail = truncate(s, 4096)
+	if _, ok := obj["detail"].(string); ok {
+		p.Detail = peer.Detail
 	}
-	if s, ok := obj["instance"].(string); ok {
-		p.Instance = truncate(s, 512)
-	}
+	p.Instance = peer.Instance
 	return p
 }
 
 func agentProblem(detail string) *hub.Problem {
 	p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "%s", detail))
 	return &p
-}
-
-// truncate cuts s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }
 
 // Deliver carries an interaction to an MQTT agent (hub.Transport):

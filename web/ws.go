@@ -614,7 +614,7 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 	default:
 		wc.replyError(m, &problemErr{own: true, p: hub.Problem{Type: hub.ErrorTypeBase + "unsupported-message-type",
 			Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
-			Detail: fmt.Sprintf("the hub does not know the messageType %q", truncate(m.MessageType, 64))}})
+			Detail: fmt.Sprintf("the hub does not know the messageType %q", hub.Truncate(m.MessageType, 64))}})
 	}
 }
 

@@ -380,7 +380,7 @@ func agentResult(op hub.Op, m *wsMessage, accept string) hub.Result {
 			}
 			return hub.Result{Status: hub.StatusFailed, Problem: &p}
 		default:
-			return failed(fmt.Sprintf("the Thing answered with an unknown status %q", truncate(status, 64)))
+			return failed(fmt.Sprintf("the Thing answered with an unknown status %q", hub.Truncate(status, 64)))
 		}
 	case mtAcknowledgement:
 		return hub.Result{Status: hub.StatusCompleted, ContentType: accept}

@@ -3,7 +3,6 @@ package web
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -181,48 +180,10 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 	return m, nil
 }
 
-// problemMember reads a problem object of a peer (an agent's error), keeping
-// only well-typed members, cut to bounded lengths. status may be a number
-// or, as kotlin-wot sends it, a string.
+// problemMember reads a peer's problem object (see hub.PeerProblem).
 func problemMember(obj map[string]any) *hub.Problem {
-	p := &hub.Problem{}
-	get := func(k string, n int) string {
-		s, _ := obj[k].(string)
-		return truncate(s, n)
-	}
-	p.Type, p.Title, p.Detail, p.Instance = get("type", 512), get("title", 512), get("detail", 4096), get("instance", 512)
-	switch s := obj["status"].(type) {
-	case string:
-		p.Status, _ = strconv.Atoi(s)
-	default:
-		if f, ok := jsonNumber(s); ok {
-			p.Status = int(f)
-		}
-	}
-	return p
-}
-
-func jsonNumber(v any) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	case float64:
-		return x, true
-	case int64:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	}
-	return 0, false
-}
-
-// truncate cuts s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
+	p := hub.PeerProblem(obj)
+	return &p
 }
 
 // rawValue is a payload already encoded in the frame's encoding; it is
