@@ -10,27 +10,6 @@ import (
 	"unicode/utf8"
 )
 
-// AffordanceSchema returns the data schema a Thing's TD gives for an
-// affordance: the "input" of an action, or a property's own schema (member
-// "properties"). It parses raw on demand (PROTOCOL §2) and reports false
-// when the TD gives none.
-func AffordanceSchema(raw []byte, member, name string) (map[string]any, bool) {
-	doc, err := ParseDocument(raw)
-	if err != nil {
-		return nil, false
-	}
-	affs, _ := doc[member].(map[string]any)
-	aff, ok := affs[name].(map[string]any)
-	if !ok {
-		return nil, false
-	}
-	if member == "actions" {
-		in, ok := aff["input"].(map[string]any)
-		return in, ok
-	}
-	return aff, true
-}
-
 // CheckValue checks a JSON data-model value (numbers as json.Number,
 // float64, int64 or *big.Int) against a W3C WoT data schema: type, const,
 // enum, minimum/maximum (also exclusive), minLength/maxLength,

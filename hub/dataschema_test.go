@@ -64,15 +64,30 @@ func TestCheckValue(t *testing.T) {
 	}
 }
 
-func TestAffordanceSchema(t *testing.T) {
-	raw := []byte(`{"actions":{"go":{"input":{"type":"string"}},"stop":{}},"properties":{"p":{"type":"number"}}}`)
-	if s, ok := AffordanceSchema(raw, "actions", "go"); !ok || s["type"] != "string" {
-		t.Errorf("go: %v %v", s, ok)
+// TestCheckInput: the router checks an action's "input" schema and a
+// property's own schema; an action without one takes anything.
+func TestCheckInput(t *testing.T) {
+	doc, err := ParseDocument([]byte(`{"actions":{"go":{"input":{"type":"string"}},"stop":{}},"properties":{"p":{"type":"number"}}}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := AffordanceSchema(raw, "actions", "stop"); ok {
-		t.Error("stop has no input schema")
-	}
-	if s, ok := AffordanceSchema(raw, "properties", "p"); !ok || s["type"] != "number" {
-		t.Errorf("p: %v %v", s, ok)
+	aff := func(member, name string) map[string]any { return doc[member].(map[string]any)[name].(map[string]any) }
+	for _, c := range []struct {
+		op      Op
+		member  string
+		name    string
+		input   string
+		invalid bool
+	}{
+		{OpInvokeAction, "actions", "go", `"north"`, false},
+		{OpInvokeAction, "actions", "go", `7`, true},
+		{OpInvokeAction, "actions", "stop", `7`, false},
+		{OpWriteProperty, "properties", "p", `7`, false},
+		{OpWriteProperty, "properties", "p", `"x"`, true},
+	} {
+		err := checkInput(Interaction{Op: c.op, Name: c.name, Input: []byte(c.input), ContentType: MediaJSON, Affordance: aff(c.member, c.name)})
+		if (ErrorCode(err) == EINVALID) != c.invalid || (err != nil && !c.invalid) {
+			t.Errorf("%s %s %s: %v", c.op, c.name, c.input, err)
+		}
 	}
 }

@@ -182,6 +182,9 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 	if (in.Op == OpReadProperty || in.Op == OpObserveProperty) && in.Affordance["writeOnly"] == true {
 		return Errorf(EMETHOD, "property %q of Thing %q is write-only", in.Name, in.ThingID)
 	}
+	if err := checkInput(in); err != nil {
+		return err
+	}
 	final := false
 	err = tr.Deliver(ctx, in, func(res Result) error {
 		final = final || res.Final()
@@ -198,6 +201,28 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 		return fmt.Errorf("cannot %s %s of %s: %w", in.Op, in.Name, in.ThingID, err)
 	}
 	return nil
+}
+
+// checkInput checks a written value or an action's input against the data
+// schema the TD gives for it (a property's own schema, an action's
+// "input"), so that no consumer, whatever its transport, reaches an agent
+// with a value the TD rules out.
+func checkInput(in Interaction) error {
+	var schema map[string]any
+	switch in.Op {
+	case OpWriteProperty:
+		schema = in.Affordance
+	case OpInvokeAction:
+		schema, _ = in.Affordance["input"].(map[string]any)
+	}
+	if schema == nil || len(in.Input) == 0 {
+		return nil
+	}
+	v, err := DecodeValue(in.Input, in.ContentType)
+	if err != nil {
+		return err
+	}
+	return CheckValue(schema, v)
 }
 
 func singular(member string) string {

@@ -661,9 +661,6 @@ func (wc *wsConn) interact(m *wsMessage, inv *wsInvocation) {
 	if err == nil {
 		_, _, err = rt.Check(in)
 	}
-	if err == nil && m.HasValue && op != hub.OpReadProperty {
-		err = wc.checkSchema(m, op)
-	}
 	if err != nil {
 		if inv != nil {
 			inv.status.Store(hub.StatusFailed)
@@ -694,24 +691,6 @@ func (wc *wsConn) interact(m *wsMessage, inv *wsInvocation) {
 		}
 		wc.replyError(m, err)
 	}
-}
-
-// checkSchema checks a write's value or an action's input against the
-// schema the TD gives, before any agent sees it (400).
-func (wc *wsConn) checkSchema(m *wsMessage, op hub.Op) error {
-	raw, err := wc.g.s.reg.Raw(m.ThingID)
-	if err != nil {
-		return err
-	}
-	member := "actions"
-	if op == hub.OpWriteProperty {
-		member = "properties"
-	}
-	schema, ok := hub.AffordanceSchema(raw, member, m.Name)
-	if !ok {
-		return nil
-	}
-	return hub.CheckValue(schema, m.Value)
 }
 
 // result sends one result of a consumer's interaction.

@@ -358,8 +358,19 @@ func TestProxyRejections(t *testing.T) {
 			t.Errorf("%s %s: Allow %q, want %q", method, path, got, allow)
 		}
 	}
+	// A value the property's schema rules out is refused for HTTP
+	// consumers too (the router checks it), and never reaches the agent.
+	resp, body := h.request("PUT", "/proxy/"+pathEscape(agentID)+"/properties/temp", "application/json", "", []byte(`"hot"`), testToken)
+	if p := expectProblem(t, resp, body, 400, "data schema"); len(p.ValidationErrors) != 1 || p.ValidationErrors[0].Field != "" {
+		t.Errorf("validationErrors %+v, want one for the value itself", p.ValidationErrors)
+	}
+	select {
+	case p := <-a.got:
+		t.Fatalf("a value the schema rules out reached the agent: %s", p.Topic)
+	case <-time.After(200 * time.Millisecond):
+	}
 	// Observing a write-only property is refused as reading it is.
-	resp, body := h.request("GET", "/proxy/"+pathEscape(agentID)+"/properties/pin", "", "text/event-stream", nil, "")
+	resp, body = h.request("GET", "/proxy/"+pathEscape(agentID)+"/properties/pin", "", "text/event-stream", nil, "")
 	expectProblem(t, resp, body, 405, "write-only")
 
 	// Offline: its status says so.
