@@ -405,7 +405,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		go func() {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.
-			if err := establish(l.id, conn); err != nil {
+			if err := establish(l.id, newOutConn(conn)); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
 		}()

@@ -135,7 +135,7 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 // says so.
 func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Net.Inline {
-		return pk, nil
+		return h.deliver(cl, pk)
 	}
 	if cl.Properties.ProtocolVersion < 5 && !mayPublish(self(cl), pk.TopicName) {
 		return pk, packets.CodeSuccessIgnore // acknowledged, dropped
@@ -152,7 +152,7 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	}
 	t, ok := parseThingTopic(pk.TopicName)
 	if !ok {
-		return pk, nil
+		return h.deliver(cl, pk)
 	}
 	switch t.kind {
 	case kindTD:
@@ -185,7 +185,17 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 			}
 		}
 	}
-	return pk, nil
+	return h.deliver(cl, pk)
+}
+
+// deliver retains and delivers a QoS 0 publish through the broker's own
+// fan-out (fanout.go) and tells mochi to skip both (mochi's Ignore). QoS 1
+// and 2 stay with mochi.
+func (h *binding) deliver(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Qos > 0 || !h.b.fanOut(cl, pk) {
+		return pk, nil
+	}
+	return pk, packets.CodeSuccessIgnore
 }
 
 // refuse answers a PUBLISH the hub will not take: PUBACK 0x87 (Not
