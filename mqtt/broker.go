@@ -43,9 +43,10 @@ const (
 	// advertised in the v5 CONNACK). A bigger packet closes the connection
 	// (mochi sends no DISCONNECT first); the client's will is published.
 	MaxPacketSize = 1 << 20
-	// maxWritesPending is each client's outbound queue. A subscriber that
-	// falls this far behind loses QoS 0 messages (QoS 1/2 ones stay in
-	// flight and are resent).
+	// maxWritesPending bounds each client's outbound queues: mochi's (QoS
+	// 1/2 and its own packets) and the fan-out's (QoS 0, outConn). A
+	// subscriber that falls this far behind loses QoS 0 messages (QoS 1/2
+	// ones stay in flight and are resent).
 	maxWritesPending = 128
 	// netBufferSize is each client's read and write buffer.
 	netBufferSize = 2 << 10
