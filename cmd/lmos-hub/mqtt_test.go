@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -272,3 +273,82 @@ func TestMQTTMosquittoInterop(t *testing.T) {
 		t.Fatalf("hub status after restart: %q %v", out, err)
 	}
 }
+
+// mosquitto_sub, MQTT 3.1.1 and 5, reads events the hub fans out at QoS 0:
+// the v5 one with their properties, the v3.1.1 one without, both in order.
+func TestMQTTMosquittoFanOut(t *testing.T) {
+	_, subBin := requireMosquitto(t)
+	h := startHubIn(t, t.TempDir(), nil)
+	const id = "urn:uuid:5b0d6c1e-0000-4000-8000-0000000000cc"
+	topic := "lmos/v1/things/" + hub.TopicKey(id) + "/events/alarm"
+	th := h.mqttDial(thingConnect(h.mqttDial(nil).join(id, makeTD(id, "Alarm"))))
+	host, port, _ := net.SplitHostPort(h.Main.MQTTAddr.String())
+	type sub struct {
+		cmd  *exec.Cmd
+		out  bytes.Buffer
+		done chan error
+	}
+	start := func(args ...string) *sub {
+		s := &sub{done: make(chan error, 1)}
+		s.cmd = exec.Command(subBin, append([]string{"-h", host, "-p", port, "-t", topic, "-C", "3", "-W", "10"}, args...)...)
+		s.cmd.Stdout = &s.out
+		if err := s.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { s.done <- s.cmd.Wait() }()
+		t.Cleanup(func() { _ = s.cmd.Process.Kill() })
+		return s
+	}
+	v311 := start("-V", "mqttv311", "-F", "%t %p")
+	v5 := start("-V", "mqttv5", "-F", "%C|%P|%E|%p")
+	// Publish numbered events until both have read three (their
+	// subscriptions may start at different ones).
+	exited := 0
+	for n := 0; exited < 2; n++ {
+		if n > 250 {
+			t.Fatalf("mosquitto_sub did not read 3 events: v3.1.1 %q, v5 %q", v311.out.String(), v5.out.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := th.c.Publish(ctx, &paho.Publish{Topic: topic, QoS: 0, Payload: fmt.Appendf(nil, `{"n":%d}`, n), Properties: &paho.PublishProperties{
+			ContentType:   "application/json",
+			MessageExpiry: ptrTo(uint32(60)),
+			User:          paho.UserProperties{{Key: "traceparent", Value: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},
+		}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		for _, s := range []*sub{v311, v5} {
+			select {
+			case err := <-s.done:
+				if err != nil {
+					t.Fatalf("mosquitto_sub: %v (%q)", err, s.out.String())
+				}
+				exited++
+			default:
+			}
+		}
+	}
+	check := func(name string, out string, line func(n int) string) {
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("%s read %q", name, out)
+		}
+		var first int
+		if _, err := fmt.Sscanf(lines[0][strings.LastIndex(lines[0], `{"n":`):], `{"n":%d}`, &first); err != nil {
+			t.Fatalf("%s: %q: %v", name, lines[0], err)
+		}
+		for i, l := range lines {
+			if want := line(first + i); l != want && !(name == "v5" && l == strings.Replace(want, "|60|", "|59|", 1)) {
+				t.Fatalf("%s line %d = %q, want %q", name, i, l, want)
+			}
+		}
+	}
+	check("v3.1.1", v311.out.String(), func(n int) string { return fmt.Sprintf(`%s {"n":%d}`, topic, n) })
+	check("v5", v5.out.String(), func(n int) string {
+		return fmt.Sprintf(`application/json|traceparent:00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01|60|{"n":%d}`, n)
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
