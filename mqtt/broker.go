@@ -276,6 +276,9 @@ func (b *Broker) Serve() (err error) {
 	if err := b.serveReplies(); err != nil {
 		return err
 	}
+	if err := b.server.Subscribe(thingsPrefix+"+/status", willSubID, b.bind.onDelayedWill); err != nil {
+		return fmt.Errorf("cannot subscribe the status topics: %w", err)
+	}
 	b.served.Store(true)
 	b.state.start()
 	if err := b.publishStatus("online"); err != nil {

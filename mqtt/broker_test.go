@@ -388,3 +388,48 @@ func BenchmarkJoin(b *testing.B) {
 		c.next(thingsPrefix + id + "/td/result")
 	}
 }
+
+// A will with a Will Delay Interval sets the Thing offline once the delay
+// is over, also when its clean-start session is gone by then (mochi calls
+// OnWillSent only for sessions that still exist); reconnecting within the
+// delay cancels it [MQTT-3.1.3-9].
+func TestDelayedWillSetsOffline(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct {
+		name      string
+		reconnect bool
+	}{{"vanishes", false}, {"comes back", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "urn:delayed-" + strings.ReplaceAll(c.name, " ", "-")
+			tid := hub.TopicKey(id)
+			_, creds := joinOwner(t, e, id, nil)
+			connect := func() *client {
+				cp := withCreds(creds)
+				cp.ClientID = "agent-" + tid
+				cp.WillMessage = &paho.WillMessage{Topic: thingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
+				cp.WillProperties = &paho.WillProperties{WillDelayInterval: ptr(uint32(1))}
+				return mustDial(t, e.addr, cp)
+			}
+			th := connect()
+			th.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
+			eventually(t, time.Second, "online", func() bool {
+				got, _ := e.reg.Get(id)
+				return got.Meta.Presence.Status == hub.PresenceOnline
+			})
+			th.conn.Close() // no DISCONNECT: the will is due in 1 s
+			if c.reconnect {
+				time.Sleep(100 * time.Millisecond)
+				connect()
+				time.Sleep(2500 * time.Millisecond) // mochi checks delayed wills every second
+				if got, _ := e.reg.Get(id); got.Meta.Presence.Status != hub.PresenceOnline {
+					t.Fatalf("a cancelled will set %+v", got.Meta.Presence)
+				}
+				return
+			}
+			eventually(t, 3*time.Second, "offline after the will delay", func() bool {
+				got, _ := e.reg.Get(id)
+				return got.Meta.Presence.Status == hub.PresenceOffline && got.Meta.Presence.Via == hub.SourceMQTT
+			})
+		})
+	}
+}

@@ -226,9 +226,29 @@ func (h *binding) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) 
 }
 
 // OnWillSent sees wills, which do not pass OnPublish: a Thing's will on its
-// status topic is how the hub learns it went away.
+// status topic is how the hub learns it went away. Delayed wills are left
+// to onDelayedWill, which sees them all.
 func (h *binding) OnWillSent(cl *mochi.Client, pk packets.Packet) {
+	if pk.Connect.WillProperties.WillDelayInterval > 0 {
+		return
+	}
 	if t, ok := parseThingTopic(pk.TopicName); ok && t.kind == kindStatus && t.tid == self(cl) {
+		h.b.presence(t.tid, pk.Payload)
+	}
+}
+
+// onDelayedWill is the inline subscription to every Thing's status topic.
+// mochi publishes a will with a Will Delay Interval from its own loop once
+// the delay is over, and calls OnWillSent only if the client's session
+// still exists; a clean-start agent that vanished would stay online. The
+// will is recognised by its delay (mochi keeps it in the packet). OnWill
+// let through only wills on the client's own topics, so the topic names
+// the Thing whose will it is.
+func (h *binding) onDelayedWill(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
+	if pk.Connect.WillProperties.WillDelayInterval == 0 {
+		return
+	}
+	if t, ok := parseThingTopic(pk.TopicName); ok && t.kind == kindStatus {
 		h.b.presence(t.tid, pk.Payload)
 	}
 }

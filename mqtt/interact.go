@@ -51,12 +51,16 @@ type route struct {
 	dropped     atomic.Int64    // intermediate results dropped
 }
 
-// subID numbers the inline subscriptions of streams; 1 is the inbox.
+// subID numbers the inline subscriptions of streams; 1 is the inbox, 2
+// the status topics (delayed wills).
 var subID atomic.Int64
 
-const inboxSubID = 1
+const (
+	inboxSubID = 1
+	willSubID  = 2
+)
 
-func init() { subID.Store(inboxSubID) }
+func init() { subID.Store(willSubID) }
 
 // serveReplies subscribes the inbox.
 func (b *Broker) serveReplies() error {
