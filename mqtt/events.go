@@ -100,7 +100,7 @@ func (b *Broker) resetPresence() []string {
 func (b *Broker) retainOffline(ids []string) {
 	for _, id := range ids {
 		topic := thingsPrefix + hub.TopicKey(id) + "/status"
-		if err := b.publish(topic, []byte(hub.PresenceOffline), true, 0, ""); err != nil {
+		if err := b.publish(topic, []byte(hub.PresenceOffline), true, 1, ""); err != nil {
 			b.log.Warn("cannot publish offline status", "id", id, "err", err)
 		}
 	}

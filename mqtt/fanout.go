@@ -40,10 +40,20 @@ type fanTarget struct {
 var fanTargets = sync.Pool{New: func() any { s := make([]fanTarget, 0, 64); return &s }}
 
 // fanOut retains the QoS 0 publish pk from cl if it says so and delivers
-// it to every subscriber. It reports false, having done nothing, when a
-// subscriber is connected on a connection the broker did not wrap (then
-// mochi must do both).
+// it to every subscriber. It reports false, having delivered nothing, when
+// a subscriber is connected on a connection the broker did not wrap: then
+// mochi must deliver (and retains again, which replaces the message with
+// itself).
+//
+// It retains before it looks up the subscribers, as mochi does: a
+// SUBSCRIBE that the look-up misses reads the retained store after it, so
+// the new subscriber gets the message one way or the other.
 func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
+	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
+		r := b.server.Topics.RetainMessage(pk.Copy(false))
+		b.state.OnRetainMessage(cl, pk, r)
+		atomic.StoreInt64(&b.server.Info.Retained, int64(b.server.Topics.Retained.Len()))
+	}
 	subs := b.server.Topics.Subscribers(pk.TopicName)
 	if len(subs.Shared) > 0 {
 		subs.SelectShared()
@@ -70,11 +80,6 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		targets = append(targets, fanTarget{cl, conn, sub})
 	}
 
-	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
-		r := b.server.Topics.RetainMessage(pk.Copy(false))
-		b.state.OnRetainMessage(cl, pk, r)
-		atomic.StoreInt64(&b.server.Info.Retained, int64(b.server.Topics.Retained.Len()))
-	}
 	for _, in := range subs.InlineSubscriptions {
 		in.Handler(b.inline, in.Subscription, pk)
 	}
@@ -118,6 +123,13 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		sent++
 		bytes += int64(len(data))
 	}
+	b.count(sent, bytes, dropped)
+	return true
+}
+
+// count adds packets the hub queued (sent) or dropped for full queues to
+// mochi's counters.
+func (b *Broker) count(sent, bytes, dropped int64) {
 	if sent > 0 {
 		atomic.AddInt64(&b.server.Info.MessagesSent, sent)
 		atomic.AddInt64(&b.server.Info.PacketsSent, sent)
@@ -126,7 +138,6 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	if dropped > 0 {
 		atomic.AddInt64(&b.server.Info.MessagesDropped, dropped)
 	}
-	return true
 }
 
 func b2i(b bool) int {

@@ -6,11 +6,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	pahopk "github.com/eclipse/paho.golang/packets"
@@ -255,6 +258,13 @@ func (c *rawClient) read() (byte, []byte) {
 // (v5, 0 for none).
 func (c *rawClient) subscribe(filter string, id int) {
 	c.t.Helper()
+	c.subscribeOpts(filter, id, 0)
+}
+
+// subscribeOpts subscribes with the subscription options byte opts (QoS,
+// No Local, Retain As Published, Retain Handling << 4).
+func (c *rawClient) subscribeOpts(filter string, id int, opts byte) {
+	c.t.Helper()
 	c.lastID++
 	body := []byte{0, c.lastID}
 	if c.v5 {
@@ -266,7 +276,7 @@ func (c *rawClient) subscribe(filter string, id int) {
 		}
 	}
 	body = append(body, byte(len(filter)>>8), byte(len(filter)))
-	body = append(append(body, filter...), 0) // QoS 0
+	body = append(append(body, filter...), opts)
 	if _, err := c.conn.Write(append([]byte{0x82, byte(len(body))}, body...)); err != nil {
 		c.t.Fatal(err)
 	}
@@ -510,7 +520,7 @@ func TestFanOutSlowSubscriber(t *testing.T) {
 	stuck.subscribe(topic, 0) // and never reads again
 	fast := mustDial(t, e.addr, nil)
 	fast.mustSub(topic)
-	dropped0 := e.b.server.Info.MessagesDropped
+	dropped0 := atomic.LoadInt64(&e.b.server.Info.MessagesDropped)
 	payload := bytes.Repeat([]byte{'x'}, 64<<10)
 	for i := range 400 { // 25 MiB: more than loopback buffers hold
 		binary := fmt.Appendf(payload[:0:0], "%04d", i)
@@ -519,7 +529,7 @@ func TestFanOutSlowSubscriber(t *testing.T) {
 			t.Fatalf("fast subscriber got %q, want %04d", m.Payload[:4], i)
 		}
 	}
-	if d := e.b.server.Info.MessagesDropped - dropped0; d == 0 {
+	if d := atomic.LoadInt64(&e.b.server.Info.MessagesDropped) - dropped0; d == 0 {
 		t.Fatal("nothing dropped for the stuck subscriber")
 	}
 	// The broker still serves: a QoS 1 publish is acknowledged.
@@ -528,23 +538,44 @@ func TestFanOutSlowSubscriber(t *testing.T) {
 	}
 }
 
-// A subscriber on a connection the broker did not wrap leaves the
-// delivery to mochi.
+// A subscriber on a connection the broker did not wrap (here one from
+// mochi's own TCP listener) gets its messages from mochi, retained ones
+// included.
 func TestFanOutFallsBackToMochi(t *testing.T) {
 	e := newEnv(t, nil)
-	server, peer := net.Pipe()
-	defer peer.Close()
-	cl := e.b.server.NewClient(server, "test", "unwrapped", false)
-	e.b.server.Clients.Add(cl)
-	defer e.b.server.Clients.Delete(cl.ID)
-	e.b.server.Topics.Subscribe(cl.ID, packets.Subscription{Filter: "lmos/v1/hub/events"})
-	pk := publishPacket("lmos/v1/hub/events", []byte("{}"))
-	pk.FixedHeader.Retain = true
-	if e.b.fanOut(e.b.inline, pk) {
-		t.Fatal("fan-out took a publish for an unwrapped connection")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := len(e.b.server.Topics.Messages("lmos/v1/hub/events")); n != 0 {
-		t.Fatalf("retained %d message(s) though mochi was to do it", n)
+	addr := ln.Addr().String()
+	ln.Close()
+	if err := e.b.server.AddListener(listeners.NewTCP(listeners.Config{ID: "raw", Address: addr})); err != nil {
+		t.Fatal(err)
+	}
+	go e.b.server.Listeners.Serve("raw", e.b.server.EstablishConnection)
+	eventually(t, 2*time.Second, "mochi's listener up", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	raw := mustDial(t, addr, nil)
+	const id = "urn:fan5"
+	props := thingsPrefix + hub.TopicKey(id) + "/properties/p"
+	owner, _ := joinOwner(t, e, id, nil)
+	raw.subscribe([]paho.SubscribeOptions{{Topic: props, QoS: 0}}, 0)
+	owner.mustPub(props, []byte("1"), 0, true)
+	if m := raw.next(props); string(m.Payload) != "1" || m.Retain {
+		t.Fatalf("live: %+v", m)
+	}
+	later := mustDial(t, addr, nil)
+	later.mustSub(props)
+	if m := later.next(props); string(m.Payload) != "1" || !m.Retain {
+		t.Fatalf("retained: %+v", m)
+	}
+	if n := len(e.b.server.Topics.Messages(props)); n != 1 {
+		t.Fatalf("%d retained messages", n)
 	}
 }
 
@@ -555,9 +586,23 @@ func TestFanOutServeConn(t *testing.T) {
 	const id = "urn:fan4"
 	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
-	server, peer := net.Pipe()
+	// A loopback TCP pair, the server side hidden behind another type as
+	// a WebSocket connection would be.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- e.b.ServeConn(server) }()
+	go func() { done <- e.b.ServeConn(struct{ net.Conn }{server}) }()
 	sub := pipeClient(t, peer)
 	sub.mustSub(topic)
 	// Rounds of 50, fewer than a queue holds, published faster than a pipe
@@ -580,7 +625,7 @@ func TestFanOutServeConn(t *testing.T) {
 	}
 }
 
-// pipeClient is a paho client on an in-memory connection.
+// pipeClient is a paho client on a connection made by the test.
 func pipeClient(t *testing.T, conn net.Conn) *client {
 	t.Helper()
 	cl := &client{t: t, conn: conn, msgs: make(chan *paho.Publish, 512)}
@@ -656,4 +701,89 @@ func (c *outConn) flushingNow() bool {
 
 func eventuallyT(t *testing.T, what string, cond func() bool) {
 	eventually(t, 2*time.Second, what, cond)
+}
+
+// Retained messages sent on SUBSCRIBE go out before live deliveries that
+// follow them, however slowly the subscriber reads: it never ends on an
+// old value.
+func TestRetainedBeforeLive(t *testing.T) {
+	for _, qos := range []byte{0, 1} {
+		t.Run(fmt.Sprintf("subscription QoS %d", qos), func(t *testing.T) {
+			e := newEnv(t, nil)
+			id := fmt.Sprintf("urn:retained-%d", qos)
+			props := thingsPrefix + hub.TopicKey(id) + "/properties/"
+			owner, _ := joinOwner(t, e, id, nil)
+			const topics = 60
+			big := bytes.Repeat([]byte{'.'}, 512<<10) // 30 MiB in all: more than the socket holds
+			for i := range topics {
+				owner.mustPub(fmt.Sprint(props, i), append([]byte("old"), big...), 0, true)
+			}
+			sub := dialRaw(t, e.addr, "slow", true)
+			filter := props + "+"
+			body := append([]byte{0, 1, 0, 0, byte(len(filter))}, filter...)
+			body = append(body, qos)
+			if _, err := sub.conn.Write(append([]byte{0x82, byte(len(body))}, body...)); err != nil {
+				t.Fatal(err)
+			}
+			// Not reading: the retained messages pile up. Then new values.
+			eventually(t, 2*time.Second, "subscribed", func() bool {
+				cl, ok := e.b.server.Clients.Get("slow")
+				if !ok {
+					return false
+				}
+				_, ok = cl.State.Subscriptions.Get(filter)
+				return ok
+			})
+			for i := range topics {
+				owner.mustPub(fmt.Sprint(props, i), []byte("new"), 0, true)
+			}
+			last := map[string]string{}
+			for len(last) < topics || slices.Contains(slices.Collect(maps.Values(last)), "old") {
+				h, body := sub.read()
+				if h>>4 != 3 {
+					continue // the SUBACK
+				}
+				n := int(body[0])<<8 | int(body[1])
+				topic := string(body[2 : 2+n])
+				l, k := readVarInt(body[2+n:])
+				payload := body[2+n+k+l:]
+				value := string(payload[:3])
+				if last[topic] == "new" && value == "old" {
+					t.Fatalf("%s: the retained old value came after the new one", topic)
+				}
+				last[topic] = value
+			}
+		})
+	}
+}
+
+// Retained messages sent on SUBSCRIBE carry the retain flag and the
+// subscription identifier (mochi's own path leaves it out), and follow
+// Retain Handling.
+func TestRetainedOnSubscribe(t *testing.T) {
+	e := newEnv(t, nil)
+	const id = "urn:rh"
+	topic := thingsPrefix + hub.TopicKey(id) + "/properties/t"
+	owner, _ := joinOwner(t, e, id, nil)
+	owner.mustPub(topic, []byte("21.5"), 0, true)
+	c := dialRaw(t, e.addr, "rh", true)
+	c.subscribe(topic, 9)
+	if r := c.next(); !r.retain || string(r.payload) != "21.5" || !slices.Equal(r.ids, []int{9}) {
+		t.Fatalf("retained on subscribe: %+v", r)
+	}
+	c.subscribeOpts(topic, 0, 1<<4)                                         // 1: only for a new subscription; this one exists
+	c.subscribeOpts(thingsPrefix+hub.TopicKey(id)+"/properties/+", 0, 2<<4) // 2: never
+	owner.mustPub(topic, []byte("22"), 0, false)                            // a live message shows what came before
+	if r := c.next(); r.retain || string(r.payload) != "22" {
+		t.Fatalf("after Retain Handling 1 and 2: %+v", r)
+	}
+	c.subscribeOpts(topic, 0, 0) // 0: always
+	if r := c.next(); !r.retain || string(r.payload) != "21.5" {
+		t.Fatalf("Retain Handling 0 again: %+v", r)
+	}
+	v3 := dialRaw(t, e.addr, "rh3", false)
+	v3.subscribe(topic, 0)
+	if r := v3.next(); !r.retain || string(r.payload) != "21.5" {
+		t.Fatalf("v3.1.1: %+v", r)
+	}
 }

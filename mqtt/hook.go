@@ -32,7 +32,7 @@ func (h *binding) ID() string { return "lmos" }
 func (h *binding) Provides(b byte) bool {
 	switch b {
 	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
-		mochi.OnWillSent, mochi.OnPacketEncode:
+		mochi.OnWillSent, mochi.OnPacketEncode, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPacketProcessed:
 		return true
 	}
 	return false

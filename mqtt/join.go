@@ -216,7 +216,7 @@ func (b *Broker) deregister(id string, j *joinRequest) joinResult {
 
 // forget clears the retained description of a deregistered Thing.
 func (b *Broker) forget(tid string) {
-	if err := b.publish(thingsPrefix+tid+"/td", nil, true, 0, ""); err != nil {
+	if err := b.publish(thingsPrefix+tid+"/td", nil, true, 1, ""); err != nil {
 		b.log.Warn("cannot clear retained description", "tid", tid, "err", err)
 	}
 }

@@ -28,6 +28,14 @@ type outConn struct {
 	flushing bool        // a flush goroutine is running
 	broken   bool        // a write failed: the connection is going away
 	closed   bool
+
+	// While a SUBSCRIBE is processed (retained.go) its retained messages
+	// wait in pre and live deliveries in held; release queues both, in that
+	// order, once mochi has written the SUBACK.
+	holding bool
+	pre     net.Buffers
+	held    net.Buffers
+	plan    []retainPlan // the SUBSCRIBE's retained messages, per filter
 }
 
 func newOutConn(c net.Conn) *outConn { return &outConn{Conn: c} }
@@ -35,20 +43,71 @@ func newOutConn(c net.Conn) *outConn { return &outConn{Conn: c} }
 // enqueue queues the encoded packet p, shared read-only with other
 // subscribers. It reports false, and drops p, when the queue already holds
 // maxWritesPending packets or the connection is broken or closed.
-func (c *outConn) enqueue(p []byte) bool {
+func (c *outConn) enqueue(p []byte) bool { return c.add(p, false) }
+
+// enqueueRetained is enqueue for the retained messages of a SUBSCRIBE:
+// they go out ahead of the live deliveries held meanwhile.
+func (c *outConn) enqueueRetained(p []byte) bool { return c.add(p, true) }
+
+func (c *outConn) add(p []byte, retained bool) bool {
 	c.mu.Lock()
-	if c.broken || c.closed || len(c.q) >= maxWritesPending {
+	if c.broken || c.closed || len(c.q)+len(c.pre)+len(c.held) >= maxWritesPending {
 		c.mu.Unlock()
 		return false
 	}
+	if c.holding {
+		if retained {
+			c.pre = append(c.pre, p)
+		} else {
+			c.held = append(c.held, p)
+		}
+		c.mu.Unlock()
+		return true
+	}
 	c.q = append(c.q, p)
-	start := !c.flushing
-	c.flushing = true
+	c.startLocked()
 	c.mu.Unlock()
-	if start {
+	return true
+}
+
+// startLocked starts a flush goroutine unless one runs; c.mu is held.
+func (c *outConn) startLocked() {
+	if !c.flushing && len(c.q) > 0 {
+		c.flushing = true
 		go c.flush()
 	}
-	return true
+}
+
+// hold holds live deliveries back until release, and keeps plan for the
+// SUBSCRIBE being processed.
+func (c *outConn) hold(plan []retainPlan) {
+	c.mu.Lock()
+	c.holding = true
+	c.plan = plan
+	c.mu.Unlock()
+}
+
+// takePlan returns the plan hold kept.
+func (c *outConn) takePlan() []retainPlan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.plan
+	c.plan = nil
+	return p
+}
+
+// release queues the held deliveries behind what is queued.
+func (c *outConn) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.holding {
+		return
+	}
+	c.holding = false
+	c.plan = nil
+	c.q = append(append(c.q, c.pre...), c.held...)
+	c.pre, c.held = nil, nil
+	c.startLocked()
 }
 
 // take hands the queued packets over to a writer (holding wmu).
@@ -67,7 +126,7 @@ func (c *outConn) take() net.Buffers {
 // recycle keeps a written batch's slice for the next one, without the
 // packets it referenced.
 func (c *outConn) recycle(q net.Buffers) {
-	clear(q)
+	clear(q[:cap(q)]) // writeBatch may have appended a packet past len
 	c.mu.Lock()
 	if c.spare == nil && cap(q) <= 2*maxWritesPending {
 		c.spare = q[:0]
@@ -103,8 +162,7 @@ func (c *outConn) fail() {
 	c.mu.Lock()
 	c.broken = true
 	c.flushing = false
-	clear(c.q)
-	c.q = c.q[:0]
+	c.q, c.pre, c.held = nil, nil, nil
 	c.mu.Unlock()
 }
 
@@ -138,7 +196,11 @@ func (c *outConn) Write(p []byte) (int, error) {
 	defer c.wmu.Unlock()
 	q := c.take()
 	if q == nil {
-		return c.Conn.Write(p)
+		n, err := c.Conn.Write(p)
+		if err != nil {
+			c.fail()
+		}
+		return n, err
 	}
 	err := c.writeBatch(q, p)
 	c.recycle(q)
