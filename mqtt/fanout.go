@@ -84,6 +84,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		in.Handler(b.inline, in.Subscription, pk)
 	}
 
+	open := readableByAll(pk.TopicName)
 	// encoded holds the shared encodings: [MQTT 5][retain].
 	var encoded [2][2][]byte
 	now := time.Now().Unix()
@@ -96,7 +97,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		if t.conn == nil || cl.Closed() {
 			continue // an offline session: QoS 0 messages are not kept for it
 		}
-		if !b.bind.OnACLCheck(cl, pk.TopicName, false) {
+		if !open && !b.bind.OnACLCheck(cl, pk.TopicName, false) {
 			continue
 		}
 		v5 := cl.Properties.ProtocolVersion == 5

@@ -128,6 +128,18 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 	return true
 }
 
+// readableByAll reports whether every client may read topic, so that a
+// delivery on it needs no check per subscriber. mayRead only grants more
+// to a client id or Thing that matches, so what it grants to neither is
+// granted to all; td/result is further restricted by OnACLCheck.
+func readableByAll(topic string) bool {
+	if !mayRead("", "", topic) {
+		return false
+	}
+	t, ok := parseThingTopic(topic)
+	return !ok || t.kind != kindTDResult
+}
+
 // OnPublish handles what the hub itself consumes: TDs (joins) and status
 // (presence). A TD publish is never retained or forwarded as is: the hub
 // retains the accepted document itself. It also refuses a Response Topic

@@ -155,3 +155,29 @@ func FuzzParseTopic(f *testing.F) {
 		_ = mayPublish(self, topic)
 	})
 }
+
+// readableByAll holds exactly where OnACLCheck allows every reader: a
+// Thing, another Thing, anonymous clients with and without an inbox id.
+func TestReadableByAll(t *testing.T) {
+	readers := [][2]string{{"c1", "urn:a"}, {"c2", "urn:b"}, {"anon", ""}, {"x/y", ""}}
+	for _, topic := range []string{
+		"lmos/v1/hub/status", "lmos/v1/hub/events",
+		"lmos/v1/things/urn:a/td", "lmos/v1/things/urn:a/td/result", "lmos/v1/things/urn:a/status",
+		"lmos/v1/things/urn:a/properties/t", "lmos/v1/things/urn:a/properties/t/set",
+		"lmos/v1/things/urn:a/events/e", "lmos/v1/things/urn:a/actions/go",
+		"lmos/v1/clients/c1/replies", "lmos/v1/groups/g", "$SYS/broker/uptime", "other/topic",
+	} {
+		all := true
+		for _, r := range readers {
+			if !mayRead(r[0], r[1], topic) {
+				all = false
+			}
+		}
+		if strings.HasSuffix(topic, "/td/result") {
+			all = false // only its publisher, while a result is out
+		}
+		if got := readableByAll(topic); got != all {
+			t.Errorf("readableByAll(%s) = %v, want %v", topic, got, all)
+		}
+	}
+}
