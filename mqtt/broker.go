@@ -234,7 +234,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on mqtt.addr %s: %w", addr, err)
 	}
-	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted}
+	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted, server: b.server}
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
@@ -380,6 +380,7 @@ func (b *Broker) publish(topic string, payload []byte, retain bool, qos byte, co
 // bound address is known before Serve. It tracks its connections (see
 // connSet).
 type listener struct {
+	server   *mochi.Server
 	id       string
 	ln       net.Listener
 	log      *slog.Logger
@@ -416,15 +417,25 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-// Close stops accepting, lets mochi disconnect its clients (with a
+// Close stops accepting, disconnects the listener's clients (with a
 // DISCONNECT where the protocol has one), then closes whatever connection
 // is left, so that mochi's wait for them ends.
-func (l *listener) Close(closeClients listeners.CloseFn) {
+//
+// mochi's own closeClients is not used: its Clients.GetByListener takes
+// the clients' read lock twice (via Len), so a client added or removed in
+// between (Go's RWMutex then blocks the second read lock behind the
+// writer, which waits for the first) deadlocks the shutdown. The clients
+// are taken from one snapshot instead.
+func (l *listener) Close(listeners.CloseFn) {
 	if !l.end.CompareAndSwap(false, true) {
 		return
 	}
 	_ = l.ln.Close()
-	closeClients(l.id)
+	for _, cl := range l.server.Clients.GetAll() {
+		if cl.Net.Listener == l.id && !cl.Closed() {
+			_ = l.server.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
 	l.conns.close()
 }
 

@@ -65,3 +65,30 @@ func TestCloseWhileClientsReconnect(t *testing.T) {
 		e.stop()
 	}
 }
+
+// Closing the broker tells MQTT 5 clients why: DISCONNECT 0x8B (Server
+// shutting down).
+func TestCloseSendsDisconnect(t *testing.T) {
+	e := newEnv(t, nil)
+	conn, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := make(chan byte, 1)
+	c := paho.NewClient(paho.ClientConfig{Conn: conn, OnServerDisconnect: func(d *paho.Disconnect) { got <- d.ReasonCode }})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Connect(ctx, &paho.Connect{CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	e.stop()
+	select {
+	case code := <-got:
+		if code != 0x8b {
+			t.Fatalf("DISCONNECT reason %#x, want 0x8b", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no DISCONNECT")
+	}
+}
