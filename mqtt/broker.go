@@ -35,7 +35,8 @@ import (
 )
 
 // Limits of the broker. Per-client memory is dominated by the outbound queue
-// (MaximumClientWritesPending pointers to packets) and the two bufio buffers,
+// (MaximumClientWritesPending pointers to packets), the read buffer and the
+// two goroutines per client,
 // so 1,000 idle agents cost a few MB, not the hundreds of MB mochi's
 // defaults (8,192 pending writes per client) allow under load.
 const (
@@ -48,8 +49,13 @@ const (
 	// subscriber that falls this far behind loses QoS 0 messages (QoS 1/2
 	// ones stay in flight and are resent).
 	maxWritesPending = 128
-	// netBufferSize is each client's read and write buffer.
-	netBufferSize = 2 << 10
+	// netWriteBufferSize is the buffer mochi batches its own writes to a
+	// client in (allocated while it has a backlog).
+	netWriteBufferSize = 2 << 10
+	// netReadBufferSize is each client's read buffer, allocated for every
+	// connection: 1 KiB holds several small packets per read, and larger
+	// packets are read past it.
+	netReadBufferSize = 1 << 10
 	// maxSessionExpiry caps how long a disconnected persistent session is
 	// kept: 7 days.
 	maxSessionExpiry = 7 * 24 * 60 * 60
@@ -188,8 +194,8 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	caps.TopicAliasMaximum = 0
 	server := mochi.New(&mochi.Options{
 		Capabilities:             caps,
-		ClientNetWriteBufferSize: netBufferSize,
-		ClientNetReadBufferSize:  netBufferSize,
+		ClientNetWriteBufferSize: netWriteBufferSize,
+		ClientNetReadBufferSize:  netReadBufferSize,
 		SysTopicResendInterval:   sysInterval,
 		InlineClient:             true,
 		// mochi logs a line per connection at info; keep its warnings only.

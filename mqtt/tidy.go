@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -11,6 +12,8 @@ import (
 // reading goroutine to ~32 KB, while an idle client needs 8–16 KB. So once
 // a burst of connections is over, the broker runs the two collections that
 // bring the stacks down: for 1,000 idle clients, from ~45 MB to ~21 MB.
+// The second one also hands the memory freed back to the OS at once
+// (debug.FreeOSMemory), instead of leaving it to the background scavenger.
 const (
 	// tidyAfter is how many new connections make a burst.
 	tidyAfter = 64
@@ -33,7 +36,7 @@ func (b *Broker) tidyStacks() {
 		n := b.accepted.Load()
 		if n == seen && n-tidied >= tidyAfter {
 			runtime.GC()
-			runtime.GC()
+			debug.FreeOSMemory()
 			b.tidies.Add(1)
 			b.log.Debug("collected after a burst of connections", "connections", n-tidied)
 			tidied = n
