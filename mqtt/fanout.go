@@ -88,7 +88,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	// encoded holds the shared encodings: [MQTT 5][retain].
 	var encoded [2][2][]byte
 	now := time.Now().Unix()
-	var sent, bytes, dropped int64
+	var n tally
 	for _, t := range targets {
 		cl, sub := t.cl, t.sub
 		if sub.NoLocal && pk.Origin == cl.ID { // [MQTT-3.8.3-3]
@@ -105,8 +105,8 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		// deliveries.
 		retain := pk.FixedHeader.Retain && (sub.FwdRetainedFlag || (v5 && sub.RetainAsPublished))
 		var data []byte
-		if ids := subscriptionIDs(sub); v5 && len(ids) > 0 { // [MQTT-3.3.4-3]
-			data = appendPublish(nil, &pk, true, retain, ids, now)
+		if v5 && hasSubscriptionID(sub) { // [MQTT-3.3.4-3]
+			data = appendPublish(nil, &pk, true, retain, subscriptionIDs(sub), now)
 		} else {
 			e := &encoded[b2i(v5)][b2i(retain)]
 			if *e == nil {
@@ -114,30 +114,39 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 			}
 			data = *e
 		}
-		if max := cl.Properties.Props.MaximumPacketSize; max > 0 && uint32(len(data)) > max {
-			continue // [MQTT-3.1.2-25]: discarded as if delivered
-		}
-		if !t.conn.enqueue(data) {
-			dropped++
-			continue
-		}
-		sent++
-		bytes += int64(len(data))
+		n.queue(cl, t.conn, data, false)
 	}
-	b.count(sent, bytes, dropped)
+	b.count(n)
 	return true
 }
 
-// count adds packets the hub queued (sent) or dropped for full queues to
-// mochi's counters.
-func (b *Broker) count(sent, bytes, dropped int64) {
-	if sent > 0 {
-		atomic.AddInt64(&b.server.Info.MessagesSent, sent)
-		atomic.AddInt64(&b.server.Info.PacketsSent, sent)
-		atomic.AddInt64(&b.server.Info.BytesSent, bytes)
+// tally counts what a fan-out queued for mochi's counters.
+type tally struct{ sent, bytes, dropped int64 }
+
+// queue queues data for cl on conn (retained: a retained message of a
+// SUBSCRIBE), unless it is larger than cl's Maximum Packet Size: such a
+// packet is discarded as if delivered [MQTT-3.1.2-25].
+func (t *tally) queue(cl *mochi.Client, conn *outConn, data []byte, retained bool) {
+	if max := cl.Properties.Props.MaximumPacketSize; max > 0 && uint32(len(data)) > max {
+		return
 	}
-	if dropped > 0 {
-		atomic.AddInt64(&b.server.Info.MessagesDropped, dropped)
+	if !conn.enqueue(data, retained) {
+		t.dropped++
+		return
+	}
+	t.sent++
+	t.bytes += int64(len(data))
+}
+
+// count adds a tally to mochi's counters.
+func (b *Broker) count(t tally) {
+	if t.sent > 0 {
+		atomic.AddInt64(&b.server.Info.MessagesSent, t.sent)
+		atomic.AddInt64(&b.server.Info.PacketsSent, t.sent)
+		atomic.AddInt64(&b.server.Info.BytesSent, t.bytes)
+	}
+	if t.dropped > 0 {
+		atomic.AddInt64(&b.server.Info.MessagesDropped, t.dropped)
 	}
 }
 
@@ -146,6 +155,20 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// hasSubscriptionID reports whether subscriptionIDs(sub) is not empty,
+// without allocating.
+func hasSubscriptionID(sub packets.Subscription) bool {
+	if sub.Identifier > 0 {
+		return true
+	}
+	for _, id := range sub.Identifiers {
+		if id > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // subscriptionIDs are the non-zero subscription identifiers of the

@@ -650,7 +650,7 @@ func TestOutConn(t *testing.T) {
 	server, peer := net.Pipe() // synchronous: a write waits for the reader
 	c := newOutConn(server)
 	for _, p := range []string{"a", "b"} {
-		if !c.enqueue([]byte(p)) {
+		if !c.enqueue([]byte(p), false) {
 			t.Fatalf("enqueue %s refused", p)
 		}
 	}
@@ -673,7 +673,7 @@ func TestOutConn(t *testing.T) {
 	}
 	// The peer stops reading: the flusher blocks on its first batch, and
 	// the queue takes maxWritesPending more, no more.
-	c.enqueue([]byte("x"))
+	c.enqueue([]byte("x"), false)
 	eventuallyT(t, "the flusher holds x", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -681,7 +681,7 @@ func TestOutConn(t *testing.T) {
 	})
 	accepted := 0
 	for range maxWritesPending + 10 {
-		if c.enqueue([]byte("y")) {
+		if c.enqueue([]byte("y"), false) {
 			accepted++
 		}
 	}
@@ -689,7 +689,7 @@ func TestOutConn(t *testing.T) {
 		t.Fatalf("queue took %d packets, want %d", accepted, maxWritesPending)
 	}
 	peer.Close() // the blocked write fails
-	eventuallyT(t, "broken connection refuses", func() bool { return !c.enqueue([]byte("z")) && !c.flushingNow() })
+	eventuallyT(t, "broken connection refuses", func() bool { return !c.enqueue([]byte("z"), false) && !c.flushingNow() })
 	c.Close()
 }
 

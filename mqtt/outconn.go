@@ -26,8 +26,7 @@ type outConn struct {
 	q        net.Buffers // queued packets, oldest first
 	spare    net.Buffers // the previous batch's slice, for reuse
 	flushing bool        // a flush goroutine is running
-	broken   bool        // a write failed: the connection is going away
-	closed   bool
+	dead     bool        // closed, or a write failed: nothing more is queued
 
 	// While a SUBSCRIBE is processed (retained.go) its retained messages
 	// wait in pre and live deliveries in held; release queues both, in that
@@ -35,23 +34,19 @@ type outConn struct {
 	holding bool
 	pre     net.Buffers
 	held    net.Buffers
-	plan    []retainPlan // the SUBSCRIBE's retained messages, per filter
+	plan    []bool // per filter of that SUBSCRIBE: the hub sends its retained messages
 }
 
 func newOutConn(c net.Conn) *outConn { return &outConn{Conn: c} }
 
 // enqueue queues the encoded packet p, shared read-only with other
-// subscribers. It reports false, and drops p, when the queue already holds
-// maxWritesPending packets or the connection is broken or closed.
-func (c *outConn) enqueue(p []byte) bool { return c.add(p, false) }
-
-// enqueueRetained is enqueue for the retained messages of a SUBSCRIBE:
-// they go out ahead of the live deliveries held meanwhile.
-func (c *outConn) enqueueRetained(p []byte) bool { return c.add(p, true) }
-
-func (c *outConn) add(p []byte, retained bool) bool {
+// subscribers; retained marks a retained message of a SUBSCRIBE, which goes
+// out ahead of the live deliveries held meanwhile (hold). It reports false,
+// and drops p, when maxWritesPending packets wait already or the connection
+// is dead.
+func (c *outConn) enqueue(p []byte, retained bool) bool {
 	c.mu.Lock()
-	if c.broken || c.closed || len(c.q)+len(c.pre)+len(c.held) >= maxWritesPending {
+	if c.dead || len(c.q)+len(c.pre)+len(c.held) >= maxWritesPending {
 		c.mu.Unlock()
 		return false
 	}
@@ -80,7 +75,7 @@ func (c *outConn) startLocked() {
 
 // hold holds live deliveries back until release, and keeps plan for the
 // SUBSCRIBE being processed.
-func (c *outConn) hold(plan []retainPlan) {
+func (c *outConn) hold(plan []bool) {
 	c.mu.Lock()
 	c.holding = true
 	c.plan = plan
@@ -88,7 +83,7 @@ func (c *outConn) hold(plan []retainPlan) {
 }
 
 // takePlan returns the plan hold kept.
-func (c *outConn) takePlan() []retainPlan {
+func (c *outConn) takePlan() []bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.plan
@@ -160,7 +155,7 @@ func (c *outConn) flush() {
 // connection on its side and ends the client.
 func (c *outConn) fail() {
 	c.mu.Lock()
-	c.broken = true
+	c.dead = true
 	c.flushing = false
 	c.q, c.pre, c.held = nil, nil, nil
 	c.mu.Unlock()
@@ -214,7 +209,7 @@ func (c *outConn) Write(p []byte) (int, error) {
 // Close closes the connection; queued packets are dropped.
 func (c *outConn) Close() error {
 	c.mu.Lock()
-	c.closed = true
+	c.dead = true
 	c.mu.Unlock()
 	return c.Conn.Close()
 }

@@ -24,19 +24,15 @@ import (
 // state they need; their live updates at QoS 1/2 go through mochi's queue
 // as well.
 
-// retainPlan is what OnSubscribed does for one filter of a SUBSCRIBE.
-type retainPlan struct {
-	send bool // the hub sends the filter's retained messages
-}
-
 // OnSubscribe plans which filters' retained messages the hub sends and
 // holds the client's live deliveries until the SUBSCRIBE is processed.
 func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	conn, ok := cl.Net.Conn.(*outConn)
-	if !ok || cl.Net.Inline {
+	if !ok {
 		return pk
 	}
-	plan := make([]retainPlan, len(pk.Filters))
+	plan := make([]bool, len(pk.Filters))
+	planned := false
 	maxQoS := h.b.server.Options.Capabilities.MaximumQos
 	for i := range pk.Filters {
 		f := &pk.Filters[i]
@@ -49,10 +45,12 @@ func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packe
 		if min(f.Qos, maxQoS) > 0 && !allQoS0(h.b.server.Topics.Messages(f.Filter)) {
 			continue // mochi's
 		}
-		plan[i].send = true
+		plan[i], planned = true, true
 		f.RetainHandling = 2
 	}
-	conn.hold(plan)
+	if planned {
+		conn.hold(plan)
+	}
 	return pk
 }
 
@@ -75,14 +73,14 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 		return
 	}
 	plan := conn.takePlan()
-	if len(plan) != len(pk.Filters) || len(codes) != len(pk.Filters) {
+	if len(plan) != len(pk.Filters) || len(codes) != len(pk.Filters) { // none planned
 		return
 	}
 	now := time.Now().Unix()
 	v5 := cl.Properties.ProtocolVersion == 5
-	var sent, dropped, bytes int64
+	var t tally
 	for i, sub := range pk.Filters {
-		if !plan[i].send || codes[i] >= packets.ErrUnspecifiedError.Code {
+		if !plan[i] || codes[i] >= packets.ErrUnspecifiedError.Code {
 			continue
 		}
 		var ids []int
@@ -92,22 +90,12 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 		for _, m := range h.b.server.Topics.Messages(sub.Filter) {
 			// A QoS 1/2 message retained since OnSubscribe looked goes out
 			// at QoS 0 too: the hub has told mochi not to send it.
-			if !h.OnACLCheck(cl, m.TopicName, false) {
-				continue
+			if h.OnACLCheck(cl, m.TopicName, false) {
+				t.queue(cl, conn, appendPublish(nil, &m, v5, true, ids, now), true) // [MQTT-3.3.1-9]
 			}
-			data := appendPublish(nil, &m, v5, true, ids, now) // [MQTT-3.3.1-9]
-			if max := cl.Properties.Props.MaximumPacketSize; max > 0 && uint32(len(data)) > max {
-				continue
-			}
-			if !conn.enqueueRetained(data) {
-				dropped++
-				continue
-			}
-			sent++
-			bytes += int64(len(data))
 		}
 	}
-	h.b.count(sent, bytes, dropped)
+	h.b.count(t)
 }
 
 // OnPacketProcessed releases the deliveries held since OnSubscribe, after
