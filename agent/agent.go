@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -419,10 +420,7 @@ func (a *Agent) establish() (*paho.Client, error) {
 		return nil, err
 	}
 	a.mu.Lock()
-	props := make(map[string]any, len(a.props))
-	for k, v := range a.props {
-		props[k] = v
-	}
+	props := maps.Clone(a.props)
 	a.mu.Unlock()
 	for name, v := range props {
 		if err := a.publishProperty(ctx, cli, name, v); err != nil {

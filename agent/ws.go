@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -313,10 +314,7 @@ func (a *Agent) wsRestore() {
 		}()
 	}
 	a.mu.Lock()
-	props := make(map[string]any, len(a.props))
-	for k, v := range a.props {
-		props[k] = v
-	}
+	props := maps.Clone(a.props)
 	a.mu.Unlock()
 	for name, v := range props {
 		if err := a.wsProperty(name, v, ""); err != nil {

@@ -341,6 +341,22 @@ func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub
 	}
 }
 
+// reported is the failure an agent reported, with its problem's type,
+// title and detail where it sent them.
+func reported(m *wsMessage) hub.Result {
+	p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
+	if m.Problem != nil {
+		if m.Problem.Type != "" {
+			p.Type = m.Problem.Type
+		}
+		if m.Problem.Title != "" {
+			p.Title = m.Problem.Title
+		}
+		p.Detail = m.Problem.Detail
+	}
+	return hub.Result{Status: hub.StatusFailed, Problem: &p}
+}
+
 // agentResult turns an agent's reply into a Result in the consumer's
 // encoding. A value that cannot be carried, or a status outside the four,
 // is a failure of the agent.
@@ -352,33 +368,13 @@ func agentResult(op hub.Op, m *wsMessage, accept string) hub.Result {
 	status := hub.StatusCompleted
 	switch m.MessageType {
 	case mtError:
-		p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
-		if m.Problem != nil {
-			if m.Problem.Type != "" {
-				p.Type = m.Problem.Type
-			}
-			if m.Problem.Title != "" {
-				p.Title = m.Problem.Title
-			}
-			p.Detail = m.Problem.Detail
-		}
-		return hub.Result{Status: hub.StatusFailed, Problem: &p}
+		return reported(m)
 	case mtActionStatus:
 		status = m.Status
 		switch status {
 		case hub.StatusPending, hub.StatusRunning, hub.StatusCompleted:
 		case hub.StatusFailed:
-			p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
-			if m.Problem != nil {
-				if m.Problem.Type != "" {
-					p.Type = m.Problem.Type
-				}
-				if m.Problem.Title != "" {
-					p.Title = m.Problem.Title
-				}
-				p.Detail = m.Problem.Detail
-			}
-			return hub.Result{Status: hub.StatusFailed, Problem: &p}
+			return reported(m)
 		default:
 			return failed(fmt.Sprintf("the Thing answered with an unknown status %q", hub.Truncate(status, 64)))
 		}
