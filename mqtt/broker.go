@@ -131,7 +131,10 @@ type Broker struct {
 	ln net.Listener
 	// accepted counts accepted connections (see tidyStacks).
 	accepted atomic.Uint64
-	tidies   atomic.Uint64
+	// reasonFixes counts packets whose reason code the encode hook had to
+	// replace with one the specification defines (reasoncodes.go).
+	reasonFixes atomic.Uint64
+	tidies      atomic.Uint64
 	// gateway holds the connections ServeConn serves (MQTT over WebSocket).
 	gateway  connSet
 	served   atomic.Bool
@@ -192,6 +195,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	// mochi checks the ACL before resolving a topic alias, so an aliased
 	// publish would be judged on an empty topic; no aliases, then.
 	caps.TopicAliasMaximum = 0
+	// mochi copies a PUBLISH's properties (User Properties, traceparent …)
+	// onto its acknowledgement; a PUBACK needs none of them.
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	server := mochi.New(&mochi.Options{
 		Capabilities:             caps,
 		ClientNetWriteBufferSize: netWriteBufferSize,

@@ -271,6 +271,11 @@ func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Pa
 	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 && cl.Properties.ProtocolVersion == 5 {
 		pk.Properties.MaximumPacketSize = MaxPacketSize
 	}
+	// mochi puts 0x01 on every QoS 1 PUBACK (mochi issue #474), so a fix
+	// is routine: counted, not logged.
+	if fixReasonCodes(&pk) {
+		h.b.reasonFixes.Add(1)
+	}
 	return pk
 }
 

@@ -42,12 +42,24 @@ need_deb avahi-daemon avahi-daemon # mDNS interop (in a namespace, on a private 
 need_deb avahi-browse avahi-utils
 need_deb dbus-daemon dbus
 need_deb python3 python3 # serves the Avahi-published TD
+need_deb mosquitto_rr mosquitto-clients # mosquitto_pub/sub/rr: independent MQTT clients
+
+# need_py MODULE PACKAGE: Debian's python3 (/usr/bin/python3, not a pyenv or
+# venv one earlier on PATH) must import MODULE, else PACKAGE is installed.
+MISSING_PY=()
+need_py() {
+	local mod=$1 pkg=$2
+	/usr/bin/python3 -c "import $mod" >/dev/null 2>&1 && return 0
+	MISSING_PY+=("$mod")
+	MISSING_DEBS+=("$pkg")
+}
+need_py paho.mqtt.client python3-paho-mqtt # Python paho-mqtt as an independent MQTT client
 # More later, e.g.:
 # need_deb chromium chromium
 
 if ((${#MISSING_DEBS[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
-		log "missing commands: ${MISSING_CMDS[*]}"
+		log "missing commands: ${MISSING_CMDS[*]+"${MISSING_CMDS[*]}"} ${MISSING_PY[*]+"python modules: ${MISSING_PY[*]}"}"
 		log "install the Debian packages: ${MISSING_DEBS[*]}"
 		log "  e.g. sudo apt-get install --no-install-recommends ${MISSING_DEBS[*]}"
 		exit 1
@@ -61,9 +73,15 @@ if ((${#MISSING_DEBS[@]})); then
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends "${MISSING_DEBS[@]}"
 	hash -r
-	for c in "${MISSING_CMDS[@]}"; do
+	for c in "${MISSING_CMDS[@]+"${MISSING_CMDS[@]}"}"; do
 		if ! command -v "$c" >/dev/null 2>&1; then
 			log "still missing after apt-get install: $c"
+			exit 1
+		fi
+	done
+	for m in "${MISSING_PY[@]+"${MISSING_PY[@]}"}"; do
+		if ! /usr/bin/python3 -c "import $m" >/dev/null 2>&1; then
+			log "still missing after apt-get install: python module $m"
 			exit 1
 		fi
 	done

@@ -1,0 +1,141 @@
+package mqtt
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+func TestFixReasonCodes(t *testing.T) {
+	cases := []struct {
+		name    string
+		pk      packets.Packet
+		want    byte
+		wantSub []byte
+		changed bool
+	}{
+		{"puback granted qos 1 (mochi #474)", ack(packets.Puback, 5, 0x01), 0x00, nil, true},
+		{"puback success", ack(packets.Puback, 5, 0x00), 0x00, nil, false},
+		{"puback no matching subscribers", ack(packets.Puback, 5, 0x10), 0x10, nil, false},
+		{"puback not authorized", ack(packets.Puback, 5, 0x87), 0x87, nil, false},
+		{"puback undefined failure", ack(packets.Puback, 5, 0x8E), 0x80, nil, true},
+		{"pubrec granted qos 2", ack(packets.Pubrec, 5, 0x02), 0x00, nil, true},
+		{"pubrel undefined failure", ack(packets.Pubrel, 5, 0x87), 0x92, nil, true},
+		{"pubcomp id not found", ack(packets.Pubcomp, 5, 0x92), 0x92, nil, false},
+		{"connack v5 stray success-range code refuses", ack(packets.Connack, 5, 0x01), 0x80, nil, true},
+		{"connack v3 v5 code refuses", ack(packets.Connack, 4, 0x87), 0x03, nil, true},
+		{"connack v3 not authorized", ack(packets.Connack, 4, 0x05), 0x05, nil, false},
+		{"suback v3 keeps 0x80", sub(4, 0x00, 0x02, 0x80), 0x00, []byte{0x00, 0x02, 0x80}, false},
+		{"suback v3 v5 failure", sub(4, 0x87, 0x01), 0x00, []byte{0x80, 0x01}, true},
+		{"suback v5 not authorized", sub(5, 0x87, 0xA1), 0x00, []byte{0x87, 0xA1}, false},
+		{"unsuback v5 granted code", sub5unsub(0x01, 0x11), 0x00, []byte{0x00, 0x11}, true},
+		{"publish untouched", ack(packets.Publish, 5, 0x01), 0x01, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pk := c.pk
+			if got := fixReasonCodes(&pk); got != c.changed {
+				t.Errorf("changed = %v, want %v", got, c.changed)
+			}
+			if pk.ReasonCode != c.want {
+				t.Errorf("reason code %#x, want %#x", pk.ReasonCode, c.want)
+			}
+			if c.wantSub != nil && !bytes.Equal(pk.ReasonCodes, c.wantSub) {
+				t.Errorf("reason codes % x, want % x", pk.ReasonCodes, c.wantSub)
+			}
+		})
+	}
+}
+
+func ack(typ, version, code byte) packets.Packet {
+	return packets.Packet{FixedHeader: packets.FixedHeader{Type: typ}, ProtocolVersion: version, ReasonCode: code}
+}
+
+func sub(version byte, codes ...byte) packets.Packet {
+	return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Suback}, ProtocolVersion: version, ReasonCodes: codes}
+}
+
+func sub5unsub(codes ...byte) packets.Packet {
+	return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Unsuback}, ProtocolVersion: 5, ReasonCodes: codes}
+}
+
+// TestPubackWithUserProperties is the mqtt.js reproduction of issue 10 at
+// the byte level: a QoS 1 PUBLISH with a User Property is acknowledged by a
+// PUBACK of packet id only (reason 0x00 Success may be omitted, §3.4.2.1),
+// not by reason 0x01 and an echo of the publish's properties, which mqtt.js
+// rejects and then loses every later packet on the connection.
+func TestPubackWithUserProperties(t *testing.T) {
+	e := newEnv(t, nil)
+	conn, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	write := func(pk packets.Packet) {
+		t.Helper()
+		var buf bytes.Buffer
+		var err error
+		switch pk.FixedHeader.Type {
+		case packets.Connect:
+			err = pk.ConnectEncode(&buf)
+		case packets.Publish:
+			err = pk.PublishEncode(&buf)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(buf.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() []byte {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+		head := make([]byte, 2)
+		if _, err := io.ReadFull(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		if head[1]&0x80 != 0 {
+			t.Fatalf("unexpectedly long packet: % x", head)
+		}
+		body := make([]byte, head[1])
+		if _, err := io.ReadFull(conn, body); err != nil {
+			t.Fatal(err)
+		}
+		return append(head, body...)
+	}
+	write(packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
+		ProtocolVersion: 5,
+		Connect: packets.ConnectParams{
+			ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 30, ClientIdentifier: "js-agent",
+		},
+	})
+	if got := read(); got[0] != 0x20 || got[3] != 0x00 {
+		t.Fatalf("CONNACK % x", got)
+	}
+	for _, qos := range []byte{1, 1} { // twice: the second ack must read the same
+		write(packets.Packet{
+			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos},
+			PacketID:    7,
+			TopicName:   "lmos/v1/clients/js-agent/r/1",
+			Properties: packets.Properties{
+				User:        []packets.UserProperty{{Key: "lmos-status", Val: "completed"}},
+				ContentType: "application/json",
+			},
+			Payload:         []byte(`{}`),
+			ProtocolVersion: 5,
+		})
+		got := read()
+		if want := []byte{0x40, 0x02, 0x00, 0x07}; !bytes.Equal(got, want) {
+			t.Fatalf("PUBACK % x, want % x", got, want)
+		}
+	}
+	if e.b.reasonFixes.Load() == 0 {
+		t.Error("the encode hook replaced no reason code; mochi still sends 0x01, so the guard did not run")
+	}
+}
