@@ -127,6 +127,8 @@ type Broker struct {
 	streams atomic.Int64
 	// forwards bounds requests forwarded to other transports.
 	forwards chan struct{}
+	// unserved counts requests no subscription matched (unserved.go).
+	unserved atomic.Uint64
 
 	ln net.Listener
 	// accepted counts accepted connections (see tidyStacks).
@@ -463,7 +465,7 @@ func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == "publish packet error" {
 		refused := false
 		r.Attrs(func(a slog.Attr) bool {
-			if err, ok := a.Value.Any().(error); ok && a.Key == "error" && errors.Is(err, packets.ErrNotAuthorized) {
+			if err, ok := a.Value.Any().(error); ok && a.Key == "error" && (errors.Is(err, packets.ErrNotAuthorized) || errors.Is(err, packets.CodeNoMatchingSubscribers)) {
 				refused = true
 				return false
 			}

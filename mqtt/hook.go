@@ -195,6 +195,8 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 				h.b.log.Info("refusing a request: too many forwarded requests in flight", "topic", pk.TopicName)
 				return refuse(pk)
 			}
+		} else if h.b.Subscribers(pk.TopicName) == 0 {
+			return h.b.answerUnserved(cl, t, pk)
 		}
 	}
 	return h.deliver(cl, pk)
