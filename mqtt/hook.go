@@ -268,7 +268,11 @@ func (h *binding) onDelayedWill(_ *mochi.Client, _ packets.Subscription, pk pack
 }
 
 // OnPacketEncode advertises the maximum packet size in the v5 CONNACK
-// (mochi enforces it but does not say so).
+// (mochi enforces it but does not say so), and is the guard that no packet
+// the broker writes breaks the specification, whatever mochi does
+// (reasoncodes.go): reason codes the packet type does not define, a
+// success reason mochi would not encode, a DISCONNECT to an MQTT 3.1.1
+// client.
 func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 && cl.Properties.ProtocolVersion == 5 {
 		pk.Properties.MaximumPacketSize = MaxPacketSize
@@ -277,6 +281,13 @@ func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Pa
 	// is routine: counted, not logged.
 	if fixReasonCodes(&pk) {
 		h.b.reasonFixes.Add(1)
+	}
+	keepSuccessReason(&pk)
+	if unsent(&pk) {
+		// A packet type mochi's WritePacket does not know is not written
+		// (it returns an error, which mochi ignores while disconnecting).
+		h.b.reasonFixes.Add(1)
+		pk.FixedHeader.Type = packets.Reserved
 	}
 	return pk
 }

@@ -80,3 +80,28 @@ func fixReasonCodes(pk *packets.Packet) bool {
 	}
 	return changed
 }
+
+// keepSuccessReason makes mochi write a v5 PUBACK's or PUBREC's success
+// reason other than 0x00 (0x10 No matching subscribers): its encoder
+// writes the reason byte only for failures (≥ 0x80) or when properties
+// follow, so 0x10 alone would read as 0x00 Success. A Reason String
+// (§3.4.2.2.2) makes properties follow. A client that asked for no problem
+// information (Request Problem Information 0) gets none, and so reads
+// 0x00: mochi leaves no other way to write the byte.
+func keepSuccessReason(pk *packets.Packet) {
+	if pk.ProtocolVersion != 5 || pk.ReasonCode == 0 || pk.ReasonCode >= 0x80 || pk.Properties.ReasonString != "" {
+		return
+	}
+	if t := pk.FixedHeader.Type; t == packets.Puback || t == packets.Pubrec {
+		pk.Properties.ReasonString = "no matching subscribers"
+	}
+}
+
+// unsent reports whether pk is a packet the client's protocol version does
+// not let a server send: a DISCONNECT to an MQTT 3.1.1 client (§3.14 of
+// 3.1.1: client to server only). mochi writes one before it closes such a
+// connection (shutdown, receive maximum exceeded, session taken over);
+// strict clients such as Python paho-mqtt call it a protocol error.
+func unsent(pk *packets.Packet) bool {
+	return pk.FixedHeader.Type == packets.Disconnect && pk.ProtocolVersion != 5
+}
