@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -372,11 +376,17 @@ func TestWireConformance(t *testing.T) {
 // TestWireShutdown: a hub that stops sends MQTT 5 clients DISCONNECT 0x8B
 // Server shutting down, and closes 3.1.1 connections (which have no server
 // DISCONNECT); both decoded by mqtt-packet.
+//
+// Python paho-mqtt, an MQTT 3.1.1 client nobody here wrote, sees the
+// connection lost (rc 7), not a protocol error (rc 2, "Unrecognised
+// command"), which mochi's DISCONNECT to 3.1.1 clients caused.
 func TestWireShutdown(t *testing.T) {
 	h := startHub(t, nil)
-	w := startWire(t, h.Main.MQTTAddr.String())
+	addr := h.Main.MQTTAddr.String()
+	w := startWire(t, addr)
 	w.connect("v5", 5, "shut-v5")
 	w.connect("v3", 4, "shut-v3")
+	paho := startPahoV311(t, addr, "shut-paho")
 	h.Close()
 	if rest := w.closed("v5"); len(rest) != 1 || rest[0].Cmd != "disconnect" || rest[0].reason() != 0x8B {
 		t.Errorf("v5: %v before the close, want DISCONNECT 0x8B", rest)
@@ -384,4 +394,51 @@ func TestWireShutdown(t *testing.T) {
 	if rest := w.closed("v3"); len(rest) != 0 {
 		t.Errorf("3.1.1: %v before the close, want nothing", rest)
 	}
+	if got := paho(); got != "disconnected 7" {
+		t.Errorf("paho-mqtt 3.1.1: %q, want only \"disconnected 7\" (connection lost)", got)
+	}
 }
+
+// startPahoV311 starts test/interop/paho_v311.py and waits until it is
+// connected; the returned func waits for it to end and returns what it
+// printed after "connected".
+func startPahoV311(t *testing.T, addr, clientID string) func() string {
+	t.Helper()
+	if _, err := exec.Command(pahoPython, "-c", "import paho.mqtt.client").CombinedOutput(); err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("python3-paho-mqtt not installed (run scripts/test-deps.sh): %v", err)
+		}
+		t.Skip("python3-paho-mqtt not installed; make test installs it")
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, pahoPython, "../../test/interop/paho_v311.py", host, port, clientID)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "connected" {
+		t.Fatalf("paho-mqtt: %q %s", sc.Text(), stderr.String())
+	}
+	return func() string {
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("paho-mqtt: %v %s", err, stderr.String())
+		}
+		return strings.Join(lines, "; ")
+	}
+}
+
+// pahoPython is Debian's interpreter, which has python3-paho-mqtt (the first
+// python3 on PATH may be another one).
+const pahoPython = "/usr/bin/python3"
