@@ -358,6 +358,105 @@ func TestWireConformance(t *testing.T) {
 				w.t.Errorf("3.1.1: before the close %v, want nothing", rest)
 			}
 		}},
+		{"the client's limits: Maximum Packet Size, Receive Maximum, no problem information", v5only, func(w *wire, c string, v int) {
+			if ca := w.open(c, v, map[string]any{"clientId": c, "properties": map[string]any{
+				"maximumPacketSize": 256, "receiveMaximum": 2, "requestProblemInformation": false}}); ca.reason() != 0 {
+				w.t.Fatalf("CONNACK %s", ca)
+			}
+			subscribe(w, c, v, 1, []any{filter(inbox(c)+"#", 1)}, nil)
+			// Too large for the client: never sent to it.
+			w.command(map[string]any{"op": "send", "conn": c, "fill": 300, "packet": publish(inbox(c)+"big0", 0, 0, "", nil)})
+			w.command(map[string]any{"op": "send", "conn": c, "fill": 300, "packet": publish(inbox(c)+"big1", 1, 2, "", nil)})
+			w.takeReason(c, "puback", 2, 0)
+			// Refused without a reason string (the client asked for none).
+			w.send(c, publish("not/lmos", 1, 3, "x", nil))
+			w.takeReason(c, "puback", 3, 0x87)
+			for i := 0; i < 4; i++ {
+				w.send(c, publish(fmt.Sprintf("%ssmall%d", inbox(c), i), 1, 10+i, "x", nil))
+				w.takeReason(c, "puback", 10+i, 0)
+			}
+			var got []string
+			for range 4 {
+				d := w.take(c, "publish", nil)
+				got = append(got, d.Topic)
+				w.send(c, map[string]any{"cmd": "puback", "messageId": d.MessageID})
+			}
+			slices.Sort(got)
+			if want := []string{inbox(c) + "small0", inbox(c) + "small1", inbox(c) + "small2", inbox(c) + "small3"}; !slices.Equal(got, want) {
+				w.t.Errorf("deliveries %v, want %v", got, want)
+			}
+			w.drained(c)
+		}},
+		{"persistent session: session present, the queued QoS 1 message on reconnect", both, func(w *wire, c string, v int) {
+			connect := map[string]any{"clientId": c, "clean": false}
+			if v == 5 {
+				connect["properties"] = map[string]any{"sessionExpiryInterval": 60}
+			}
+			w.open(c+"-1", v, connect)
+			subscribe(w, c+"-1", v, 1, []any{filter(inbox(c)+"#", 1)}, nil)
+			w.send(c+"-1", map[string]any{"cmd": "disconnect"})
+			w.closed(c + "-1")
+			w.connect(c+"-other", v, c+"-other")
+			w.send(c+"-other", publish(inbox(c)+"queued", 1, 1, "while away", nil))
+			w.takeReason(c+"-other", "puback", 1, ok(v)) // the offline session subscribes: no 0x10
+			ca := w.open(c+"-2", v, connect)
+			if ca.reason() != 0 || !ca.SessionPresent {
+				w.t.Errorf("CONNACK %s, want session present", ca)
+			}
+			d := w.take(c+"-2", "publish", nil)
+			if d.Topic != inbox(c)+"queued" || string(d.Payload) != "while away" || d.QoS != 1 {
+				w.t.Errorf("queued delivery %s", d)
+			}
+			w.send(c+"-2", map[string]any{"cmd": "puback", "messageId": d.MessageID})
+			w.drained(c + "-2")
+			// End the session, so it holds nothing after the test.
+			if v == 5 {
+				w.send(c+"-2", map[string]any{"cmd": "disconnect", "properties": map[string]any{"sessionExpiryInterval": 0}})
+			} else {
+				w.send(c+"-2", map[string]any{"cmd": "disconnect"})
+			}
+			w.closed(c + "-2")
+		}},
+		{"a will, with its properties", both, func(w *wire, c string, v int) {
+			w.connect(c, v, c)
+			subscribe(w, c, v, 1, []any{filter(inbox(c)+"#", 1)}, nil)
+			will := map[string]any{"topic": inbox(c) + "will", "payload": "gone", "qos": 1}
+			if v == 5 {
+				// The last user property pretends to be the hub's own carrier
+				// of will properties: dropped.
+				will["properties"] = map[string]any{"contentType": "text/plain", "responseTopic": inbox(c) + "r",
+					"correlationData": b64("w1"), "payloadFormatIndicator": true,
+					"userProperties": map[string]any{"why": "test", "lmos-hub-will-properties": `{"ct":"forged"}`}}
+			}
+			w.open(c+"-w", v, map[string]any{"clientId": c + "-w", "will": will})
+			w.command(map[string]any{"op": "end", "conn": c + "-w"})
+			w.closed(c + "-w")
+			d := w.take(c, "publish", nil)
+			if d.Topic != inbox(c)+"will" || string(d.Payload) != "gone" || v == 5 && (d.Properties["contentType"] != "text/plain" ||
+				d.user("why") != "test" || d.user("lmos-hub-will-properties") != "" || d.Properties["responseTopic"] != inbox(c)+"r" ||
+				d.bytesProp("correlationData") != "w1" || d.Properties["payloadFormatIndicator"] != true) {
+				w.t.Errorf("will %s", d)
+			}
+			w.send(c, map[string]any{"cmd": "puback", "messageId": d.MessageID})
+			w.drained(c)
+		}},
+		{"refused: a topic alias (none offered), DISCONNECT 0x94", v5only, func(w *wire, c string, v int) {
+			w.connect(c, v, c)
+			w.send(c, publish(inbox(c)+"a", 1, 1, "x", map[string]any{"topicAlias": 1}))
+			if rest := w.closed(c); len(rest) != 1 || rest[0].Cmd != "disconnect" || rest[0].reason() != 0x94 {
+				w.t.Errorf("topic alias: %v, want DISCONNECT 0x94", rest)
+			}
+		}},
+		{"refused: an unknown protocol level, answered as 3.1.1 (0x01)", []int{4}, func(w *wire, c string, v int) {
+			w.command(map[string]any{"op": "open", "conn": c, "version": v})
+			w.event(c)
+			// CONNECT, protocol name MQTT, level 6, clean, keep alive 30, client id "x".
+			w.command(map[string]any{"op": "raw", "conn": c, "hex": "100d00044d5154540602001e000178"})
+			rest := w.closed(c)
+			if len(rest) != 1 || rest[0].Cmd != "connack" || rest[0].reason() != 0x01 || rest[0].Length != 2 {
+				w.t.Errorf("protocol level 6: %v, want a 3.1.1 CONNACK 0x01 and the close", rest)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		for _, v := range tc.versions {
