@@ -133,8 +133,9 @@ type Broker struct {
 	ln net.Listener
 	// accepted counts accepted connections (see tidyStacks).
 	accepted atomic.Uint64
-	// reasonFixes counts packets whose reason code the encode hook had to
-	// replace with one the specification defines (reasoncodes.go).
+	// reasonFixes counts packets the encode hook had to correct: a reason
+	// code the specification does not define for them, a DISCONNECT to a
+	// 3.1.1 client, a delivery too large for its client (reasoncodes.go).
 	reasonFixes atomic.Uint64
 	tidies      atomic.Uint64
 	// gateway holds the connections ServeConn serves (MQTT over WebSocket).

@@ -440,6 +440,15 @@ func TestWireConformance(t *testing.T) {
 			w.send(c, map[string]any{"cmd": "puback", "messageId": d.MessageID})
 			w.drained(c)
 		}},
+		{"session taken over: DISCONNECT 0x8E (3.1.1: closed)", both, func(w *wire, c string, v int) {
+			w.connect(c+"-1", v, c)
+			w.connect(c+"-2", v, c)
+			rest := w.closed(c + "-1")
+			if v == 5 && (len(rest) != 1 || rest[0].Cmd != "disconnect" || rest[0].reason() != 0x8E) || v == 4 && len(rest) != 0 {
+				w.t.Errorf("the first connection got %v before its close", rest)
+			}
+			w.drained(c + "-2")
+		}},
 		{"refused: a topic alias (none offered), DISCONNECT 0x94", v5only, func(w *wire, c string, v int) {
 			w.connect(c, v, c)
 			w.send(c, publish(inbox(c)+"a", 1, 1, "x", map[string]any{"topicAlias": 1}))

@@ -4,7 +4,9 @@
 // and feeds every byte the broker writes to mqtt-packet's parser. Any
 // parser error, and any of the extra checks below, is reported: the
 // parser alone does not check a v5 CONNACK's reason code, the properties
-// a packet type may carry, or the length of 3.1.1 acknowledgements.
+// a packet type may carry, the length of 3.1.1 acknowledgements, or what
+// the client's CONNECT asked for (Maximum Packet Size, Receive Maximum,
+// Request Problem Information).
 //
 //   node mqtt-wire.mjs HOST:PORT
 //
@@ -13,6 +15,7 @@
 //   {"op":"open","conn":"a","version":5}      open a socket; 4 = MQTT 3.1.1
 //   {"op":"send","conn":"a","packet":{…}}     generate and write a packet
 //                                             ("fill": n sets an n-byte payload)
+//   {"op":"raw","conn":"a","hex":"…"}         write bytes as they are
 //   {"op":"end","conn":"a"}                   close the socket
 // Output, one JSON object per line (Buffers as base64 strings):
 //   {"ev":"open"|"close","conn":"a"}
@@ -50,8 +53,20 @@ const fromServer = new Set(['connack', 'publish', 'puback', 'pubrec', 'pubrel', 
   'pingresp', 'disconnect', 'auth']);
 
 // violations lists what a strict client must reject in p beyond the parser.
-function violations(p, version) {
+// c holds what the client asked for in its CONNECT and the QoS 1/2
+// publishes of the server it has not finished acknowledging.
+function violations(p, version, c) {
   const v = [];
+  const size = 1 + varintSize(p.length) + p.length;
+  if (c.maxPacketSize && size > c.maxPacketSize) v.push(`${p.cmd} of ${size} bytes over the client's maximum ${c.maxPacketSize}`);
+  if (p.cmd === 'publish' && p.qos > 0 && !c.inflight.has(p.messageId)) {
+    c.inflight.add(p.messageId);
+    if (c.inflight.size > c.receiveMaximum) v.push(`${c.inflight.size} QoS 1/2 publishes in flight, over the client's receive maximum ${c.receiveMaximum}`);
+  }
+  if (c.noProblemInfo && !['publish', 'connack', 'disconnect'].includes(p.cmd) &&
+    (p.properties?.reasonString !== undefined || p.properties?.userProperties !== undefined)) {
+    v.push(`${p.cmd} carries problem information the client refused`);
+  }
   if (!fromServer.has(p.cmd)) v.push(`a server never sends ${p.cmd}`);
   if (version === 5) {
     if (p.cmd === 'connack' && !connack5.has(p.reasonCode)) v.push(`CONNACK reason code 0x${p.reasonCode.toString(16)}`);
@@ -76,6 +91,10 @@ function violations(p, version) {
   return v;
 }
 
+function varintSize(n) {
+  return n < 128 ? 1 : n < 16384 ? 2 : n < 2097152 ? 3 : 4;
+}
+
 // buffers turns {"$b64": "…"} objects back into Buffers.
 function buffers(x) {
   if (Array.isArray(x)) return x.map(buffers);
@@ -89,7 +108,7 @@ function buffers(x) {
 function open(name, version) {
   const sock = net.connect({ host, port: Number(port) });
   const parser = mqttPacket.parser({ protocolVersion: version });
-  const c = { sock, version, failed: false };
+  const c = { sock, version, failed: false, inflight: new Set(), receiveMaximum: 65535, maxPacketSize: 0, noProblemInfo: false };
   conns.set(name, c);
   sock.on('connect', () => out({ ev: 'open', conn: name }));
   sock.on('data', (chunk) => {
@@ -101,7 +120,7 @@ function open(name, version) {
       properties, length } = p;
     out({ ev: 'packet', conn: name, packet: { cmd, messageId, reasonCode, returnCode, sessionPresent, granted,
       topic, payload, qos, retain, dup, properties, length } });
-    for (const msg of violations(p, version)) out({ ev: 'error', conn: name, error: msg });
+    for (const msg of violations(p, version, c)) out({ ev: 'error', conn: name, error: msg });
   });
   parser.on('error', (err) => {
     c.failed = true;
@@ -124,9 +143,19 @@ rl.on('line', (line) => {
     case 'send': {
       const pk = buffers(cmd.packet);
       if (cmd.fill) pk.payload = Buffer.alloc(cmd.fill, 0x61);
+      if (pk.cmd === 'connect') {
+        c.receiveMaximum = pk.properties?.receiveMaximum ?? 65535;
+        c.maxPacketSize = pk.properties?.maximumPacketSize ?? 0;
+        c.noProblemInfo = pk.properties?.requestProblemInformation === false;
+      }
+      // The flow of a server publish ends with the client's PUBACK or PUBCOMP.
+      if (pk.cmd === 'puback' || pk.cmd === 'pubcomp') c.inflight.delete(pk.messageId);
       c.sock.write(mqttPacket.generate(pk, { protocolVersion: c.version }));
       break;
     }
+    case 'raw':
+      c.sock.write(Buffer.from(cmd.hex, 'hex'));
+      break;
     case 'end':
       c.sock.end();
       break;
