@@ -90,7 +90,7 @@ async function request(topics) {
     const result = new Promise((resolve) => results.set(corr, resolve));
     const pk = await c.publishAsync(topic, '{"a":1}', { qos: 1, properties: {
       responseTopic: box, correlationData: Buffer.from(corr), contentType: 'application/json' } });
-    const puback = c.acks.get(pk?.messageId) ?? [...c.acks.values()].at(-1);
+    const puback = c.acks.get(pk?.messageId) ?? null;
     out({ step: 'result', topic, puback, result: await result });
   }
   await end(c);
