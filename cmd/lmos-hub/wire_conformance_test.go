@@ -26,9 +26,11 @@ const (
 	wireAgentCID = "wire-agent"
 )
 
-// v5 and v3 say which protocol versions a case runs in.
+// Which protocol versions a case runs in: 4 is MQTT 3.1.1, 3 is MQTT 3.1
+// (protocol name MQIsdp).
 var (
 	both   = []int{4, 5}
+	all    = []int{3, 4, 5}
 	v5only = []int{5}
 )
 
@@ -128,7 +130,7 @@ func TestWireConformance(t *testing.T) {
 	}
 
 	cases := []wireCase{
-		{"CONNACK accepted, PINGRESP", both, func(w *wire, c string, v int) {
+		{"CONNACK accepted, PINGRESP", all, func(w *wire, c string, v int) {
 			ca := w.open(c, v, map[string]any{"clientId": c})
 			if ca.reason() != 0 || ca.SessionPresent {
 				w.t.Errorf("CONNACK %s", ca)
@@ -139,9 +141,9 @@ func TestWireConformance(t *testing.T) {
 			w.send(c, map[string]any{"cmd": "pingreq"})
 			w.take(c, "pingresp", nil)
 		}},
-		{"SUBACK granted and refused ($SYS/#, wildcard over Things), UNSUBACK", both, func(w *wire, c string, v int) {
+		{"SUBACK granted and refused ($SYS/#, wildcard over Things), UNSUBACK", all, func(w *wire, c string, v int) {
 			w.connect(c, v, c)
-			refused := map[int]int{4: 0x80, 5: 0x87}[v]
+			refused := map[int]int{3: 0x80, 4: 0x80, 5: 0x87}[v]
 			sa := subscribe(w, c, v, 1, []any{filter(inbox(c)+"#", 2), filter("$SYS/#", 0), filter("lmos/v1/things/+/+", 1),
 				filter("lmos/v1/hub/events", 0)}, map[string]any{"userProperties": map[string]any{"k": "v"}})
 			if want := []int{2, refused, refused, 0}; !slices.Equal(sa.Granted, want) {
@@ -154,7 +156,7 @@ func TestWireConformance(t *testing.T) {
 			}
 			w.drained(c)
 		}},
-		{"PUBLISH QoS 0/1/2 both ways, with and without properties", both, func(w *wire, c string, v int) {
+		{"PUBLISH QoS 0/1/2 both ways, with and without properties", all, func(w *wire, c string, v int) {
 			w.connect(c, v, c)
 			subscribe(w, c, v, 1, []any{filter(inbox(c)+"#", 2)}, map[string]any{"subscriptionIdentifier": 7})
 			props := map[string]any{
@@ -211,7 +213,7 @@ func TestWireConformance(t *testing.T) {
 			}
 			w.drained(c)
 		}},
-		{"retained deliveries (a Thing's property, the hub status)", both, func(w *wire, c string, v int) {
+		{"retained deliveries (a Thing's property, the hub status)", all, func(w *wire, c string, v int) {
 			w.connect(c, v, c)
 			subscribe(w, c, v, 1, []any{filter("lmos/v1/things/"+agentKey+"/properties/+", 1), filter("lmos/v1/hub/status", 0)}, nil)
 			level := w.take(c, "publish", func(p *wirePacket) bool { return p.Topic == "lmos/v1/things/"+agentKey+"/properties/level" })

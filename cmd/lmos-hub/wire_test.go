@@ -195,7 +195,7 @@ func (w *wire) event(conn string) wireEvent {
 	return wireEvent{}
 }
 
-// open connects conn with MQTT version (4 = 3.1.1, 5) and CONNECT fields
+// open connects conn with MQTT version (3 = 3.1, 4 = 3.1.1, 5) and CONNECT fields
 // in connect (clientId at least); it returns the CONNACK.
 func (w *wire) open(conn string, version int, connect map[string]any) *wirePacket {
 	w.t.Helper()
@@ -204,6 +204,9 @@ func (w *wire) open(conn string, version int, connect map[string]any) *wirePacke
 		w.t.Fatalf("%s: %+v before open", conn, e)
 	}
 	pk := map[string]any{"cmd": "connect", "protocolVersion": version, "clean": true, "keepalive": 30}
+	if version == 3 {
+		pk["protocolId"] = "MQIsdp"
+	}
 	for k, v := range connect {
 		pk[k] = v
 	}
