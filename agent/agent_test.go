@@ -346,6 +346,30 @@ func TestInvokeUnservedFailsAtOnce(t *testing.T) {
 	}
 }
 
+// A broker that acknowledges with PUBACK 0x10 but sends no result (here:
+// the hub's result cannot reach the consumer, whose inbox subscription is
+// gone) still ends Invoke soon, with a 503 problem.
+func TestInvokeNoMatchingSubscribersWithoutResult(t *testing.T) {
+	grace := unservedGrace
+	unservedGrace = 100 * time.Millisecond
+	t.Cleanup(func() { unservedGrace = grace })
+	h := startHub(t)
+	cli := h.connect("urn:test:consumer", nil)
+	ctx := ctxT(t, 10*time.Second)
+	c, err := cli.client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{cli.inbox + "#"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli.Invoke(ctx, "urn:test:nobody", "add", nil)
+	var p *Problem
+	if !errors.As(err, &p) || p.Status != 503 || !strings.Contains(p.Detail, "no client subscribes") {
+		t.Fatalf("Invoke: %v, want the 503 of PUBACK 0x10", err)
+	}
+}
+
 // silentAgent joins urn:test:silent, whose add never answers.
 func silentAgent(h *testHub) {
 	a := h.connect("urn:test:silent", nil)

@@ -206,8 +206,9 @@ func (a *Agent) request(ctx context.Context, topic string, input any, opts []Inv
 const noMatchingSubscribers = 0x10
 
 // unservedGrace is how long a request acknowledged with 0x10 waits for the
-// hub's failed result, which the hub sends at the same instant.
-const unservedGrace = 2 * time.Second
+// hub's failed result, which the hub sends at the same instant (a
+// variable for tests).
+var unservedGrace = 2 * time.Second
 
 // userProperty returns the value of the user property key and whether it
 // is present at all.
