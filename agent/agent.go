@@ -53,6 +53,10 @@ type Options struct {
 	// Timeout bounds each network step (connect, join, publish) and
 	// operations without a deadline of their own; default 10 s.
 	Timeout time.Duration
+	// InvokeTimeout bounds Invoke (and WriteProperty WithAck) when the
+	// caller's ctx has no deadline: an action that never answers must not
+	// hold the caller forever. Default 30 s, as the hub's HTTP proxy.
+	InvokeTimeout time.Duration
 	// MaxBackoff caps the reconnect delay; default 30 s.
 	MaxBackoff time.Duration
 	// KeepAlive is the MQTT keep alive; default 30 s.
@@ -128,6 +132,9 @@ type Agent struct {
 func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
+	}
+	if opts.InvokeTimeout <= 0 {
+		opts.InvokeTimeout = defaultInvokeTimeout
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
@@ -587,10 +594,18 @@ func (a *Agent) publishOn(ctx context.Context, cli *paho.Client, p *paho.Publish
 
 // withTimeout gives ctx the default timeout when it has no deadline.
 func (a *Agent) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return withDefault(ctx, a.opts.Timeout)
+}
+
+// defaultInvokeTimeout is Options.InvokeTimeout when not set.
+const defaultInvokeTimeout = 30 * time.Second
+
+// withDefault gives ctx the timeout d when it has no deadline.
+func withDefault(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, a.opts.Timeout)
+	return context.WithTimeout(ctx, d)
 }
 
 // receive routes every incoming PUBLISH. It runs on paho's receive

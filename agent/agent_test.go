@@ -297,12 +297,95 @@ func TestInvoke(t *testing.T) {
 		t.Fatalf("bad input: %v", err)
 	}
 
-	// Nobody answers: ctx ends the wait.
+	// An agent that never answers: ctx ends the wait.
+	silentAgent(h)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	if _, err := cli.Invoke(short, "urn:test:nobody", "add", nil); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-		t.Fatalf("no responder: %v after %v", err, time.Since(start))
+	if _, err := cli.Invoke(short, "urn:test:silent", "add", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("no responder: %v", err)
+	}
+}
+
+// Issue 10, point 4: nobody subscribes to the action topic, so the hub
+// answers at once with a failed result (404 for an unknown Thing or
+// action, 503 for a known Thing whose agent is gone), which Invoke returns
+// as a *Problem (without it, each call would end with its ctx).
+func TestInvokeUnservedFailsAtOnce(t *testing.T) {
+	h := startHub(t)
+	cli := h.connect("urn:test:consumer", nil)
+	ctx := ctxT(t, 10*time.Second)
+	gone := h.connect("urn:test:gone", nil)
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the closed agent offline", func() bool { return h.presence("urn:test:gone") == "offline" })
+	for _, c := range []struct {
+		thing, action string
+		status        int
+		typ           string
+	}{
+		{"urn:test:nobody", "add", 404, "not-found"},
+		{"urn:test:gone", "nope", 404, "not-found"},
+		{"urn:test:gone", "add", 503, "unavailable"},
+	} {
+		for _, ct := range []string{JSON, CBOR} {
+			_, err := cli.Invoke(ctx, c.thing, c.action, map[string]int{"a": 1}, WithContentType(ct))
+			var p *Problem
+			if !errors.As(err, &p) || p.Status != c.status || p.Type != ErrorTypeBase+c.typ || !strings.Contains(p.Detail, c.thing) {
+				t.Errorf("%s %s (%s): %v (%+v), want %d %s", c.thing, c.action, ct, err, p, c.status, c.typ)
+			}
+		}
+	}
+	// A write that asks for the result gets the same answer.
+	var p *Problem
+	if err := cli.WriteProperty(ctx, "urn:test:gone", "level", 1, WithAck()); !errors.As(err, &p) || p.Status != 503 {
+		t.Errorf("write to an offline Thing: %v", err)
+	}
+	if err := cli.WriteProperty(ctx, "urn:test:gone", "nope", 1, WithAck()); !errors.As(err, &p) || p.Status != 404 {
+		t.Errorf("write to an unknown property: %v", err)
+	}
+}
+
+// A broker that acknowledges with PUBACK 0x10 but sends no result (here:
+// the hub's result cannot reach the consumer, whose inbox subscription is
+// gone) still ends Invoke soon, with a 503 problem.
+func TestInvokeNoMatchingSubscribersWithoutResult(t *testing.T) {
+	grace := unservedGrace
+	unservedGrace = 100 * time.Millisecond
+	t.Cleanup(func() { unservedGrace = grace })
+	h := startHub(t)
+	cli := h.connect("urn:test:consumer", nil)
+	ctx := ctxT(t, 10*time.Second)
+	c, err := cli.client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{cli.inbox + "#"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli.Invoke(ctx, "urn:test:nobody", "add", nil)
+	var p *Problem
+	if !errors.As(err, &p) || p.Status != 503 || !strings.Contains(p.Detail, "no client subscribes") {
+		t.Fatalf("Invoke: %v, want the 503 of PUBACK 0x10", err)
+	}
+}
+
+// silentAgent joins urn:test:silent, whose add never answers.
+func silentAgent(h *testHub) {
+	a := h.connect("urn:test:silent", nil)
+	a.HandleAction("add", func(ctx context.Context, in Input) (any, error) {
+		<-ctx.Done() // until the agent closes
+		return nil, ctx.Err()
+	})
+}
+
+// Without a deadline of its own, Invoke ends after Options.InvokeTimeout.
+func TestInvokeDefaultTimeout(t *testing.T) {
+	h := startHub(t)
+	silentAgent(h)
+	cli := h.connect("urn:test:consumer", func(o *Options) { o.InvokeTimeout = 200 * time.Millisecond })
+	if _, err := cli.Invoke(context.Background(), "urn:test:silent", "add", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Invoke without a deadline: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 )
@@ -47,8 +48,13 @@ func WithContentType(ct string) InvokeOption {
 // json.RawMessage, or a Value) by MQTT 5 request/response: the request
 // names the agent's inbox lmos/v1/clients/{clientId}/replies as Response
 // Topic. It returns the completed output; a failed result is an error
-// wrapping the agent's *Problem. It waits until ctx ends.
+// wrapping the *Problem (errors.As): the agent's, or the hub's when nobody
+// serves the action (404 not-found for an unknown Thing or action, 503
+// unavailable for an offline one), which comes at once. It waits until ctx
+// ends, or Options.InvokeTimeout when ctx has no deadline.
 func (a *Agent) Invoke(ctx context.Context, thingID, action string, input any, opts ...InvokeOption) (Output, error) {
+	ctx, cancel := withDefault(ctx, a.opts.InvokeTimeout)
+	defer cancel()
 	if a.ws != nil {
 		cfg := invokeConfig{}
 		for _, o := range opts {
@@ -86,6 +92,8 @@ func (a *Agent) WriteProperty(ctx context.Context, thingID, name string, value a
 	}
 	var err error
 	if cfg.ack {
+		ctx, cancel := withDefault(ctx, a.opts.InvokeTimeout)
+		defer cancel()
 		_, err = a.request(ctx, topic, value, opts)
 	} else {
 		err = a.send(ctx, topic, value, cfg.contentType)
@@ -134,12 +142,26 @@ func (a *Agent) request(ctx context.Context, topic string, input any, opts []Inv
 		a.mu.Unlock()
 		close(req.done)
 	}()
-	err = a.publish(ctx, &paho.Publish{
+	cli, err := a.client(ctx)
+	if err != nil {
+		return Output{}, err
+	}
+	ack, err := cli.Publish(ctx, &paho.Publish{
 		Topic: topic, Payload: payload, QoS: 1,
 		Properties: &paho.PublishProperties{ContentType: cfg.contentType, ResponseTopic: a.inbox + "replies", CorrelationData: corr},
 	})
 	if err != nil {
-		return Output{}, err
+		return Output{}, fmt.Errorf("cannot publish to %s: %w", topic, err)
+	}
+	// PUBACK 0x10: no client subscribes to the topic, so no agent will
+	// answer. An LMOS hub publishes a failed result saying why (PROTOCOL
+	// §10) before the acknowledgement, but the two travel on different
+	// queues; a broker that is not a hub sends none. Wait for it a moment.
+	var unserved <-chan time.Time
+	if ack != nil && ack.ReasonCode == noMatchingSubscribers {
+		t := time.NewTimer(unservedGrace)
+		defer t.Stop()
+		unserved = t.C
 	}
 	for {
 		select {
@@ -162,7 +184,7 @@ func (a *Agent) request(ctx context.Context, topic string, input any, opts []Inv
 				if err := out.Decode(&prob); err != nil {
 					prob = Problem{Title: "failed", Detail: fmt.Sprintf("undecodable problem: %v", err)}
 				}
-				return out, fmt.Errorf("the agent failed: %w", &prob)
+				return out, fmt.Errorf("failed: %w", &prob)
 			default: // as the hub does: an unknown status is a failure of the agent
 				if len(status) > 64 {
 					status = status[:64]
@@ -170,6 +192,8 @@ func (a *Agent) request(ctx context.Context, topic string, input any, opts []Inv
 				prob := NewProblem(http.StatusBadGateway, fmt.Sprintf("the agent answered with an unknown %s %q", statusProperty, status))
 				return out, fmt.Errorf("the agent failed: %w", prob)
 			}
+		case <-unserved:
+			return Output{}, NewProblem(http.StatusServiceUnavailable, "no client subscribes to "+topic)
 		case <-ctx.Done():
 			return Output{}, fmt.Errorf("no result: %w", ctx.Err())
 		case <-a.closed:
@@ -177,6 +201,14 @@ func (a *Agent) request(ctx context.Context, topic string, input any, opts []Inv
 		}
 	}
 }
+
+// noMatchingSubscribers is the MQTT 5 PUBACK reason 0x10.
+const noMatchingSubscribers = 0x10
+
+// unservedGrace is how long a request acknowledged with 0x10 waits for the
+// hub's failed result, which the hub sends at the same instant (a
+// variable for tests).
+var unservedGrace = 2 * time.Second
 
 // userProperty returns the value of the user property key and whether it
 // is present at all.

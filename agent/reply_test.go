@@ -237,13 +237,14 @@ func TestUnknownStatusIsFailure(t *testing.T) {
 	h := startHub(t)
 	cli := h.connect("urn:test:asker", nil)
 	responder := h.raw("responder")
+	silentAgent(h) // subscribes, so the hub does not answer the requests itself
 	for _, c := range []struct {
 		status string // "-": no lmos-status
 		want   int    // problem status, 0: success
 	}{{"weird", 502}, {" completed", 502}, {"-", 0}, {StatusCompleted, 0}} {
 		res := make(chan error, 1)
 		go func() {
-			_, err := cli.Invoke(ctxT(t, 5*time.Second), "urn:test:nobody", "add", nil)
+			_, err := cli.Invoke(ctxT(t, 5*time.Second), "urn:test:silent", "add", nil)
 			res <- err
 		}()
 		var corr string

@@ -127,12 +127,15 @@ type Broker struct {
 	streams atomic.Int64
 	// forwards bounds requests forwarded to other transports.
 	forwards chan struct{}
+	// unserved counts requests no subscription matched (unserved.go).
+	unserved atomic.Uint64
 
 	ln net.Listener
 	// accepted counts accepted connections (see tidyStacks).
 	accepted atomic.Uint64
-	// reasonFixes counts packets whose reason code the encode hook had to
-	// replace with one the specification defines (reasoncodes.go).
+	// reasonFixes counts packets the encode hook had to correct: a reason
+	// code the specification does not define for them, a DISCONNECT to a
+	// 3.1.1 client, a delivery too large for its client (reasoncodes.go).
 	reasonFixes atomic.Uint64
 	tidies      atomic.Uint64
 	// gateway holds the connections ServeConn serves (MQTT over WebSocket).
@@ -463,7 +466,7 @@ func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == "publish packet error" {
 		refused := false
 		r.Attrs(func(a slog.Attr) bool {
-			if err, ok := a.Value.Any().(error); ok && a.Key == "error" && errors.Is(err, packets.ErrNotAuthorized) {
+			if err, ok := a.Value.Any().(error); ok && a.Key == "error" && (errors.Is(err, packets.ErrNotAuthorized) || errors.Is(err, packets.CodeNoMatchingSubscribers)) {
 				refused = true
 				return false
 			}

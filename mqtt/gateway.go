@@ -120,28 +120,11 @@ func (b *Broker) forward(id string, t thingTopic, pk packets.Packet) bool {
 			}
 		}()
 		send := func(status string, payload []byte) {
-			if replyTo == "" {
-				return
-			}
-			rp := packets.Packet{
-				FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
-				TopicName:   replyTo,
-				Payload:     payload,
-				PacketID:    1,
-			}
-			rp.ProtocolVersion = 5
-			rp.Properties.ContentType = ct
-			rp.Properties.CorrelationData = corr
-			rp.Properties.User = []packets.UserProperty{{Key: statusProperty, Val: status}}
-			if err := b.server.InjectPacket(b.inline, rp); err != nil {
-				b.log.Debug("cannot publish a forwarded result", "topic", replyTo, "err", err)
+			if replyTo != "" {
+				b.publishResult(replyTo, corr, ct, status, payload)
 			}
 		}
-		problem := func(p hub.Problem) []byte {
-			v := map[string]any{"type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail}
-			out, _ := hub.EncodeValue(v, ct)
-			return out
-		}
+		problem := func(p hub.Problem) []byte { return problemPayload(p, ct) }
 		err := b.cfg.Forward.Deliver(ctx, in, func(res hub.Result) error {
 			if res.Status == hub.StatusFailed {
 				p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -57,6 +58,7 @@ func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 		}
 		return packets.ErrClientIdentifierNotValid
 	}
+	keepWillProperties(cl, pk)
 	return nil
 }
 
@@ -195,6 +197,8 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 				h.b.log.Info("refusing a request: too many forwarded requests in flight", "topic", pk.TopicName)
 				return refuse(pk)
 			}
+		} else if h.b.Subscribers(pk.TopicName) == 0 {
+			return h.b.answerUnserved(cl, t, pk)
 		}
 	}
 	return h.deliver(cl, pk)
@@ -266,7 +270,11 @@ func (h *binding) onDelayedWill(_ *mochi.Client, _ packets.Subscription, pk pack
 }
 
 // OnPacketEncode advertises the maximum packet size in the v5 CONNACK
-// (mochi enforces it but does not say so).
+// (mochi enforces it but does not say so), and is the guard that no packet
+// the broker writes breaks the specification, whatever mochi does
+// (reasoncodes.go): reason codes the packet type does not define, a
+// success reason mochi would not encode, a DISCONNECT to an MQTT 3.1.1
+// client, a QoS 1/2 delivery too large for the client left in flight.
 func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 && cl.Properties.ProtocolVersion == 5 {
 		pk.Properties.MaximumPacketSize = MaxPacketSize
@@ -275,6 +283,28 @@ func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Pa
 	// is routine: counted, not logged.
 	if fixReasonCodes(&pk) {
 		h.b.reasonFixes.Add(1)
+	}
+	keepSuccessReason(&pk)
+	if pk.FixedHeader.Type == packets.Publish {
+		restoreWillProperties(&pk)
+	}
+	if pk.FixedHeader.Type == packets.Publish && pk.FixedHeader.Qos > 0 && pk.Mods.MaxSize > 0 && tooLarge(pk) {
+		// mochi will not write it (over the client's Maximum Packet Size)
+		// but keeps it in flight, where it holds a place of the client's
+		// Receive Maximum for good and comes back at every reconnect. The
+		// specification says to discard it and carry on as if it had been
+		// sent (MQTT 5 §3.1.2.11.4, [MQTT-3.1.2-25]).
+		if cl.State.Inflight.Delete(pk.PacketID) {
+			cl.State.Inflight.IncreaseSendQuota()
+			atomic.AddInt64(&h.b.server.Info.Inflight, -1)
+		}
+		h.b.reasonFixes.Add(1)
+	}
+	if unsent(&pk) {
+		// A packet type mochi's WritePacket does not know is not written
+		// (it returns an error, which mochi ignores while disconnecting).
+		h.b.reasonFixes.Add(1)
+		pk.FixedHeader.Type = packets.Reserved
 	}
 	return pk
 }

@@ -27,8 +27,10 @@ func TestFixReasonCodes(t *testing.T) {
 		{"pubrel undefined failure", ack(packets.Pubrel, 5, 0x87), 0x92, nil, true},
 		{"pubcomp id not found", ack(packets.Pubcomp, 5, 0x92), 0x92, nil, false},
 		{"connack v5 stray success-range code refuses", ack(packets.Connack, 5, 0x01), 0x80, nil, true},
-		{"connack v3 v5 code refuses", ack(packets.Connack, 4, 0x87), 0x03, nil, true},
+		{"connack v3 v5 code refuses", ack(packets.Connack, 4, 0x8A), 0x03, nil, true},
 		{"connack v3 not authorized", ack(packets.Connack, 4, 0x05), 0x05, nil, false},
+		{"connack unknown level, unsupported version", ack(packets.Connack, 6, 0x82), 0x01, nil, true},
+		{"connack v3 v5 not authorized", ack(packets.Connack, 4, 0x87), 0x05, nil, true},
 		{"suback v3 keeps 0x80", sub(4, 0x00, 0x02, 0x80), 0x00, []byte{0x00, 0x02, 0x80}, false},
 		{"suback v3 v5 failure", sub(4, 0x87, 0x01), 0x00, []byte{0x80, 0x01}, true},
 		{"suback v5 not authorized", sub(5, 0x87, 0xA1), 0x00, []byte{0x87, 0xA1}, false},
@@ -137,5 +139,54 @@ func TestPubackWithUserProperties(t *testing.T) {
 	}
 	if e.b.reasonFixes.Load() == 0 {
 		t.Error("the encode hook replaced no reason code; mochi still sends 0x01, so the guard did not run")
+	}
+}
+
+// mochi's encoder drops a PUBACK/PUBREC success reason other than 0x00
+// unless properties follow; after keepSuccessReason the 0x10 is on the
+// wire (with its Reason String), and acknowledgements it need not touch
+// keep their bytes.
+func TestKeepSuccessReason(t *testing.T) {
+	encode := func(pk packets.Packet) []byte {
+		var buf bytes.Buffer
+		if err := pk.PubackEncode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	for _, typ := range []byte{packets.Puback, packets.Pubrec} {
+		pk := ack(typ, 5, 0x10)
+		pk.PacketID = 7
+		if got := encode(pk); len(got) != 4 {
+			t.Fatalf("mochi now writes % x for reason 0x10: drop keepSuccessReason", got)
+		}
+		keepSuccessReason(&pk)
+		got := encode(pk)
+		if len(got) < 5 || got[4] != 0x10 || !bytes.Contains(got, []byte("no matching subscribers")) {
+			t.Errorf("type %d: % x, want reason 0x10 and its reason string", typ, got)
+		}
+	}
+	for _, pk := range []packets.Packet{ack(packets.Puback, 5, 0x00), ack(packets.Puback, 5, 0x87), ack(packets.Puback, 4, 0x10), ack(packets.Pubcomp, 5, 0x00)} {
+		before := pk
+		keepSuccessReason(&pk)
+		if pk.Properties.ReasonString != before.Properties.ReasonString {
+			t.Errorf("%+v got a reason string", before)
+		}
+	}
+}
+
+func TestUnsent(t *testing.T) {
+	for _, c := range []struct {
+		pk   packets.Packet
+		want bool
+	}{
+		{ack(packets.Disconnect, 4, 0x8B), true},
+		{ack(packets.Disconnect, 3, 0x00), true},
+		{ack(packets.Disconnect, 5, 0x8B), false},
+		{ack(packets.Puback, 4, 0x00), false},
+	} {
+		if got := unsent(&c.pk); got != c.want {
+			t.Errorf("%+v: unsent %v, want %v", c.pk.FixedHeader, got, c.want)
+		}
 	}
 }
