@@ -291,7 +291,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 
 // requireAvahi returns the path of avahi-daemon, or skips (fails with
 // LMOS_INTEROP=1) without it or avahi-browse.
-func requireAvahi(t *testing.T) string {
+func requireAvahi(t testing.TB) string {
 	t.Helper()
 	daemon, err := exec.LookPath("avahi-daemon")
 	if err == nil {
@@ -310,7 +310,7 @@ func requireAvahi(t *testing.T) string {
 // netns exec from /etc/netns/<ns>/avahi, on a private D-Bus) publishing a
 // Thing from a static service file, its TD served by Python's http.server
 // on port 8002. It returns the D-Bus environment for avahi-browse.
-func startAvahi(t *testing.T, lan *netnstest.LAN, node, daemon, id, title string) (string, *netnstest.Proc) {
+func startAvahi(t testing.TB, lan *netnstest.LAN, node, daemon, id, title string) (string, *netnstest.Proc) {
 	t.Helper()
 	etc := filepath.Join("/etc/netns", lan.NS(node), "avahi")
 	if err := os.MkdirAll(filepath.Join(etc, "services"), 0o755); err != nil {
@@ -344,10 +344,22 @@ func startAvahi(t *testing.T, lan *netnstest.LAN, node, daemon, id, title string
 	}
 	lan.Start(lan.Command(node, "python3", "-m", "http.server", "8002", "--bind", "0.0.0.0", "--directory", www))
 	lan.Start(lan.Command(node, "dbus-daemon", "--config-file="+busConf, "--nofork", "--nopidfile"))
-	waitFor(t, 5*time.Second, "the private bus", func() bool { _, err := os.Stat(bus); return err == nil })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(bus); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the private bus did not start")
+		}
+	}
+	return dbusEnv, avahiDaemon(lan, node, daemon, dbusEnv)
+}
+
+// avahiDaemon starts avahi-daemon in node, set up by startAvahi.
+func avahiDaemon(lan *netnstest.LAN, node, daemon, dbusEnv string) *netnstest.Proc {
 	avCmd := lan.Command(node, daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title")
 	avCmd.Env = append(os.Environ(), dbusEnv)
-	return dbusEnv, lan.Start(avCmd)
+	return lan.Start(avCmd)
 }
 
 // avahiBrowse runs avahi-browse --resolve --terminate --parsable for typ
