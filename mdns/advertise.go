@@ -53,9 +53,10 @@ type AdvertiserConfig struct {
 // queries, re-announces when the interfaces' addresses change, and sends
 // goodbyes when closed.
 type Advertiser struct {
-	cfg  AdvertiserConfig
-	log  *slog.Logger
-	conn *conn
+	cfg   AdvertiserConfig
+	log   *slog.Logger
+	conn  *conn
+	inbox chan packet
 
 	mu       sync.Mutex
 	host     string
@@ -63,6 +64,10 @@ type Advertiser struct {
 	renamed  chan struct{} // a conflict needs a new probe
 	lastSent map[string]time.Time
 	sig      string
+	// announced holds each interface's addresses as last announced, so
+	// goodbyes go out for those that left even when another user of the
+	// shared conn refreshed its cache first.
+	announced map[int][]net.IP
 
 	stop chan struct{}
 	done chan struct{}
@@ -79,13 +84,8 @@ func Advertise(ctx context.Context, cfg AdvertiserConfig, services ...Service) (
 	if cfg.Host == "" {
 		cfg.Host = "lmos"
 	}
-	for _, s := range services {
-		if s.Instance == "" || s.Type == "" || s.Port <= 0 || s.Port > 65535 {
-			return nil, fmt.Errorf("cannot advertise %q (%s port %d): an instance name, a type and a port are needed", s.Instance, s.Type, s.Port)
-		}
-		if len(s.Instance) > 63 {
-			return nil, fmt.Errorf("cannot advertise %q: an instance name has at most 63 bytes", s.Instance)
-		}
+	if err := checkServices(services); err != nil {
+		return nil, err
 	}
 	ifs, err := selectInterfaces(cfg.Interfaces)
 	if err != nil {
@@ -95,8 +95,41 @@ func Advertise(ctx context.Context, cfg AdvertiserConfig, services ...Service) (
 	if err != nil {
 		return nil, err
 	}
+	a, err := advertiseOn(ctx, c, cfg, services...)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func checkServices(services []Service) error {
+	for _, s := range services {
+		if s.Instance == "" || s.Type == "" || s.Port <= 0 || s.Port > 65535 {
+			return fmt.Errorf("cannot advertise %q (%s port %d): an instance name, a type and a port are needed", s.Instance, s.Type, s.Port)
+		}
+		if len(s.Instance) > 63 {
+			return fmt.Errorf("cannot advertise %q: an instance name has at most 63 bytes", s.Instance)
+		}
+	}
+	return nil
+}
+
+// advertiseOn advertises on an open conn, which it shares; cfg.Interfaces
+// still drives the interface poll.
+func advertiseOn(ctx context.Context, c *conn, cfg AdvertiserConfig, services ...Service) (*Advertiser, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Host == "" {
+		cfg.Host = "lmos"
+	}
+	if err := checkServices(services); err != nil {
+		return nil, err
+	}
+	ifs := c.interfaces()
 	a := &Advertiser{
-		cfg: cfg, log: cfg.Logger, conn: c,
+		cfg: cfg, log: cfg.Logger, conn: c, inbox: c.subscribe(),
 		host:     hostLabel(cfg.Host),
 		services: slices.Clone(services),
 		renamed:  make(chan struct{}, 1),
@@ -105,11 +138,12 @@ func Advertise(ctx context.Context, cfg AdvertiserConfig, services ...Service) (
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	a.announced = a.currentAddrs()
 	if len(ifs) == 0 {
 		a.log.Warn("no network interface to advertise on", "interfaces", cfg.Interfaces)
 	}
 	if err := a.probe(ctx); err != nil {
-		c.close()
+		c.release(a.inbox)
 		return nil, err
 	}
 	a.announce()
@@ -271,7 +305,7 @@ func (a *Advertiser) probeOnce(ctx context.Context) (bool, error) {
 	wait:
 		for {
 			select {
-			case p := <-a.conn.inbox:
+			case p := <-a.inbox:
 				if a.conflicts(p) {
 					deadline.Stop()
 					return true, nil
@@ -492,7 +526,7 @@ func (a *Advertiser) run() {
 				second.Reset(time.Second)
 			}
 			cancel()
-		case p := <-a.conn.inbox:
+		case p := <-a.inbox:
 			a.handle(p)
 		}
 	}
@@ -509,19 +543,15 @@ func (a *Advertiser) watchInterfaces() {
 		return
 	}
 	a.sig = sig
-	before := map[int][]net.IP{}
-	for _, ifi := range a.conn.interfaces() {
-		v4, v6 := a.conn.addresses(ifi.Index)
-		before[ifi.Index] = slices.Concat(v4, v6)
-	}
+	before := a.announced
 	a.conn.setInterfaces(ifs)
+	a.announced = a.currentAddrs()
 	a.log.Info("network interfaces changed; announcing again", "interfaces", len(ifs))
 	// Goodbyes for addresses gone from an interface still in use, so
 	// caches drop them at once instead of at their TTL.
 	a.mu.Lock()
 	for i := range ifs {
-		v4, v6 := a.conn.addresses(ifs[i].Index)
-		now := slices.Concat(v4, v6)
+		now := a.announced[ifs[i].Index]
 		var bye []dns.RR
 		for _, ip := range before[ifs[i].Index] {
 			if slices.ContainsFunc(now, ip.Equal) {
@@ -544,6 +574,16 @@ func (a *Advertiser) watchInterfaces() {
 	}
 	a.mu.Unlock()
 	a.announce()
+}
+
+// currentAddrs returns the addresses of the selected interfaces.
+func (a *Advertiser) currentAddrs() map[int][]net.IP {
+	out := map[int][]net.IP{}
+	for _, ifi := range a.conn.interfaces() {
+		v4, v6 := a.conn.addresses(ifi.Index)
+		out[ifi.Index] = slices.Concat(v4, v6)
+	}
+	return out
 }
 
 // handle answers queries and watches responses for conflicts.
@@ -688,7 +728,7 @@ func (a *Advertiser) Close() error {
 			}
 		}
 		a.mu.Unlock()
-		a.conn.close()
+		a.conn.release(a.inbox)
 	})
 	return nil
 }

@@ -92,7 +92,15 @@ type cached struct {
 	expires  time.Time
 	// stage counts the refresh queries sent (at 80, 85, 90, 95 % of TTL).
 	stage int
+	// goodbye: a TTL 0 copy came; the record is held until expires, one
+	// second later, unless announced again before (RFC 6762 §10.1).
+	goodbye bool
 }
+
+// goodbyeHold is how long a record stays after its goodbye (RFC 6762
+// §10.1): an answer sent just before the goodbye and arriving after it
+// then refreshes the record instead of adding the instance back.
+const goodbyeHold = time.Second
 
 // Browser follows service instances on the LAN (RFC 6763 browsing with an
 // RFC 6762 cache): it queries, caches what anyone announces or answers,
@@ -102,6 +110,7 @@ type Browser struct {
 	cfg   BrowserConfig
 	log   *slog.Logger
 	conn  *conn
+	inbox chan packet
 	types map[string]string // browsed name (lower) → subtype ("" for base types)
 	bases map[string]bool   // base service names (lower), "_wot._tcp.local."
 
@@ -110,6 +119,9 @@ type Browser struct {
 	goodbyes map[string]bool
 	asked    map[string]time.Time
 	dropped  int
+	// holdUntil is the earliest end of a goodbye hold (zero: none), so
+	// the run loop removes the instance then rather than at its next tick.
+	holdUntil time.Time
 
 	mu       sync.Mutex // guards snapshot
 	snapshot []Entry
@@ -121,22 +133,36 @@ type Browser struct {
 
 // Browse starts browsing.
 func Browse(cfg BrowserConfig) (*Browser, error) {
-	b, err := newBrowser(cfg)
-	if err != nil {
-		return nil, err
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	ifs, err := selectInterfaces(cfg.Interfaces)
 	if err != nil {
 		return nil, err
 	}
 	if len(ifs) == 0 {
-		b.log.Warn("no network interface to browse on", "interfaces", cfg.Interfaces)
+		cfg.Logger.Warn("no network interface to browse on", "interfaces", cfg.Interfaces)
 	}
-	c, err := openConn(ifs, b.log)
+	c, err := openConn(ifs, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	b, err := browseOn(c, cfg)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// browseOn starts browsing on an open conn, which it shares.
+func browseOn(c *conn, cfg BrowserConfig) (*Browser, error) {
+	b, err := newBrowser(cfg)
 	if err != nil {
 		return nil, err
 	}
 	b.conn = c
+	b.inbox = c.subscribe()
 	go b.run()
 	return b, nil
 }
@@ -187,7 +213,7 @@ func (b *Browser) Close() error {
 	b.once.Do(func() {
 		close(b.stop)
 		<-b.done
-		b.conn.close()
+		b.conn.release(b.inbox)
 	})
 	return nil
 }
@@ -201,12 +227,21 @@ func (b *Browser) run() {
 	sig := signature(b.conn.interfaces())
 	// Browse queries at 0, 1, 3, 7 … s, doubling up to an hour (RFC 6762 §5.2).
 	next, gap := time.Now(), time.Second
+	// hold fires when the earliest goodbye hold ends: the tick alone
+	// would add up to 250 ms to it.
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
+	defer hold.Stop()
+	armed := time.Time{}
 	for {
 		select {
 		case <-b.stop:
 			return
-		case p := <-b.conn.inbox:
+		case p := <-b.inbox:
 			b.handle(p, time.Now())
+		case now := <-hold.C:
+			armed = time.Time{}
+			b.maintain(now)
 		case now := <-tick.C:
 			if !now.Before(next) {
 				b.query()
@@ -222,6 +257,10 @@ func (b *Browser) run() {
 					next, gap = time.Now(), time.Second
 				}
 			}
+		}
+		if !b.holdUntil.IsZero() && !b.holdUntil.Equal(armed) {
+			armed = b.holdUntil
+			hold.Reset(time.Until(armed))
 		}
 	}
 }
@@ -282,15 +321,13 @@ func (b *Browser) handle(p packet, now time.Time) {
 		h := rr.Header()
 		key := recordKey(p.ifIndex, rr)
 		if h.Ttl == 0 {
-			// Goodbye (RFC 6762 §10.1): gone at once.
-			if c, ok := b.records[key]; ok {
-				delete(b.records, key)
-				changed = true
-				if ptr, ok := c.rr.(*dns.PTR); ok {
-					b.goodbyes[strings.ToLower(ptr.Ptr)] = true
-				}
-				if h.Rrtype == dns.TypeSRV {
-					b.goodbyes[strings.ToLower(h.Name)] = true
+			// Goodbye (RFC 6762 §10.1): kept one more second, then gone;
+			// no refresh queries for it meanwhile.
+			if c, ok := b.records[key]; ok && !c.goodbye {
+				c.goodbye, c.stage = true, 4
+				c.expires = now.Add(goodbyeHold)
+				if b.holdUntil.IsZero() || c.expires.Before(b.holdUntil) {
+					b.holdUntil = c.expires
 				}
 			}
 			continue
@@ -303,7 +340,8 @@ func (b *Browser) handle(p packet, now time.Time) {
 		h.Ttl = min(h.Ttl, maxCacheTTL)
 		exp := now.Add(time.Duration(h.Ttl) * time.Second)
 		if c, ok := b.records[key]; ok {
-			c.received, c.expires, c.stage = now, exp, 0
+			// A fresh answer also cancels a pending goodbye.
+			c.received, c.expires, c.stage, c.goodbye = now, exp, 0, false
 			c.rr = rr
 			switch rr := rr.(type) {
 			case *dns.PTR:
@@ -376,11 +414,24 @@ func (b *Browser) evict() {
 func (b *Browser) maintain(now time.Time) {
 	changed := false
 	ask := map[int][]dns.Question{}
+	b.holdUntil = time.Time{}
 	for key, c := range b.records {
 		if !now.Before(c.expires) {
 			delete(b.records, key)
 			changed = true
+			if c.goodbye {
+				// The removal is reported as a goodbye, not an expiry.
+				if ptr, ok := c.rr.(*dns.PTR); ok {
+					b.goodbyes[strings.ToLower(ptr.Ptr)] = true
+				}
+				if _, ok := c.rr.(*dns.SRV); ok {
+					b.goodbyes[strings.ToLower(c.rr.Header().Name)] = true
+				}
+			}
 			continue
+		}
+		if c.goodbye && (b.holdUntil.IsZero() || c.expires.Before(b.holdUntil)) {
+			b.holdUntil = c.expires
 		}
 		ttl := time.Duration(c.rr.Header().Ttl) * time.Second
 		age := now.Sub(c.received)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,6 +40,12 @@ type packet struct {
 // conn is a pair of multicast sockets (IPv4, and IPv6 when the host has
 // it) on port 5353 of the selected interfaces. Port 5353 is shared with
 // other responders on the host (Avahi, other agents) through SO_REUSEADDR.
+//
+// One conn serves every user in a process that needs the port (the hub's
+// browser and advertiser): each received packet goes to every user's
+// inbox. Two sockets of one process would split unicast datagrams between
+// them (SO_REUSEPORT balances them by hash), and a legacy unicast query
+// landing on the browser's socket would go unanswered.
 type conn struct {
 	log *slog.Logger
 	v4  *ipv4.PacketConn
@@ -47,12 +54,17 @@ type conn struct {
 	mu     sync.Mutex
 	ifaces []net.Interface
 	joined map[string]bool // "4/index", "6/index"
-	// addrs caches each interface's addresses: reading them is a netlink
-	// dump, too slow for every packet; the interface poll refreshes it.
-	addrs map[int][2][]net.IP
+	// nets caches each interface's addresses with their prefixes: reading
+	// them is a netlink dump, too slow for every packet; the interface
+	// poll refreshes it.
+	nets    map[int][]*net.IPNet
+	inboxes []chan packet
+	users   int
 
-	inbox   chan packet
 	dropped atomic.Uint64
+	// offLink counts packets ignored because their source is not on the
+	// receiving interface's link.
+	offLink atomic.Uint64
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 }
@@ -74,14 +86,14 @@ func reuse(_, _ string, c syscall.RawConn) error {
 // openConn opens the sockets and joins the groups on ifaces. Hosts without
 // IPv6 work with IPv4 only.
 func openConn(ifaces []net.Interface, log *slog.Logger) (*conn, error) {
-	c := &conn{log: log, joined: map[string]bool{}, inbox: make(chan packet, inboxSize)}
+	c := &conn{log: log, joined: map[string]bool{}}
 	lc := net.ListenConfig{Control: reuse}
 	var errs []error
 	if pc, err := lc.ListenPacket(context.Background(), "udp4", fmt.Sprintf("0.0.0.0:%d", mdnsPort)); err != nil {
 		errs = append(errs, err)
 	} else {
 		c.v4 = ipv4.NewPacketConn(pc)
-		_ = c.v4.SetControlMessage(ipv4.FlagInterface|ipv4.FlagTTL, true)
+		_ = c.v4.SetControlMessage(ipv4.FlagInterface, true)
 		_ = c.v4.SetMulticastTTL(255)
 		_ = c.v4.SetTTL(255)
 		// Other responders on this host (agents next to the hub) must hear us.
@@ -92,7 +104,7 @@ func openConn(ifaces []net.Interface, log *slog.Logger) (*conn, error) {
 		errs = append(errs, err)
 	} else {
 		c.v6 = ipv6.NewPacketConn(pc)
-		_ = c.v6.SetControlMessage(ipv6.FlagInterface|ipv6.FlagHopLimit, true)
+		_ = c.v6.SetControlMessage(ipv6.FlagInterface, true)
 		_ = c.v6.SetMulticastHopLimit(255)
 		_ = c.v6.SetHopLimit(255)
 		_ = c.v6.SetMulticastLoopback(true)
@@ -119,11 +131,10 @@ func (c *conn) setInterfaces(ifaces []net.Interface) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ifaces = ifaces
-	c.addrs = make(map[int][2][]net.IP, len(ifaces))
+	c.nets = make(map[int][]*net.IPNet, len(ifaces))
 	for i := range ifaces {
 		ifi := &ifaces[i]
-		v4, v6 := ifaceAddrs(ifi)
-		c.addrs[ifi.Index] = [2][]net.IP{v4, v6}
+		c.nets[ifi.Index] = ifaceNets(ifi)
 		if c.v4 != nil && !c.joined[fmt.Sprint("4/", ifi.Index)] {
 			if err := c.v4.JoinGroup(ifi, group4); err != nil {
 				c.log.Debug("cannot join ipv4 mdns group", "iface", ifi.Name, "err", err)
@@ -148,12 +159,57 @@ func (c *conn) interfaces() []net.Interface {
 	return c.ifaces
 }
 
+// subscribe returns a new inbox that receives every packet from now on.
+func (c *conn) subscribe() chan packet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan packet, inboxSize)
+	// A new slice, so deliver can use the old one without the lock.
+	c.inboxes = append(slices.Clip(c.inboxes), ch)
+	c.users++
+	return ch
+}
+
+// release ends a subscription; the last one closes the sockets.
+func (c *conn) release(ch chan packet) {
+	c.mu.Lock()
+	c.inboxes = slices.DeleteFunc(slices.Clone(c.inboxes), func(x chan packet) bool { return x == ch })
+	c.users--
+	last := c.users <= 0
+	c.mu.Unlock()
+	if last {
+		c.close()
+	}
+}
+
 // addresses returns the cached IPv4 and IPv6 addresses of an interface.
 func (c *conn) addresses(index int) (v4, v6 []net.IP) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := c.addrs[index]
-	return a[0], a[1]
+	return splitNets(c.nets[index])
+}
+
+// linkLocal4 is 169.254/16 (RFC 3927): on every IPv4 link.
+var linkLocal4 = &net.IPNet{IP: net.IPv4(169, 254, 0, 0).To4(), Mask: net.CIDRMask(16, 32)}
+
+// onLink reports whether ip can be a neighbour on the interface: a
+// link-local address, or one in a subnet of the interface's addresses
+// (RFC 6762 §11). The IP TTL does not decide it: 255 is only what senders
+// SHOULD use, and common stacks send 1. Callers hold c.mu.
+func (c *conn) onLink(index int, ip net.IP) bool {
+	if ip4 := ip.To4(); ip4 != nil {
+		if linkLocal4.Contains(ip4) {
+			return true
+		}
+	} else if ip.IsLinkLocalUnicast() {
+		return true
+	}
+	for _, n := range c.nets[index] {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *conn) selected(index int) *net.Interface {
@@ -179,9 +235,7 @@ func (c *conn) read4() {
 			}
 			continue
 		}
-		// A hop limit below 255 means the packet was routed: not from this
-		// link (RFC 6762 §11).
-		if cm == nil || (cm.TTL != 0 && cm.TTL != 255) {
+		if cm == nil {
 			continue
 		}
 		c.deliver(buf[:n], from, cm.IfIndex)
@@ -199,29 +253,45 @@ func (c *conn) read6() {
 			}
 			continue
 		}
-		if cm == nil || (cm.HopLimit != 0 && cm.HopLimit != 255) {
+		if cm == nil {
 			continue
 		}
 		c.deliver(buf[:n], from, cm.IfIndex)
 	}
 }
 
+// deliver hands a packet from a selected interface to every inbox, if its
+// source is on that interface's link: what comes from off the link (routed
+// to us) is neither cached nor answered.
 func (c *conn) deliver(b []byte, from net.Addr, ifIndex int) {
-	if c.selected(ifIndex) == nil {
-		return
-	}
 	udp, ok := from.(*net.UDPAddr)
 	if !ok {
+		return
+	}
+	c.mu.Lock()
+	_, selected := c.nets[ifIndex]
+	onLink := selected && c.onLink(ifIndex, udp.IP)
+	inboxes := c.inboxes
+	c.mu.Unlock()
+	if !selected {
+		return
+	}
+	if !onLink {
+		if c.offLink.Add(1)%1000 == 1 {
+			c.log.Debug("mdns packets from off the link ignored", "from", udp.IP, "count", c.offLink.Load())
+		}
 		return
 	}
 	msg, err := parseMessage(b)
 	if err != nil {
 		return
 	}
-	select {
-	case c.inbox <- packet{msg: msg, from: udp, ifIndex: ifIndex}:
-	default:
-		c.dropped.Add(1)
+	for _, in := range inboxes {
+		select {
+		case in <- packet{msg: msg, from: udp, ifIndex: ifIndex}:
+		default:
+			c.dropped.Add(1)
+		}
 	}
 }
 

@@ -51,9 +51,23 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		cfg.Scheme = "http"
 	}
 	h := &Hub{log: cfg.Logger, done: make(chan struct{})}
-	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Logger: cfg.Logger})
-	b, err := Browse(BrowserConfig{Types: []string{"_wot._tcp"}, Interfaces: cfg.Interfaces, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
+	ifs, err := selectInterfaces(cfg.Interfaces)
 	if err != nil {
+		return nil, fmt.Errorf("cannot browse mdns: %w", err)
+	}
+	if len(ifs) == 0 {
+		h.log.Warn("no network interface for mdns", "interfaces", cfg.Interfaces)
+	}
+	// One socket pair for browsing and advertising: with two, the kernel
+	// would hand each unicast query to one of them at random.
+	c, err := openConn(ifs, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("cannot browse mdns: %w", err)
+	}
+	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Logger: cfg.Logger})
+	b, err := browseOn(c, BrowserConfig{Types: []string{"_wot._tcp"}, Interfaces: cfg.Interfaces, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
+	if err != nil {
+		c.close()
 		h.Registrar.Close()
 		return nil, fmt.Errorf("cannot browse mdns: %w", err)
 	}
@@ -68,7 +82,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	go func() {
 		defer close(h.done)
-		a, err := Advertise(h.ctx, AdvertiserConfig{Host: cfg.Host, Interfaces: cfg.Interfaces, Logger: cfg.Logger}, services...)
+		a, err := advertiseOn(h.ctx, c, AdvertiserConfig{Host: cfg.Host, Interfaces: cfg.Interfaces, Logger: cfg.Logger}, services...)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				h.log.Error("cannot advertise the hub over mdns", "err", err)

@@ -49,35 +49,50 @@ func skipped(name string) bool {
 	return false
 }
 
-// ifaceAddrs returns the IPv4 and IPv6 addresses of ifi.
-func ifaceAddrs(ifi *net.Interface) (v4, v6 []net.IP) {
+// ifaceNets returns the addresses of ifi with their prefixes (IPv4 in
+// 4-byte form).
+func ifaceNets(ifi *net.Interface) []*net.IPNet {
 	addrs, err := ifi.Addrs()
 	if err != nil {
-		return nil, nil
+		return nil
 	}
+	var out []*net.IPNet
 	for _, a := range addrs {
 		ipn, ok := a.(*net.IPNet)
 		if !ok {
 			continue
 		}
 		if ip4 := ipn.IP.To4(); ip4 != nil {
-			v4 = append(v4, ip4)
+			ones, _ := ipn.Mask.Size()
+			out = append(out, &net.IPNet{IP: ip4, Mask: net.CIDRMask(ones, 32)})
 		} else if ipn.IP.To16() != nil {
-			v6 = append(v6, ipn.IP)
+			out = append(out, ipn)
+		}
+	}
+	return out
+}
+
+// splitNets returns the IPv4 and IPv6 addresses of nets.
+func splitNets(nets []*net.IPNet) (v4, v6 []net.IP) {
+	for _, n := range nets {
+		if ip4 := n.IP.To4(); ip4 != nil {
+			v4 = append(v4, ip4)
+		} else {
+			v6 = append(v6, n.IP)
 		}
 	}
 	return v4, v6
 }
 
-// signature describes the selected interfaces and their addresses, so a
-// change (an address added, a cable plugged in) can be noticed by polling.
+// signature describes the selected interfaces and their addresses with
+// their prefixes, so a change (an address added, a cable plugged in) can be
+// noticed by polling.
 func signature(ifs []net.Interface) string {
 	var parts []string
 	for i := range ifs {
-		v4, v6 := ifaceAddrs(&ifs[i])
 		s := fmt.Sprintf("%d/%s", ifs[i].Index, ifs[i].Name)
-		for _, ip := range append(v4, v6...) {
-			s += " " + ip.String()
+		for _, n := range ifaceNets(&ifs[i]) {
+			s += " " + n.String()
 		}
 		parts = append(parts, s)
 	}

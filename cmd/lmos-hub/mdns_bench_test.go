@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +18,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
@@ -202,4 +209,166 @@ func procStatusMB(b *testing.B, pid int, key string) float64 {
 		}
 	}
 	return 0
+}
+
+// sniffer receives, in node's namespace, every mDNS packet multicast on
+// its eth0, with the time it arrived: the moment an announcement or a
+// goodbye reached the hub's link.
+type sniffer struct {
+	pc   *ipv4.PacketConn
+	msgs chan sniffed
+}
+
+type sniffed struct {
+	at  time.Time
+	msg *dns.Msg
+}
+
+func sniff(b *testing.B, lan *netnstest.LAN, node string) *sniffer {
+	b.Helper()
+	type result struct {
+		pc  net.PacketConn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread, now in the node's namespace, ends
+		// with this goroutine; the socket stays there.
+		runtime.LockOSThread()
+		f, err := os.Open("/var/run/netns/" + lan.NS(node))
+		if err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			return c.Control(func(fd uintptr) {
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			})
+		}}
+		pc, err := lc.ListenPacket(context.Background(), "udp4", "0.0.0.0:5353")
+		if err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		ifi, err := net.InterfaceByName("eth0")
+		if err == nil {
+			err = ipv4.NewPacketConn(pc).JoinGroup(ifi, &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251)})
+		}
+		ch <- result{pc, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		b.Fatalf("sniffer in %s: %v", node, r.err)
+	}
+	s := &sniffer{pc: ipv4.NewPacketConn(r.pc), msgs: make(chan sniffed, 1024)}
+	b.Cleanup(func() { r.pc.Close() })
+	go func() {
+		buf := make([]byte, 9000)
+		for {
+			n, _, err := r.pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			at := time.Now()
+			m := new(dns.Msg)
+			if m.Unpack(buf[:n]) != nil || !m.Response {
+				continue
+			}
+			select {
+			case s.msgs <- sniffed{at, m}:
+			default:
+			}
+		}
+	}()
+	return s
+}
+
+// waitPTR returns when a response with a _wot._tcp PTR naming an instance
+// whose first label starts with label (as miekg/dns prints it) arrived, with TTL 0 (goodbye) or not.
+func (s *sniffer) waitPTR(b *testing.B, label string, goodbye bool) time.Time {
+	b.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case p := <-s.msgs:
+			for _, rr := range p.msg.Answer {
+				ptr, ok := rr.(*dns.PTR)
+				if ok && strings.EqualFold(ptr.Hdr.Name, "_wot._tcp.local.") && strings.HasPrefix(ptr.Ptr, label) && (ptr.Hdr.Ttl == 0) == goodbye {
+					return p.at
+				}
+			}
+		case <-deadline:
+			b.Fatalf("no %s PTR (goodbye %v) seen in 30 s", label, goodbye)
+		}
+	}
+}
+
+// BenchmarkMDNSInteropLatency: Things announced by implementations this
+// project did not write — grandcat/zeroconf v1.0.0 (IP TTL 1), npm
+// multicast-dns (TTL 1) and avahi-daemon — from another namespace. For
+// each: its first announcement arriving on the hub's link (seen by a
+// sniffer there) → the hub shows it registered online; its goodbye
+// arriving → the hub shows it offline (RFC 6762 §10.1 holds a goodbye one
+// second). 10 tries for zeroconf and multicast-dns, 5 for Avahi, each a
+// fresh agent process. Run with -benchtime 1x.
+func BenchmarkMDNSInteropLatency(b *testing.B) {
+	lan := netnstest.New(b, []string{"hub", "a1"})
+	hub, base := mdnsHubB(b, lan, "Bench Hub")
+	hub.WaitContains(10*time.Second, "mdns advertising")
+	c := lan.HTTPClient("hub")
+	s := sniff(b, lan, "hub")
+	measure := func(name, id, label string, start func() *netnstest.Proc) {
+		var reg, off []time.Duration
+		tries := 10
+		if name == "avahi" {
+			tries = 5
+		}
+		for range tries {
+			for len(s.msgs) > 0 { // what earlier tries sent
+				<-s.msgs
+			}
+			p := start()
+			t0 := s.waitPTR(b, label, false)
+			t1 := pollThing(b, c, base, id, func(s thingState) bool { return s.status == 200 && s.Presence.Status == "online" })
+			p.Signal(syscall.SIGTERM)
+			t2 := s.waitPTR(b, label, true)
+			t3 := pollThing(b, c, base, id, func(s thingState) bool { return s.Presence.Status == "offline" })
+			reg, off = append(reg, t1.Sub(t0)), append(off, t3.Sub(t2))
+			p.Stop()
+		}
+		reportLatencies(b, name+"-announce-to-registered", reg)
+		reportLatencies(b, name+"-goodbye-to-offline", off)
+	}
+	measure("zeroconf", "urn:bench:zeroconf", "Zeroconf", func() *netnstest.Proc {
+		p := lan.Helper("a1", "TestMDNSChild", childEnv+"=zeroconf", "LMOS_MDNS_ARGS=urn:bench:zeroconf|Zeroconf Lamp|8003")
+		p.WaitContains(10*time.Second, "registered")
+		return p
+	})
+	if script, err := filepath.Abs("../../test/interop/mdns-agent.mjs"); err == nil {
+		if _, err := os.Stat("../../test/interop/node_modules/multicast-dns"); err == nil {
+			measure("multicast-dns", "urn:bench:node", "Node", func() *netnstest.Proc {
+				cmd := lan.Command("a1", "node", script, "urn:bench:node", "Node Lamp", lan.Addr("a1"), "8001")
+				cmd.Env = append(os.Environ(), "MDNS_TTL=1")
+				p := lan.Start(cmd)
+				p.WaitContains(10*time.Second, `"announced"`)
+				return p
+			})
+		}
+	}
+	daemon := requireAvahi(b)
+	dbusEnv, av := startAvahi(b, lan, "a1", daemon, "urn:bench:avahi", "Avahi Lamp")
+	first := true
+	measure("avahi", "urn:bench:avahi", "Avahi", func() *netnstest.Proc {
+		if first {
+			first = false
+			return av
+		}
+		return avahiDaemon(lan, "a1", daemon, dbusEnv)
+	})
 }

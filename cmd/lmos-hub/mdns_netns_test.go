@@ -53,6 +53,10 @@ func TestMDNSChild(t *testing.T) {
 	case "agents": // args: n; starts n agents at "go", re-announces them every second at "reannounce"
 		n, _ := strconv.Atoi(args[0])
 		runAgents(n, log)
+	case "zeroconf": // args: id|title|port
+		runZeroconfAgent(args)
+	case "unicast-announce": // args: id|title|port|destination
+		runUnicastAnnounce(args)
 	case "agent": // args: id|title|ttl-seconds
 		ttl, _ := strconv.Atoi(args[2])
 		start := time.Now()
@@ -219,15 +223,24 @@ func TestMDNSLAN(t *testing.T) {
 	})
 }
 
-// TestMDNSNodeInterop: an agent written with npm multicast-dns registers
-// with the hub, and finds the hub's directory with its TXT in contract
-// order.
+// TestMDNSNodeInterop: an agent written with npm multicast-dns, sending
+// with IP TTL 1 (what many stacks send; RFC 6762 only says SHOULD 255),
+// registers with the hub, finds the hub's directory with its TXT in
+// contract order in the answer to its query, and goes offline on its
+// goodbye.
 func TestMDNSNodeInterop(t *testing.T) {
 	script := interopScript(t, "mdns-agent.mjs", "multicast-dns")
 	lan := netnstest.New(t, []string{"hub", "node"})
-	_, base := mdnsHub(t, lan, "hub", "Node Test Hub")
+	hub, base := mdnsHub(t, lan, "hub", "Node Test Hub")
 	c := lan.HTTPClient("hub")
-	n := lan.Start(lan.Command("node", "node", script, "urn:test:node", "Node Lamp", lan.Addr("node"), "8001"))
+	// The agent starts after the hub's two start-up announcements (0 and
+	// 1 s after its probing), so the directory it prints was the answer to
+	// its own query.
+	hub.WaitContains(10*time.Second, "mdns advertising")
+	time.Sleep(1500 * time.Millisecond)
+	cmd := lan.Command("node", "node", script, "urn:test:node", "Node Lamp", lan.Addr("node"), "8001")
+	cmd.Env = append(os.Environ(), "MDNS_TTL=1")
+	n := lan.Start(cmd)
 	n.WaitContains(10*time.Second, `"announced"`)
 	n.WaitContains(10*time.Second, `"directory":"Node Test Hub._wot._tcp.local"`, `"port":8080`,
 		`"txt":["td=/.well-known/wot","type=Directory","scheme=http"]`)
@@ -245,15 +258,61 @@ func TestMDNSNodeInterop(t *testing.T) {
 // with the hub; avahi-browse finds the hub's directory, by type and by
 // subtype; the Thing goes offline when Avahi stops (its goodbyes).
 func TestMDNSAvahiInterop(t *testing.T) {
+	daemon := requireAvahi(t)
+	lan := netnstest.New(t, []string{"hub", "avahi"})
+	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
+	c := lan.HTTPClient("hub")
+	dbusEnv, av := startAvahi(t, lan, "avahi", daemon, "urn:test:avahi", "Avahi Lamp")
+	waitFor(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+		s := getThing(t, c, base, "urn:test:avahi")
+		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
+	})
+	for _, typ := range []string{"_wot._tcp", "_directory._sub._wot._tcp"} {
+		out := avahiBrowse(t, lan, "avahi", dbusEnv, typ)
+		// avahi-browse escapes spaces as \032 and lists TXT strings in
+		// reverse wire order: the Lamp's service file says td, type.
+		hub := "=;eth0;IPv4;Avahi\\032Test\\032Hub;_wot._tcp;local;"
+		var found bool
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, hub) && strings.HasSuffix(line, ";"+lan.Addr("hub")+`;8080;"scheme=http" "type=Directory" "td=/.well-known/wot"`) {
+				found = true
+			}
+			if typ == "_wot._tcp" && strings.HasPrefix(line, "=;eth0;IPv4;Avahi\\032Lamp;") && !strings.HasSuffix(line, `"type=Thing" "td=/avahi.td.json"`) {
+				t.Errorf("avahi-browse lists TXT strings in another order than assumed: %s", line)
+			}
+		}
+		if !found {
+			t.Errorf("avahi-browse %s did not resolve the hub's directory", typ)
+		}
+	}
+	av.Stop()
+	waitFor(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
+}
+
+// requireAvahi returns the path of avahi-daemon, or skips (fails with
+// LMOS_INTEROP=1) without it or avahi-browse.
+func requireAvahi(t testing.TB) string {
+	t.Helper()
 	daemon, err := exec.LookPath("avahi-daemon")
+	if err == nil {
+		_, err = exec.LookPath("avahi-browse")
+	}
 	if err != nil {
 		if os.Getenv("LMOS_INTEROP") == "1" {
-			t.Fatalf("avahi-daemon not installed (scripts/test-deps.sh installs it): %v", err)
+			t.Fatalf("avahi-daemon or avahi-browse not installed (scripts/test-deps.sh installs them): %v", err)
 		}
-		t.Skip("avahi-daemon not installed; `make test` installs it")
+		t.Skip("avahi-daemon or avahi-browse not installed; `make test` installs them")
 	}
-	lan := netnstest.New(t, []string{"hub", "avahi"})
-	etc := filepath.Join("/etc/netns", lan.NS("avahi"), "avahi")
+	return daemon
+}
+
+// startAvahi runs avahi-daemon in node (its /etc/avahi bind-mounted by ip
+// netns exec from /etc/netns/<ns>/avahi, on a private D-Bus) publishing a
+// Thing from a static service file, its TD served by Python's http.server
+// on port 8002. It returns the D-Bus environment for avahi-browse.
+func startAvahi(t testing.TB, lan *netnstest.LAN, node, daemon, id, title string) (string, *netnstest.Proc) {
+	t.Helper()
+	etc := filepath.Join("/etc/netns", lan.NS(node), "avahi")
 	if err := os.MkdirAll(filepath.Join(etc, "services"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +331,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 	conf := "[server]\nhost-name=avahi-lamp\nuse-ipv4=yes\nuse-ipv6=no\nallow-interfaces=eth0\nenable-dbus=yes\n" +
 		"[wide-area]\nenable-wide-area=no\n[publish]\npublish-hinfo=no\npublish-workstation=no\n"
 	service := `<?xml version="1.0" standalone='no'?><!DOCTYPE service-group SYSTEM "avahi-service.dtd">
-<service-group><name>Avahi Lamp</name><service><type>_wot._tcp</type><port>8002</port>
+<service-group><name>` + title + `</name><service><type>_wot._tcp</type><port>8002</port>
 <txt-record>td=/avahi.td.json</txt-record><txt-record>type=Thing</txt-record></service></service-group>`
 	for name, body := range map[string]string{"avahi-daemon.conf": conf, "services/lamp.service": service} {
 		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
@@ -280,52 +339,41 @@ func TestMDNSAvahiInterop(t *testing.T) {
 		}
 	}
 	www := t.TempDir()
-	if err := os.WriteFile(filepath.Join(www, "avahi.td.json"), tdFor("urn:test:avahi", "Avahi Lamp"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(www, "avahi.td.json"), tdFor(id, title), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lan.Start(lan.Command("avahi", "python3", "-m", "http.server", "8002", "--bind", "0.0.0.0", "--directory", www))
-
-	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
-	c := lan.HTTPClient("hub")
-	lan.Start(lan.Command("avahi", "dbus-daemon", "--config-file="+busConf, "--nofork", "--nopidfile"))
-	waitFor(t, 5*time.Second, "the private bus", func() bool { _, err := os.Stat(bus); return err == nil })
-	avCmd := lan.Command("avahi", daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title")
-	avCmd.Env = append(os.Environ(), dbusEnv)
-	av := lan.Start(avCmd)
-	waitFor(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
-		s := getThing(t, c, base, "urn:test:avahi")
-		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
-	})
-	if browse, err := exec.LookPath("avahi-browse"); err == nil {
-		for _, typ := range []string{"_wot._tcp", "_directory._sub._wot._tcp"} {
-			cmd := lan.Command("avahi", browse, "--resolve", "--terminate", "--parsable", "--no-db-lookup", typ)
-			cmd.Env = append(os.Environ(), dbusEnv)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("avahi-browse %s: %v\n%s", typ, err, out)
-			}
-			t.Logf("avahi-browse %s:\n%s", typ, out)
-			// avahi-browse escapes spaces as \032 and lists TXT strings in
-			// reverse wire order: the Lamp's service file says td, type.
-			hub := "=;eth0;IPv4;Avahi\\032Test\\032Hub;_wot._tcp;local;"
-			var found bool
-			for _, line := range strings.Split(string(out), "\n") {
-				if strings.HasPrefix(line, hub) && strings.HasSuffix(line, ";"+lan.Addr("hub")+`;8080;"scheme=http" "type=Directory" "td=/.well-known/wot"`) {
-					found = true
-				}
-				if typ == "_wot._tcp" && strings.HasPrefix(line, "=;eth0;IPv4;Avahi\\032Lamp;") && !strings.HasSuffix(line, `"type=Thing" "td=/avahi.td.json"`) {
-					t.Errorf("avahi-browse lists TXT strings in another order than assumed: %s", line)
-				}
-			}
-			if !found {
-				t.Errorf("avahi-browse %s did not resolve the hub's directory", typ)
-			}
+	lan.Start(lan.Command(node, "python3", "-m", "http.server", "8002", "--bind", "0.0.0.0", "--directory", www))
+	lan.Start(lan.Command(node, "dbus-daemon", "--config-file="+busConf, "--nofork", "--nopidfile"))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(bus); err == nil {
+			break
 		}
-	} else if os.Getenv("LMOS_INTEROP") == "1" {
-		t.Errorf("avahi-browse not installed (avahi-utils)")
+		if time.Now().After(deadline) {
+			t.Fatal("the private bus did not start")
+		}
 	}
-	av.Stop()
-	waitFor(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
+	return dbusEnv, avahiDaemon(lan, node, daemon, dbusEnv)
+}
+
+// avahiDaemon starts avahi-daemon in node, set up by startAvahi.
+func avahiDaemon(lan *netnstest.LAN, node, daemon, dbusEnv string) *netnstest.Proc {
+	avCmd := lan.Command(node, daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title")
+	avCmd.Env = append(os.Environ(), dbusEnv)
+	return lan.Start(avCmd)
+}
+
+// avahiBrowse runs avahi-browse --resolve --terminate --parsable for typ
+// in node and returns its output.
+func avahiBrowse(t *testing.T, lan *netnstest.LAN, node, dbusEnv, typ string) string {
+	t.Helper()
+	cmd := lan.Command(node, "avahi-browse", "--resolve", "--terminate", "--parsable", "--no-db-lookup", typ)
+	cmd.Env = append(os.Environ(), dbusEnv)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("avahi-browse %s: %v\n%s", typ, err, out)
+	}
+	t.Logf("avahi-browse %s:\n%s", typ, out)
+	return string(out)
 }
 
 // TestMDNSPortTaken: a program holding UDP 5353 exclusively (no

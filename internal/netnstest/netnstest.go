@@ -54,6 +54,8 @@ type LAN struct {
 	sw    string
 	nodes map[string]int
 	net   int // third octet of the addresses
+	// routed holds the address of each node added by AddRouted.
+	routed map[string]string
 }
 
 // New creates the nodes (names are short, e.g. "hub", "a1"). Each gets
@@ -64,7 +66,7 @@ func New(t testing.TB, nodes []string, noIPv6 ...string) *LAN {
 	Require(t)
 	deleteStale()
 	n := counter.Add(1)
-	l := &LAN{t: t, id: fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), n), nodes: map[string]int{}, net: 10 + int(n%200)}
+	l := &LAN{t: t, id: fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), n), nodes: map[string]int{}, routed: map[string]string{}, net: 10 + int(n%200)}
 	l.sw = l.id + "-sw"
 	t.Cleanup(l.Close)
 	l.ip("netns", "add", l.sw)
@@ -107,7 +109,35 @@ func (l *LAN) NS(node string) string { return l.id + "-" + node }
 
 // Addr is the IPv4 address of node.
 func (l *LAN) Addr(node string) string {
+	if a, ok := l.routed[node]; ok {
+		return a
+	}
 	return fmt.Sprintf("169.254.%d.%d", l.net, l.nodes[node])
+}
+
+// AddRouted adds node off the LAN: on its own link (10.<n>.0.2/24, IPv4
+// only) to router, a LAN node that forwards between the two; the LAN
+// nodes listed in routes get a route to it through router. Its packets
+// reach the LAN only routed, from an address in no LAN subnet.
+func (l *LAN) AddRouted(node, router string, routes ...string) {
+	l.t.Helper()
+	ns, rns := l.NS(node), l.NS(router)
+	l.nodes[node] = len(l.nodes) + 1
+	far := fmt.Sprintf("10.%d.0.", l.net)
+	l.routed[node] = far + "2"
+	l.ip("netns", "add", ns)
+	l.ip("-n", ns, "link", "set", "lo", "up")
+	l.run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	l.ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "r-"+node, "netns", rns)
+	l.ip("-n", ns, "addr", "add", far+"2/24", "dev", "eth0")
+	l.ip("-n", ns, "link", "set", "eth0", "up")
+	l.ip("-n", ns, "route", "add", "default", "via", far+"1")
+	l.ip("-n", rns, "addr", "add", far+"1/24", "dev", "r-"+node)
+	l.ip("-n", rns, "link", "set", "r-"+node, "up")
+	l.run("ip", "netns", "exec", rns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	for _, n := range routes {
+		l.ip("-n", l.NS(n), "route", "add", far+"0/24", "via", l.Addr(router))
+	}
 }
 
 func (l *LAN) ip(args ...string) { l.t.Helper(); l.run("ip", args...) }

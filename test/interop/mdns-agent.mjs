@@ -4,7 +4,7 @@
 // the hub's directory (_directory._sub._wot._tcp) and prints what it finds
 // as JSON lines. SIGTERM sends goodbyes.
 //
-//   node mdns-agent.mjs <thing id> <title> <interface address> <port>
+//   [MDNS_TTL=1] node mdns-agent.mjs <thing id> <title> <interface address> <port>
 import http from 'node:http';
 import makeMdns from 'multicast-dns';
 
@@ -25,7 +25,9 @@ const server = http.createServer((req, res) => {
 });
 server.listen(Number(port), addr);
 
-const mdns = makeMdns({ interface: addr, bind: '0.0.0.0', ip: '224.0.0.251', port: 5353, loopback: false });
+// MDNS_TTL sets the IP TTL of what it sends (multicast-dns's default: 255).
+const ttl = Number(process.env.MDNS_TTL || 255);
+const mdns = makeMdns({ interface: addr, bind: '0.0.0.0', ip: '224.0.0.251', port: 5353, loopback: false, ttl });
 const inst = `${title}._wot._tcp.local`;
 const host = 'node-agent.local';
 const records = (ttl) => [
