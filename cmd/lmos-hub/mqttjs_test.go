@@ -18,7 +18,8 @@ func countTD(id string) map[string]any {
 		"@type": "lmos:Agent", "id": id, "title": "Go counter",
 		"properties": map[string]any{"level": map[string]any{"type": "number", "observable": true}},
 		"actions": map[string]any{"count": map[string]any{"input": map[string]any{"type": "object",
-			"properties": map[string]any{"n": map[string]any{"type": "integer"}, "tag": map[string]any{"type": "string"}}}}},
+			"properties": map[string]any{"n": map[string]any{"type": "integer"}, "tag": map[string]any{"type": "string"}}},
+			"output": map[string]any{"type": "object"}}},
 		"events": map[string]any{"tick": map[string]any{"data": map[string]any{"type": "object"}}},
 	}
 }
@@ -45,6 +46,13 @@ func startGoCounter(t *testing.T, ctx context.Context, url, id string) *agent.Ag
 			}
 		}
 		return map[string]any{"tag": v.Tag, "n": v.N, "agent": id}, nil
+	})
+	a.HandleWrite("level", func(ctx context.Context, v agent.Value) error {
+		var level float64
+		if err := v.Decode(&level); err != nil {
+			return err
+		}
+		return a.SetProperty("level", level)
 	})
 	if err := a.SetProperty("level", 0); err != nil {
 		t.Fatal(err)

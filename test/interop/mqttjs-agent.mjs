@@ -52,6 +52,7 @@ const td = {
   actions: {
     count: {
       input: { type: "object", properties: { n: { type: "integer" }, tag: { type: "string" } } },
+      output: { type: "object" },
       forms: [form("actions/count", "mqv:topic", "invokeaction")],
     },
   },
