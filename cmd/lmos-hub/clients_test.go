@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,13 +34,21 @@ type scriptProc struct {
 	errs   []string
 }
 
-// startScript runs `node script args…` (skipping as interopScript does
-// when the npm module is missing) and waits for its {"ready"} line.
+// startScript runs `node script args…`, or a .py script with Debian's
+// python3 and its paho-mqtt (skipping as interopScript does when they are
+// missing), and waits for its {"ready"} line.
 func startScript(t *testing.T, ctx context.Context, name, script string, args ...string) *scriptProc {
 	t.Helper()
-	path := interopScript(t, script, "mqtt")
+	interp := "node"
+	path := ""
+	if strings.HasSuffix(script, ".py") {
+		interp = pahoPython(t)
+		path, _ = filepath.Abs(filepath.Join("../../test/interop", script))
+	} else {
+		path = interopScript(t, script, "mqtt")
+	}
 	p := &scriptProc{t: t, name: name, lines: make(chan map[string]any, 4096), oks: make(chan string, 16), exited: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, "node", append([]string{path}, args...)...)
+	p.cmd = exec.CommandContext(ctx, interp, append([]string{path}, args...)...)
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.stderr}
 	p.stdin, _ = p.cmd.StdinPipe()
 	stdout, _ := p.cmd.StdoutPipe()
@@ -90,6 +100,21 @@ func startScript(t *testing.T, ctx context.Context, name, script string, args ..
 	m := p.next(20*time.Second, func(m map[string]any) bool { return m["ready"] != nil })
 	t.Logf("%s ready: %v", name, m)
 	return p
+}
+
+// pahoPython is Debian's python3 with python3-paho-mqtt (the python3 first
+// on PATH may be another one); the test skips without it unless
+// LMOS_INTEROP=1 demands it.
+func pahoPython(t *testing.T) string {
+	t.Helper()
+	const py = "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import paho.mqtt.client").Run(); err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("%s with paho-mqtt not installed (run scripts/test-deps.sh): %v", py, err)
+		}
+		t.Skipf("%s with paho-mqtt not installed; `make test` installs it", py)
+	}
+	return py
 }
 
 type lockedWriter struct {

@@ -165,3 +165,51 @@ func TestMQTTJSLongSequence(t *testing.T) {
 	js3Agent.exit()
 	consumer.exit()
 }
+
+// TestPahoPythonClients: Eclipse paho-mqtt for Python (1.6.1, Debian
+// bookworm's) as agent and consumer over MQTT 5 and 3.1.1, crossed with
+// mqtt.js: every invocation gets its own partial and final results, QoS 1
+// with user properties both ways; a 3.1.1 consumer gets every event and a
+// 3.1.1 agent every fire-and-forget invocation; no client reports an
+// error or loses its connection.
+func TestPahoPythonClients(t *testing.T) {
+	h := startHub(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := "mqtt://" + h.Main.MQTTAddr.String()
+	const pyID, py3ID, jsID = "urn:example:py-agent", "urn:example:py-agent-311", "urn:example:js-agent"
+	pyAgent := startScript(t, ctx, "paho-mqtt agent (v5)", "paho_client.py", "agent", url, pyID, "5")
+	py3Agent := startScript(t, ctx, "paho-mqtt agent (v3.1.1)", "paho_client.py", "agent", url, py3ID, "4")
+	jsAgent := startScript(t, ctx, "mqtt.js agent", "mqttjs-agent.mjs", url, jsID, "5", "1")
+	pyConsumer := startScript(t, ctx, "paho-mqtt consumer (v5)", "paho_client.py", "consumer", url, "5")
+	py3Consumer := startScript(t, ctx, "paho-mqtt consumer (v3.1.1)", "paho_client.py", "consumer", url, "4")
+	jsConsumer := startScript(t, ctx, "mqtt.js consumer", "mqttjs-consumer.mjs", url)
+
+	batch := func(c *scriptProc, id, prefix string, n, parts int) []string {
+		tt := tags(prefix, n)
+		c.do(60*time.Second, map[string]any{"cmd": "batch", "thing": id, "action": "count", "tags": tt, "n": parts, "inflight": 4, "qos": 1})
+		return tt
+	}
+	checkResults(t, pyConsumer, batch(pyConsumer, pyID, "pp", 40, 2), 2, pyID, true)
+	checkResults(t, pyConsumer, batch(pyConsumer, jsID, "pj", 40, 2), 2, jsID, true)
+	checkResults(t, jsConsumer, batch(jsConsumer, pyID, "jp", 40, 2), 2, pyID, true)
+
+	tick := "lmos/v1/things/" + hub.TopicKey(pyID) + "/events/tick"
+	py3Consumer.do(5*time.Second, map[string]any{"cmd": "sub", "topic": tick})
+	pyAgent.do(10*time.Second, map[string]any{"cmd": "emit", "from": 0, "n": 30})
+	checkTicks(t, py3Consumer, tick, 0, 30)
+
+	done := "lmos/v1/things/" + hub.TopicKey(py3ID) + "/events/done"
+	pyConsumer.do(5*time.Second, map[string]any{"cmd": "sub", "topic": done})
+	fired := tags("f", 20)
+	py3Consumer.do(10*time.Second, map[string]any{"cmd": "fire", "thing": py3ID, "action": "count", "tags": fired, "n": 1})
+	for _, tag := range fired {
+		m := pyConsumer.next(10*time.Second, func(m map[string]any) bool { return m["msg"] == done })
+		if d, _ := m["data"].(map[string]any); d["tag"] != tag {
+			t.Fatalf("done event %v, want tag %s", m, tag)
+		}
+	}
+	for _, p := range []*scriptProc{pyAgent, py3Agent, jsAgent, pyConsumer, py3Consumer, jsConsumer} {
+		p.exit()
+	}
+}
