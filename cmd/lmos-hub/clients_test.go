@@ -160,20 +160,31 @@ func (p *scriptProc) send(c map[string]any) {
 // meanwhile stay on lines.
 func (p *scriptProc) do(d time.Duration, c map[string]any) {
 	p.t.Helper()
-	p.send(c)
+	if err := p.doErr(d, c); err != nil {
+		p.check()
+		p.t.Fatal(err)
+	}
+	p.check()
+}
+
+// doErr is do for other goroutines than the test's: it returns what went
+// wrong (check reports what the client said).
+func (p *scriptProc) doErr(d time.Duration, c map[string]any) error {
+	b, _ := json.Marshal(c)
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("%s: write command: %w", p.name, err)
+	}
 	select {
 	case ok := <-p.oks:
 		if ok != c["cmd"] {
-			p.t.Fatalf("%s: ok %q for command %v", p.name, ok, c["cmd"])
+			return fmt.Errorf("%s: ok %q for command %v", p.name, ok, c["cmd"])
 		}
+		return nil
 	case <-p.exited:
-		p.check()
-		p.t.Fatalf("%s exited during %v\n%s", p.name, c["cmd"], p.stderrText())
+		return fmt.Errorf("%s exited during %v\n%s", p.name, c["cmd"], p.stderrText())
 	case <-time.After(d):
-		p.check()
-		p.t.Fatalf("%s: no answer to %v within %v\n%s", p.name, c["cmd"], d, p.stderrText())
+		return fmt.Errorf("%s: no answer to %v within %v\n%s", p.name, c["cmd"], d, p.stderrText())
 	}
-	p.check()
 }
 
 // next returns the next report matching keep (others are dropped) within d.

@@ -27,7 +27,14 @@ func countTD(id string) map[string]any {
 // startGoCounter connects a Go agent (MQTT 5 or ws://) serving countTD.
 func startGoCounter(t *testing.T, ctx context.Context, url, id string) *agent.Agent {
 	t.Helper()
-	a, err := agent.Connect(ctx, agent.Options{URL: url, TD: countTD(id), Timeout: 5 * time.Second})
+	return newGoCounter(t, ctx, agent.Options{URL: url}, id, 0)
+}
+
+// newGoCounter is startGoCounter with more options and the first level.
+func newGoCounter(t *testing.T, ctx context.Context, opts agent.Options, id string, level float64) *agent.Agent {
+	t.Helper()
+	opts.TD, opts.Timeout = countTD(id), 5*time.Second
+	a, err := agent.Connect(ctx, opts)
 	if err != nil {
 		t.Fatalf("agent %s: %v", id, err)
 	}
@@ -54,7 +61,7 @@ func startGoCounter(t *testing.T, ctx context.Context, url, id string) *agent.Ag
 		}
 		return a.SetProperty("level", level)
 	})
-	if err := a.SetProperty("level", 0); err != nil {
+	if err := a.SetProperty("level", level); err != nil {
 		t.Fatal(err)
 	}
 	return a

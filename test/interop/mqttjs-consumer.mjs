@@ -13,6 +13,7 @@
 //       once its final result arrived.
 //   {"cmd":"fire","thing","action","tags":[…],"n":k,"qos":q}: the same
 //       invocations without Response Topic (fire-and-forget, §10).
+//   {"cmd":"pub","topic":t,"data":v}: publishes v as JSON at QoS 1.
 //   {"cmd":"sub","topic":t,"qos":q}: subscribes; every message on t is
 //       printed {"msg": t, "data": payload}.
 //   {"cmd":"exit"}
@@ -90,6 +91,8 @@ commands(async (c) => {
         qos: c.qos ?? 1,
       });
     }
+  } else if (c.cmd === "pub") {
+    await client.publishAsync(c.topic, JSON.stringify(c.data), { qos: 1, properties: { contentType: "application/json" } });
   } else if (c.cmd === "sub") {
     subs.add(c.topic);
     await subscribe(client, [c.topic], c.qos ?? 1);
