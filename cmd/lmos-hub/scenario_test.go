@@ -871,10 +871,17 @@ func (c *jsScenario) healthy() error {
 // tcpRelay forwards loopback connections to target, so that the test can
 // cut an agent's connection the way a network does.
 type tcpRelay struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	conns  []net.Conn
-	joined int
+	ln    net.Listener
+	mu    sync.Mutex
+	pairs []*relayPair
+}
+
+// relayPair is one relayed connection: in from the client, out to target.
+type relayPair struct {
+	in, out net.Conn
+	// stalled: the client's side is gone, the target's stays open and
+	// silent, as after a network failure the target has not noticed.
+	stalled bool
 }
 
 func startRelay(t *testing.T, target string) *tcpRelay {
@@ -883,7 +890,15 @@ func startRelay(t *testing.T, target string) *tcpRelay {
 		t.Fatal(err)
 	}
 	r := &tcpRelay{ln: ln}
-	t.Cleanup(func() { ln.Close(); r.cut() })
+	t.Cleanup(func() {
+		ln.Close()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, p := range r.pairs {
+			p.in.Close()
+			p.out.Close()
+		}
+	})
 	go func() {
 		for {
 			in, err := ln.Accept()
@@ -895,11 +910,18 @@ func startRelay(t *testing.T, target string) *tcpRelay {
 				in.Close()
 				continue
 			}
+			p := &relayPair{in: in, out: out}
 			r.mu.Lock()
-			r.conns = append(r.conns, in, out)
-			r.joined++
+			r.pairs = append(r.pairs, p)
 			r.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() {
+				_, _ = io.Copy(out, in)
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if !p.stalled {
+					out.Close()
+				}
+			}()
 			go func() { _, _ = io.Copy(in, out); in.Close() }()
 		}
 	}()
@@ -908,14 +930,30 @@ func startRelay(t *testing.T, target string) *tcpRelay {
 
 func (r *tcpRelay) addr() string { return r.ln.Addr().String() }
 
-// cut closes every connection through the relay.
-func (r *tcpRelay) cut() {
+// cut closes both sides of every connection through the relay.
+func (r *tcpRelay) cut() { r.drop(false) }
+
+// stall closes the clients' sides only; the target's stay open, unread.
+func (r *tcpRelay) stall() { r.drop(true) }
+
+func (r *tcpRelay) drop(stall bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, c := range r.conns {
-		c.Close()
+	var keep []*relayPair
+	for _, p := range r.pairs {
+		if p.stalled {
+			keep = append(keep, p)
+			continue
+		}
+		p.stalled = stall
+		p.in.Close()
+		if stall {
+			keep = append(keep, p)
+		} else {
+			p.out.Close()
+		}
 	}
-	r.conns = nil
+	r.pairs = keep
 }
 
 // warnings records an agent's log records at Warn and above.
