@@ -1238,7 +1238,9 @@ func TestCrossTransportScenario(t *testing.T) {
 	js3Agent.exit()
 	jc.p.exit()
 	l.mu.Lock()
+	status.mu.Lock()
 	t.Logf("%d invocations checked, %d events and values delivered, status changes %v", l.results, l.delivered, status.seen)
+	status.mu.Unlock()
 	l.mu.Unlock()
 	if err := goMQAgent.Close(); err != nil {
 		t.Error(err)
