@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,6 +13,26 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 )
+
+// nodeWoT is `node script args…` with node-wot's MQTT client warnings on
+// stderr: node-wot only logs its mqtt.js client's error events
+// ("MQTT client error: …"), and nodeWoTErrors finds them there.
+func nodeWoT(ctx context.Context, script string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), "DEBUG=node-wot:binding-mqtt:*:warn,node-wot:binding-mqtt:*:error")
+	return cmd
+}
+
+// nodeWoTErrors fails the test on every protocol error node-wot's MQTT
+// client reported.
+func nodeWoTErrors(t *testing.T, stderr string) {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, "MQTT client error") {
+			t.Errorf("node-wot: %s", line)
+		}
+	}
+}
 
 // TestNodeWoTConsumesMQTTAgent: node-wot, which nobody here wrote, fetches
 // a Thing's TD from the hub and uses the MQTT forms the agent library
@@ -58,7 +79,7 @@ func TestNodeWoTConsumesMQTTAgent(t *testing.T) {
 		{"op": "invokeaction", "name": "setTarget", "input": map[string]any{"celsius": 23}},
 		{"op": "subscribeevent", "name": "overheat", "count": 2},
 	})
-	cmd := exec.CommandContext(ctx, "node", script, h.URL+"/things/"+pathEscape(id), string(ops))
+	cmd := nodeWoT(ctx, script, h.URL+"/things/"+pathEscape(id), string(ops))
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -85,6 +106,7 @@ func TestNodeWoTConsumesMQTTAgent(t *testing.T) {
 	}
 	err = cmd.Wait()
 	t.Logf("node-wot: %v\n%s", results, stderr.String())
+	nodeWoTErrors(t, stderr.String())
 	if err != nil {
 		t.Errorf("node-wot failed: %v", err)
 	}
@@ -117,12 +139,12 @@ func runNodeWoT(t *testing.T, ctx context.Context, tdURL string, ops []map[strin
 	t.Helper()
 	script := interopScript(t, "consume.mjs", "@node-wot/binding-mqtt")
 	o, _ := json.Marshal(ops)
-	args := []string{script, tdURL, string(o)}
+	args := []string{tdURL, string(o)}
 	if proxy != nil {
 		p, _ := json.Marshal(proxy)
 		args = append(args, string(p))
 	}
-	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd := nodeWoT(ctx, script, args...)
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -150,6 +172,7 @@ func runNodeWoT(t *testing.T, ctx context.Context, tdURL string, ops []map[strin
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("node-wot failed: %v\n%s", err, stderr.String())
 	}
+	nodeWoTErrors(t, stderr.String())
 	if len(out) != len(ops) {
 		t.Fatalf("node-wot reported %d of %d ops\n%s", len(out), len(ops), stderr.String())
 	}
