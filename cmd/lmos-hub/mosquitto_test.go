@@ -90,14 +90,16 @@ func TestMosquittoClients(t *testing.T) {
 	// mosquitto_sub counts every event, over v5 and v3.1.1.
 	for _, v := range []string{"5", "311"} {
 		tick := topic(jsID, "events/tick")
-		before := h.Main.Broker.Subscribers(tick)
+		// The previous mosquitto_sub's subscription is removed after its
+		// connection ended: wait, so that the count below is this one's.
+		waitFor(t, 5*time.Second, "no subscriber of "+tick, func() bool { return h.Main.Broker.Subscribers(tick) == 0 })
 		cmd := exec.CommandContext(ctx, sub, "-h", host, "-p", port, "-V", v, "-q", "1", "-t", tick, "-C", "40", "-W", "20", "-F", "%p")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "mosquitto_sub subscribed", func() bool { return h.Main.Broker.Subscribers(tick) > before })
+		waitFor(t, 5*time.Second, "mosquitto_sub subscribed", func() bool { return h.Main.Broker.Subscribers(tick) == 1 })
 		jsAgent.do(10*time.Second, map[string]any{"cmd": "emit", "from": 0, "n": 40})
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("mosquitto_sub -V %s: %v\n%s", v, err, stderr.String())
@@ -121,14 +123,13 @@ func TestMosquittoClients(t *testing.T) {
 		t.Fatalf("the agent wrote %v, want 5", m)
 	}
 	done := topic(jsID, "events/done")
-	before := h.Main.Broker.Subscribers(done)
 	cmd := exec.CommandContext(ctx, sub, "-h", host, "-p", port, "-V", "311", "-q", "1", "-t", done, "-C", "5", "-W", "20", "-F", "%p")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "mosquitto_sub subscribed", func() bool { return h.Main.Broker.Subscribers(done) > before })
+	waitFor(t, 5*time.Second, "mosquitto_sub subscribed", func() bool { return h.Main.Broker.Subscribers(done) == 1 })
 	for i := range 5 {
 		run(pub, "-V", "311", "-q", "1", "-t", topic(jsID, "actions/count"), "-m", fmt.Sprintf(`{"n":1,"tag":"ff-%d"}`, i))
 	}
