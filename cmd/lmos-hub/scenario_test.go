@@ -961,17 +961,27 @@ func (r *tcpRelay) drop(stall bool) {
 	r.pairs = keep
 }
 
-// warnings records an agent's log records at Warn and above.
+// warnings records an agent's log records at Warn and above, and logs
+// every record to the test (shown when it fails).
 type warnings struct {
+	t    *testing.T
 	mu   sync.Mutex
 	msgs []string
 }
 
-func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
 func (w *warnings) Handle(_ context.Context, r slog.Record) error {
-	w.mu.Lock()
-	w.msgs = append(w.msgs, r.Message)
-	w.mu.Unlock()
+	var attrs strings.Builder
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&attrs, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	w.t.Logf("agent %s %s%s", r.Level, r.Message, attrs.String())
+	if r.Level >= slog.LevelWarn {
+		w.mu.Lock()
+		w.msgs = append(w.msgs, r.Message)
+		w.mu.Unlock()
+	}
 	return nil
 }
 func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
@@ -1027,7 +1037,7 @@ func TestCrossTransportScenario(t *testing.T) {
 	const goMQ, js5, js3, goWS, js3b = "urn:example:sc-go-mqtt", "urn:example:sc-js-v5", "urn:example:sc-js-311", "urn:example:sc-go-ws", "urn:example:sc-js-311b"
 	mqRelay := startRelay(t, h.Main.MQTTAddr.String())
 	wsRelay := startRelay(t, h.Main.HTTPAddr.String())
-	goMQLog, goWSLog := &warnings{}, &warnings{}
+	goMQLog, goWSLog := &warnings{t: t}, &warnings{t: t}
 	goMQAgent := newGoCounter(t, ctx, agent.Options{URL: "mqtt://" + mqRelay.addr(), Logger: slog.New(goMQLog)}, goMQ, 0)
 	goWSAgent := newGoCounter(t, ctx, agent.Options{URL: "ws://" + wsRelay.addr() + "/ws", Logger: slog.New(goWSLog)}, goWS, 0)
 	js5Agent := startScript(t, ctx, "mqtt.js agent (v5, QoS 1)", "mqttjs-agent.mjs", mqttURL, js5, "5", "1")

@@ -134,12 +134,15 @@ func TestAgentOverWebSocket(t *testing.T) {
 // back online; the hub drops the dead socket without waiting for a close
 // handshake (it used to wait 5 s).
 func TestWSAgentReconnectsWhileTheHubHoldsItsOldSocket(t *testing.T) {
-	h := startHub(t, func(c *Config) { c.HTTP.WebSocket.PingInterval = Duration(500 * time.Millisecond) })
+	h := startHub(t, func(c *Config) {
+		c.HTTP.WebSocket.PingInterval = Duration(500 * time.Millisecond)
+		c.HTTP.ProxyTimeout = Duration(5 * time.Second)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	relay := startRelay(t, h.Main.HTTPAddr.String())
 	const id = "urn:example:ws-stalled"
-	log := &warnings{}
+	log := &warnings{t: t}
 	newGoCounter(t, ctx, agent.Options{URL: "ws://" + relay.addr() + "/ws", Logger: slog.New(log)}, id, 1)
 	presence := func() string {
 		th, err := h.Main.Registry.Get(id)
