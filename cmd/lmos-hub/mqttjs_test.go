@@ -197,9 +197,9 @@ func TestPahoPythonClients(t *testing.T) {
 		c.do(60*time.Second, map[string]any{"cmd": "batch", "thing": id, "action": "count", "tags": tt, "n": parts, "inflight": 4, "qos": 1})
 		return tt
 	}
-	checkResults(t, pyConsumer, batch(pyConsumer, pyID, "pp", 40, 2), 2, pyID, true)
-	checkResults(t, pyConsumer, batch(pyConsumer, jsID, "pj", 40, 2), 2, jsID, true)
-	checkResults(t, jsConsumer, batch(jsConsumer, pyID, "jp", 40, 2), 2, pyID, true)
+	checkResults(t, pyConsumer, batch(pyConsumer, pyID, "pp", 25, 2), 2, pyID, true)
+	checkResults(t, pyConsumer, batch(pyConsumer, jsID, "pj", 25, 2), 2, jsID, true)
+	checkResults(t, jsConsumer, batch(jsConsumer, pyID, "jp", 25, 2), 2, pyID, true)
 
 	tick := "lmos/v1/things/" + hub.TopicKey(pyID) + "/events/tick"
 	py3Consumer.do(5*time.Second, map[string]any{"cmd": "sub", "topic": tick})
