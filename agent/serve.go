@@ -134,6 +134,10 @@ type replier struct {
 	topic       string
 	correlation []byte
 	contentType string
+	// trace is the request's W3C trace context (user properties
+	// traceparent and tracestate), carried back on every result as the
+	// WebSocket agent carries it in its replies (PROTOCOL §10).
+	trace paho.UserProperties
 }
 
 // clientsPrefix starts every reply inbox (PROTOCOL §4.1).
@@ -162,7 +166,13 @@ func (a *Agent) replierFor(p *paho.Publish, formType string) (Input, replier) {
 			"topic", p.Topic, "response_topic", topic)
 		topic = ""
 	}
-	return in, replier{a: a, topic: topic, correlation: p.Properties.CorrelationData, contentType: ct}
+	var trace paho.UserProperties
+	for _, up := range p.Properties.User {
+		if up.Key == "traceparent" || up.Key == "tracestate" {
+			trace = append(trace, up)
+		}
+	}
+	return in, replier{a: a, topic: topic, correlation: p.Properties.CorrelationData, contentType: ct, trace: trace}
 }
 
 func (r replier) send(status string, v any) error {
@@ -177,6 +187,7 @@ func (r replier) send(status string, v any) error {
 	defer cancel()
 	props := &paho.PublishProperties{ContentType: r.contentType, CorrelationData: r.correlation}
 	props.User.Add(statusProperty, status)
+	props.User = append(props.User, r.trace...)
 	return r.a.publish(ctx, &paho.Publish{Topic: r.topic, Payload: payload, QoS: 1, Properties: props})
 }
 

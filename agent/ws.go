@@ -174,7 +174,10 @@ func connectWS(ctx context.Context, opts Options) (*Agent, error) {
 }
 
 // wsEstablish dials and registers, retrying network failures with backoff
-// until a.ctx ends; a refused registration is returned at once.
+// until a.ctx ends; a refused registration is returned at once, except on
+// a reconnect a refusal that passes by itself: 409 (the hub still holds
+// the agent's old socket, which it notices gone only when it fails a ping
+// or a write), 429 and 503.
 func (a *Agent) wsEstablish(initial bool) (*websocket.Conn, error) {
 	for n := 0; ; n++ {
 		c, err := a.wsDialRegister()
@@ -182,7 +185,7 @@ func (a *Agent) wsEstablish(initial bool) (*websocket.Conn, error) {
 			return c, nil
 		}
 		var p *Problem
-		if errors.As(err, &p) {
+		if errors.As(err, &p) && (initial || p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable) {
 			return nil, err
 		}
 		a.log.Debug("websocket connect failed", "err", err, "initial", initial)

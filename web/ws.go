@@ -297,6 +297,16 @@ func (wc *wsConn) close(code websocket.StatusCode, reason string) {
 	})
 }
 
+// abort drops the TCP connection at once, without a close handshake: for
+// a peer that no longer answers pings, a close frame would only wait 5 s
+// for a reply that never comes, and its Things would stay online meanwhile.
+func (wc *wsConn) abort() {
+	wc.closing.Do(func() {
+		_ = wc.c.CloseNow()
+		wc.cancel()
+	})
+}
+
 func (wc *wsConn) readLoop() {
 	for {
 		typ, frame, err := wc.c.Read(wc.ctx)
@@ -418,7 +428,7 @@ func (wc *wsConn) keepAlive() {
 	if err != nil {
 		if wc.ctx.Err() == nil {
 			wc.log.Debug("websocket ping unanswered", "err", err)
-			wc.close(websocket.StatusGoingAway, "ping unanswered")
+			wc.abort()
 		}
 		return
 	}

@@ -14,12 +14,12 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// runMQTTJS runs test/interop/mqttjs.mjs and returns its JSON lines by
+// runMQTTJS runs test/interop/mqttjs-checks.mjs and returns its JSON lines by
 // step; a non-zero exit (an mqtt.js error event, an unexpected close or
 // server DISCONNECT, a missing message) fails the test.
 func runMQTTJS(t *testing.T, args ...string) map[string][]map[string]any {
 	t.Helper()
-	script := interopScript(t, "mqttjs.mjs", "mqtt")
+	script := interopScript(t, "mqttjs-checks.mjs", "mqtt")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)

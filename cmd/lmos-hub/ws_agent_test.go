@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +124,53 @@ func TestAgentOverWebSocket(t *testing.T) {
 	// Close: offline.
 	wsA.Close()
 	waitFor(t, 2*time.Second, "offline", func() bool { s, _ := h.presenceOf(wsID); return s == "offline" })
+}
+
+// TestWSAgentReconnectsWhileTheHubHoldsItsOldSocket: the network drops a
+// WebSocket agent's connection, the agent notices first and reconnects
+// while the hub still holds its old socket, so the hub refuses the new
+// registration with 409 until a failed ping drops the old one. The agent
+// keeps trying (it used to give up for good at the first 409) and comes
+// back online; the hub drops the dead socket without waiting for a close
+// handshake (it used to wait 5 s).
+func TestWSAgentReconnectsWhileTheHubHoldsItsOldSocket(t *testing.T) {
+	h := startHub(t, func(c *Config) {
+		c.HTTP.WebSocket.PingInterval = Duration(500 * time.Millisecond)
+		c.HTTP.ProxyTimeout = Duration(5 * time.Second)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	relay := startRelay(t, h.Main.HTTPAddr.String())
+	const id = "urn:example:ws-stalled"
+	log := &warnings{t: t}
+	newGoCounter(t, ctx, agent.Options{URL: "ws://" + relay.addr() + "/ws", Logger: slog.New(log)}, id, 1)
+	presence := func() string {
+		th, err := h.Main.Registry.Get(id)
+		if err != nil {
+			return err.Error()
+		}
+		return th.Meta.Presence.Status
+	}
+	if p := presence(); p != "online" {
+		t.Fatalf("presence %s", p)
+	}
+	relay.stall()
+	stalled := time.Now()
+	// The hub drops a socket whose ping went unanswered at once (a close
+	// handshake with a dead peer would hold the Thing online 5 s longer):
+	// within two ping intervals, here with 3 s to spare.
+	waitFor(t, 4*time.Second, "the hub drops the stalled socket", func() bool { return presence() == "offline" })
+	t.Logf("offline after %v", time.Since(stalled))
+	waitFor(t, 15*time.Second, "the agent back online", func() bool { return presence() == "online" })
+	t.Logf("online after %v", time.Since(stalled))
+	// It serves again.
+	resp, body := h.request("POST", "/proxy/"+pathEscape(id)+"/actions/count", "application/json", "", []byte(`{"n":1,"tag":"back"}`), testToken)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"tag":"back"`) {
+		t.Errorf("invoke after the reconnect: %d %s", resp.StatusCode, body)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, m := range log.msgs {
+		t.Errorf("the agent warned: %s", m)
+	}
 }

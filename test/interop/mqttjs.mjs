@@ -1,105 +1,99 @@
-// mqttjs.mjs — mqtt.js 5.16 (npm mqtt, the client of node-wot and of
-// browsers) against lmos-hub. Any 'error' event, an unexpected close or a
-// server DISCONNECT fails the run (exit 1); every step prints one JSON
-// line.
-//
-//   node mqttjs.mjs inbox mqtt://HOST:PORT VERSION
-//     issue 10's reproduction: client A publishes QoS 1 with the user
-//     property lmos-status=completed to B's inbox, then B publishes twice
-//     to A's inbox; each must receive all it was owed.
-//   node mqttjs.mjs request mqtt://HOST:PORT TOPIC...
-//     an MQTT 5 consumer publishes a QoS 1 request with a Response Topic
-//     in its inbox to each TOPIC and prints the PUBACK reason code and
-//     the result it got.
-import mqtt from 'mqtt';
+// mqttjs.mjs — what the mqtt.js agent and consumer scripts share: a strict
+// connection (any protocol error the client reports ends the script with
+// an "error" line and exit 1), the LMOS join (PROTOCOL §4.4), and the
+// line protocol with the Go test (JSON lines: commands on stdin, reports on
+// stdout).
+import mqtt from "mqtt";
+import readline from "node:readline";
 
-const [mode, url, ...args] = process.argv.slice(2);
-const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
-const fail = (what) => {
-  out({ step: 'error', error: String(what) });
+export const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+
+// fail reports and exits: the Go test fails on any "error" line.
+export function fail(what, err) {
+  say({ error: `${what}: ${err?.message ?? err}` });
   process.exit(1);
-};
-setTimeout(() => fail('timed out'), 10000).unref();
-
-// connect resolves with a connected client that fails the run on any
-// protocol error; acks records the reason code of every PUBACK it gets.
-function connect(clientId, protocolVersion) {
-  return new Promise((resolve) => {
-    const c = mqtt.connect(url, { clientId, protocolVersion, reconnectPeriod: 0, clean: true });
-    c.acks = new Map();
-    c.on('error', (e) => fail(`${clientId}: error event: ${e.message}`));
-    c.on('disconnect', (p) => fail(`${clientId}: server DISCONNECT ${p.reasonCode}`));
-    c.on('close', () => { if (!c.ending) fail(`${clientId}: connection closed`); });
-    c.on('packetreceive', (p) => { if (p.cmd === 'puback') c.acks.set(p.messageId, p.reasonCode ?? null); });
-    c.on('connect', () => resolve(c));
-  });
 }
 
-const end = async (...clients) => {
-  for (const c of clients) {
-    c.ending = true;
-    await c.endAsync();
-  }
-};
+// topicKey is the {tid} of a Thing id (PROTOCOL §1).
+export const topicKey = (id) => id.replace(/[%/+#]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
+export const thingTopic = (id, rest) => `lmos/v1/things/${topicKey(id)}/${rest}`;
 
-// received resolves once client c got n messages on topics under prefix.
-function received(c, prefix, n) {
-  const got = [];
-  return new Promise((resolve) => {
-    c.on('message', (topic, payload, packet) => {
-      if (!topic.startsWith(prefix)) return;
-      got.push({ topic, payload: payload.toString(), user: packet.properties?.userProperties ?? null });
-      if (got.length === n) resolve(got);
+// connect opens one MQTT session and resolves once CONNACK accepted it.
+// From then on every error, every DISCONNECT from the server and every
+// close the script did not ask for (ending() false) is fatal.
+export function connect(url, opts, name, ending = () => false) {
+  return new Promise((resolve, reject) => {
+    const c = mqtt.connect(url, { reconnectPeriod: 0, connectTimeout: 5000, clean: true, keepalive: 30, ...opts });
+    let up = false;
+    c.on("error", (e) => (up ? fail(`${name}: mqtt.js error`, e) : reject(e)));
+    c.on("disconnect", (p) => fail(`${name}: DISCONNECT from the server`, `reason ${p.reasonCode}`));
+    c.on("close", () => {
+      if (!up) reject(new Error(`${name}: closed before CONNACK`));
+      else if (!ending()) fail(name, "connection closed unexpectedly");
+    });
+    c.on("connect", (ack) => {
+      if (ack.reasonCode) return reject(new Error(`${name}: CONNACK reason ${ack.reasonCode}`));
+      up = true;
+      resolve(c);
     });
   });
 }
 
-async function inbox(version) {
-  const v = Number(version);
-  const a = await connect(`js-a-${v}`, v);
-  const b = await connect(`js-b-${v}`, v);
-  const inboxA = `lmos/v1/clients/js-a-${v}/`;
-  const inboxB = `lmos/v1/clients/js-b-${v}/`;
-  await a.subscribeAsync(inboxA + '#', { qos: 1 });
-  await b.subscribeAsync(inboxB + '#', { qos: 1 });
-  const gotA = received(a, inboxA, 2);
-  const gotB = received(b, inboxB, 1);
-  const opts = { qos: 1 };
-  if (v === 5) opts.properties = { userProperties: { 'lmos-status': 'completed' }, correlationData: Buffer.from('c1') };
-  await a.publishAsync(inboxB + 'replies', '{"ok":true}', opts);
-  out({ step: 'published', client: 'a' });
-  await b.publishAsync(inboxA + 'replies', 'first', { qos: 1 });
-  await b.publishAsync(inboxA + 'replies', 'second', { qos: 0 });
-  out({ step: 'b-received', messages: await gotB });
-  out({ step: 'a-received', messages: await gotA });
-  await end(a, b);
-}
-
-async function request(topics) {
-  const c = await connect('js-consumer', 5);
-  const box = 'lmos/v1/clients/js-consumer/r';
-  await c.subscribeAsync(box, { qos: 1 });
-  const results = new Map();
-  c.on('message', (topic, payload, packet) => {
-    const corr = packet.properties?.correlationData?.toString();
-    results.get(corr)?.({ status: packet.properties?.userProperties?.['lmos-status'] ?? null,
-      contentType: packet.properties?.contentType ?? null, payload: JSON.parse(payload.toString()) });
-  });
-  for (const [i, topic] of topics.entries()) {
-    const corr = `req-${i}`;
-    const result = new Promise((resolve) => results.set(corr, resolve));
-    const pk = await c.publishAsync(topic, '{"a":1}', { qos: 1, properties: {
-      responseTopic: box, correlationData: Buffer.from(corr), contentType: 'application/json' } });
-    const puback = c.acks.get(pk?.messageId) ?? null;
-    out({ step: 'result', topic, puback, result: await result });
+// subscribe subscribes and fails on any refused filter.
+export async function subscribe(c, filters, qos) {
+  const granted = await c.subscribeAsync(filters, { qos });
+  for (const g of granted) {
+    if (g.qos >= 0x80) throw new Error(`SUBACK refused ${g.topic}: ${g.qos}`);
   }
-  await end(c);
 }
 
-try {
-  if (mode === 'inbox') await inbox(args[0]);
-  else if (mode === 'request') await request(args);
-  else fail('unknown mode ' + mode);
-} catch (e) {
-  fail(e.stack ?? e);
+// userProp reads one user property (mqtt.js gives a string or a list).
+export function userProp(packet, key) {
+  const v = packet.properties?.userProperties?.[key];
+  return Array.isArray(v) ? v[v.length - 1] : v;
+}
+
+// join publishes td anonymously and returns the credentials of the
+// accepted result.
+export async function join(url, version, td, clientId) {
+  let done = false;
+  const c = await connect(url, { protocolVersion: version, clientId: clientId + "-join" }, "join", () => done);
+  const result = new Promise((resolve, reject) => {
+    c.on("message", (topic, payload) => {
+      if (topic !== thingTopic(td.id, "td/result")) return;
+      try {
+        resolve(JSON.parse(payload.toString()));
+      } catch (e) {
+        reject(e);
+      }
+    });
+  });
+  await subscribe(c, [thingTopic(td.id, "td/result")], 1);
+  const props = version === 5 ? { properties: { contentType: "application/td+json" } } : {};
+  await c.publishAsync(thingTopic(td.id, "td"), JSON.stringify(td), { qos: 1, retain: true, ...props });
+  const res = await Promise.race([result, new Promise((_, rej) => setTimeout(() => rej(new Error("no td/result")), 5000))]);
+  done = true;
+  await c.endAsync();
+  if (res.status !== "accepted" || !res.credentials) throw new Error(`join refused: ${JSON.stringify(res)}`);
+  return res.credentials;
+}
+
+// commands calls handle for each JSON line on stdin, one at a time.
+export function commands(handle) {
+  const rl = readline.createInterface({ input: process.stdin });
+  let chain = Promise.resolve();
+  rl.on("line", (line) => {
+    if (!line.trim()) return;
+    chain = chain.then(() => handle(JSON.parse(line))).catch((e) => fail(`command ${line}`, e));
+  });
+  rl.on("close", () => chain.then(() => process.exit(0)));
+}
+
+// parse decodes a JSON payload; a payload that does not decode is fatal.
+export function parse(what, payload) {
+  try {
+    return payload.length ? JSON.parse(payload.toString()) : null;
+  } catch (e) {
+    fail(`${what}: payload ${JSON.stringify(payload.toString())}`, e);
+  }
 }
