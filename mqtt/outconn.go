@@ -3,19 +3,26 @@ package mqtt
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // outConn is the connection mochi serves a client on. It adds a queue of
-// encoded packets that the broker's own fan-out (fanout.go) fills; a
-// goroutine, started only while the queue holds something, writes it out
+// encoded packets that the broker's own delivery (fanout.go, qos.go) fills;
+// a goroutine, started only while the queue holds something, writes it out
 // with one writev per batch. A subscriber that falls behind thus costs one
 // system call for many messages, not one per message.
 //
-// mochi's own writes (acknowledgements, QoS 1/2 deliveries, retained
-// messages) still come through Write, which first writes out whatever is
-// queued: packets reach the wire in the order they were handed over, and
-// every Write carries whole packets, so the two writers never interleave
-// inside one.
+// mochi's own writes (acknowledgements, wills, its other packets) still
+// come through Write, which first writes out whatever is queued: packets
+// reach the wire in the order they were handed over, and every Write
+// carries whole packets, so the two writers never interleave inside one.
+//
+// The queue is bounded in bytes (budget, plus the batch being written),
+// not packets, so a burst of small
+// QoS 0 messages fits while memory stays bounded; only QoS 0 deliveries
+// are refused when it is full. QoS 1/2 deliveries and retained messages on
+// SUBSCRIBE are always queued: the former are bounded by the client's
+// window (qos.go), the latter by the retained store.
 type outConn struct {
 	net.Conn
 
@@ -25,8 +32,13 @@ type outConn struct {
 	mu       sync.Mutex
 	q        net.Buffers // queued packets, oldest first
 	spare    net.Buffers // the previous batch's slice, for reuse
+	queued   int         // bytes in q, pre and held (not the batch being written)
+	budget   int         // QoS 0 deliveries are refused beyond this many queued bytes
 	flushing bool        // a flush goroutine is running
 	dead     bool        // closed, or a write failed: nothing more is queued
+	// fullSince is when a QoS 0 delivery was first refused for lack of
+	// room since the last batch went out; zero while the client keeps up.
+	fullSince time.Time
 
 	// While a SUBSCRIBE is processed (retained.go) its retained messages
 	// wait in pre and live deliveries in held; release queues both, in that
@@ -35,34 +47,84 @@ type outConn struct {
 	pre     net.Buffers
 	held    net.Buffers
 	plan    []bool // per filter of that SUBSCRIBE: the hub sends its retained messages
+
+	// QoS 1/2 flow control (qos.go): window is how many the client takes
+	// unacknowledged (its Receive Maximum), unacked the packet identifiers
+	// written and not yet acknowledged, waiting those stored in the
+	// session and not yet written, oldest first. room is closed (and
+	// replaced) whenever an acknowledgement frees a slot of the session.
+	window  int
+	unacked map[uint16]struct{}
+	waiting []uint16
+	room    chan struct{}
 }
 
-func newOutConn(c net.Conn) *outConn { return &outConn{Conn: c} }
+func newOutConn(c net.Conn, budget int) *outConn { return &outConn{Conn: c, budget: budget} }
+
+// What enqueue does with a packet.
+type queueKind int
+
+const (
+	qos0     queueKind = iota // a QoS 0 delivery: refused when the budget is spent
+	owed                      // a QoS 1/2 delivery: always queued
+	retained                  // a retained message of a SUBSCRIBE: always queued, ahead of what hold holds back
+)
+
+// Results of enqueue.
+type queueResult int
+
+const (
+	queued queueResult = iota
+	full               // refused: the budget is spent
+	gone               // refused: the connection is dead
+)
 
 // enqueue queues the encoded packet p, shared read-only with other
-// subscribers; retained marks a retained message of a SUBSCRIBE, which goes
-// out ahead of the live deliveries held meanwhile (hold). It reports false,
-// and drops p, when maxWritesPending packets wait already or the connection
-// is dead.
-func (c *outConn) enqueue(p []byte, retained bool) bool {
+// subscribers.
+func (c *outConn) enqueue(p []byte, kind queueKind) queueResult {
 	c.mu.Lock()
-	if c.dead || len(c.q)+len(c.pre)+len(c.held) >= maxWritesPending {
-		c.mu.Unlock()
-		return false
+	defer c.mu.Unlock()
+	return c.enqueueLocked(p, kind, time.Time{})
+}
+
+// enqueueLocked is enqueue with c.mu held; now (zero: not needed) dates a
+// refusal for slowFor.
+func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) queueResult {
+	if c.dead {
+		return gone
 	}
+	if kind == qos0 && c.queued+len(p) > c.budget {
+		if c.fullSince.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			c.fullSince = now
+		}
+		return full
+	}
+	c.queued += len(p)
 	if c.holding {
-		if retained {
+		if kind == retained {
 			c.pre = append(c.pre, p)
 		} else {
 			c.held = append(c.held, p)
 		}
-		c.mu.Unlock()
-		return true
+		return queued
 	}
 	c.q = append(c.q, p)
 	c.startLocked()
-	c.mu.Unlock()
-	return true
+	return queued
+}
+
+// slowFor is how long QoS 0 deliveries have been refused without a batch
+// going out (0: they are not).
+func (c *outConn) slowFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fullSince.IsZero() {
+		return 0
+	}
+	return now.Sub(c.fullSince)
 }
 
 // startLocked starts a flush goroutine unless one runs; c.mu is held.
@@ -113,6 +175,9 @@ func (c *outConn) take() net.Buffers {
 	if len(q) == 0 {
 		return nil
 	}
+	for _, p := range q {
+		c.queued -= len(p)
+	}
 	c.q = c.spare[:0]
 	c.spare = nil
 	return q
@@ -123,11 +188,15 @@ func (c *outConn) take() net.Buffers {
 func (c *outConn) recycle(q net.Buffers) {
 	clear(q[:cap(q)]) // writeBatch may have appended a packet past len
 	c.mu.Lock()
-	if c.spare == nil && cap(q) <= 2*maxWritesPending {
+	c.fullSince = time.Time{} // the client took a batch
+	if c.spare == nil && cap(q) <= maxSpare {
 		c.spare = q[:0]
 	}
 	c.mu.Unlock()
 }
+
+// maxSpare is the largest batch slice kept for reuse.
+const maxSpare = 256
 
 // flush writes batches until the queue is empty.
 func (c *outConn) flush() {
@@ -158,6 +227,8 @@ func (c *outConn) fail() {
 	c.dead = true
 	c.flushing = false
 	c.q, c.pre, c.held = nil, nil, nil
+	c.queued = 0
+	c.wakeLocked()
 	c.mu.Unlock()
 }
 
@@ -206,10 +277,12 @@ func (c *outConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close closes the connection; queued packets are dropped.
+// Close closes the connection; queued packets are dropped (QoS 1/2 ones
+// stay in the session).
 func (c *outConn) Close() error {
 	c.mu.Lock()
 	c.dead = true
+	c.wakeLocked()
 	c.mu.Unlock()
 	return c.Conn.Close()
 }
