@@ -93,7 +93,8 @@ func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) queueRe
 	if c.dead {
 		return gone
 	}
-	if kind == qos0 && c.queued+len(p) > c.budget {
+	// A message larger than the budget still goes out alone.
+	if kind == qos0 && c.queued > 0 && c.queued+len(p) > c.budget {
 		if c.fullSince.IsZero() {
 			if now.IsZero() {
 				now = time.Now()
