@@ -308,7 +308,7 @@ func (c *rawClient) subscribeOpts(filter string, id int, opts byte) {
 		c.t.Fatal(err)
 	}
 	typ, ack := c.read()
-	if typ != 0x90 || ack[len(ack)-1] != 0 {
+	if typ != 0x90 || ack[len(ack)-1] != opts&3 {
 		c.t.Fatalf("SUBACK %#x % x", typ, ack)
 	}
 }

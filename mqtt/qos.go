@@ -87,14 +87,16 @@ func (c *outConn) roomSignal() <-chan struct{} {
 // of a SUBSCRIBE is processed on the subscriber's own goroutine, which
 // cannot wait for its acknowledgements, so it is stored beyond the limit.
 func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet, qos byte, retain bool, ids []int, kind queueKind, t *tally) {
-	if kind != retained {
-		if conn != nil && !cl.Closed() && cl.State.Inflight.Len() >= maxInflight {
-			b.waitRoom(cl, conn)
-		}
-		if cl.State.Inflight.Len() >= maxInflight {
-			b.dropped[dropSessionFull].Add(1)
-			t.dropped++
-			return
+	if kind != retained && cl.State.Inflight.Len() >= maxInflight {
+		// A client cut off for slowness leaves this message in its session
+		// (the session may outlive the connection); an offline session
+		// that is full loses it.
+		if conn == nil || cl.Closed() || b.waitRoom(cl, conn) {
+			if cl.State.Inflight.Len() >= maxInflight {
+				b.dropped[dropSessionFull].Add(1)
+				t.dropped++
+				return
+			}
 		}
 	}
 	id, err := cl.NextPacketID()
@@ -156,8 +158,8 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 }
 
 // waitRoom waits until cl's session has room for one more message, for at
-// most the slow-client timeout; then it disconnects cl.
-func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn) {
+// most the slow-client timeout; then it disconnects cl and reports false.
+func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn) bool {
 	timer := time.NewTimer(b.cfg.SlowClientTimeout)
 	defer timer.Stop()
 	for cl.State.Inflight.Len() >= maxInflight && !cl.Closed() {
@@ -165,11 +167,12 @@ func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn) {
 		case <-conn.roomSignal():
 		case <-timer.C:
 			b.cutSlow(cl, conn, "no acknowledgement")
-			return
+			return false
 		case <-b.stop:
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // cutSlow disconnects a client that has not read or acknowledged for the

@@ -1,0 +1,290 @@
+package mqtt
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// requireBin returns the path of a Debian client program, skipping only
+// when interop tests are not demanded (LMOS_INTEROP unset).
+func requireBin(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("LMOS_INTEROP") != "" {
+			t.Fatalf("%s not found: scripts/test-deps.sh installs it", name)
+		}
+		t.Skipf("%s not installed; set LMOS_INTEROP=1 to make this a failure", name)
+	}
+	return p
+}
+
+// mosquittoSub starts mosquitto_sub against e's broker with client id id
+// and args, and waits until its subscription to filter is in place. wait
+// returns its output lines, failing on a non-zero exit.
+func mosquittoSub(t *testing.T, e *env, id, filter string, args ...string) (wait func() []string) {
+	t.Helper()
+	bin := requireBin(t, "mosquitto_sub")
+	host, port, _ := net.SplitHostPort(e.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-h", host, "-p", port, "-i", id, "-t", filter}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var err error
+	go func() { err = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	eventually(t, 5*time.Second, id+" subscribed", func() bool {
+		cl, ok := e.b.server.Clients.Get(id)
+		if !ok {
+			return false
+		}
+		_, ok = cl.State.Subscriptions.Get(filter)
+		return ok
+	})
+	return func() []string {
+		t.Helper()
+		<-done
+		if err != nil {
+			t.Fatalf("%s: %v (%s); got %d lines", id, err, strings.TrimSpace(errb.String()), strings.Count(out.String(), "\n"))
+		}
+		return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	}
+}
+
+// Every retained message matching a wildcard SUBSCRIBE reaches the
+// subscriber, at QoS 0, 1 and 2, before a live update that follows the
+// SUBSCRIBE: 1,000 Things' statuses, as the hub retains them. The hub once
+// sent 128 of them at QoS 0 and 130–197 at QoS 1/2 (a 128-packet queue).
+func TestRetainedAllStatusesBeforeLive(t *testing.T) {
+	e := newEnv(t, nil)
+	const things = 1000
+	const filter = thingsPrefix + "+/status"
+	for i := range things {
+		topic := fmt.Sprintf("%surn:s%04d/status", thingsPrefix, i)
+		if err := e.b.publish(topic, []byte(`{"status":"online"}`), true, 1, "application/json"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	liveTopic := thingsPrefix + "urn:s0500/status"
+	for _, qos := range []string{"0", "1", "2"} {
+		t.Run("QoS "+qos, func(t *testing.T) {
+			// mosquitto_sub declares a Receive Maximum of 20.
+			wait := mosquittoSub(t, e, "dash"+qos, filter, "-V", "mqttv5", "-q", qos, "-C", fmt.Sprint(things+1), "-F", "%r %q %t %p")
+			// paho, MQTT 5 with no Receive Maximum (65,535), reading.
+			var mu sync.Mutex
+			var got []*paho.Publish
+			all := make(chan struct{})
+			pc := dialFunc(t, e.addr, &paho.Connect{CleanStart: true, KeepAlive: 30}, func(p *paho.Publish) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, p)
+				if len(got) == things+1 {
+					close(all)
+				}
+			})
+			q := qos[0] - '0'
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := pc.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: q}}}); err != nil {
+				t.Fatal(err)
+			}
+			// The live update, published while the retained ones stream out.
+			live := fmt.Sprintf(`{"status":"live %s"}`, qos)
+			if err := e.b.publish(liveTopic, []byte(live), true, 1, "application/json"); err != nil {
+				t.Fatal(err)
+			}
+			lines := wait()
+			check := func(who string, retainedFlags []bool, topics, payloads []string, qoss []byte) {
+				t.Helper()
+				if len(topics) != things+1 {
+					t.Fatalf("%s got %d messages, want %d", who, len(topics), things+1)
+				}
+				seen := map[string]bool{}
+				for i := range things {
+					if !retainedFlags[i] || payloads[i] != `{"status":"online"}` || qoss[i] != min(q, 1) || seen[topics[i]] {
+						t.Fatalf("%s message %d: retain %v qos %d %s %s (seen %v)", who, i, retainedFlags[i], qoss[i], topics[i], payloads[i], seen[topics[i]])
+					}
+					seen[topics[i]] = true
+				}
+				if retainedFlags[things] || topics[things] != liveTopic || payloads[things] != live {
+					t.Fatalf("%s last message: retain %v %s %s, want the live update", who, retainedFlags[things], topics[things], payloads[things])
+				}
+			}
+			var flags []bool
+			var topics, payloads []string
+			var qoss []byte
+			for _, l := range lines {
+				f := strings.SplitN(l, " ", 4)
+				if len(f) != 4 {
+					t.Fatalf("mosquitto_sub line %q", l)
+				}
+				flags, qoss, topics, payloads = append(flags, f[0] == "1"), append(qoss, f[1][0]-'0'), append(topics, f[2]), append(payloads, f[3])
+			}
+			check("mosquitto_sub", flags, topics, payloads, qoss)
+			select {
+			case <-all:
+			case <-time.After(10 * time.Second):
+				mu.Lock()
+				n := len(got)
+				mu.Unlock()
+				t.Fatalf("paho got %d messages, want %d", n, things+1)
+			}
+			mu.Lock()
+			flags, topics, payloads, qoss = nil, nil, nil, nil
+			for _, p := range got {
+				flags, qoss, topics, payloads = append(flags, p.Retain), append(qoss, p.QoS), append(topics, p.Topic), append(payloads, string(p.Payload))
+			}
+			mu.Unlock()
+			check("paho", flags, topics, payloads, qoss)
+			// The statuses go back for the next run.
+			if err := e.b.publish(liveTopic, []byte(`{"status":"online"}`), true, 1, "application/json"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// dialFunc connects a paho MQTT 5 client that hands every message to f.
+func dialFunc(t *testing.T, addr string, cp *paho.Connect, f func(*paho.Publish)) *paho.Client {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closing atomic.Bool
+	c := paho.NewClient(paho.ClientConfig{
+		Conn: conn,
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			f(pr.Packet)
+			return true, nil
+		}},
+		OnClientError: func(err error) {
+			if !closing.Load() {
+				t.Errorf("paho: %v", err)
+			}
+		},
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			if !closing.Load() {
+				t.Errorf("paho: server sent DISCONNECT %#x", d.ReasonCode)
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Connect(ctx, cp); err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		closing.Store(true)
+		_ = c.Disconnect(&paho.Disconnect{})
+		conn.Close()
+	})
+	return c
+}
+
+// A client that stops reading is disconnected once it has left its full
+// queue unread (QoS 0) or a publisher waiting for room in its session
+// (QoS 1) for the slow-client timeout; the drops and the disconnect are
+// counted, and the publisher and a reading subscriber go on.
+func TestSlowClientDisconnected(t *testing.T) {
+	for _, qos := range []byte{0, 1} {
+		t.Run(fmt.Sprintf("QoS %d", qos), func(t *testing.T) {
+			e := newEnv(t, func(c *Config) {
+				c.SlowClientTimeout = 300 * time.Millisecond
+				c.MaxQueuedBytes = 64 << 10
+			})
+			const id = "urn:slow"
+			topic := thingsPrefix + id + "/events/e"
+			owner, _ := joinOwner(t, e, id, nil)
+			stuck := dialRaw(t, e.addr, "stuck", false)
+			stuck.conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+			stuck.subscribeOpts(topic, 0, qos) // reads the SUBACK, then never again
+			reader := mustDial(t, e.addr, nil)
+			reader.mustSub(topic)
+			payload := bytes.Repeat([]byte{'x'}, 1<<10)
+			if qos == 0 {
+				payload = bytes.Repeat([]byte{'x'}, 32<<10)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			n := 0
+			for e.b.SlowDisconnects() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the stuck client is still connected after %d messages; dropped %d", n, e.b.Dropped("queue_full"))
+				}
+				owner.mustPub(topic, fmt.Appendf(nil, "%d %s", n, payload), qos, false)
+				if m := reader.next(topic); !bytes.HasPrefix(m.Payload, fmt.Appendf(nil, "%d ", n)) {
+					t.Fatalf("reader got %.10q, want message %d", m.Payload, n)
+				}
+				n++
+			}
+			if qos == 1 && n <= maxInflight {
+				t.Fatalf("cut after %d QoS 1 messages, before its session held %d", n, maxInflight)
+			}
+			if qos == 0 && (e.b.Dropped("queue_full") == 0 || e.b.Dropped("slow_client") != 1) {
+				t.Fatalf("dropped: queue_full %d, slow_client %d", e.b.Dropped("queue_full"), e.b.Dropped("slow_client"))
+			}
+			if qos == 1 && e.b.Dropped("queue_full")+e.b.Dropped("session_full") != 0 {
+				t.Fatalf("QoS 1 messages dropped: %d, %d", e.b.Dropped("queue_full"), e.b.Dropped("session_full"))
+			}
+			eventually(t, 2*time.Second, "the stuck client gone", func() bool {
+				cl, ok := e.b.server.Clients.Get("stuck")
+				return !ok || cl.Closed()
+			})
+			var w strings.Builder
+			e.b.WritePrometheus(&w)
+			if !strings.Contains(w.String(), "lmos_mqtt_slow_disconnects_total 1\n") {
+				t.Fatalf("metrics:\n%s", w.String())
+			}
+		})
+	}
+}
+
+// TestWritePrometheusFormat: every family has HELP and TYPE.
+func TestWritePrometheusFormat(t *testing.T) {
+	e := newEnv(t, nil)
+	var w strings.Builder
+	e.b.WritePrometheus(&w)
+	families := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(w.String()))
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "# TYPE ") {
+			families[strings.Fields(l)[2]] = true
+			continue
+		}
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(l, "{")
+		name, _, _ = strings.Cut(name, " ")
+		if !families[name] {
+			t.Fatalf("%q has no TYPE line before it", l)
+		}
+	}
+	for _, r := range dropReasonNames {
+		if !strings.Contains(w.String(), fmt.Sprintf("lmos_mqtt_dropped_total{reason=%q} 0\n", r)) {
+			t.Fatalf("no %s counter:\n%s", r, w.String())
+		}
+	}
+}
