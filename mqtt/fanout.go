@@ -118,13 +118,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 			if !online {
 				conn = nil
 			}
-			// A client publishing to its own subscription cannot wait for
-			// its own acknowledgements: they are read by this goroutine.
-			kind := owed
-			if cl.ID == pk.Origin {
-				kind = retained
-			}
-			b.deliverQoS(cl, conn, &pk, qos, retain, ids, kind, &n)
+			b.deliverQoS(cl, conn, &pk, qos, retain, ids, owed, &n)
 			continue
 		}
 		var data []byte

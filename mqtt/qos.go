@@ -82,22 +82,36 @@ func (c *outConn) roomSignal() <-chan struct{} {
 
 // deliverQoS stores the QoS 1/2 delivery of pk to cl (conn nil: offline)
 // in its session and sends it when the client's window allows. retain and
-// ids are the delivery's retain flag and subscription identifiers. wait
-// says the caller may block for room (a live publish); a retained message
-// of a SUBSCRIBE is processed on the subscriber's own goroutine, which
-// cannot wait for its acknowledgements, so it is stored beyond the limit.
+// ids are the delivery's retain flag and subscription identifiers.
+//
+// A live delivery (kind owed) to a connected client whose session is full
+// waits for room, unless the client published pk itself (its
+// acknowledgements are read by the goroutine running this): then the
+// session may hold twice the limit before the client is cut off. A
+// retained message of a SUBSCRIBE (kind retained) is processed on the
+// subscriber's own goroutine too, and is stored beyond the limit: the
+// retained store bounds it.
 func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet, qos byte, retain bool, ids []int, kind queueKind, t *tally) {
-	if kind != retained && cl.State.Inflight.Len() >= maxInflight {
-		// A client cut off for slowness leaves this message in its session
-		// (the session may outlive the connection); an offline session
-		// that is full loses it.
-		if conn == nil || cl.Closed() || b.waitRoom(cl, conn) {
-			if cl.State.Inflight.Len() >= maxInflight {
+	if n := cl.State.Inflight.Len(); kind != retained && n >= maxInflight {
+		online := conn != nil && !cl.Closed()
+		switch {
+		case !online:
+			b.dropped[dropSessionFull].Add(1)
+			t.dropped++
+			return
+		case cl.ID == pk.Origin:
+			if n >= 2*maxInflight {
+				b.cutSlow(cl, conn, "own messages unacknowledged")
+			}
+		case b.waitRoom(cl, conn):
+			if cl.State.Inflight.Len() >= maxInflight { // gone offline meanwhile
 				b.dropped[dropSessionFull].Add(1)
 				t.dropped++
 				return
 			}
 		}
+		// Cut off for slowness: the message stays in the session, which
+		// may outlive the connection.
 	}
 	id, err := cl.NextPacketID()
 	if err != nil { // 65,535 messages in the session
