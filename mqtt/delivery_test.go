@@ -408,3 +408,45 @@ func TestQoS0BurstReachesReader(t *testing.T) {
 		}
 	}
 }
+
+// An offline persistent session stores up to maxInflight QoS 1 messages;
+// more are dropped and counted (session_full), and on reconnect the client
+// (mosquitto_sub, declaring a Receive Maximum of 20) receives every stored
+// one.
+func TestOfflineSessionKeepsQoS1(t *testing.T) {
+	bin := requireBin(t, "mosquitto_sub")
+	e := newEnv(t, nil)
+	const id = "urn:offline"
+	topic := thingsPrefix + id + "/events/n"
+	owner, _ := joinOwner(t, e, id, nil)
+	host, port, _ := net.SplitHostPort(e.addr)
+	args := []string{"-h", host, "-p", port, "-V", "mqttv5", "-c", "-i", "keeper", "-x", "3600", "-q", "1", "-t", topic}
+	if out, err := exec.Command(bin, append(args, "-E")...).CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_sub -E: %v %s", err, out)
+	}
+	eventually(t, 2*time.Second, "keeper offline", func() bool {
+		cl, ok := e.b.server.Clients.Get("keeper")
+		return ok && cl.Closed()
+	})
+	const extra = 6
+	for i := range maxInflight + extra {
+		owner.mustPub(topic, fmt.Append(nil, i), 1, false)
+	}
+	if d := e.b.Dropped("session_full"); d != extra {
+		t.Fatalf("session_full %d, want %d", d, extra)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, append(args, "-C", fmt.Sprint(maxInflight))...).Output()
+	if err != nil {
+		t.Fatalf("mosquitto_sub: %v; got %d lines", err, bytes.Count(out, []byte("\n")))
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l] = true
+	}
+	if len(seen) != maxInflight || !seen["0"] || !seen[fmt.Sprint(maxInflight-1)] {
+		t.Fatalf("got %d distinct of %d", len(seen), maxInflight)
+	}
+}
