@@ -17,25 +17,27 @@ import (
 // reach the wire in the order they were handed over, and every Write
 // carries whole packets, so the two writers never interleave inside one.
 //
-// The queue is bounded in bytes (budget, plus the batch being written),
-// not packets, so a burst of small
-// QoS 0 messages fits while memory stays bounded; only QoS 0 deliveries
-// are refused when it is full. QoS 1/2 deliveries and retained messages on
-// SUBSCRIBE are always queued: the former are bounded by the client's
-// window (qos.go), the latter by the retained store.
+// QoS 0 deliveries waiting (not yet in the batch being written) are
+// bounded in bytes (budget), not packets, so a burst of small messages
+// fits while memory stays bounded; only they are refused when it is full.
+// QoS 1/2 deliveries and retained messages on SUBSCRIBE are always queued,
+// and do not count against the budget: the former are bounded by the
+// client's window (qos.go), the latter by the retained store.
 type outConn struct {
 	net.Conn
 
 	// wmu serialises writes to Conn; it is taken before mu.
 	wmu sync.Mutex
 
-	mu       sync.Mutex
-	q        net.Buffers // queued packets, oldest first
-	spare    net.Buffers // the previous batch's slice, for reuse
-	queued   int         // bytes in q, pre and held (not the batch being written)
-	budget   int         // QoS 0 deliveries are refused beyond this many queued bytes
-	flushing bool        // a flush goroutine is running
-	dead     bool        // closed, or a write failed: nothing more is queued
+	mu    sync.Mutex
+	q     net.Buffers // queued packets, oldest first
+	spare net.Buffers // the previous batch's slice, for reuse
+	// q0 and held0 are the bytes of QoS 0 deliveries waiting in q and in
+	// held (not in the batch being written); budget bounds their sum.
+	q0, held0 int
+	budget    int
+	flushing  bool // a flush goroutine is running
+	dead      bool // closed, or a write failed: nothing more is queued
 	// fullSince is when a QoS 0 delivery was first refused for lack of
 	// room since the last batch went out; zero while the client keeps up.
 	fullSince time.Time
@@ -94,7 +96,7 @@ func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) queueRe
 		return gone
 	}
 	// A message larger than the budget still goes out alone.
-	if kind == qos0 && c.queued > 0 && c.queued+len(p) > c.budget {
+	if kind == qos0 && c.q0+c.held0 > 0 && c.q0+c.held0+len(p) > c.budget {
 		if c.fullSince.IsZero() {
 			if now.IsZero() {
 				now = time.Now()
@@ -103,14 +105,19 @@ func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) queueRe
 		}
 		return full
 	}
-	c.queued += len(p)
 	if c.holding {
 		if kind == retained {
 			c.pre = append(c.pre, p)
 		} else {
 			c.held = append(c.held, p)
+			if kind == qos0 {
+				c.held0 += len(p)
+			}
 		}
 		return queued
+	}
+	if kind == qos0 {
+		c.q0 += len(p)
 	}
 	c.q = append(c.q, p)
 	c.startLocked()
@@ -165,6 +172,8 @@ func (c *outConn) release() {
 	c.plan = nil
 	c.q = append(append(c.q, c.pre...), c.held...)
 	c.pre, c.held = nil, nil
+	c.q0 += c.held0
+	c.held0 = 0
 	c.startLocked()
 }
 
@@ -172,13 +181,15 @@ func (c *outConn) release() {
 func (c *outConn) take() net.Buffers {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.takeLocked()
+}
+
+func (c *outConn) takeLocked() net.Buffers {
 	q := c.q
 	if len(q) == 0 {
 		return nil
 	}
-	for _, p := range q {
-		c.queued -= len(p)
-	}
+	c.q0 = 0
 	c.q = c.spare[:0]
 	c.spare = nil
 	return q
@@ -203,14 +214,17 @@ const maxSpare = 256
 func (c *outConn) flush() {
 	for {
 		c.wmu.Lock()
-		q := c.take()
+		// Finding the queue empty and ending must be one step: a packet
+		// queued in between would wait for a flush that never comes.
+		c.mu.Lock()
+		q := c.takeLocked()
 		if q == nil {
-			c.mu.Lock()
 			c.flushing = false
 			c.mu.Unlock()
 			c.wmu.Unlock()
 			return
 		}
+		c.mu.Unlock()
 		err := c.writeBatch(q, nil)
 		c.wmu.Unlock()
 		c.recycle(q)
@@ -228,7 +242,7 @@ func (c *outConn) fail() {
 	c.dead = true
 	c.flushing = false
 	c.q, c.pre, c.held = nil, nil, nil
-	c.queued = 0
+	c.q0, c.held0 = 0, 0
 	c.wakeLocked()
 	c.mu.Unlock()
 }
