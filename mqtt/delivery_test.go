@@ -291,18 +291,23 @@ func TestWritePrometheusFormat(t *testing.T) {
 
 // A QoS 1 subscriber that reads receives every message the broker
 // acknowledged, whatever its Receive Maximum and however many the
-// publisher has in flight: paho (MQTT 5) declaring 1, 20 and 65,535, and
+// publisher has in flight (paho with 1, 16 and 64; mosquitto_pub -l, whose
+// window is 20): paho (MQTT 5) declaring 1, 20 and 65,535, and
 // mosquitto_sub over MQTT 5 (declaring 20) and 3.1.1. The hub once lost
 // hundreds of 20,000 (mochi's 128-slot queue) and stalled subscribers
 // declaring a Receive Maximum after a few dozen.
 func TestQoS1EveryAcknowledgedMessage(t *testing.T) {
 	const n = 3000
-	for _, inFlight := range []int{1, 16, 64} {
-		t.Run(fmt.Sprintf("%d in flight", inFlight), func(t *testing.T) {
+	for _, inFlight := range []int{1, 16, 64, 0} {
+		name := fmt.Sprintf("%d in flight", inFlight)
+		if inFlight == 0 {
+			name = "mosquitto_pub"
+		}
+		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nil)
 			const id = "urn:q1"
 			topic := thingsPrefix + id + "/events/n"
-			owner, _ := joinOwner(t, e, id, nil)
+			owner, creds := joinOwner(t, e, id, nil)
 			var waits []func() []string
 			for _, v := range []string{"mqttv5", "mqttv311"} {
 				waits = append(waits, mosquittoSub(t, e, "mosq-"+v, topic, "-V", v, "-q", "1", "-C", fmt.Sprint(n)))
@@ -330,6 +335,19 @@ func TestQoS1EveryAcknowledgedMessage(t *testing.T) {
 				cancel()
 				if err != nil {
 					t.Fatal(err)
+				}
+			}
+			if inFlight == 0 {
+				var lines strings.Builder
+				for i := range n {
+					fmt.Fprintf(&lines, "%d\n", i)
+				}
+				host, port, _ := net.SplitHostPort(e.addr)
+				cmd := exec.Command(requireBin(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5", "-q", "1",
+					"-u", creds.Username, "-P", creds.Password, "-t", topic, "-l")
+				cmd.Stdin = strings.NewReader(lines.String())
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("mosquitto_pub: %v %s", err, out)
 				}
 			}
 			// inFlight publishers, each waiting for its PUBACK.

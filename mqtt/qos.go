@@ -22,7 +22,8 @@ import (
 // packet identifier and written when an acknowledgement frees a slot. A
 // session stores at most maxInflight messages: a publisher whose message
 // would exceed that waits for the subscriber to acknowledge, and a
-// subscriber that makes it wait slowTimeout is disconnected (counted). An
+// subscriber that makes it wait Config.SlowClientTimeout is disconnected
+// (counted). An
 // offline session that is full loses the message (counted).
 //
 // mochi's own send quota is switched off (ResetSendQuota(0)), so it never
