@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -473,5 +474,97 @@ func TestOfflineSessionKeepsQoS1(t *testing.T) {
 	}
 	if len(seen) != maxInflight || !seen["0"] || !seen[fmt.Sprint(maxInflight-1)] {
 		t.Fatalf("got %d distinct of %d", len(seen), maxInflight)
+	}
+}
+
+// A client publishing QoS 1 to its own subscription and never
+// acknowledging what it receives is not waited for (the wait would be on
+// its own goroutine): its session may hold twice the limit, then it is cut
+// off and counted.
+func TestOwnUnacknowledgedMessagesBounded(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = time.Minute })
+	const id = "urn:self"
+	topic := thingsPrefix + id + "/events/e"
+	_, creds := joinOwner(t, e, id, nil)
+	conn, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	str := func(s string) []byte { return append([]byte{byte(len(s) >> 8), byte(len(s))}, s...) }
+	vh := append([]byte{0, 4, 'M', 'Q', 'T', 'T', 4, 0xc2, 0, 60}, str("self")...) // v3.1.1, username, password, clean
+	vh = append(append(vh, str(creds.Username)...), str(creds.Password)...)
+	var out []byte
+	out = append(appendVarInt(append(out, 0x10), len(vh)), vh...)
+	sub := append(append([]byte{0, 1}, str(topic)...), 1)
+	out = append(appendVarInt(append(out, 0x82), len(sub)), sub...)
+	// Its identifiers (from 40,000) do not collide with the hub's (from 1):
+	// mochi would delete a stored delivery with the same identifier.
+	for i := range 2*maxInflight + 10 {
+		body := append(append(str(topic), byte((40000+i)>>8), byte(40000+i)), 'x')
+		out = append(appendVarInt(append(out, 0x32), len(body)), body...)
+	}
+	if _, err := conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the client cut off", func() bool { return e.b.SlowDisconnects() == 1 })
+	// Everything it was sent, then the end of the connection.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("read until closed: %v", err)
+	}
+}
+
+// A subscriber that publishes QoS 1 itself, with packet identifiers that
+// collide with those of the deliveries waiting for its Receive Maximum,
+// still receives every message (mochi deletes a stored delivery when the
+// client publishes with its identifier).
+func TestQoS1ReaderThatPublishesGetsAll(t *testing.T) {
+	e := newEnv(t, nil)
+	a, _ := joinOwner(t, e, "urn:pub-a", nil)
+	_, bc := joinOwner(t, e, "urn:pub-b", nil)
+	const n = 300
+	topicA := thingsPrefix + "urn:pub-a/events/n"
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	all := make(chan struct{})
+	rm := uint16(1)
+	cp := withCreds(bc)
+	cp.KeepAlive = 30
+	cp.Properties = &paho.ConnectProperties{ReceiveMaximum: &rm}
+	b := dialFunc(t, e.addr, cp, func(p *paho.Publish) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[string(p.Payload)] = true
+		if len(seen) == n {
+			close(all)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := b.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topicA, QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range n {
+			a.mustPub(topicA, fmt.Append(nil, i), 1, false)
+		}
+	})
+	wg.Go(func() { // b's own identifiers run from 1 too
+		for i := range n {
+			if _, err := b.Publish(ctx, &paho.Publish{Topic: thingsPrefix + "urn:pub-b/events/n", Payload: fmt.Append(nil, i), QoS: 1}); err != nil {
+				t.Errorf("b publish: %v", err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("b got %d of %d", len(seen), n)
 	}
 }

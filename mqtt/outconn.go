@@ -4,6 +4,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // outConn is the connection mochi serves a client on. It adds a queue of
@@ -52,12 +54,12 @@ type outConn struct {
 
 	// QoS 1/2 flow control (qos.go): window is how many the client takes
 	// unacknowledged (its Receive Maximum), unacked the packet identifiers
-	// written and not yet acknowledged, waiting those stored in the
-	// session and not yet written, oldest first. room is closed (and
+	// written and not yet acknowledged, waiting the deliveries stored in
+	// the session and not yet written, oldest first. room is closed (and
 	// replaced) whenever an acknowledgement frees a slot of the session.
 	window  int
 	unacked map[uint16]struct{}
-	waiting []uint16
+	waiting []packets.Packet
 	room    chan struct{}
 }
 

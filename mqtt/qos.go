@@ -18,8 +18,12 @@ import (
 // Here every QoS 1/2 delivery is first stored in the session (mochi's
 // Inflight, which the persistence hook writes through and mochi resends on
 // reconnect), then written at once if the client has fewer than its
-// Receive Maximum unacknowledged on this connection, or else queued by
-// packet identifier and written when an acknowledgement frees a slot. A
+// Receive Maximum unacknowledged on this connection, or else queued on the
+// connection and written when an acknowledgement frees a slot. The queue
+// keeps the packet, not only its identifier: mochi keeps the identifiers
+// of both directions in one map, and deletes a stored delivery when the
+// client publishes with the same identifier (server.go, processPublish);
+// such a delivery is stored again when it is written. A
 // session stores at most maxInflight messages: a publisher whose message
 // would exceed that waits for the subscriber to acknowledge, and a
 // subscriber that makes it wait Config.SlowClientTimeout is disconnected
@@ -140,7 +144,7 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 	conn.mu.Lock()
 	defer conn.mu.Unlock()
 	if len(conn.waiting) > 0 || len(conn.unacked) >= max(conn.window, 1) {
-		conn.waiting = append(conn.waiting, out.PacketID)
+		conn.waiting = append(conn.waiting, out)
 		return
 	}
 	b.sendLocked(cl, conn, &out, kind, t)
@@ -217,14 +221,19 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 		return // a PUBREL follows; the slot is freed by PUBCOMP
 	}
 	var t tally
+	now := time.Now().Unix()
 	conn.mu.Lock()
 	delete(conn.unacked, pk.PacketID)
 	for len(conn.waiting) > 0 && len(conn.unacked) < max(conn.window, 1) && !conn.dead {
-		id := conn.waiting[0]
+		out := conn.waiting[0]
+		conn.waiting[0] = packets.Packet{}
 		conn.waiting = conn.waiting[1:]
-		out, ok := cl.State.Inflight.Get(id)
-		if !ok || out.FixedHeader.Type != packets.Publish {
-			continue // expired, or the session was cleared
+		if out.Expiry > 0 && out.Expiry <= now {
+			continue // expired: may be discarded [MQTT-3.3.2-5]
+		}
+		if _, ok := cl.State.Inflight.Get(out.PacketID); !ok && cl.State.Inflight.Set(out) {
+			atomic.AddInt64(&b.server.Info.Inflight, 1)
+			b.state.OnQosPublish(cl, out, out.Created, 0)
 		}
 		b.sendLocked(cl, conn, &out, owed, &t)
 	}
