@@ -34,21 +34,24 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// Limits of the broker. Per-client memory is dominated by the outbound queue
-// (MaximumClientWritesPending pointers to packets), the read buffer and the
-// two goroutines per client,
-// so 1,000 idle agents cost a few MB, not the hundreds of MB mochi's
-// defaults (8,192 pending writes per client) allow under load.
+// Limits of the broker. Per-client memory is dominated by mochi's write
+// channel (MaximumClientWritesPending pointers to packets), the read buffer
+// and the two goroutines per client, so 1,000 idle agents cost a few MB;
+// the hub's own queue (outConn) takes memory only while it holds something,
+// at most Config.MaxQueuedBytes of QoS 0 messages.
 const (
 	// MaxPacketSize is the largest MQTT packet the broker accepts (1 MiB,
 	// advertised in the v5 CONNACK). A bigger packet closes the connection
 	// (mochi sends no DISCONNECT first); the client's will is published.
 	MaxPacketSize = 1 << 20
-	// maxWritesPending bounds each client's outbound queues: mochi's (QoS
-	// 1/2 and its own packets) and the fan-out's (QoS 0, outConn). A
-	// subscriber that falls this far behind loses QoS 0 messages (QoS 1/2
-	// ones stay in flight and are resent).
+	// maxWritesPending bounds mochi's write channel per client. Only
+	// mochi's own deliveries (wills) use it; the hub delivers every
+	// publish itself (fanout.go, qos.go).
 	maxWritesPending = 128
+	// DefaultMaxQueuedBytes is the default Config.MaxQueuedBytes.
+	DefaultMaxQueuedBytes = 1 << 20
+	// DefaultSlowClientTimeout is the default Config.SlowClientTimeout.
+	DefaultSlowClientTimeout = 30 * time.Second
 	// netWriteBufferSize is the buffer mochi batches its own writes to a
 	// client in (allocated while it has a backlog).
 	netWriteBufferSize = 2 << 10
@@ -62,7 +65,9 @@ const (
 	// receiveMaximum is the number of QoS 1/2 publishes a client may have
 	// unacknowledged towards the broker.
 	receiveMaximum = 256
-	// maxInflight caps the QoS 1/2 messages stored per client.
+	// maxInflight caps the QoS 1/2 messages stored per session (and so
+	// the window of a client declaring a larger Receive Maximum): a live
+	// publish waits for room (qos.go).
 	maxInflight = 1024
 	// sysInterval is how often mochi refreshes its $SYS topics (it reads
 	// runtime.MemStats each time); nobody may subscribe to them (ACL) and
@@ -107,6 +112,15 @@ type Config struct {
 	Forward hub.Transport
 	// ForwardTimeout bounds a forwarded request (default 30 s).
 	ForwardTimeout time.Duration
+	// MaxQueuedBytes bounds each client's queue of encoded packets
+	// waiting to be written: QoS 0 deliveries beyond it are dropped
+	// (counted). Default DefaultMaxQueuedBytes.
+	MaxQueuedBytes int
+	// SlowClientTimeout is how long a client may go without taking a
+	// batch from a full queue, or keep a publisher waiting for room in its
+	// session, before it is disconnected (counted). Default
+	// DefaultSlowClientTimeout.
+	SlowClientTimeout time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -138,6 +152,10 @@ type Broker struct {
 	// 3.1.1 client, a delivery too large for its client (reasoncodes.go).
 	reasonFixes atomic.Uint64
 	tidies      atomic.Uint64
+	// dropped counts deliveries not made, by reason; slowCuts the clients
+	// disconnected for being too slow (metrics.go).
+	dropped  drops
+	slowCuts atomic.Uint64
 	// gateway holds the connections ServeConn serves (MQTT over WebSocket).
 	gateway  connSet
 	served   atomic.Bool
@@ -184,6 +202,12 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	}
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = defaultForwardTimeout
+	}
+	if cfg.MaxQueuedBytes <= 0 {
+		cfg.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if cfg.SlowClientTimeout <= 0 {
+		cfg.SlowClientTimeout = DefaultSlowClientTimeout
 	}
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
@@ -249,7 +273,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on mqtt.addr %s: %w", addr, err)
 	}
-	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted, server: b.server}
+	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted, server: b.server, budget: b.cfg.MaxQueuedBytes}
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
@@ -400,6 +424,7 @@ type listener struct {
 	ln       net.Listener
 	log      *slog.Logger
 	accepted *atomic.Uint64
+	budget   int // each connection's queue (outConn)
 	end      atomic.Bool
 	conns    connSet
 }
@@ -425,7 +450,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		go func() {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.
-			if err := establish(l.id, newOutConn(conn)); err != nil {
+			if err := establish(l.id, newOutConn(conn, l.budget)); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
 		}()

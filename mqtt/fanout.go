@@ -26,9 +26,10 @@ import (
 // (one subscriber per group), inline subscriptions (the hub's own), No
 // Local, Retain As Published, subscription identifiers, the client's
 // Maximum Packet Size, the read half of the ACL, a bounded queue that drops
-// for a subscriber that falls behind (counted in mochi's MessagesDropped),
-// and mochi's sent-message counters. QoS 1 and 2 deliveries, retained
-// messages sent on SUBSCRIBE and wills stay with mochi.
+// QoS 0 messages for a subscriber that falls behind (counted), and mochi's
+// sent-message counters. QoS 1 and 2 deliveries go the same way into the
+// session and out under the client's flow control (qos.go); only wills
+// stay with mochi.
 
 // fanTarget is one client a publish is delivered to.
 type fanTarget struct {
@@ -39,8 +40,8 @@ type fanTarget struct {
 
 var fanTargets = sync.Pool{New: func() any { s := make([]fanTarget, 0, 64); return &s }}
 
-// fanOut retains the QoS 0 publish pk from cl if it says so and delivers
-// it to every subscriber. It reports false, having delivered nothing, when
+// fanOut retains the publish pk from cl if it says so and delivers it to
+// every subscriber, each at the lower of its QoS and the subscription's. It reports false, having delivered nothing, when
 // a subscriber is connected on a connection the broker did not wrap: then
 // mochi must deliver (and retains again, which replaces the message with
 // itself).
@@ -85,6 +86,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	}
 
 	open := readableByAll(pk.TopicName)
+	maxQoS := b.server.Options.Capabilities.MaximumQos
 	// encoded holds the shared encodings: [MQTT 5][retain].
 	var encoded [2][2][]byte
 	now := time.Now().Unix()
@@ -94,27 +96,42 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		if sub.NoLocal && pk.Origin == cl.ID { // [MQTT-3.8.3-3]
 			continue
 		}
-		if t.conn == nil || cl.Closed() {
+		qos := min(pk.FixedHeader.Qos, sub.Qos, maxQoS)
+		online := t.conn != nil && !cl.Closed()
+		if !online && qos == 0 {
 			continue // an offline session: QoS 0 messages are not kept for it
 		}
 		if !open && !b.bind.OnACLCheck(cl, pk.TopicName, false) {
+			b.dropped[dropACL].Add(1)
 			continue
 		}
 		v5 := cl.Properties.ProtocolVersion == 5
 		// [MQTT-3.3.1-12], [MQTT-3.3.1-13]; MQTT 3.1.1 clears it on live
 		// deliveries.
 		retain := pk.FixedHeader.Retain && (sub.FwdRetainedFlag || (v5 && sub.RetainAsPublished))
+		if qos > 0 {
+			var ids []int
+			if hasSubscriptionID(sub) {
+				ids = subscriptionIDs(sub)
+			}
+			conn := t.conn
+			if !online {
+				conn = nil
+			}
+			b.deliverQoS(cl, conn, &pk, qos, retain, ids, owed, &n)
+			continue
+		}
 		var data []byte
 		if v5 && hasSubscriptionID(sub) { // [MQTT-3.3.4-3]
-			data = appendPublish(nil, &pk, true, retain, subscriptionIDs(sub), now)
+			data = appendPublish(nil, &pk, true, retain, 0, 0, subscriptionIDs(sub), now)
 		} else {
 			e := &encoded[b2i(v5)][b2i(retain)]
 			if *e == nil {
-				*e = appendPublish(nil, &pk, v5, retain, nil, now)
+				*e = appendPublish(nil, &pk, v5, retain, 0, 0, nil, now)
 			}
 			data = *e
 		}
-		n.queue(cl, t.conn, data, false)
+		b.queue(&n, cl, t.conn, data, qos0)
 	}
 	b.count(n)
 	return true
@@ -123,19 +140,30 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 // tally counts what a fan-out queued for mochi's counters.
 type tally struct{ sent, bytes, dropped int64 }
 
-// queue queues data for cl on conn (retained: a retained message of a
-// SUBSCRIBE), unless it is larger than cl's Maximum Packet Size: such a
-// packet is discarded as if delivered [MQTT-3.1.2-25].
-func (t *tally) queue(cl *mochi.Client, conn *outConn, data []byte, retained bool) {
+// queue queues the QoS 0 delivery data for cl on conn (kind qos0, or
+// retained: a retained message of a SUBSCRIBE), unless it is larger than
+// cl's Maximum Packet Size: such a packet is discarded as if delivered
+// [MQTT-3.1.2-25]. A QoS 0 delivery the client has no room for is dropped;
+// a client that has had no room for the slow-client timeout is
+// disconnected. Both are counted.
+func (b *Broker) queue(t *tally, cl *mochi.Client, conn *outConn, data []byte, kind queueKind) {
 	if max := cl.Properties.Props.MaximumPacketSize; max > 0 && uint32(len(data)) > max {
+		b.dropped[dropTooLarge].Add(1)
 		return
 	}
-	if !conn.enqueue(data, retained) {
+	switch conn.enqueue(data, kind) {
+	case queued:
+		t.sent++
+		t.bytes += int64(len(data))
+	case full:
 		t.dropped++
-		return
+		if conn.slowFor(time.Now()) >= b.cfg.SlowClientTimeout {
+			b.dropped[dropSlowClient].Add(1)
+			b.cutSlow(cl, conn, "queue full")
+		} else {
+			b.dropped[dropQueueFull].Add(1)
+		}
 	}
-	t.sent++
-	t.bytes += int64(len(data))
 }
 
 // count adds a tally to mochi's counters.
@@ -188,15 +216,16 @@ func subscriptionIDs(sub packets.Subscription) []int {
 	return ids
 }
 
-// appendPublish appends pk encoded as a QoS 0 PUBLISH (MQTT 5 §3.3, MQTT
-// 3.1.1 §3.3) for a client of MQTT 5 (v5) or earlier. The properties
+// appendPublish appends pk encoded as a PUBLISH (MQTT 5 §3.3, MQTT 3.1.1
+// §3.3) at qos with packet identifier id (QoS 1/2) for a client of MQTT 5
+// (v5) or earlier. The properties
 // forwarded are those of [MQTT-3.3.2]: Payload Format Indicator, the
 // Message Expiry Interval left at now, Content Type, Response Topic,
 // Correlation Data, the subscription identifiers ids and User Properties,
 // in ascending identifier order as mochi writes them. User Properties are
 // forwarded whatever the client's Request Problem Information says: that
 // flag only concerns CONNACK and DISCONNECT [MQTT-3.1.2-29].
-func appendPublish(dst []byte, pk *packets.Packet, v5, retain bool, ids []int, now int64) []byte {
+func appendPublish(dst []byte, pk *packets.Packet, v5, retain bool, qos byte, id uint16, ids []int, now int64) []byte {
 	p := &pk.Properties
 	expiry := int64(p.MessageExpiryInterval)
 	if pk.Expiry > 0 {
@@ -231,18 +260,24 @@ func appendPublish(dst []byte, pk *packets.Packet, v5, retain bool, ids []int, n
 		}
 	}
 	remaining := 2 + len(pk.TopicName) + len(pk.Payload)
+	if qos > 0 {
+		remaining += 2
+	}
 	if v5 {
 		remaining += varIntLen(props) + props
 	}
 	dst = slices.Grow(dst, 1+varIntLen(remaining)+remaining)
 
-	header := byte(packets.Publish << 4)
+	header := byte(packets.Publish<<4) | qos<<1
 	if retain {
 		header |= 1
 	}
 	dst = append(dst, header)
 	dst = appendVarInt(dst, remaining)
 	dst = appendString(dst, pk.TopicName)
+	if qos > 0 {
+		dst = append(dst, byte(id>>8), byte(id))
+	}
 	if v5 {
 		dst = appendVarInt(dst, props)
 		if p.PayloadFormatFlag {

@@ -26,10 +26,15 @@ import (
 // the given protocol version (Client.WritePacket with the defaults the
 // broker runs with): the reference appendPublish must match byte for byte.
 func mochiEncoding(t testing.TB, pk packets.Packet, version byte, retain bool, ids []int, now int64) []byte {
+	return mochiEncodingQoS(t, pk, version, retain, 0, 0, ids, now)
+}
+
+func mochiEncodingQoS(t testing.TB, pk packets.Packet, version byte, retain bool, qos byte, id uint16, ids []int, now int64) []byte {
 	t.Helper()
 	out := pk.Copy(false)
 	out.ProtocolVersion = version
-	out.FixedHeader.Qos = 0
+	out.FixedHeader.Qos = qos
+	out.PacketID = id
 	out.FixedHeader.Retain = retain
 	out.Properties.SubscriptionIdentifier = ids
 	out.Mods.AllowResponseInfo = true
@@ -92,7 +97,7 @@ func TestAppendPublishMatchesMochi(t *testing.T) {
 						continue
 					}
 					t.Run(fmt.Sprintf("%s/v%d/retain=%v/ids=%v", name, v, retain, ids), func(t *testing.T) {
-						got := appendPublish(nil, &pk, v == 5, retain, ids, now)
+						got := appendPublish(nil, &pk, v == 5, retain, 0, 0, ids, now)
 						if want := mochiEncoding(t, pk, v, retain, ids, now); !bytes.Equal(got, want) {
 							t.Fatalf("encoding differs from mochi's\n got % x\nwant % x", head(got), head(want))
 						}
@@ -117,6 +122,28 @@ func TestAppendPublishMatchesMochi(t *testing.T) {
 }
 
 func head(b []byte) []byte { return b[:min(len(b), 64)] }
+
+// QoS 1/2 deliveries (qos.go) carry the QoS bits and the packet identifier.
+func TestAppendPublishQoSMatchesMochi(t *testing.T) {
+	now := time.Now().Unix()
+	pk := publishPacket("lmos/v1/things/x/status", []byte(`{"status":"online"}`))
+	pk.Properties.ContentType = "application/json"
+	for _, v := range []byte{4, 5} {
+		for _, qos := range []byte{1, 2} {
+			for _, id := range []uint16{1, 0x1234, 0xffff} {
+				got := appendPublish(nil, &pk, v == 5, true, qos, id, nil, now)
+				if want := mochiEncodingQoS(t, pk, v, true, qos, id, nil, now); !bytes.Equal(got, want) {
+					t.Fatalf("v%d qos %d id %d: encoding differs from mochi's\n got % x\nwant % x", v, qos, id, got, want)
+				}
+				if v == 5 {
+					if p := pahoDecode(t, got); p.QoS != qos || p.PacketID != id || p.Topic != pk.TopicName {
+						t.Fatalf("paho read qos %d id %d topic %s", p.QoS, p.PacketID, p.Topic)
+					}
+				}
+			}
+		}
+	}
+}
 
 // FuzzAppendPublish checks appendPublish against mochi's encoder and paho's
 // decoder on arbitrary packets.
@@ -148,7 +175,7 @@ func FuzzAppendPublish(f *testing.F) {
 		if v5 {
 			version = 5
 		}
-		got := appendPublish(nil, &pk, v5, retain, ids, now)
+		got := appendPublish(nil, &pk, v5, retain, 0, 0, ids, now)
 		if want := mochiEncoding(t, pk, version, retain, ids, now); !bytes.Equal(got, want) {
 			t.Fatalf("encoding differs from mochi's\n got % x\nwant % x", head(got), head(want))
 		}
@@ -281,7 +308,7 @@ func (c *rawClient) subscribeOpts(filter string, id int, opts byte) {
 		c.t.Fatal(err)
 	}
 	typ, ack := c.read()
-	if typ != 0x90 || ack[len(ack)-1] != 0 {
+	if typ != 0x90 || ack[len(ack)-1] != opts&3 {
 		c.t.Fatalf("SUBACK %#x % x", typ, ack)
 	}
 }
@@ -645,12 +672,14 @@ func pipeClient(t *testing.T, conn net.Conn) *client {
 }
 
 // outConn: queued packets and mochi's writes reach the peer in order, the
-// queue is bounded, and a broken connection refuses more.
+// queue is bounded in bytes for QoS 0 (not for what is owed), and a broken
+// connection refuses more.
 func TestOutConn(t *testing.T) {
 	server, peer := net.Pipe() // synchronous: a write waits for the reader
-	c := newOutConn(server)
+	const budget = 100
+	c := newOutConn(server, budget)
 	for _, p := range []string{"a", "b"} {
-		if !c.enqueue([]byte(p), false) {
+		if c.enqueue([]byte(p), qos0) != queued {
 			t.Fatalf("enqueue %s refused", p)
 		}
 	}
@@ -672,24 +701,31 @@ func TestOutConn(t *testing.T) {
 		t.Fatalf("peer read %q, want abC", got)
 	}
 	// The peer stops reading: the flusher blocks on its first batch, and
-	// the queue takes maxWritesPending more, no more.
-	c.enqueue([]byte("x"), false)
+	// the queue takes budget bytes of QoS 0 more, no more; owed packets
+	// still go in.
+	c.enqueue([]byte("x"), qos0)
 	eventuallyT(t, "the flusher holds x", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.q) == 0 && c.flushing
 	})
 	accepted := 0
-	for range maxWritesPending + 10 {
-		if c.enqueue([]byte("y"), false) {
+	for range budget + 10 {
+		if c.enqueue([]byte("y"), qos0) == queued {
 			accepted++
 		}
 	}
-	if accepted != maxWritesPending {
-		t.Fatalf("queue took %d packets, want %d", accepted, maxWritesPending)
+	if accepted != budget {
+		t.Fatalf("queue took %d bytes, want %d", accepted, budget)
+	}
+	if c.slowFor(time.Now().Add(time.Second)) < time.Second {
+		t.Fatal("a refused delivery did not start the slow clock")
+	}
+	if c.enqueue([]byte("owed"), owed) != queued || c.enqueue([]byte("retained"), retained) != queued {
+		t.Fatal("a full queue refused what is owed")
 	}
 	peer.Close() // the blocked write fails
-	eventuallyT(t, "broken connection refuses", func() bool { return !c.enqueue([]byte("z"), false) && !c.flushingNow() })
+	eventuallyT(t, "broken connection refuses", func() bool { return c.enqueue([]byte("z"), owed) == gone && !c.flushingNow() })
 	c.Close()
 }
 

@@ -31,7 +31,7 @@ func (b *Broker) ServeConn(c net.Conn) error {
 		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is closed")
 	}
 	defer b.gateway.remove(c)
-	return b.server.EstablishConnection("ws", newOutConn(c))
+	return b.server.EstablishConnection("ws", newOutConn(c, b.cfg.MaxQueuedBytes))
 }
 
 // PublishEvent publishes an event of a Thing on …/events/{name}.

@@ -33,7 +33,8 @@ func (h *binding) ID() string { return "lmos" }
 func (h *binding) Provides(b byte) bool {
 	switch b {
 	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
-		mochi.OnWillSent, mochi.OnPacketEncode, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPacketProcessed:
+		mochi.OnWillSent, mochi.OnPacketEncode, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPacketProcessed,
+		mochi.OnSessionEstablished:
 		return true
 	}
 	return false
@@ -204,11 +205,11 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	return h.deliver(cl, pk)
 }
 
-// deliver retains and delivers a QoS 0 publish through the broker's own
-// fan-out (fanout.go) and tells mochi to skip both (mochi's Ignore). QoS 1
-// and 2 stay with mochi.
+// deliver retains and delivers a publish through the broker's own fan-out
+// (fanout.go, qos.go) and tells mochi to skip both (mochi's Ignore); mochi
+// still acknowledges it, after the deliveries are queued or stored.
 func (h *binding) deliver(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Qos > 0 || !h.b.fanOut(cl, pk) {
+	if !h.b.fanOut(cl, pk) {
 		return pk, nil
 	}
 	return pk, packets.CodeSuccessIgnore

@@ -3,30 +3,46 @@ package mqtt
 import (
 	"net"
 	"sync"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // outConn is the connection mochi serves a client on. It adds a queue of
-// encoded packets that the broker's own fan-out (fanout.go) fills; a
-// goroutine, started only while the queue holds something, writes it out
+// encoded packets that the broker's own delivery (fanout.go, qos.go) fills;
+// a goroutine, started only while the queue holds something, writes it out
 // with one writev per batch. A subscriber that falls behind thus costs one
 // system call for many messages, not one per message.
 //
-// mochi's own writes (acknowledgements, QoS 1/2 deliveries, retained
-// messages) still come through Write, which first writes out whatever is
-// queued: packets reach the wire in the order they were handed over, and
-// every Write carries whole packets, so the two writers never interleave
-// inside one.
+// mochi's own writes (acknowledgements, wills, its other packets) still
+// come through Write, which first writes out whatever is queued: packets
+// reach the wire in the order they were handed over, and every Write
+// carries whole packets, so the two writers never interleave inside one.
+//
+// QoS 0 deliveries waiting (not yet in the batch being written) are
+// bounded in bytes (budget), not packets, so a burst of small messages
+// fits while memory stays bounded; only they are refused when it is full.
+// QoS 1/2 deliveries and retained messages on SUBSCRIBE are always queued,
+// and do not count against the budget: the former are bounded by the
+// client's window (qos.go), the latter by the retained store.
 type outConn struct {
 	net.Conn
 
 	// wmu serialises writes to Conn; it is taken before mu.
 	wmu sync.Mutex
 
-	mu       sync.Mutex
-	q        net.Buffers // queued packets, oldest first
-	spare    net.Buffers // the previous batch's slice, for reuse
-	flushing bool        // a flush goroutine is running
-	dead     bool        // closed, or a write failed: nothing more is queued
+	mu    sync.Mutex
+	q     net.Buffers // queued packets, oldest first
+	spare net.Buffers // the previous batch's slice, for reuse
+	// q0 and held0 are the bytes of QoS 0 deliveries waiting in q and in
+	// held (not in the batch being written); budget bounds their sum.
+	q0, held0 int
+	budget    int
+	flushing  bool // a flush goroutine is running
+	dead      bool // closed, or a write failed: nothing more is queued
+	// fullSince is when a QoS 0 delivery was first refused for lack of
+	// room since the last batch went out; zero while the client keeps up.
+	fullSince time.Time
 
 	// While a SUBSCRIBE is processed (retained.go) its retained messages
 	// wait in pre and live deliveries in held; release queues both, in that
@@ -35,34 +51,90 @@ type outConn struct {
 	pre     net.Buffers
 	held    net.Buffers
 	plan    []bool // per filter of that SUBSCRIBE: the hub sends its retained messages
+
+	// QoS 1/2 flow control (qos.go): window is how many the client takes
+	// unacknowledged (its Receive Maximum), unacked the packet identifiers
+	// written and not yet acknowledged, waiting the deliveries stored in
+	// the session and not yet written, oldest first. room is closed (and
+	// replaced) whenever an acknowledgement frees a slot of the session.
+	window  int
+	unacked map[uint16]struct{}
+	waiting []packets.Packet
+	room    chan struct{}
 }
 
-func newOutConn(c net.Conn) *outConn { return &outConn{Conn: c} }
+func newOutConn(c net.Conn, budget int) *outConn { return &outConn{Conn: c, budget: budget} }
+
+// What enqueue does with a packet.
+type queueKind int
+
+const (
+	qos0     queueKind = iota // a QoS 0 delivery: refused when the budget is spent
+	owed                      // a QoS 1/2 delivery: always queued
+	retained                  // a retained message of a SUBSCRIBE: always queued, ahead of what hold holds back
+)
+
+// Results of enqueue.
+type queueResult int
+
+const (
+	queued queueResult = iota
+	full               // refused: the budget is spent
+	gone               // refused: the connection is dead
+)
 
 // enqueue queues the encoded packet p, shared read-only with other
-// subscribers; retained marks a retained message of a SUBSCRIBE, which goes
-// out ahead of the live deliveries held meanwhile (hold). It reports false,
-// and drops p, when maxWritesPending packets wait already or the connection
-// is dead.
-func (c *outConn) enqueue(p []byte, retained bool) bool {
+// subscribers.
+func (c *outConn) enqueue(p []byte, kind queueKind) queueResult {
 	c.mu.Lock()
-	if c.dead || len(c.q)+len(c.pre)+len(c.held) >= maxWritesPending {
-		c.mu.Unlock()
-		return false
+	defer c.mu.Unlock()
+	return c.enqueueLocked(p, kind, time.Time{})
+}
+
+// enqueueLocked is enqueue with c.mu held; now (zero: not needed) dates a
+// refusal for slowFor.
+func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) queueResult {
+	if c.dead {
+		return gone
+	}
+	// A message larger than the budget still goes out alone.
+	if kind == qos0 && c.q0+c.held0 > 0 && c.q0+c.held0+len(p) > c.budget {
+		if c.fullSince.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			c.fullSince = now
+		}
+		return full
 	}
 	if c.holding {
-		if retained {
+		if kind == retained {
 			c.pre = append(c.pre, p)
 		} else {
 			c.held = append(c.held, p)
+			if kind == qos0 {
+				c.held0 += len(p)
+			}
 		}
-		c.mu.Unlock()
-		return true
+		return queued
+	}
+	if kind == qos0 {
+		c.q0 += len(p)
 	}
 	c.q = append(c.q, p)
 	c.startLocked()
-	c.mu.Unlock()
-	return true
+	return queued
+}
+
+// slowFor is how long QoS 0 deliveries have been refused without a batch
+// going out (0: they are not).
+func (c *outConn) slowFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fullSince.IsZero() {
+		return 0
+	}
+	return now.Sub(c.fullSince)
 }
 
 // startLocked starts a flush goroutine unless one runs; c.mu is held.
@@ -102,6 +174,8 @@ func (c *outConn) release() {
 	c.plan = nil
 	c.q = append(append(c.q, c.pre...), c.held...)
 	c.pre, c.held = nil, nil
+	c.q0 += c.held0
+	c.held0 = 0
 	c.startLocked()
 }
 
@@ -109,10 +183,15 @@ func (c *outConn) release() {
 func (c *outConn) take() net.Buffers {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.takeLocked()
+}
+
+func (c *outConn) takeLocked() net.Buffers {
 	q := c.q
 	if len(q) == 0 {
 		return nil
 	}
+	c.q0 = 0
 	c.q = c.spare[:0]
 	c.spare = nil
 	return q
@@ -123,24 +202,31 @@ func (c *outConn) take() net.Buffers {
 func (c *outConn) recycle(q net.Buffers) {
 	clear(q[:cap(q)]) // writeBatch may have appended a packet past len
 	c.mu.Lock()
-	if c.spare == nil && cap(q) <= 2*maxWritesPending {
+	c.fullSince = time.Time{} // the client took a batch
+	if c.spare == nil && cap(q) <= maxSpare {
 		c.spare = q[:0]
 	}
 	c.mu.Unlock()
 }
 
+// maxSpare is the largest batch slice kept for reuse.
+const maxSpare = 256
+
 // flush writes batches until the queue is empty.
 func (c *outConn) flush() {
 	for {
 		c.wmu.Lock()
-		q := c.take()
+		// Finding the queue empty and ending must be one step: a packet
+		// queued in between would wait for a flush that never comes.
+		c.mu.Lock()
+		q := c.takeLocked()
 		if q == nil {
-			c.mu.Lock()
 			c.flushing = false
 			c.mu.Unlock()
 			c.wmu.Unlock()
 			return
 		}
+		c.mu.Unlock()
 		err := c.writeBatch(q, nil)
 		c.wmu.Unlock()
 		c.recycle(q)
@@ -158,6 +244,8 @@ func (c *outConn) fail() {
 	c.dead = true
 	c.flushing = false
 	c.q, c.pre, c.held = nil, nil, nil
+	c.q0, c.held0 = 0, 0
+	c.wakeLocked()
 	c.mu.Unlock()
 }
 
@@ -206,10 +294,12 @@ func (c *outConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close closes the connection; queued packets are dropped.
+// Close closes the connection; queued packets are dropped (QoS 1/2 ones
+// stay in the session).
 func (c *outConn) Close() error {
 	c.mu.Lock()
 	c.dead = true
+	c.wakeLocked()
 	c.mu.Unlock()
 	return c.Conn.Close()
 }

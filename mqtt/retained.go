@@ -7,22 +7,23 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// Retained messages on SUBSCRIBE go through the fan-out's queue too.
+// Retained messages on SUBSCRIBE are sent by the hub, not mochi.
 //
-// mochi sends them through its own per-client queue, which the fan-out's
-// live QoS 0 deliveries do not wait for: with a subscriber that reads
-// slowly, a newer live value could reach it before the retained one and
-// leave it with the old value. So for each filter whose retained messages
-// all go out at QoS 0 (a QoS 0 subscription, or only QoS 0 messages
-// retained under it) the hub sends them itself and tells mochi not to
+// mochi sends them through its own per-client queue, which drops what does
+// not fit in 128 packets, and which the hub's live deliveries do not wait
+// for: with a subscriber that reads slowly, a newer live value could reach
+// it before the retained one and leave it with the old value. So the hub
+// sends every filter's retained messages itself and tells mochi not to
 // (Retain Handling 2 on the stored subscription). OnSubscribe holds the
 // client's live deliveries back, OnSubscribed queues the retained
 // messages, and once mochi has processed the SUBSCRIBE both go out: the
 // SUBACK first (as mochi and mosquitto send it), then the retained
-// messages, then the live deliveries held. Filters with QoS 1/2 retained
-// messages for a QoS 1/2 subscription stay with mochi, whose in-flight
-// state they need; their live updates at QoS 1/2 go through mochi's queue
-// as well.
+// messages, then the live deliveries held. Retained messages are never
+// dropped for lack of room: QoS 0 ones are queued beyond the client's
+// budget, QoS 1/2 ones are stored in the session beyond its limit (the
+// subscriber's own goroutine runs this and cannot wait for its
+// acknowledgements) and go out under its flow control, ahead of any live
+// QoS 1/2 delivery.
 
 // OnSubscribe plans which filters' retained messages the hub sends and
 // holds the client's live deliveries until the SUBSCRIBE is processed.
@@ -33,7 +34,6 @@ func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packe
 	}
 	plan := make([]bool, len(pk.Filters))
 	planned := false
-	maxQoS := h.b.server.Options.Capabilities.MaximumQos
 	for i := range pk.Filters {
 		f := &pk.Filters[i]
 		if f.RetainHandling == 2 || mochi.IsSharedFilter(f.Filter) {
@@ -42,9 +42,6 @@ func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packe
 		if _, existed := cl.State.Subscriptions.Get(f.Filter); existed && f.RetainHandling == 1 {
 			continue // [MQTT-3.3.1-10]
 		}
-		if min(f.Qos, maxQoS) > 0 && !allQoS0(h.b.server.Topics.Messages(f.Filter)) {
-			continue // mochi's
-		}
 		plan[i], planned = true, true
 		f.RetainHandling = 2
 	}
@@ -52,15 +49,6 @@ func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packe
 		conn.hold(plan)
 	}
 	return pk
-}
-
-func allQoS0(pks []packets.Packet) bool {
-	for _, pk := range pks {
-		if pk.FixedHeader.Qos > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // OnSubscribed queues the planned retained messages of the filters
@@ -78,6 +66,7 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 	}
 	now := time.Now().Unix()
 	v5 := cl.Properties.ProtocolVersion == 5
+	maxQoS := h.b.server.Options.Capabilities.MaximumQos
 	var t tally
 	for i, sub := range pk.Filters {
 		if !plan[i] || codes[i] >= packets.ErrUnspecifiedError.Code {
@@ -87,11 +76,17 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 		if v5 {
 			ids = subscriptionIDs(sub) // mochi leaves them out here
 		}
+		granted := min(sub.Qos, codes[i], maxQoS)
 		for _, m := range h.b.server.Topics.Messages(sub.Filter) {
-			// A QoS 1/2 message retained since OnSubscribe looked goes out
-			// at QoS 0 too: the hub has told mochi not to send it.
-			if h.OnACLCheck(cl, m.TopicName, false) {
-				t.queue(cl, conn, appendPublish(nil, &m, v5, true, ids, now), true) // [MQTT-3.3.1-9]
+			if !h.OnACLCheck(cl, m.TopicName, false) {
+				h.b.dropped[dropACL].Add(1)
+				continue
+			}
+			// [MQTT-3.3.1-9]: the retain flag is set.
+			if qos := min(m.FixedHeader.Qos, granted); qos > 0 {
+				h.b.deliverQoS(cl, conn, &m, qos, true, ids, retained, &t)
+			} else {
+				h.b.queue(&t, cl, conn, appendPublish(nil, &m, v5, true, 0, 0, ids, now), retained)
 			}
 		}
 	}
@@ -99,12 +94,20 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 }
 
 // OnPacketProcessed releases the deliveries held since OnSubscribe, after
-// mochi has processed the SUBSCRIBE (and written its SUBACK).
+// mochi has processed the SUBSCRIBE (and written its SUBACK), and writes
+// the QoS 1/2 deliveries an acknowledgement makes room for.
 func (h *binding) OnPacketProcessed(cl *mochi.Client, pk packets.Packet, _ error) {
-	if pk.FixedHeader.Type != packets.Subscribe {
-		return
+	switch pk.FixedHeader.Type {
+	case packets.Subscribe:
+		if conn, ok := cl.Net.Conn.(*outConn); ok {
+			conn.release()
+		}
+	case packets.Puback, packets.Pubrec, packets.Pubcomp:
+		h.b.acked(cl, pk)
 	}
-	if conn, ok := cl.Net.Conn.(*outConn); ok {
-		conn.release()
-	}
+}
+
+// OnSessionEstablished starts the client's QoS 1/2 flow control (qos.go).
+func (h *binding) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
+	h.b.startSession(cl)
 }

@@ -58,6 +58,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.metrics.WritePrometheus(w)
+	for _, write := range s.cfg.Metrics {
+		write(w)
+	}
 	metrics.WriteProcessMetrics(w)
 }
 

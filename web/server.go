@@ -9,6 +9,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,9 +64,12 @@ type Config struct {
 	// (holding one) cannot be taken by a WebSocket agent.
 	Credentials hub.CredentialStore
 	// WS tunes the WebSocket gateway.
-	WS     WSConfig
-	Now    func() time.Time
-	Logger *slog.Logger
+	WS WSConfig
+	// Metrics write other adapters' figures (Prometheus text format)
+	// after the HTTP ones on /metrics.
+	Metrics []func(io.Writer)
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Server serves the hub over HTTP.

@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/mqtt"
 )
 
 // Duration is a time.Duration written in YAML (and environment variables)
@@ -115,7 +116,19 @@ type WSConfig struct {
 type MQTTConfig struct {
 	Addr      string `yaml:"addr"`      // default ":1883"
 	Anonymous bool   `yaml:"anonymous"` // default true
+	// MaxQueuedBytes bounds each client's queue of messages waiting to be
+	// written; QoS 0 messages beyond it are dropped (counted), QoS 1/2
+	// ones wait in the session. Default 1 MiB.
+	MaxQueuedBytes int `yaml:"maxQueuedBytes"`
+	// SlowClientTimeout is how long a client may leave its full queue
+	// unread, or a publisher waiting on its full session, before it is
+	// disconnected (counted). Default 30s.
+	SlowClientTimeout Duration `yaml:"slowClientTimeout"`
 }
+
+// minQueuedBytes is the smallest mqtt.maxQueuedBytes: a few small
+// messages (a larger one still goes out when nothing else waits).
+const minQueuedBytes = 4 << 10
 
 // MDNSConfig configures DNS-SD advertising and browsing.
 type MDNSConfig struct {
@@ -163,7 +176,8 @@ func DefaultConfig() Config {
 	c.DataDir = "./lmos-data"
 	c.Hub.Name = defaultHubName()
 	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64}
-	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true}
+	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
+		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Log = LogConfig{Format: "text", Level: "info"}
@@ -236,6 +250,12 @@ func (c Config) Validate() error {
 		bad("http.proxyTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.HTTP.ProxyTimeout))
 	}
 	bad("mqtt.addr", checkAddr(c.MQTT.Addr))
+	if c.MQTT.MaxQueuedBytes < minQueuedBytes {
+		bad("mqtt.maxQueuedBytes", fmt.Errorf("must be at least %d bytes (got %d)", minQueuedBytes, c.MQTT.MaxQueuedBytes))
+	}
+	if c.MQTT.SlowClientTimeout <= 0 {
+		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
+	}
 	for i, name := range c.MDNS.Interfaces {
 		if strings.TrimSpace(name) == "" {
 			bad(fmt.Sprintf("mdns.interfaces[%d]", i), errors.New("must be an interface name such as eth0, not empty"))

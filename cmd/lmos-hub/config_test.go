@@ -37,6 +37,7 @@ func TestConfigDefaults(t *testing.T) {
 		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Log.Level != "info" || c.Log.Format != "text" ||
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
+		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) ||
 		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 0 ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
 		t.Errorf("unexpected defaults: %+v", c)
@@ -66,6 +67,8 @@ http:
   allowedOrigins: ["https://example.com"]
 mqtt:
   addr: "127.0.0.1:9002"
+  maxQueuedBytes: 65536
+  slowClientTimeout: 5s
 mdns:
   enabled: false
   forgetAfter: 1h
@@ -99,6 +102,8 @@ shutdownTimeout: 3s
 		{"http.allowedOrigins (file)", c.HTTP.AllowedOrigins, []string{"https://example.com"}},
 		{"mdns.forgetAfter (file)", c.MDNS.ForgetAfter, Duration(time.Hour)},
 		{"registry.maxThings (file)", c.Registry.MaxThings, 50},
+		{"mqtt.maxQueuedBytes (file)", c.MQTT.MaxQueuedBytes, 65536},
+		{"mqtt.slowClientTimeout (file)", c.MQTT.SlowClientTimeout, Duration(5 * time.Second)},
 		{"shutdownTimeout (file)", c.ShutdownTimeout, Duration(3 * time.Second)},
 		{"http.maxBodyBytes (default kept)", c.HTTP.MaxBodyBytes, int64(262144)},
 		{"mqtt.anonymous (default kept)", c.MQTT.Anonymous, true},
@@ -257,6 +262,8 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"http.maxStreamsPerClient", func(c *Config) { c.HTTP.MaxStreamsPerClient = 0 }, "http.maxStreamsPerClient: must be at least 1"},
 		{"http.allowedOrigins", func(c *Config) { c.HTTP.AllowedOrigins = []string{"*", "example.com"} }, "http.allowedOrigins[1]: "},
 		{"mqtt.addr", func(c *Config) { c.MQTT.Addr = "1883" }, `mqtt.addr: missing port in address "1883"`},
+		{"mqtt.maxQueuedBytes", func(c *Config) { c.MQTT.MaxQueuedBytes = 1000 }, "mqtt.maxQueuedBytes: must be at least 4096 bytes"},
+		{"mqtt.slowClientTimeout", func(c *Config) { c.MQTT.SlowClientTimeout = 0 }, "mqtt.slowClientTimeout: "},
 		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},
 		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},

@@ -119,6 +119,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			SendQueue:    cfg.HTTP.WebSocket.SendQueue,
 		},
 		MaxStreams: cfg.HTTP.MaxStreamsPerClient,
+		// m.Broker is set below, before the HTTP server starts serving.
+		Metrics: []func(io.Writer){func(w io.Writer) {
+			if m.Broker != nil {
+				m.Broker.WritePrometheus(w)
+			}
+		}},
 		// m.MQTTAddr is set below, before the HTTP server starts serving.
 		BrokerPort: func() int {
 			if a, ok := m.MQTTAddr.(*net.TCPAddr); ok {
@@ -204,6 +210,9 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 		DirectoryURL: directoryURL(m.HTTPAddr),
 		Forward:      m.Router,
 		Logger:       m.Logger.With("component", "mqtt"),
+
+		MaxQueuedBytes:    cfg.MQTT.MaxQueuedBytes,
+		SlowClientTimeout: time.Duration(cfg.MQTT.SlowClientTimeout),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,54 @@
+package mqtt
+
+import (
+	"fmt"
+	"io"
+	"sync/atomic"
+)
+
+// Why a message owed to a subscriber was not delivered (PROTOCOL §10, "MQTT
+// delivery"). Only QoS 0 messages are dropped for lack of room; a QoS 1/2
+// message is lost only with its subscriber's session (an offline session
+// that is full, or a client cut off for being too slow whose session ends).
+type dropReason int
+
+const (
+	dropQueueFull   dropReason = iota // a QoS 0 message did not fit the client's queue
+	dropSlowClient                    // the message that found the client too slow; it was disconnected
+	dropTooLarge                      // larger than the client's Maximum Packet Size [MQTT-3.1.2-25]
+	dropACL                           // the client may not read the topic
+	dropSessionFull                   // a QoS 1/2 message for an offline session already holding maxInflight
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{"queue_full", "slow_client", "packet_too_large", "acl", "session_full"}
+
+// drops counts dropped deliveries by reason.
+type drops [numDropReasons]atomic.Uint64
+
+// Dropped returns how many deliveries were dropped for reason, one of
+// queue_full, slow_client, packet_too_large, acl, session_full.
+func (b *Broker) Dropped(reason string) uint64 {
+	for i, n := range dropReasonNames {
+		if n == reason {
+			return b.dropped[i].Load()
+		}
+	}
+	return 0
+}
+
+// SlowDisconnects returns how many clients were disconnected for not
+// reading or acknowledging for the slow-client timeout.
+func (b *Broker) SlowDisconnects() uint64 { return b.slowCuts.Load() }
+
+// WritePrometheus writes the broker's delivery figures in the Prometheus
+// text format, for the hub's /metrics.
+func (b *Broker) WritePrometheus(w io.Writer) {
+	fmt.Fprintf(w, "# HELP lmos_mqtt_dropped_total MQTT deliveries not made, by reason.\n# TYPE lmos_mqtt_dropped_total counter\n")
+	for i, n := range dropReasonNames {
+		fmt.Fprintf(w, "lmos_mqtt_dropped_total{reason=%q} %d\n", n, b.dropped[i].Load())
+	}
+	fmt.Fprintf(w, "# HELP lmos_mqtt_slow_disconnects_total MQTT clients disconnected for not reading or acknowledging in time.\n# TYPE lmos_mqtt_slow_disconnects_total counter\nlmos_mqtt_slow_disconnects_total %d\n", b.slowCuts.Load())
+	fmt.Fprintf(w, "# HELP lmos_mqtt_clients Connected MQTT clients.\n# TYPE lmos_mqtt_clients gauge\nlmos_mqtt_clients %d\n", b.Clients())
+	fmt.Fprintf(w, "# HELP lmos_mqtt_inflight QoS 1/2 messages stored in sessions, not yet acknowledged.\n# TYPE lmos_mqtt_inflight gauge\nlmos_mqtt_inflight %d\n", atomic.LoadInt64(&b.server.Info.Inflight))
+}
