@@ -2,12 +2,16 @@ package mqtt
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 func TestFixReasonCodes(t *testing.T) {
@@ -187,6 +191,75 @@ func TestUnsent(t *testing.T) {
 	} {
 		if got := unsent(&c.pk); got != c.want {
 			t.Errorf("%+v: unsent %v, want %v", c.pk.FixedHeader, got, c.want)
+		}
+	}
+}
+
+// A retained will keeps the properties its client gave it when the hub
+// sends it on SUBSCRIBE, at QoS 0 and 1, and never shows the hub's own
+// carrier of them (will.go).
+func TestRetainedWillKeepsProperties(t *testing.T) {
+	e := newEnv(t, nil)
+	const id = "urn:test:will-props"
+	topic := thingsPrefix + hub.TopicKey(id) + "/events/gone"
+	res := mustDial(t, e.addr, nil).join(hub.TopicKey(id), makeTD(id, "A"), "")
+	if res.Credentials == nil {
+		t.Fatalf("join: %+v", res)
+	}
+	// A raw CONNECT (mochi's encoder): paho.golang v0.22 sent no will
+	// properties here.
+	owner, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	connect := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
+		ProtocolVersion: 5,
+		Connect: packets.ConnectParams{
+			ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 30, ClientIdentifier: "will-owner",
+			UsernameFlag: true, Username: []byte(res.Credentials.Username),
+			PasswordFlag: true, Password: []byte(res.Credentials.Password),
+			WillFlag: true, WillTopic: topic, WillPayload: []byte("bye"), WillQos: 1, WillRetain: true,
+			WillProperties: packets.Properties{ContentType: "text/plain"},
+		},
+	}
+	if err := connect.ConnectEncode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Write(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	owner.SetReadDeadline(time.Now().Add(3 * time.Second))
+	ack := make([]byte, 4)
+	if _, err := io.ReadFull(owner, ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
+		t.Fatalf("CONNACK % x: %v", ack, err)
+	}
+	owner.Close() // no DISCONNECT: the will is published
+	for _, qos := range []byte{0, 1} {
+		sub := mustDial(t, e.addr, nil)
+		deadline := time.Now().Add(5 * time.Second)
+		var got *paho.Publish
+		for got == nil && time.Now().Before(deadline) {
+			if _, err := sub.c.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: qos}}}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case got = <-sub.msgs:
+			case <-time.After(200 * time.Millisecond): // the will is not retained yet
+				sub.c.Unsubscribe(context.Background(), &paho.Unsubscribe{Topics: []string{topic}})
+			}
+		}
+		if got == nil {
+			t.Fatalf("QoS %d: no retained will", qos)
+		}
+		if !got.Retain || string(got.Payload) != "bye" || got.Properties.ContentType != "text/plain" {
+			t.Errorf("QoS %d: retained will %+v, properties %+v", qos, got, got.Properties)
+		}
+		for _, u := range got.Properties.User {
+			if u.Key == willKey {
+				t.Errorf("QoS %d: the hub's carrier %q reached a subscriber", qos, u.Key)
+			}
 		}
 	}
 }

@@ -78,6 +78,9 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 		}
 		granted := min(sub.Qos, codes[i], maxQoS)
 		for _, m := range h.b.server.Topics.Messages(sub.Filter) {
+			// A retained will still carries its properties in willKey:
+			// these deliveries do not pass the encode hook.
+			restoreWillProperties(&m)
 			if !h.OnACLCheck(cl, m.TopicName, false) {
 				h.b.dropped[dropACL].Add(1)
 				continue

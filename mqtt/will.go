@@ -57,8 +57,9 @@ func keepWillProperties(cl *mochi.Client, pk packets.Packet) {
 }
 
 // restoreWillProperties turns willKey on a PUBLISH back into the will's
-// properties. Every delivery of a will passes the encode hook: the
-// broker's own QoS 0 fan-out (fanout.go) does not carry wills.
+// properties. mochi writes every live delivery of a will, through the
+// encode hook; the hub's own writes of a retained will (retained.go, on
+// SUBSCRIBE) call it themselves.
 func restoreWillProperties(pk *packets.Packet) {
 	u := pk.Properties.User
 	n := len(u)
