@@ -568,3 +568,35 @@ func TestQoS1ReaderThatPublishesGetsAll(t *testing.T) {
 		t.Fatalf("b got %d of %d", len(seen), n)
 	}
 }
+
+// The hub's own QoS 1 publishes (status, TDs, proxy writes) never wait for
+// room in a subscriber's full session, whatever the slow-client timeout:
+// the subscriber that does not acknowledge is cut off at twice the limit
+// instead, and nothing is dropped.
+func TestHubPublishesDoNotWaitOnFullSession(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = time.Hour })
+	topic := thingsPrefix + "urn:hub-publishes/status"
+	stuck := dialRaw(t, e.addr, "stuck", false)
+	stuck.subscribeOpts(topic, 0, 1) // reads the SUBACK, then never again
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2*maxInflight + 1 { // the last one cuts it off, and stays in its session
+			if err := e.b.server.Publish(topic, fmt.Appendf(nil, "%d", i), false, 1); err != nil {
+				t.Errorf("publish %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second): // bounds a hang; a waiting publish would take an hour
+		t.Fatal("the hub's publishes wait on a subscriber that does not acknowledge")
+	}
+	if e.b.SlowDisconnects() != 1 {
+		t.Fatalf("slow disconnects %d, want 1", e.b.SlowDisconnects())
+	}
+	if d := e.b.Dropped("session_full") + e.b.Dropped("queue_full"); d != 0 {
+		t.Fatalf("dropped %d", d)
+	}
+}

@@ -91,8 +91,9 @@ func (c *outConn) roomSignal() <-chan struct{} {
 //
 // A live delivery (kind owed) to a connected client whose session is full
 // waits for room, unless the client published pk itself (its
-// acknowledgements are read by the goroutine running this): then the
-// session may hold twice the limit before the client is cut off. A
+// acknowledgements are read by the goroutine running this) or the hub did
+// (its own publishes must not wait on a client): then the session may
+// hold twice the limit before the client is cut off. A
 // retained message of a SUBSCRIBE (kind retained) is processed on the
 // subscriber's own goroutine too, and is stored beyond the limit: the
 // retained store bounds it.
@@ -104,7 +105,10 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 			b.dropped[dropSessionFull].Add(1)
 			t.dropped++
 			return
-		case cl.ID == pk.Origin:
+		case cl.ID == pk.Origin || pk.Origin == mochi.InlineClientId:
+			// Its own publish: waiting would be on its own goroutine. The
+			// hub's: its join workers, presence changes and proxy must not
+			// stall behind one subscriber that does not read.
 			if n >= 2*maxInflight {
 				b.cutSlow(cl, conn, "own messages unacknowledged")
 			}
