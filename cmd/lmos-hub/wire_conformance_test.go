@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -514,16 +513,11 @@ func TestWireShutdown(t *testing.T) {
 // printed after "connected".
 func startPahoV311(t *testing.T, addr, clientID string) func() string {
 	t.Helper()
-	if _, err := exec.Command(pahoPython, "-c", "import paho.mqtt.client").CombinedOutput(); err != nil {
-		if os.Getenv("LMOS_INTEROP") == "1" {
-			t.Fatalf("python3-paho-mqtt not installed (run scripts/test-deps.sh): %v", err)
-		}
-		t.Skip("python3-paho-mqtt not installed; make test installs it")
-	}
+	py := pahoPython(t)
 	host, port, _ := strings.Cut(addr, ":")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, pahoPython, "../../test/interop/paho_v311.py", host, port, clientID)
+	cmd := exec.CommandContext(ctx, py, "../../test/interop/paho_v311.py", host, port, clientID)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -548,7 +542,3 @@ func startPahoV311(t *testing.T, addr, clientID string) func() string {
 		return strings.Join(lines, "; ")
 	}
 }
-
-// pahoPython is Debian's interpreter, which has python3-paho-mqtt (the first
-// python3 on PATH may be another one).
-const pahoPython = "/usr/bin/python3"
