@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -307,4 +308,22 @@ func TestEventStreamsPerClientAreBounded(t *testing.T) {
 		resp, _ := h.request("HEAD", "/events", "", "text/event-stream", nil, "")
 		return resp.StatusCode == 200
 	})
+}
+
+// A connection to the HTTP port that never sends a request (an HTTP
+// client's spare dial, a port scan) does not hold up closing the hub:
+// http.Server.Shutdown alone waits 5 s for it, the whole close budget.
+func TestCloseWithSilentHTTPConnection(t *testing.T) {
+	h := startHub(t, nil)
+	conn, err := net.Dial("tcp", h.Main.HTTPAddr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h.do(http.MethodGet, "/healthz", "", nil, "") // the silent connection is accepted meanwhile
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := h.Main.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -161,6 +162,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	srv.SetMQTT(m.Broker, m.Broker, m.Broker)
 	srv.ResetWSPresence(ctx)
 	m.Router.Handle(hub.SourceWS, srv.WSTransport())
+	var silent silentConns
 	m.HTTP = &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -168,6 +170,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.Logger.With("component", "http").Handler(), slog.LevelWarn),
+		ConnState:         silent.track,
 	}
 	go func() {
 		if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -178,6 +181,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		// Event streams never end by themselves: end them so Shutdown only
 		// waits for requests in flight, whose writes then complete.
 		srv.CloseStreams()
+		// Shutdown waits 5 s for a connection that has sent nothing yet
+		// (an HTTP client's spare dial, a port scan): no request of it can
+		// be lost, so close it now.
+		silent.closeAll()
 		return m.HTTP.Shutdown(ctx)
 	})
 	// Start-up allocates transiently (the store walk, the broker's
@@ -351,4 +358,32 @@ func newLogger(w io.Writer, cfg LogConfig) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// silentConns tracks the HTTP connections that have not sent a request yet
+// (http.StateNew).
+type silentConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (s *silentConns) track(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == http.StateNew {
+		if s.conns == nil {
+			s.conns = make(map[net.Conn]struct{})
+		}
+		s.conns[c] = struct{}{}
+		return
+	}
+	delete(s.conns, c)
+}
+
+func (s *silentConns) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
 }
