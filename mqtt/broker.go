@@ -52,6 +52,8 @@ const (
 	DefaultMaxQueuedBytes = 1 << 20
 	// DefaultSlowClientTimeout is the default Config.SlowClientTimeout.
 	DefaultSlowClientTimeout = 30 * time.Second
+	// defaultAckGrace is the default Config.AckGrace.
+	defaultAckGrace = 5 * time.Second
 	// netWriteBufferSize is the buffer mochi batches its own writes to a
 	// client in (allocated while it has a backlog).
 	netWriteBufferSize = 2 << 10
@@ -121,6 +123,10 @@ type Config struct {
 	// session, before it is disconnected (counted). Default
 	// DefaultSlowClientTimeout.
 	SlowClientTimeout time.Duration
+	// AckGrace is how long a subscriber whose session is full may go
+	// without acknowledging anything before publishers stop waiting for it
+	// and it is cut off (default 5 s, at most SlowClientTimeout).
+	AckGrace time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -209,6 +215,10 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if cfg.SlowClientTimeout <= 0 {
 		cfg.SlowClientTimeout = DefaultSlowClientTimeout
 	}
+	if cfg.AckGrace <= 0 {
+		cfg.AckGrace = defaultAckGrace
+	}
+	cfg.AckGrace = min(cfg.AckGrace, cfg.SlowClientTimeout)
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = maxWritesPending

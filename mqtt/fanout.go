@@ -138,7 +138,12 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 }
 
 // tally counts what a fan-out queued for mochi's counters.
-type tally struct{ sent, bytes, dropped int64 }
+type tally struct {
+	sent, bytes, dropped int64
+	// waitUntil bounds how long one publish waits for room in full
+	// sessions, over all its subscribers (qos.go, waitRoom).
+	waitUntil time.Time
+}
 
 // queue queues the QoS 0 delivery data for cl on conn (kind qos0, or
 // retained: a retained message of a SUBSCRIBE), unless it is larger than

@@ -61,6 +61,11 @@ type outConn struct {
 	unacked map[uint16]struct{}
 	waiting []packets.Packet
 	room    chan struct{}
+	lastAck time.Time // the last acknowledgement, or the CONNECT
+	// retainedOut maps each topic whose retained message a SUBSCRIBE sent
+	// at QoS 1/2 to its packet identifier (stale once acknowledged).
+	retainedOut   map[string]uint16
+	retainedPrune int // prune retainedOut when it holds this many
 }
 
 func newOutConn(c net.Conn, budget int) *outConn { return &outConn{Conn: c, budget: budget} }

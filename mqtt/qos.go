@@ -25,9 +25,8 @@ import (
 // client publishes with the same identifier (server.go, processPublish);
 // such a delivery is stored again when it is written. A
 // session stores at most maxInflight messages: a publisher whose message
-// would exceed that waits for the subscriber to acknowledge, and a
-// subscriber that makes it wait Config.SlowClientTimeout is disconnected
-// (counted). An
+// would exceed that waits for the subscriber to acknowledge while it keeps
+// acknowledging (waitRoom), else the subscriber is disconnected (counted). An
 // offline session that is full loses the message (counted).
 //
 // mochi's own send quota is switched off (ResetSendQuota(0)), so it never
@@ -48,6 +47,7 @@ func (b *Broker) startSession(cl *mochi.Client) {
 	conn.mu.Lock()
 	defer conn.mu.Unlock()
 	conn.window = window
+	conn.lastAck = time.Now()
 	for _, pk := range cl.State.Inflight.GetAll(false) {
 		if pk.FixedHeader.Type == packets.Publish || pk.FixedHeader.Type == packets.Pubrel {
 			conn.markLocked(pk.PacketID) // resent by mochi
@@ -70,19 +70,19 @@ func (c *outConn) wakeLocked() {
 	}
 }
 
-// roomSignal returns a channel closed at the next acknowledgement.
-func (c *outConn) roomSignal() <-chan struct{} {
+// roomSignal returns a channel closed at the next acknowledgement, when
+// the client last acknowledged something (or connected), and whether the
+// connection is dead (nothing to wait for).
+func (c *outConn) roomSignal() (room <-chan struct{}, lastAck time.Time, dead bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
+		return nil, c.lastAck, true
 	}
 	if c.room == nil {
 		c.room = make(chan struct{})
 	}
-	return c.room
+	return c.room, c.lastAck, false
 }
 
 // deliverQoS stores the QoS 1/2 delivery of pk to cl (conn nil: offline)
@@ -98,6 +98,12 @@ func (c *outConn) roomSignal() <-chan struct{} {
 // subscriber's own goroutine too, and is stored beyond the limit: the
 // retained store bounds it.
 func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet, qos byte, retain bool, ids []int, kind queueKind, t *tally) {
+	if kind == retained && conn.retainedPending(cl, pk.TopicName) {
+		// A SUBSCRIBE repeated before the client acknowledged what the
+		// last one sent: one stored copy per retained topic, so a client
+		// that subscribes again and again without reading stores no more.
+		return
+	}
 	if n := cl.State.Inflight.Len(); kind != retained && n >= maxInflight {
 		online := conn != nil && !cl.Closed()
 		switch {
@@ -112,8 +118,13 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 			if n >= 2*maxInflight {
 				b.cutSlow(cl, conn, "own messages unacknowledged")
 			}
-		case b.waitRoom(cl, conn):
-			if cl.State.Inflight.Len() >= maxInflight { // gone offline meanwhile
+		case b.waitRoom(cl, conn, t):
+			if cur := b.successor(cl); cur != cl {
+				// Taken over while this waited: the session lives on there.
+				cl = cur
+				conn, _ = cur.Net.Conn.(*outConn)
+			}
+			if cl.State.Inflight.Len() >= maxInflight && (conn == nil || cl.Closed()) { // gone offline meanwhile
 				b.dropped[dropSessionFull].Add(1)
 				t.dropped++
 				return
@@ -141,6 +152,9 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 	if cl.State.Inflight.Set(out) {
 		atomic.AddInt64(&b.server.Info.Inflight, 1)
 		b.state.OnQosPublish(cl, out, out.Created, 0)
+	}
+	if kind == retained {
+		conn.noteRetained(cl, out.TopicName, out.PacketID)
 	}
 	if conn == nil || cl.Closed() {
 		return // the session keeps it; mochi resends it on reconnect
@@ -180,23 +194,63 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 	t.bytes += int64(len(data))
 }
 
-// waitRoom waits until cl's session has room for one more message, for at
-// most the slow-client timeout; then it disconnects cl and reports false.
-func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn) bool {
-	timer := time.NewTimer(b.cfg.SlowClientTimeout)
-	defer timer.Stop()
+// waitRoom waits until cl's session has room for one more message, and
+// reports false when it cut cl off instead. It waits only while cl keeps
+// acknowledging: a gap of Config.AckGrace without an acknowledgement (or
+// since it connected) cuts it off at once, so a client that stopped
+// reading never holds a publisher long, however often it comes back. One
+// publish waits at most Config.SlowClientTimeout over all its subscribers
+// (t.waitUntil); a full subscriber it meets after that is cut off.
+func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn, t *tally) bool {
+	if t.waitUntil.IsZero() {
+		t.waitUntil = time.Now().Add(b.cfg.SlowClientTimeout)
+	}
+	deadline := time.NewTimer(time.Until(t.waitUntil))
+	defer deadline.Stop()
 	for cl.State.Inflight.Len() >= maxInflight && !cl.Closed() {
-		select {
-		case <-conn.roomSignal():
-		case <-timer.C:
+		room, last, dead := conn.roomSignal()
+		if dead {
+			return true // closing: the caller finds it offline
+		}
+		gap := b.cfg.AckGrace - time.Since(last)
+		if gap <= 0 {
 			b.cutSlow(cl, conn, "no acknowledgement")
 			return false
+		}
+		stall := time.NewTimer(gap)
+		select {
+		case <-room:
+		case <-stall.C: // checked again above
+		case <-deadline.C:
+			stall.Stop()
+			b.cutSlow(cl, conn, "a publisher waited too long")
+			return false
 		case <-b.stop:
+			stall.Stop()
 			return true
 		}
+		stall.Stop()
 	}
 	return true
 }
+
+// successor is the client that holds cl's session now: cl, or the
+// connection that took it over. A takeover closes cl's connection before
+// the new client is registered, so a closed cl is given a moment
+// (takeoverWait) to be replaced.
+func (b *Broker) successor(cl *mochi.Client) *mochi.Client {
+	for end := time.Now().Add(takeoverWait); ; time.Sleep(2 * time.Millisecond) {
+		if cur, ok := b.server.Clients.Get(cl.ID); ok && cur != cl {
+			return cur
+		}
+		if !cl.Closed() || time.Now().After(end) {
+			return cl
+		}
+	}
+}
+
+// takeoverWait is how long successor waits for a takeover to complete.
+const takeoverWait = 500 * time.Millisecond
 
 // cutSlow disconnects a client that has not read or acknowledged for the
 // slow-client timeout. Its connection is closed without a DISCONNECT: the
@@ -227,6 +281,7 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 	var t tally
 	now := time.Now().Unix()
 	conn.mu.Lock()
+	conn.lastAck = time.Now()
 	delete(conn.unacked, pk.PacketID)
 	for len(conn.waiting) > 0 && len(conn.unacked) < max(conn.window, 1) && !conn.dead {
 		out := conn.waiting[0]
@@ -247,4 +302,38 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 	conn.wakeLocked()
 	conn.mu.Unlock()
 	b.count(t)
+}
+
+// retainedPending reports whether a retained message on topic, sent to cl
+// on an earlier SUBSCRIBE of this connection, is still stored
+// unacknowledged in its session.
+func (c *outConn) retainedPending(cl *mochi.Client, topic string) bool {
+	c.mu.Lock()
+	id, ok := c.retainedOut[topic]
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	pk, ok := cl.State.Inflight.Get(id)
+	return ok && pk.TopicName == topic
+}
+
+// noteRetained records that the retained message on topic went to cl's
+// session as packet id. Entries of acknowledged messages are pruned as the
+// map grows, so it holds about what is still unacknowledged.
+func (c *outConn) noteRetained(cl *mochi.Client, topic string, id uint16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retainedOut == nil {
+		c.retainedOut = make(map[string]uint16)
+	}
+	if len(c.retainedOut) >= max(c.retainedPrune, 256) {
+		for t, id := range c.retainedOut {
+			if _, ok := cl.State.Inflight.Get(id); !ok {
+				delete(c.retainedOut, t)
+			}
+		}
+		c.retainedPrune = 2 * len(c.retainedOut)
+	}
+	c.retainedOut[topic] = id
 }
