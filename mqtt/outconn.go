@@ -61,9 +61,15 @@ type outConn struct {
 	unacked map[uint16]struct{}
 	waiting []packets.Packet
 	room    chan struct{}
+
+	// served is closed once mochi's handling of the connection has
+	// returned, its session cleanup included (reuse.go).
+	served chan struct{}
 }
 
-func newOutConn(c net.Conn, budget int) *outConn { return &outConn{Conn: c, budget: budget} }
+func newOutConn(c net.Conn, budget int) *outConn {
+	return &outConn{Conn: c, budget: budget, served: make(chan struct{})}
+}
 
 // What enqueue does with a packet.
 type queueKind int
