@@ -102,9 +102,10 @@ func (h *binding) OnSessionEstablish(cl *mochi.Client, _ packets.Packet) {
 	}
 	if !old.Closed() {
 		// As mochi's takeover does [MQTT-3.1.4-3]; a 3.1.1 client has no
-		// DISCONNECT from the server, its connection is just closed.
+		// DISCONNECT from the server, its connection is just closed. The
+		// write may block on a client that does not read: not here.
 		if old.Properties.ProtocolVersion >= 5 {
-			_ = b.server.DisconnectClient(old, packets.ErrSessionTakenOver)
+			go func() { _ = b.server.DisconnectClient(old, packets.ErrSessionTakenOver) }()
 		} else {
 			old.Stop(packets.ErrSessionTakenOver)
 		}
@@ -114,6 +115,7 @@ func (h *binding) OnSessionEstablish(cl *mochi.Client, _ packets.Packet) {
 	case <-deadline.C:
 		b.reuseTimeouts.Add(1)
 		b.log.Warn("earlier mqtt connection with the same client id still not ended; going ahead", "client", cl.ID)
+		old.Stop(packets.ErrSessionTakenOver) // closes it, ending a blocked write
 	case <-b.stop:
 	}
 }
