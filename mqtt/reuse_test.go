@@ -44,7 +44,8 @@ func TestReuseClientIDPaho(t *testing.T) {
 }
 
 // The same with paho.golang (MQTT 5), each round: disconnect then
-// reconnect, and a live takeover; the new connection must get the message.
+// reconnect, and a live takeover, over TCP and MQTT over WebSocket
+// (ServeConn) on either side; the new connection must get the message.
 func TestReuseClientIDReconnect(t *testing.T) {
 	e := newEnv(t, nil)
 	pub := mustDial(t, e.addr, nil)
@@ -54,42 +55,95 @@ func TestReuseClientIDReconnect(t *testing.T) {
 		many = append(many, paho.SubscribeOptions{Topic: "lmos/v1/things/x" + strconv.Itoa(j) + "/events/+", QoS: 1})
 	}
 	many = append(many, paho.SubscribeOptions{Topic: inbox, QoS: 1})
-	lost := map[bool]int{}
-	const rounds = 20
-	for i := range rounds {
-		for _, takeover := range []bool{false, true} {
-			old := mustDial(t, e.addr, &paho.Connect{ClientID: "same", CleanStart: true})
-			if _, err := old.c.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: many}); err != nil {
-				t.Fatal(err)
-			}
-			if !takeover {
-				old.close()
-			}
-			cl, ack, err := dial(t, e.addr, &paho.Connect{ClientID: "same", CleanStart: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ack.SessionPresent {
-				t.Errorf("round %d: a clean start got session present", i)
-			}
-			cl.mustSub(inbox)
-			payload := []byte("round " + strconv.Itoa(i))
-			pub.mustPub(inbox, payload, 1, false)
-			select {
-			case m := <-cl.msgs:
-				if !bytes.Equal(m.Payload, payload) {
-					t.Errorf("round %d: got %q", i, m.Payload)
+	tcp := func(cp *paho.Connect) (*client, *paho.Connack, error) { return dial(t, e.addr, cp) }
+	gw := func(cp *paho.Connect) (*client, *paho.Connack, error) { return gatewayDial(t, e, cp) }
+	type dialer func(*paho.Connect) (*client, *paho.Connack, error)
+	const rounds = 10
+	for _, c := range []struct {
+		name     string
+		old, new dialer
+	}{{"tcp", tcp, tcp}, {"ws to tcp", gw, tcp}, {"tcp to ws", tcp, gw}} {
+		lost := map[bool]int{}
+		for i := range rounds {
+			for _, takeover := range []bool{false, true} {
+				old, _, err := c.old(&paho.Connect{ClientID: "same", CleanStart: true})
+				if err != nil {
+					t.Fatal(err)
 				}
-			case <-time.After(2 * time.Second):
-				lost[takeover]++
+				if _, err := old.c.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: many}); err != nil {
+					t.Fatal(err)
+				}
+				if !takeover {
+					old.close()
+				}
+				cl, ack, err := c.new(&paho.Connect{ClientID: "same", CleanStart: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ack.SessionPresent {
+					t.Errorf("%s round %d: a clean start got session present", c.name, i)
+				}
+				cl.mustSub(inbox)
+				payload := []byte("round " + strconv.Itoa(i))
+				pub.mustPub(inbox, payload, 1, false)
+				select {
+				case m := <-cl.msgs:
+					if !bytes.Equal(m.Payload, payload) {
+						t.Errorf("%s round %d: got %q", c.name, i, m.Payload)
+					}
+				case <-time.After(2 * time.Second):
+					lost[takeover]++
+				}
+				old.close()
+				cl.close()
 			}
-			old.close()
-			cl.close()
+		}
+		if lost[false]+lost[true] > 0 {
+			t.Errorf("%s: lost after a reconnect %d of %d, after a takeover %d of %d", c.name, lost[false], rounds, lost[true], rounds)
 		}
 	}
-	if lost[false]+lost[true] > 0 {
-		t.Errorf("lost after a reconnect %d of %d, after a takeover %d of %d", lost[false], rounds, lost[true], rounds)
+	if n := e.b.ReuseTimeouts(); n != 0 {
+		t.Errorf("%d connections went ahead without the earlier one having ended", n)
 	}
+}
+
+// gatewayDial connects with cp through ServeConn, as the WebSocket
+// gateway's connections come (a loopback TCP pair, the server side hidden
+// behind another type).
+func gatewayDial(t *testing.T, e *env, cp *paho.Connect) (*client, *paho.Connack, error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.b.ServeConn(struct{ net.Conn }{server}) }()
+	cl := &client{t: t, conn: peer, msgs: make(chan *paho.Publish, 256)}
+	cl.c = paho.NewClient(paho.ClientConfig{
+		Conn: peer,
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			cl.msgs <- pr.Packet
+			return true, nil
+		}},
+	})
+	cp.KeepAlive = 30
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := cl.c.Connect(ctx, cp)
+	if err != nil {
+		peer.Close()
+		return nil, ack, err
+	}
+	t.Cleanup(cl.close)
+	return cl, ack, nil
 }
 
 // A persistent session taken over by a new connection (the old one still
