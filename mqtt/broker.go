@@ -162,6 +162,11 @@ type Broker struct {
 	// disconnected for being too slow (metrics.go).
 	dropped  drops
 	slowCuts atomic.Uint64
+	// gates orders connections with the same client id; reuseTimeouts
+	// counts those that went ahead without waiting for the earlier one
+	// (reuse.go).
+	gates         idGates
+	reuseTimeouts atomic.Uint64
 	// gateway holds the connections ServeConn serves (MQTT over WebSocket).
 	gateway  connSet
 	served   atomic.Bool
@@ -283,7 +288,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on mqtt.addr %s: %w", addr, err)
 	}
-	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted, server: b.server, budget: b.cfg.MaxQueuedBytes}
+	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
@@ -435,6 +440,7 @@ type listener struct {
 	log      *slog.Logger
 	accepted *atomic.Uint64
 	budget   int // each connection's queue (outConn)
+	broker   *Broker
 	end      atomic.Bool
 	conns    connSet
 }
@@ -460,7 +466,8 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		go func() {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.
-			if err := establish(l.id, newOutConn(conn, l.budget)); err != nil {
+			oc := newOutConn(conn, l.budget)
+			if err := l.broker.establish(oc, func() error { return establish(l.id, oc) }); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
 		}()

@@ -31,7 +31,8 @@ func (b *Broker) ServeConn(c net.Conn) error {
 		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is closed")
 	}
 	defer b.gateway.remove(c)
-	return b.server.EstablishConnection("ws", newOutConn(c, b.cfg.MaxQueuedBytes))
+	oc := newOutConn(c, b.cfg.MaxQueuedBytes)
+	return b.establish(oc, func() error { return b.server.EstablishConnection("ws", oc) })
 }
 
 // PublishEvent publishes an event of a Thing on …/events/{name}.

@@ -49,6 +49,7 @@ func (b *Broker) WritePrometheus(w io.Writer) {
 		fmt.Fprintf(w, "lmos_mqtt_dropped_total{reason=%q} %d\n", n, b.dropped[i].Load())
 	}
 	fmt.Fprintf(w, "# HELP lmos_mqtt_slow_disconnects_total MQTT clients disconnected for not reading or acknowledging in time.\n# TYPE lmos_mqtt_slow_disconnects_total counter\nlmos_mqtt_slow_disconnects_total %d\n", b.slowCuts.Load())
+	fmt.Fprintf(w, "# HELP lmos_mqtt_reuse_timeouts_total MQTT connections that went ahead although an earlier connection with their client id had not ended in time.\n# TYPE lmos_mqtt_reuse_timeouts_total counter\nlmos_mqtt_reuse_timeouts_total %d\n", b.reuseTimeouts.Load())
 	fmt.Fprintf(w, "# HELP lmos_mqtt_clients Connected MQTT clients.\n# TYPE lmos_mqtt_clients gauge\nlmos_mqtt_clients %d\n", b.Clients())
 	fmt.Fprintf(w, "# HELP lmos_mqtt_inflight QoS 1/2 messages stored in sessions, not yet acknowledged.\n# TYPE lmos_mqtt_inflight gauge\nlmos_mqtt_inflight %d\n", atomic.LoadInt64(&b.server.Info.Inflight))
 }

@@ -66,9 +66,15 @@ type outConn struct {
 	// at QoS 1/2 to its packet identifier (stale once acknowledged).
 	retainedOut   map[string]uint16
 	retainedPrune int // prune retainedOut when it holds this many
+
+	// served is closed once mochi's handling of the connection has
+	// returned, its session cleanup included (reuse.go).
+	served chan struct{}
 }
 
-func newOutConn(c net.Conn, budget int) *outConn { return &outConn{Conn: c, budget: budget} }
+func newOutConn(c net.Conn, budget int) *outConn {
+	return &outConn{Conn: c, budget: budget, served: make(chan struct{})}
+}
 
 // What enqueue does with a packet.
 type queueKind int

@@ -648,16 +648,13 @@ func (c *pahoScenario) sub(filters ...string) error {
 	return nil
 }
 
-// reconnect ends the session and opens a new one. The new one has a
-// client id of its own: mochi 2.7.9 cleans up a clean session after its
-// connection ended by client id, so a new session that reuses the id
-// while that runs can lose its client entry and then every message
-// (reported to the lead; see the report of issue 10).
+// reconnect ends the session and opens a new one with the same client id
+// at once, as agents do (the hub makes the new one wait until the old
+// one's cleanup is over: PROTOCOL §10).
 func (c *pahoScenario) reconnect() error {
 	c.mu.Lock()
 	c.closing = true
 	cli, conn := c.cli, c.conn
-	c.clientID += "-2"
 	c.mu.Unlock()
 	_ = cli.Disconnect(&paho.Disconnect{})
 	conn.Close()

@@ -64,7 +64,6 @@ const td = {
 const json = version === 5 ? { properties: { contentType: "application/json" } } : {};
 const clientId = `js-agent-${process.pid}-${Math.random().toString(16).slice(2, 8)}`;
 let level = 0;
-let generation = 0;
 let client;
 let ending = false;
 let creds;
@@ -74,9 +73,8 @@ async function online() {
     url,
     {
       protocolVersion: version,
-      // A fresh client id for each session: mochi may drop every message
-      // to a session that reuses the id of one it is still cleaning up.
-      clientId: generation ? `${clientId}-${generation}` : clientId,
+      // Every session reuses the client id, as agents do on reconnect.
+      clientId,
       username: creds.username,
       password: creds.password,
       will: { topic: thingTopic(id, "status"), payload: "offline", qos: 1, retain: true },
@@ -137,7 +135,6 @@ commands(async (c) => {
     client.stream.destroy();
     await new Promise((r) => (client.connected ? client.once("close", r) : r()));
     ending = false;
-    generation++;
     await online();
   } else if (c.cmd === "exit") {
     ending = true;

@@ -1,0 +1,135 @@
+package mqtt
+
+import (
+	"sync"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// A client that connects with the id of a session still being served.
+//
+// mochi ends a connection whose session expires with it (MQTT 5 Session
+// Expiry 0, MQTT 3.1.1 clean session) by removing the client from its
+// table by id, after unsubscribing it, which runs the hooks and takes a
+// while. A new connection with the same id added meanwhile (a reconnect,
+// or a takeover: mochi marks the old client taken over only after it has
+// disconnected and unsubscribed it) loses its entry: it stays connected
+// and subscribed, yet mochi finds no client to deliver to, and every
+// message owed to it is lost.
+//
+// So before mochi looks at the old session (OnSessionEstablish: after
+// authentication, before inheritClientSession), the hub ends the old
+// connection as a takeover would and waits until mochi's handling of it
+// has returned (outConn.served, closed by the hub's listener and
+// ServeConn). A gate per client id makes concurrent connections with one
+// id pass one after the other, up to the point where the client is in
+// mochi's table. Both waits are bounded (reuseWait) and counted.
+
+// reuseWait bounds each wait for an earlier connection with the same id.
+const reuseWait = 5 * time.Second
+
+// idGates serialises the establishment of connections sharing a client id.
+type idGates struct {
+	mu    sync.Mutex
+	gates map[string]chan struct{} // closed when its holder opens it
+	held  map[*outConn]string      // the gate a connection holds
+}
+
+// enter takes the gate of id for c, waiting for an earlier holder at most
+// until deadline or stop. It reports false when it gave up.
+func (g *idGates) enter(id string, c *outConn, deadline *time.Timer, stop <-chan struct{}) bool {
+	for {
+		g.mu.Lock()
+		busy, ok := g.gates[id]
+		if !ok {
+			if g.gates == nil {
+				g.gates = make(map[string]chan struct{})
+				g.held = make(map[*outConn]string)
+			}
+			g.gates[id] = make(chan struct{})
+			g.held[c] = id
+			g.mu.Unlock()
+			return true
+		}
+		g.mu.Unlock()
+		select {
+		case <-busy:
+		case <-deadline.C:
+			return false
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// leave opens the gate c holds, if any.
+func (g *idGates) leave(c *outConn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id, ok := g.held[c]
+	if !ok {
+		return
+	}
+	delete(g.held, c)
+	close(g.gates[id])
+	delete(g.gates, id)
+}
+
+// OnSessionEstablish makes way for cl: an earlier connection with its id
+// is ended and gone from mochi before mochi takes its session over.
+func (h *binding) OnSessionEstablish(cl *mochi.Client, _ packets.Packet) {
+	c, ok := cl.Net.Conn.(*outConn)
+	if !ok {
+		return
+	}
+	b := h.b
+	deadline := time.NewTimer(reuseWait)
+	defer deadline.Stop()
+	if !b.gates.enter(cl.ID, c, deadline, b.stop) {
+		b.reuseTimeouts.Add(1)
+		b.log.Warn("mqtt client id still being established by another connection; going ahead", "client", cl.ID)
+		return
+	}
+	old, ok := b.server.Clients.Get(cl.ID)
+	if !ok || old == cl {
+		return
+	}
+	oc, ok := old.Net.Conn.(*outConn)
+	if !ok {
+		return // a session restored from storage: nothing serves it
+	}
+	if !old.Closed() {
+		// As mochi's takeover does [MQTT-3.1.4-3]; a 3.1.1 client has no
+		// DISCONNECT from the server, its connection is just closed. The
+		// write may block on a client that does not read: not here.
+		if old.Properties.ProtocolVersion >= 5 {
+			go func() { _ = b.server.DisconnectClient(old, packets.ErrSessionTakenOver) }()
+		} else {
+			old.Stop(packets.ErrSessionTakenOver)
+		}
+	}
+	select {
+	case <-oc.served:
+	case <-deadline.C:
+		b.reuseTimeouts.Add(1)
+		b.log.Warn("earlier mqtt connection with the same client id still not ended; going ahead", "client", cl.ID)
+		old.Stop(packets.ErrSessionTakenOver) // closes it, ending a blocked write
+	case <-b.stop:
+	}
+}
+
+// establish serves c through mochi's establish function and marks its end
+// (see OnSessionEstablish).
+func (b *Broker) establish(c *outConn, serve func() error) error {
+	defer func() {
+		b.gates.leave(c)
+		close(c.served)
+	}()
+	return serve()
+}
+
+// ReuseTimeouts returns how often a connection went ahead without an
+// earlier connection with its client id having ended (reuseWait).
+func (b *Broker) ReuseTimeouts() uint64 { return b.reuseTimeouts.Load() }
