@@ -155,6 +155,9 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	if cl.Properties.ProtocolVersion < 5 && !mayPublish(self(cl), pk.TopicName) {
 		return pk, packets.CodeSuccessIgnore // acknowledged, dropped
 	}
+	// willKey is the hub's own carrier of will properties (will.go): a
+	// client's forged one would become a Response Topic no check saw.
+	pk.Properties.User = withoutWillKey(pk.Properties.User)
 	if rt := pk.Properties.ResponseTopic; rt != "" && !replyTopicOK(rt) {
 		// Whoever answers would publish there with its own rights: a reply
 		// could land on the agent's own td (an empty one deregistering it),
@@ -298,7 +301,9 @@ func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Pa
 		if cl.State.Inflight.Delete(pk.PacketID) {
 			cl.State.Inflight.IncreaseSendQuota()
 			atomic.AddInt64(&h.b.server.Info.Inflight, -1)
+			h.b.state.OnQosDropped(cl, pk) // else the stored copy comes back after a restart
 		}
+		h.b.dropped[dropTooLarge].Add(1)
 		h.b.reasonFixes.Add(1)
 	}
 	if unsent(&pk) {

@@ -236,6 +236,7 @@ func TestRetainedWillKeepsProperties(t *testing.T) {
 		t.Fatalf("CONNACK % x: %v", ack, err)
 	}
 	owner.Close() // no DISCONNECT: the will is published
+	eventually(t, 5*time.Second, "the will retained", func() bool { return len(e.b.server.Topics.Messages(topic)) == 1 })
 	for _, qos := range []byte{0, 1} {
 		sub := mustDial(t, e.addr, nil)
 		deadline := time.Now().Add(5 * time.Second)

@@ -32,12 +32,7 @@ func keepWillProperties(cl *mochi.Client, pk packets.Packet) {
 	if !pk.Connect.WillFlag {
 		return
 	}
-	user := make([]packets.UserProperty, 0, len(cl.Properties.Will.User)+1)
-	for _, u := range cl.Properties.Will.User {
-		if u.Key != willKey {
-			user = append(user, u)
-		}
-	}
+	user := withoutWillKey(cl.Properties.Will.User)
 	wp := pk.Connect.WillProperties
 	p := willProps{ContentType: wp.ContentType, Correlation: wp.CorrelationData}
 	if replyTopicOK(wp.ResponseTopic) {
@@ -77,4 +72,21 @@ func restoreWillProperties(pk *packets.Packet) {
 	if p.PayloadFormat != nil {
 		pk.Properties.PayloadFormat, pk.Properties.PayloadFormatFlag = *p.PayloadFormat, true
 	}
+}
+
+// withoutWillKey returns user without any willKey property, allocating only
+// when there is one to drop.
+func withoutWillKey(user []packets.UserProperty) []packets.UserProperty {
+	for i, u := range user {
+		if u.Key == willKey {
+			out := append([]packets.UserProperty(nil), user[:i]...)
+			for _, u := range user[i+1:] {
+				if u.Key != willKey {
+					out = append(out, u)
+				}
+			}
+			return out
+		}
+	}
+	return user
 }
