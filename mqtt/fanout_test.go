@@ -613,21 +613,9 @@ func TestFanOutServeConn(t *testing.T) {
 	const id = "urn:fan4"
 	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
-	// A loopback TCP pair, the server side hidden behind another type as
-	// a WebSocket connection would be.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server side hidden behind another type, as a WebSocket
+	// connection would be.
+	peer, server := loopbackPair(t)
 	done := make(chan error, 1)
 	go func() { done <- e.b.ServeConn(struct{ net.Conn }{server}) }()
 	sub := pipeClient(t, peer)

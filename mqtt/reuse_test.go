@@ -112,19 +112,7 @@ func TestReuseClientIDReconnect(t *testing.T) {
 // behind another type).
 func gatewayDial(t *testing.T, e *env, cp *paho.Connect) (*client, *paho.Connack, error) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	peer, server := loopbackPair(t)
 	go func() { _ = e.b.ServeConn(struct{ net.Conn }{server}) }()
 	cl := &client{t: t, conn: peer, msgs: make(chan *paho.Publish, 256)}
 	cl.c = paho.NewClient(paho.ClientConfig{
@@ -218,4 +206,24 @@ func TestReuseClientIDPersistentTakeover(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("redelivered %v", seen)
 	}
+}
+
+// loopbackPair returns the two ends of a loopback TCP connection: a real
+// socket for ServeConn, which a WebSocket connection stands in for.
+func loopbackPair(t *testing.T) (peer, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return peer, server
 }
