@@ -120,7 +120,7 @@ func (p *Problem) Error() string {
 // codes maps HTTP statuses to LMOS problem codes (PROTOCOL §10).
 var codes = map[int]string{
 	400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method",
-	409: "conflict", 413: "too-large", 415: "unsupported", 429: "rate-limited", 500: "internal",
+	409: "conflict", 412: "precondition-failed", 413: "too-large", 415: "unsupported", 429: "rate-limited", 500: "internal",
 	502: "failed", 503: "unavailable", 504: "timeout", 507: "full",
 }
 

@@ -31,6 +31,7 @@ var statusOf = map[string]int{
 	ENOTFOUND:     http.StatusNotFound,
 	EMETHOD:       http.StatusMethodNotAllowed,
 	ECONFLICT:     http.StatusConflict,
+	EPRECONDITION: http.StatusPreconditionFailed,
 	ETOOLARGE:     http.StatusRequestEntityTooLarge,
 	EUNSUPPORTED:  http.StatusUnsupportedMediaType,
 	ERATELIMIT:    http.StatusTooManyRequests,

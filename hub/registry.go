@@ -70,6 +70,9 @@ type Registry struct {
 	overlay      map[string]*Thing
 	// batchDocs are the documents the batch being applied wrote, by id.
 	batchDocs map[string]map[string]any
+	// batchRaws are the submitted bytes the batch being applied wrote, by
+	// id: a conditional write later in the batch compares their version.
+	batchRaws map[string][]byte
 
 	feedMu    sync.Mutex
 	published uint64
@@ -103,7 +106,10 @@ type op struct {
 	expires time.Time
 	// presence is the new status of an opPresence.
 	presence string
-	done     chan opResult
+	// cond is checked against the current version in the write loop, so
+	// no other write can come between the check and this one.
+	cond Precondition
+	done chan opResult
 }
 
 type opResult struct {
@@ -269,6 +275,10 @@ func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (strin
 // Put creates or replaces the Thing id with raw, whose own id must equal id.
 // It reports whether the Thing was created.
 func (r *Registry) Put(ctx context.Context, id string, raw []byte, origin Origin) (bool, error) {
+	return r.put(ctx, id, raw, origin, Precondition{})
+}
+
+func (r *Registry) put(ctx context.Context, id string, raw []byte, origin Origin, c Precondition) (bool, error) {
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
@@ -284,13 +294,17 @@ func (r *Registry) Put(ctx context.Context, id string, raw []byte, origin Origin
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(doc["id"]), id)}}}
 	}
 	sum, enc := compactSummary(doc)
-	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin})
+	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin, cond: c})
 	return res.created, res.err
 }
 
 // Patch applies an RFC 7396 merge patch to the stored document of id and
 // re-validates the result. An empty patch refreshes the expiry from the TTL.
 func (r *Registry) Patch(ctx context.Context, id string, raw []byte) error {
+	return r.patch(ctx, id, raw, Precondition{})
+}
+
+func (r *Registry) patch(ctx context.Context, id string, raw []byte, c Precondition) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
@@ -305,7 +319,7 @@ func (r *Registry) Patch(ctx context.Context, id string, raw []byte) error {
 		return &Error{Code: EINVALID, Message: "a patch must not change the Thing's id",
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want absent or %q", describe(v), id)}}}
 	}
-	return r.submit(ctx, &op{kind: opPatch, id: id, patch: patch}).err
+	return r.submit(ctx, &op{kind: opPatch, id: id, patch: patch, cond: c}).err
 }
 
 // SetPresence records that the Thing id is online or offline, as seen over

@@ -112,7 +112,8 @@ func (r *Registry) apply(batch []*op) {
 	now := r.opts.Now()
 	r.overlay = make(map[string]*Thing, len(batch))
 	r.batchDocs = make(map[string]map[string]any, len(batch))
-	defer func() { r.overlay, r.batchDocs = nil, nil }()
+	r.batchRaws = make(map[string][]byte, len(batch))
+	defer func() { r.overlay, r.batchDocs, r.batchRaws = nil, nil, nil }()
 	var b Batch
 	var live []Event // what subscribers get: b.Events plus unlogged ones
 	puts := make(map[string]ThingRecord, len(batch))
@@ -156,6 +157,9 @@ func (r *Registry) apply(batch []*op) {
 			r.overlay[o.id] = &Thing{ID: o.id, Summary: o.sum, Meta: rec.Meta}
 			if o.doc != nil {
 				r.batchDocs[o.id] = o.doc
+			}
+			if o.raw != nil {
+				r.batchRaws[o.id] = o.raw
 			}
 			if prev, ok := puts[o.id]; ok && rec.Raw == nil {
 				// a presence change after a put in this batch
@@ -249,6 +253,9 @@ func (r *Registry) install(now time.Time) {
 // event. del reports a deletion.
 func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del bool, res opResult) {
 	old := r.current(o.id, now)
+	if err := r.checkPrecondition(o, old); err != nil {
+		return ev, rec, false, opResult{err: err}
+	}
 	switch o.kind {
 	case opDelete:
 		if old == nil {

@@ -38,6 +38,7 @@ need_deb node nodejs
 need_deb npm npm
 need_deb mosquitto_pub mosquitto-clients
 need_deb ip iproute2 # network namespaces for the mDNS tests
+need_deb curl curl # a client of its own for conditional requests and content codings
 need_deb avahi-daemon avahi-daemon # mDNS interop (in a namespace, on a private D-Bus)
 need_deb avahi-browse avahi-utils
 need_deb dbus-daemon dbus

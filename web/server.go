@@ -282,6 +282,9 @@ func clientAddr(r *http.Request) string {
 // readBody reads a request body of one of the accepted media types, within
 // the size limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, accepted ...string) ([]byte, error) {
+	if err := checkContentCoding(w, r); err != nil {
+		return nil, err
+	}
 	mt := mediaType(r.Header.Get("Content-Type"))
 	ok := false
 	for _, a := range accepted {

@@ -134,25 +134,19 @@ func (s *Server) getThing(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		if notModified(w, r, `"`+hub.VersionTag(raw)+`"`) {
+			return
+		}
 		w.Header().Set("Content-Type", mtTD)
 		w.Header().Set("Content-Length", itoa(len(raw)))
 		_, _ = w.Write(raw)
 	case "", "true":
-		t, err := s.reg.Get(id)
+		doc, _, tag, err := s.reg.EnrichedTagged(id)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		var doc []byte
-		err = s.reg.EachEnrichedJSON([]*hub.Thing{&t}, func(b []byte) error {
-			doc = append(doc, b...)
-			return nil
-		})
-		if err == nil && doc == nil {
-			err = hub.Errorf(hub.ENOTFOUND, "no Thing with id %q", id) // deleted meanwhile
-		}
-		if err != nil {
-			s.writeError(w, r, err)
+		if notModified(w, r, `W/"`+tag+`"`) {
 			return
 		}
 		writeBytes(w, http.StatusOK, mtTD, doc)
@@ -183,7 +177,7 @@ func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	created, err := s.reg.Put(r.Context(), id, body, hub.Origin{Source: hub.SourceHTTP})
+	created, err := s.reg.PutIf(r.Context(), id, body, hub.Origin{Source: hub.SourceHTTP}, writePrecondition(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -202,7 +196,7 @@ func (s *Server) patchThing(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.reg.Patch(r.Context(), r.PathValue("id"), body); err != nil {
+	if err := s.reg.PatchIf(r.Context(), r.PathValue("id"), body, writePrecondition(r)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -210,7 +204,7 @@ func (s *Server) patchThing(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteThing(w http.ResponseWriter, r *http.Request) {
-	if err := s.reg.Delete(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.reg.DeleteIf(r.Context(), r.PathValue("id"), writePrecondition(r)); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
