@@ -311,7 +311,8 @@ func (r *Registry) patch(ctx context.Context, id string, raw []byte, c Precondit
 	patch, err := ParseDocument(raw)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Message == errNotObject {
-			return Errorf(EINVALID, "a merge patch for a Thing Description must be a JSON object")
+			return &Error{Code: EINVALID, Message: "a merge patch for a Thing Description must be a JSON object",
+				Fields: e.Fields}
 		}
 		return err
 	}
@@ -487,7 +488,8 @@ func describe(v any) string {
 func insertID(raw []byte, id string) ([]byte, error) {
 	i := bytes.IndexByte(raw, '{')
 	if i < 0 {
-		return nil, Errorf(EINVALID, errNotObject)
+		return nil, &Error{Code: EINVALID, Message: errNotObject,
+			Fields: []FieldError{{Field: "", Description: "must be a JSON object"}}}
 	}
 	idJSON, err := json.Marshal(id)
 	if err != nil {
@@ -504,6 +506,9 @@ func insertID(raw []byte, id string) ([]byte, error) {
 }
 
 // registrationOf reads the client's registration.ttl / registration.expires.
+// When ttl is present the hub computes expires from it and ignores the
+// client's expires (WoT Discovery tdd-registrationinfo-vocab-expires);
+// Validate has refused a ttl that is not a positive number.
 func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.Time) {
 	reg, _ := doc["registration"].(map[string]any)
 	if reg == nil {
@@ -514,9 +519,10 @@ func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.
 			ttl = int64(math.Ceil(f)) // whole seconds, rounded up; Validate bounds f
 			return ttl, now.Add(time.Duration(ttl) * time.Second)
 		}
+		return 0, time.Time{}
 	}
 	if s, ok := reg["expires"].(string); ok {
-		if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if t, err := ParseDateTime(s); err == nil {
 			return 0, t
 		}
 	}

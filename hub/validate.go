@@ -43,7 +43,7 @@ func ParseDocument(raw []byte) (map[string]any, error) {
 	}
 	doc, ok := v.(map[string]any)
 	if !ok {
-		return nil, Errorf(EINVALID, errNotObject)
+		return nil, notObjectError(errNotObject, v)
 	}
 	if ptr, dup := duplicateMember(raw); dup {
 		return nil, &Error{Code: EINVALID, Message: "invalid JSON: a member name occurs twice in one object",
@@ -55,6 +55,25 @@ func ParseDocument(raw []byte) (map[string]any, error) {
 // errNotObject is the message for a document that is valid JSON but not an
 // object; callers recognise it to say what kind of object they expected.
 const errNotObject = "a Thing Description must be a JSON object"
+
+// notObjectError refuses a document that is valid JSON but not an object,
+// with a validationErrors entry at the root (WoT Discovery
+// tdd-validation-response: every validation failure names where).
+func notObjectError(msg string, v any) *Error {
+	kind := "null"
+	switch v.(type) {
+	case []any:
+		kind = "an array"
+	case string:
+		kind = "a string"
+	case json.Number, float64:
+		kind = "a number"
+	case bool:
+		kind = "a boolean"
+	}
+	return &Error{Code: EINVALID, Message: msg,
+		Fields: []FieldError{{Field: "", Description: "must be a JSON object, not " + kind}}}
+}
 
 func invalidJSONError(reason string) *Error {
 	return Errorf(EINVALID, "invalid JSON: %s", reason)
@@ -468,8 +487,10 @@ func (v *tdValidator) registration(doc map[string]any) {
 	if ttl, ok := reg["ttl"]; ok {
 		if n, isNum := jsonNumberValue(ttl); !isNum {
 			v.add("/registration/ttl", "must be a number")
-		} else if n < 0 {
-			v.add("/registration/ttl", "must not be negative")
+		} else if n <= 0 {
+			// A TTL of 0 would expire the Thing before anyone could read it;
+			// like an expires that is already over it is refused (PROTOCOL §10).
+			v.add("/registration/ttl", "must be greater than 0")
 		} else if n > MaxTTLSeconds {
 			v.add("/registration/ttl", fmt.Sprintf("must be at most %d seconds (10 years)", MaxTTLSeconds))
 		}
@@ -478,10 +499,28 @@ func (v *tdValidator) registration(doc map[string]any) {
 		s, isStr := exp.(string)
 		if !isStr {
 			v.add("/registration/expires", "must be a string")
-		} else if _, err := time.Parse(time.RFC3339, s); err != nil {
+		} else if _, err := ParseDateTime(s); err != nil {
 			v.add("/registration/expires", "must be an RFC 3339 date-time")
 		}
 	}
+}
+
+// ParseDateTime reads an RFC 3339 date-time. RFC 3339 §5.6 lets the "T"
+// separator and the "Z" offset be lower case, which time.RFC3339 refuses,
+// so they are upper-cased first; nothing else is changed, so every other
+// malformed value still fails.
+func ParseDateTime(s string) (time.Time, error) {
+	if len(s) > 10 && s[10] == 't' {
+		s = s[:10] + "T" + s[11:]
+	}
+	if n := len(s); n > 0 && s[n-1] == 'z' {
+		s = s[:n-1] + "Z"
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("not an RFC 3339 date-time: %w", err)
+	}
+	return t, nil
 }
 
 // jsonNumberValue returns the value of a JSON number, accepting float64 as well as

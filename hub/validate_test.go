@@ -211,7 +211,7 @@ func TestValidateRules(t *testing.T) {
 		{"registration missing", func(_ *testing.T, d doc) { delete(d, "registration") }, nil},
 		{"registration not object", func(t *testing.T, d doc) { d["registration"] = jv(t, `60`) }, []string{"/registration"}},
 		{"registration empty", func(t *testing.T, d doc) { d["registration"] = jv(t, `{}`) }, nil},
-		{"ttl zero", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `0`) }, nil},
+		{"ttl zero", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `0`) }, []string{"/registration/ttl"}},
 		{"ttl fractional", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `1.5e2`) }, nil},
 		{"ttl huge", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `1e300`) }, []string{"/registration/ttl"}},
 		{"ttl beyond float", func(t *testing.T, d doc) { member(t, d, "registration")["ttl"] = jv(t, `1e999`) }, []string{"/registration/ttl"}},
@@ -551,8 +551,14 @@ func FuzzParseValidate(f *testing.F) {
 		doc, err := ParseDocument(raw)
 		if err != nil {
 			var e *Error
-			if !errors.As(err, &e) || e.Code != EINVALID || e.Fields != nil {
+			if !errors.As(err, &e) || e.Code != EINVALID {
 				t.Fatalf("ParseDocument error %#v", err)
+			}
+			// Where a field is named it is a JSON pointer ("" is the root).
+			for _, f := range e.Fields {
+				if (f.Field != "" && !strings.HasPrefix(f.Field, "/")) || f.Description == "" {
+					t.Fatalf("ParseDocument error field %#v", f)
+				}
 			}
 			return
 		}

@@ -52,7 +52,8 @@ func decodeTD(payload []byte, contentType string) ([]byte, error) {
 		return nil, err
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return nil, hub.Errorf(hub.EINVALID, "a Thing Description must be a CBOR map with text keys")
+		return nil, &hub.Error{Code: hub.EINVALID, Message: "a Thing Description must be a CBOR map with text keys",
+			Fields: []hub.FieldError{{Field: "", Description: "must be a map with text keys"}}}
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
