@@ -39,7 +39,7 @@ func (t *Thing) AppendEnrichedJSON(dst, raw []byte, now time.Time) []byte {
 			if json.Unmarshal(raw[m.valueStart:m.end], &ctx) != nil {
 				continue
 			}
-			b, _ := json.Marshal(withDiscoveryContext(ctx))
+			b, _ := json.Marshal(enrichedContext(ctx))
 			sep()
 			dst = append(dst, `"@context":`...)
 			dst = append(dst, b...)
