@@ -122,3 +122,26 @@ func TestTDD_context_injection_lmos(t *testing.T) {
 		checkSplice(t, raw)
 	}
 }
+
+// TestEnrichedContextCacheIsBounded: @context values are client input; the
+// cache of their enriched form stops at ctxCacheEntries, and a value it
+// does not hold (or one too long to keep) is still enriched correctly.
+func TestEnrichedContextCacheIsBounded(t *testing.T) {
+	long := `"https://example.org/` + string(bytes.Repeat([]byte("x"), ctxCacheKeyMax)) + `"`
+	for i := 0; i < 2*ctxCacheEntries; i++ {
+		raw := []byte(`{"@context":["` + ContextTD11 + `",{"v":"https://ex.org/` + jsonInt(int64(i)) + `"}],"id":"urn:x","title":"x"}`)
+		checkSplice(t, raw)
+		checkSplice(t, []byte(`{"@context":["`+ContextTD11+`",`+long+`],"id":"urn:x","title":"x"}`))
+	}
+	ctxCache.RLock()
+	n := len(ctxCache.m)
+	for k := range ctxCache.m {
+		if len(k) > ctxCacheKeyMax {
+			t.Errorf("cached a %d-byte @context", len(k))
+		}
+	}
+	ctxCache.RUnlock()
+	if n > ctxCacheEntries {
+		t.Errorf("%d cached @context values, limit %d", n, ctxCacheEntries)
+	}
+}
