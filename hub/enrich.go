@@ -24,7 +24,7 @@ func (t *Thing) Enriched(doc map[string]any, now time.Time) map[string]any {
 		out[k] = v
 	}
 	if c, ok := doc["@context"]; ok {
-		out["@context"] = withDiscoveryContext(c)
+		out["@context"] = enrichedContext(c)
 	}
 	reg := map[string]any{
 		"created":   formatTime(t.Meta.Created),
@@ -56,18 +56,34 @@ func (t *Thing) Enriched(doc map[string]any, now time.Time) map[string]any {
 	return out
 }
 
-func withDiscoveryContext(ctx any) any {
+// lmosContext is the term definition that lets a JSON-LD processor expand
+// the lmos:* members the hub adds to every TD it serves.
+var lmosContext = map[string]any{"lmos": ContextLMOS}
+
+// enrichedContext is ctx with what the hub's additions need: the discovery
+// context (registration) and the lmos prefix (lmos:presence, lmos:origin).
+// A context that already defines lmos keeps its own definition.
+func enrichedContext(ctx any) any {
 	switch c := ctx.(type) {
 	case string:
 		if c == ContextDiscovery {
-			return c
+			return []any{c, lmosContext}
 		}
-		return []any{c, ContextDiscovery}
+		return []any{c, ContextDiscovery, lmosContext}
 	case []any:
-		if slices.Contains(c, any(ContextDiscovery)) {
+		hasDiscovery := slices.Contains(c, any(ContextDiscovery))
+		hasLMOS := slices.ContainsFunc(c, func(e any) bool {
+			m, ok := e.(map[string]any)
+			if !ok {
+				return false
+			}
+			_, ok = m["lmos"]
+			return ok
+		})
+		if hasDiscovery && hasLMOS {
 			return c
 		}
-		out := make([]any, 0, len(c)+1)
+		out := make([]any, 0, len(c)+2)
 		// TD 1.1 requires the TD context first; discovery goes right after
 		// the plain URIs, before any prefix-definition objects.
 		i := 0
@@ -78,8 +94,14 @@ func withDiscoveryContext(ctx any) any {
 			i++
 		}
 		out = append(out, c[:i]...)
-		out = append(out, ContextDiscovery)
-		return append(out, c[i:]...)
+		if !hasDiscovery {
+			out = append(out, ContextDiscovery)
+		}
+		out = append(out, c[i:]...)
+		if !hasLMOS {
+			out = append(out, lmosContext)
+		}
+		return out
 	default:
 		return ctx
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -35,11 +36,10 @@ func (t *Thing) AppendEnrichedJSON(dst, raw []byte, now time.Time) []byte {
 	for _, m := range members {
 		switch string(m.key) { // no allocation: the compiler compares in place
 		case "@context":
-			var ctx any
-			if json.Unmarshal(raw[m.valueStart:m.end], &ctx) != nil {
+			b, ok := enrichedContextJSON(raw[m.valueStart:m.end])
+			if !ok {
 				continue
 			}
-			b, _ := json.Marshal(withDiscoveryContext(ctx))
 			sep()
 			dst = append(dst, `"@context":`...)
 			dst = append(dst, b...)
@@ -56,6 +56,49 @@ func (t *Thing) AppendEnrichedJSON(dst, raw []byte, now time.Time) []byte {
 		dst = append(dst, b[1:len(b)-1]...) // the members, without braces
 	}
 	return append(dst, '}')
+}
+
+// Most Things of a hub share a handful of @context values, so the enriched
+// form of each is kept instead of decoded and encoded on every read. The
+// cache is bounded in entries and in key size: a client cannot grow it.
+const (
+	ctxCacheEntries = 64
+	ctxCacheKeyMax  = 512
+)
+
+var ctxCache struct {
+	sync.RWMutex
+	m map[string][]byte
+}
+
+// enrichedContextJSON is the JSON of enrichedContext for the @context value
+// raw; false when raw is not JSON.
+func enrichedContextJSON(raw []byte) ([]byte, bool) {
+	ctxCache.RLock()
+	b, ok := ctxCache.m[string(raw)] // no allocation for the lookup
+	ctxCache.RUnlock()
+	if ok {
+		return b, true
+	}
+	var ctx any
+	if json.Unmarshal(raw, &ctx) != nil {
+		return nil, false
+	}
+	b, err := json.Marshal(enrichedContext(ctx))
+	if err != nil {
+		return nil, false
+	}
+	if len(raw) <= ctxCacheKeyMax {
+		ctxCache.Lock()
+		if ctxCache.m == nil {
+			ctxCache.m = make(map[string][]byte, ctxCacheEntries)
+		}
+		if len(ctxCache.m) < ctxCacheEntries {
+			ctxCache.m[string(raw)] = b
+		}
+		ctxCache.Unlock()
+	}
+	return b, true
 }
 
 type registrationJSON struct {

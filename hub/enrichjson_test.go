@@ -82,3 +82,66 @@ func FuzzEnrichedJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) { checkSplice(t, raw) })
 }
+
+// TestTDD_context_injection_lmos: next to the discovery context W3C WoT
+// Discovery tdd-context-injection asks for, the enriched TD carries the lmos prefix for the lmos:*
+// members the hub adds, so a JSON-LD processor can expand them; a context
+// that already defines lmos keeps its own, and nothing is added twice. Both
+// the map and the spliced bytes are checked.
+func TestTDD_context_injection_lmos(t *testing.T) {
+	lmos := `{"lmos":"` + ContextLMOS + `"}`
+	for _, c := range []struct{ in, want string }{
+		{`"` + ContextTD11 + `"`, `["` + ContextTD11 + `","` + ContextDiscovery + `",` + lmos + `]`},
+		{`["` + ContextTD11 + `"]`, `["` + ContextTD11 + `","` + ContextDiscovery + `",` + lmos + `]`},
+		{`["` + ContextTD11 + `",{"x":"https://ex.org/"}]`,
+			`["` + ContextTD11 + `","` + ContextDiscovery + `",{"x":"https://ex.org/"},` + lmos + `]`},
+		{`["` + ContextTD11 + `",` + lmos + `]`, `["` + ContextTD11 + `","` + ContextDiscovery + `",` + lmos + `]`},
+		{`["` + ContextTD11 + `","` + ContextDiscovery + `",{"lmos":"https://ex.org/own#","y":"z"}]`,
+			`["` + ContextTD11 + `","` + ContextDiscovery + `",{"lmos":"https://ex.org/own#","y":"z"}]`},
+		{`["` + ContextTD11 + `","` + ContextDiscovery + `"]`, `["` + ContextTD11 + `","` + ContextDiscovery + `",` + lmos + `]`},
+	} {
+		raw := []byte(`{"@context":` + c.in + `,"id":"urn:x","title":"x"}`)
+		doc, err := ParseDocument(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th := &Thing{ID: "urn:x", Meta: testMeta()}
+		now := time.Now()
+		want := decodeNumbers(t, []byte(c.want))
+		m, _ := json.Marshal(th.Enriched(doc, now)["@context"])
+		if got := decodeNumbers(t, m); !reflect.DeepEqual(got, want) {
+			t.Errorf("Enriched @context of %s = %s, want %s", c.in, m, c.want)
+		}
+		var spliced map[string]json.RawMessage
+		if err := json.Unmarshal(th.AppendEnrichedJSON(nil, raw, now), &spliced); err != nil {
+			t.Fatal(err)
+		}
+		if got := decodeNumbers(t, spliced["@context"]); !reflect.DeepEqual(got, want) {
+			t.Errorf("spliced @context of %s = %s, want %s", c.in, spliced["@context"], c.want)
+		}
+		checkSplice(t, raw)
+	}
+}
+
+// TestEnrichedContextCacheIsBounded: @context values are client input; the
+// cache of their enriched form stops at ctxCacheEntries, and a value it
+// does not hold (or one too long to keep) is still enriched correctly.
+func TestEnrichedContextCacheIsBounded(t *testing.T) {
+	long := `"https://example.org/` + string(bytes.Repeat([]byte("x"), ctxCacheKeyMax)) + `"`
+	for i := 0; i < 2*ctxCacheEntries; i++ {
+		raw := []byte(`{"@context":["` + ContextTD11 + `",{"v":"https://ex.org/` + jsonInt(int64(i)) + `"}],"id":"urn:x","title":"x"}`)
+		checkSplice(t, raw)
+		checkSplice(t, []byte(`{"@context":["`+ContextTD11+`",`+long+`],"id":"urn:x","title":"x"}`))
+	}
+	ctxCache.RLock()
+	n := len(ctxCache.m)
+	for k := range ctxCache.m {
+		if len(k) > ctxCacheKeyMax {
+			t.Errorf("cached a %d-byte @context", len(k))
+		}
+	}
+	ctxCache.RUnlock()
+	if n > ctxCacheEntries {
+		t.Errorf("%d cached @context values, limit %d", n, ctxCacheEntries)
+	}
+}

@@ -67,15 +67,29 @@ func (s *Server) directoryDoc(base string) map[string]any {
 		),
 		"security", "nosec_sc",
 		"properties", obj("things", obj(
-			"description", "Retrieve all Thing Descriptions, in id order",
+			"description", "Retrieve all Thing Descriptions, in id order: format=array (the default) "+
+				"answers an array of TDs, format=collection a ThingCollection object",
 			"uriVariables", obj(
 				"offset", obj("title", "Number of TDs to skip", "type", "integer", "minimum", 0),
 				"limit", obj("title", "Number of TDs in a page", "type", "integer", "minimum", 1),
 				"format", obj("title", "Payload format", "type", "string", "enum", []any{"array", "collection"}),
 			),
 			"readOnly", true,
-			"type", "array",
-			"items", obj("type", "object"),
+			// One property, two shapes chosen by the format variable: the
+			// schema says both rather than claim an array for a collection.
+			"oneOf", []any{
+				obj("title", "format=array", "type", "array", "items", obj("type", "object")),
+				obj("title", "format=collection", "type", "object",
+					"properties", obj(
+						"@context", obj("type", "string"),
+						"@type", obj("type", "string", "const", "ThingCollection"),
+						"@id", obj("type", "string"),
+						"total", obj("type", "integer", "minimum", 0),
+						"members", obj("type", "array", "items", obj("type", "object")),
+						"next", obj("type", "string"),
+					),
+					"required", []any{"@type", "total", "members"}),
+			},
 			"forms", []any{form("things{?offset,limit,format}", "GET", "readproperty",
 				"contentType", mtLDJSON, "additionalResponses", problem)},
 		)),
@@ -110,9 +124,11 @@ func (s *Server) directoryDoc(base string) map[string]any {
 				"forms", []any{form("search/text{?q,type,limit}", "GET", "invokeaction", "contentType", mtJSON, "additionalResponses", problem)}),
 		),
 		"events", obj(
-			"thing_created", sseEvent("A Thing Description was created", "thing_created"),
-			"thing_updated", sseEvent("A Thing Description was updated", "thing_updated"),
-			"thing_deleted", sseEvent("A Thing Description was deleted", "thing_deleted"),
+			// Named as in the W3C directory Thing Model; on the wire the SSE
+			// event types stay thing_created/… (PROTOCOL §10).
+			"thingCreated", sseEvent("A Thing Description was created", hub.EventCreated),
+			"thingUpdated", sseEvent("A Thing Description was updated", hub.EventUpdated),
+			"thingDeleted", sseEvent("A Thing Description was deleted", hub.EventDeleted),
 		),
 		"links", []any{
 			obj("rel", "lmos:status", "href", "api/status", "type", mtJSON),
@@ -127,7 +143,8 @@ func (s *Server) directoryDoc(base string) map[string]any {
 	return td
 }
 
-func sseEvent(desc, name string) map[string]any {
+func sseEvent(desc string, t hub.EventType) map[string]any {
+	name := string(t)
 	return map[string]any{
 		"description":  desc,
 		"uriVariables": map[string]any{"diff": map[string]any{"type": "boolean"}},

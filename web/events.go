@@ -62,12 +62,21 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		buf.Reset()
 		return err == nil && rc.Flush() == nil
 	}
-	buf.WriteString("retry: 2000\n\n")
+	// The reconnection time rides in the block of the first event: a block
+	// of its own reaches some clients (r3labs/sse) as an empty event.
+	retry := true
+	emit := func(e hub.Event) {
+		if retry {
+			buf.WriteString(sseRetry)
+			retry = false
+		}
+		s.frame(&buf, e, diff)
+	}
 	// The directory stream carries only the W3C WoT Discovery events.
 	wanted := func(e hub.Event) bool { return e.Type.IsDirectoryEvent() && (only == "" || e.Type == only) }
 	for _, e := range past {
 		if wanted(e) {
-			s.frame(&buf, e, diff)
+			emit(e)
 		}
 		// A long replay goes out in pieces, not as one buffer.
 		if buf.Len() > 64<<10 && !send() {
@@ -86,7 +95,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-s.closing:
 			return
 		case <-beat.C:
-			buf.WriteString(": keep-alive\n\n")
+			buf.WriteString(sseKeepAlive)
 		case e, ok := <-sub.C:
 			if !ok {
 				if sub.Dropped() {
@@ -98,7 +107,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if !wanted(e) {
 				continue
 			}
-			s.frame(&buf, e, diff)
+			emit(e)
 		}
 		if !send() {
 			return

@@ -243,11 +243,24 @@ func deliver(ctx context.Context, rt *hub.Router, in hub.Interaction) *delivery 
 	return d
 }
 
+// Every block an SSE stream sends carries an event with data. r3labs/sse v2
+// (a common Go client) hands a block without data to the application as an
+// event: a lone retry: block, and a comment-only block once any event had
+// an id (it fills in the last id). So the reconnection time goes with the
+// first event, and the keep-alive is one empty line: it keeps proxies from
+// timing the connection out, every SSE parser skips it, and two of them
+// make an empty block, which r3labs drops.
+const (
+	sseRetry     = "retry: 2000\n"
+	sseKeepAlive = "\n"
+)
+
 // sse writes server-sent events with keep-alives.
 type sse struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	buf     bytes.Buffer
+	retried bool // the retry field went out with the first event
 }
 
 func (s *Server) startSSE(w http.ResponseWriter) *sse {
@@ -256,14 +269,16 @@ func (s *Server) startSSE(w http.ResponseWriter) *sse {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	e := &sse{w: w, rc: http.NewResponseController(w)}
-	e.buf.WriteString("retry: 2000\n\n")
-	return e
+	return &sse{w: w, rc: http.NewResponseController(w)}
 }
 
 // event queues one event; data is JSON, sent compact on one line (or line
 // by line if it is not JSON).
 func (e *sse) event(name string, data []byte) {
+	if !e.retried {
+		e.buf.WriteString(sseRetry)
+		e.retried = true
+	}
 	e.buf.WriteString("event: ")
 	e.buf.WriteString(name)
 	e.buf.WriteByte('\n')
@@ -393,7 +408,7 @@ func (s *Server) pump(r *http.Request, e *sse, d *delivery, cancel context.Cance
 	for {
 		select {
 		case <-beat.C:
-			e.buf.WriteString(": keep-alive\n\n")
+			e.buf.WriteString(sseKeepAlive)
 		case res := <-d.c:
 			onResult(res)
 		case err := <-d.done:

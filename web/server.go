@@ -49,7 +49,7 @@ type Config struct {
 	// BrokerPort is the MQTT broker's port for the directory TD's
 	// lmos:broker link; nil or 0 leaves the link out.
 	BrokerPort func() int
-	// SSEHeartbeat is the interval of keep-alive comments (default 15 s).
+	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
 	// MaxStreams bounds the event streams one client address
 	// holds open (default 64).

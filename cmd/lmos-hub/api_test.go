@@ -266,11 +266,56 @@ func TestDirectoryTD(t *testing.T) {
 			t.Errorf("no %s action", a)
 		}
 	}
-	for _, e := range []string{"thing_created", "thing_updated", "thing_deleted"} {
-		ev, _ := events[e].(map[string]any)
+	// The affordance names are the W3C directory Thing Model's; the forms
+	// point at the SSE event types on the wire, which stay thing_created/….
+	if len(events) != 3 {
+		t.Errorf("events %v, want thingCreated, thingUpdated, thingDeleted", events)
+	}
+	for _, a := range [][2]string{{"thingCreated", "thing_created"}, {"thingUpdated", "thing_updated"}, {"thingDeleted", "thing_deleted"}} {
+		name, wire := a[0], a[1] // in this order: each step causes the next event
+		ev, _ := events[name].(map[string]any)
 		forms, _ := ev["forms"].([]any)
-		if len(forms) == 0 || forms[0].(map[string]any)["subprotocol"] != "sse" {
-			t.Errorf("event %s: %v", e, ev)
+		if len(forms) != 1 || forms[0].(map[string]any)["subprotocol"] != "sse" || forms[0].(map[string]any)["href"] != "events/"+wire+"{?diff}" {
+			t.Errorf("event %s: %v", name, ev)
+			continue
+		}
+		// The form leads to a stream whose events carry that type.
+		s := h.openSSE("/events/"+wire, "")
+		if wire == "thing_created" {
+			h.put("urn:ex:dir-td", makeTD("urn:ex:dir-td", "one"))
+		} else if wire == "thing_updated" {
+			h.put("urn:ex:dir-td", makeTD("urn:ex:dir-td", "two"))
+		} else if resp, body := h.do(http.MethodDelete, "/things/urn:ex:dir-td", "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
+		}
+		if ev := s.next(5 * time.Second); ev.Type != wire {
+			t.Errorf("form of %s: event type %q, want %q", name, ev.Type, wire)
+		}
+		s.Close()
+	}
+	// The things property describes both shapes format chooses, and each
+	// answer matches the schema its format names.
+	things, _ := props["things"].(map[string]any)
+	shapes, _ := things["oneOf"].([]any)
+	if things["type"] != nil || len(shapes) != 2 {
+		t.Fatalf("things property: %v, want oneOf array and collection", things)
+	}
+	arr, _ := shapes[0].(map[string]any)
+	coll, _ := shapes[1].(map[string]any)
+	if arr["type"] != "array" || coll["type"] != "object" ||
+		fmt.Sprint(coll["required"]) != "[@type total members]" {
+		t.Errorf("things shapes: %v", shapes)
+	}
+	var list []any
+	h.getJSON("/things", 200, &list)
+	var page map[string]any
+	h.getJSON("/things?format=collection", 200, &page)
+	if page["@type"] != "ThingCollection" || page["total"] == nil || page["members"] == nil {
+		t.Errorf("format=collection answered %v", page)
+	}
+	for k := range page {
+		if _, ok := coll["properties"].(map[string]any)[k]; !ok {
+			t.Errorf("collection member %q is not in the things property's collection schema", k)
 		}
 	}
 	// The broker is linked at the host the request came to.

@@ -48,6 +48,9 @@ type Main struct {
 
 	errc    chan error
 	closers []closer
+	// sseHeartbeat overrides the SSE keep-alive interval (0: the web
+	// default, 15 s); tests shorten it to see keep-alives without waiting.
+	sseHeartbeat time.Duration
 }
 
 // NewMain returns a Main for cfg.
@@ -119,7 +122,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			MessageBurst: cfg.HTTP.WebSocket.MessageBurst,
 			SendQueue:    cfg.HTTP.WebSocket.SendQueue,
 		},
-		MaxStreams: cfg.HTTP.MaxStreamsPerClient,
+		MaxStreams:   cfg.HTTP.MaxStreamsPerClient,
+		SSEHeartbeat: m.sseHeartbeat,
 		// m.Broker is set below, before the HTTP server starts serving.
 		Metrics: []func(io.Writer){func(w io.Writer) {
 			if m.Broker != nil {
