@@ -62,14 +62,25 @@ func TestTDD_things_list_pagination_header_canonicallink_ExpiryChangesTag(t *tes
 	}); err != nil || len(got) != 1 || got[0] != "urn:ex:c" {
 		t.Errorf("PageJSON = %v, %v", got, err)
 	}
+	sub, _, err := r.Subscribe(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Cancel()
 	close(s.gate)
-	// The next write wakes the write loop, which then purges urn:ex:b.
+	// The next write wakes the write loop, which then purges urn:ex:b;
+	// events are published after the index is installed.
 	if _, err := r.Put(ctx, "urn:ex:d", testTD("urn:ex:d", "t"), hub.Origin{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Page(0, 0).Hidden != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	timeout := time.After(5 * time.Second)
+	for purged := false; !purged; {
+		select {
+		case ev := <-sub.C:
+			purged = ev.Type == hub.EventDeleted && ev.ID == "urn:ex:b"
+		case <-timeout:
+			t.Fatal("urn:ex:b was never purged")
+		}
 	}
 	p3 := r.Page(0, 0)
 	if p3.Hidden != 0 || p3.Total != 3 || p3.Tag() == p2.Tag() || p3.Tag() == p1.Tag() {
