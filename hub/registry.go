@@ -53,6 +53,13 @@ type Registry struct {
 	mu     sync.RWMutex
 	things map[string]*Thing
 	ids    []string // sorted ids of things
+	// rev is the sequence of the last committed directory change that
+	// things reflects; set with things, so a reader under mu sees both
+	// from one state.
+	rev uint64
+	// installed is closed (and replaced) by every install, so a reader
+	// that found the store ahead of the index can wait for the index.
+	installed chan struct{}
 	// expiring counts things with an expiry, so List can skip expiry checks
 	// when there are none.
 	expiring int
@@ -181,6 +188,8 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		return nil, fmt.Errorf("cannot read last event sequence: %w", err)
 	}
 	r.published = r.seq
+	r.rev = r.seq
+	r.installed = make(chan struct{})
 	go r.loop()
 	return r, nil
 }
@@ -416,6 +425,12 @@ func (r *Registry) List(offset, limit int) ([]*Thing, int) {
 	now := r.opts.Now()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	things, total, _ := r.listLocked(offset, limit, now)
+	return things, total
+}
+
+// listLocked is List under r.mu; hidden counts the expired, unpurged Things.
+func (r *Registry) listLocked(offset, limit int, now time.Time) (out []*Thing, total, hidden int) {
 	if r.expiring == 0 {
 		// Nothing can have expired unseen: slice the id index directly.
 		total := len(r.ids)
@@ -428,13 +443,12 @@ func (r *Registry) List(offset, limit int) ([]*Thing, int) {
 		for _, id := range r.ids[lo:hi] {
 			out = append(out, r.things[id])
 		}
-		return out, total
+		return out, total, 0
 	}
-	var out []*Thing
-	total := 0
 	for _, id := range r.ids {
 		t := r.things[id]
 		if t.expired(now) {
+			hidden++
 			continue
 		}
 		if total >= offset && (limit <= 0 || len(out) < limit) {
@@ -442,7 +456,7 @@ func (r *Registry) List(offset, limit int) ([]*Thing, int) {
 		}
 		total++
 	}
-	return out, total
+	return out, total, hidden
 }
 
 // Count returns the number of live Things.
@@ -459,8 +473,8 @@ func (r *Registry) Count() int {
 	return n
 }
 
-// Revision is the sequence of the last published change; it changes whenever
-// the set of Things does and serves as the collection's ETag.
+// Revision is the sequence of the last published change. The list's etag
+// comes from Page instead, which reads the revision with the index.
 func (r *Registry) Revision() uint64 {
 	r.feedMu.Lock()
 	defer r.feedMu.Unlock()

@@ -221,6 +221,9 @@ func (r *Registry) reply(batch []*op, results []opResult) {
 func (r *Registry) install(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.rev = r.seq
+	close(r.installed)
+	r.installed = make(chan struct{})
 	for id, t := range r.overlay {
 		pos, found := slices.BinarySearch(r.ids, id)
 		if old := r.things[id]; old != nil && !old.Meta.Expires.IsZero() {

@@ -120,6 +120,10 @@ type Store interface {
 	// ThingsRaw calls fn with the submitted bytes of each stored id in one
 	// consistent read; raw is valid only during the call.
 	ThingsRaw(ids []string, fn func(id string, raw []byte) error) error
+	// ThingsRawAt is ThingsRaw in a read that sees the state after the
+	// event with sequence seq and nothing later: it returns ErrStale,
+	// without calling fn, when the last committed sequence is not seq.
+	ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte) error) error
 	// Commit applies b atomically and durably (fsync), appends b.Events to the
 	// event log and trims the log to its bound.
 	Commit(b *Batch) error

@@ -299,6 +299,29 @@ func (s *DB) ThingsRaw(ids []string, fn func(id string, raw []byte) error) error
 	return nil
 }
 
+// ThingsRawAt is ThingsRaw in a transaction whose last event sequence is
+// seq (Commit writes it with the batch), else hub.ErrStale.
+func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if getU64(tx.Bucket(bucketMeta).Get(keyLastSeq)) != seq {
+			return hub.ErrStale
+		}
+		b := tx.Bucket(bucketThings)
+		for _, id := range ids {
+			if raw := b.Get([]byte(id)); raw != nil {
+				if err := fn(id, raw); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cannot read things: %w", err)
+	}
+	return nil
+}
+
 // Commit applies b in one durable transaction: Puts, then Deletes (so a
 // batch should not name one id in both), then Events, then trims the event
 // log. Event seqs must be strictly increasing and above LastSeq; otherwise

@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,11 +40,38 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, hub.Errorf(hub.EINVALID, "format must be array or collection, not %q", format))
 		return
 	}
-	rev := s.reg.Revision()
-	things, total := s.reg.List(offset, limit)
-	etag := strconv.FormatUint(rev, 10)
+	// The first chunk of documents must come from the store state the
+	// page was read at; a write committed in between (its install into
+	// the index follows at once) means reading the page again.
+	var (
+		page  hub.Page
+		first []byte
+		err2  error
+	)
+	for try := 0; ; try++ {
+		page = s.reg.Page(offset, limit)
+		first, err2 = s.pageChunk(&page, 0, nil)
+		if !errors.Is(err2, hub.ErrStale) || try == staleRetries {
+			break
+		}
+		select { // the index follows the store within one install
+		case <-page.Installed:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if err2 != nil {
+		if errors.Is(err2, hub.ErrStale) {
+			err2 = hub.Errorf(hub.EUNAVAILABLE, "the collection changes too fast to be read; try again")
+		}
+		s.writeError(w, r, err2)
+		return
+	}
+	things, total := page.Things, page.Total
+	etag := page.Tag()
 	w.Header().Add("Link", `</things>; rel="canonical"; etag="`+etag+`"`)
-	w.Header().Set("ETag", `"`+etag+`"`)
+	// Weak: registration.retrieved differs between bodies of one state.
+	w.Header().Set("ETag", `W/"`+etag+`"`)
 	next := ""
 	if limit > 0 && offset+len(things) < total {
 		next = "/things?offset=" + strconv.Itoa(offset+len(things)) + "&limit=" + strconv.Itoa(limit)
@@ -65,48 +93,52 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	} else {
 		head, tail = []byte("["), []byte("]\n")
 	}
-	s.streamThings(w, r, things, head, tail)
+	s.streamPage(w, &page, append(head, first...), tail)
 }
+
+// staleRetries bounds how often a list request reads the page again when
+// writes keep committing between the index read and the store read.
+const staleRetries = 16
 
 // listChunk bounds how many TDs are encoded per store read, so a listing of
 // any size takes little memory and never holds a store transaction while
 // the client reads.
 const listChunk = 128
 
-// streamThings writes head, the enriched TDs separated by commas, and tail.
-func (s *Server) streamThings(w http.ResponseWriter, r *http.Request, things []*hub.Thing, head, tail []byte) {
-	buf := append(make([]byte, 0, 64<<10), head...)
-	n := 0
-	for lo := 0; lo < len(things) || lo == 0; lo += listChunk {
-		chunk := things[lo:min(lo+listChunk, len(things))]
-		err := s.reg.EachEnrichedJSON(chunk, func(doc []byte) error {
-			if n > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, doc...)
-			n++
-			return nil
-		})
-		if err != nil {
-			if lo == 0 {
-				s.writeError(w, r, err)
-			} else {
-				// The status is sent: end the body early so the client sees
-				// a truncated document rather than a wrong one.
-				panic(http.ErrAbortHandler)
-			}
-			return
+// pageChunk appends to buf the comma-separated enriched TDs of chunk i of
+// page (a leading comma unless i == 0).
+func (s *Server) pageChunk(page *hub.Page, i int, buf []byte) ([]byte, error) {
+	lo := i * listChunk
+	hi := min(lo+listChunk, len(page.Things))
+	err := s.reg.PageJSON(page, lo, hi, func(doc []byte) error {
+		if lo > 0 {
+			buf = append(buf, ',')
 		}
-		if lo+listChunk >= len(things) {
-			break
-		}
+		buf = append(buf, doc...)
+		lo++
+		return nil
+	})
+	return buf, err
+}
+
+// streamPage writes head (holding the first chunk), the remaining chunks
+// of the page and tail. A later chunk is read from the same store state
+// or not at all: if the collection changed meanwhile, the body is cut
+// off so the client sees a truncated document rather than a mixed one.
+func (s *Server) streamPage(w http.ResponseWriter, page *hub.Page, head, tail []byte) {
+	buf := head
+	chunks := (len(page.Things) + listChunk - 1) / listChunk
+	for i := 1; i < chunks; i++ {
 		if _, err := w.Write(buf); err != nil {
 			return
 		}
-		buf = buf[:0]
+		var err error
+		if buf, err = s.pageChunk(page, i, buf[:0]); err != nil {
+			panic(http.ErrAbortHandler)
+		}
 	}
 	buf = append(buf, tail...)
-	if len(things) <= listChunk {
+	if chunks <= 1 {
 		// Small answers go out in one piece, with a length.
 		w.Header().Set("Content-Length", itoa(len(buf)))
 	}
