@@ -40,9 +40,10 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, hub.Errorf(hub.EINVALID, "format must be array or collection, not %q", format))
 		return
 	}
-	// The first chunk of documents must come from the store state the
-	// page was read at; a write committed in between (its install into
-	// the index follows at once) means reading the page again.
+	// The documents must come from the store state the page was read at,
+	// all in one store transaction; a write committed in between (its
+	// install into the index follows at once) means reading the page
+	// again.
 	var (
 		page  hub.Page
 		first []byte
@@ -50,7 +51,7 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	)
 	for try := 0; ; try++ {
 		page = s.reg.Page(offset, limit)
-		first, err2 = s.pageChunk(&page, 0, nil)
+		first, err2 = s.pageDocs(&page)
 		if !errors.Is(err2, hub.ErrStale) || try == staleRetries {
 			break
 		}
@@ -93,56 +94,37 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	} else {
 		head, tail = []byte("["), []byte("]\n")
 	}
-	s.streamPage(w, &page, append(head, first...), tail)
+	writePage(w, head, first, tail)
 }
 
 // staleRetries bounds how often a list request reads the page again when
 // writes keep committing between the index read and the store read.
 const staleRetries = 16
 
-// listChunk bounds how many TDs are encoded per store read, so a listing of
-// any size takes little memory and never holds a store transaction while
-// the client reads.
-const listChunk = 128
-
-// pageChunk appends to buf the comma-separated enriched TDs of chunk i of
-// page (a leading comma unless i == 0).
-func (s *Server) pageChunk(page *hub.Page, i int, buf []byte) ([]byte, error) {
-	lo := i * listChunk
-	hi := min(lo+listChunk, len(page.Things))
-	err := s.reg.PageJSON(page, lo, hi, func(doc []byte) error {
-		if lo > 0 {
+// pageDocs returns the comma-separated enriched TDs of page, read in one
+// store transaction at the page's state (hub.ErrStale when the store has
+// moved on). The whole page is encoded before anything is written: the
+// transaction never waits for the network, and a body never mixes two
+// states of the collection.
+func (s *Server) pageDocs(page *hub.Page) ([]byte, error) {
+	var buf []byte
+	err := s.reg.PageJSON(page, 0, len(page.Things), func(doc []byte) error {
+		if len(buf) > 0 {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, doc...)
-		lo++
 		return nil
 	})
 	return buf, err
 }
 
-// streamPage writes head (holding the first chunk), the remaining chunks
-// of the page and tail. A later chunk is read from the same store state
-// or not at all: if the collection changed meanwhile, the body is cut
-// off so the client sees a truncated document rather than a mixed one.
-func (s *Server) streamPage(w http.ResponseWriter, page *hub.Page, head, tail []byte) {
-	buf := head
-	chunks := (len(page.Things) + listChunk - 1) / listChunk
-	for i := 1; i < chunks; i++ {
-		if _, err := w.Write(buf); err != nil {
-			return
-		}
-		var err error
-		if buf, err = s.pageChunk(page, i, buf[:0]); err != nil {
-			panic(http.ErrAbortHandler)
-		}
-	}
-	buf = append(buf, tail...)
-	if chunks <= 1 {
-		// Small answers go out in one piece, with a length.
-		w.Header().Set("Content-Length", itoa(len(buf)))
-	}
-	_, _ = w.Write(buf)
+// writePage writes head, the page's documents and tail in one piece, with
+// its length.
+func writePage(w http.ResponseWriter, head, docs, tail []byte) {
+	w.Header().Set("Content-Length", itoa(len(head)+len(docs)+len(tail)))
+	_, _ = w.Write(head)
+	_, _ = w.Write(docs)
+	_, _ = w.Write(tail)
 }
 
 func intParam(q url.Values, name string, def int) (int, error) {
