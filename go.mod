@@ -12,11 +12,13 @@ require (
 	github.com/miekg/dns v1.1.61
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/r3labs/sse/v2 v2.10.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/theory/jsonpath v0.11.0
 	go.etcd.io/bbolt v1.4.3
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/net v0.33.0
 	golang.org/x/sys v0.29.0
+	golang.org/x/text v0.21.0
 	gopkg.in/cenkalti/backoff.v1 v1.1.0
 )
 

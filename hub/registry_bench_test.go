@@ -243,3 +243,26 @@ func BenchmarkList100(b *testing.B) {
 	}
 	reportPercentiles(b, lat, time.Microsecond, "µs")
 }
+
+// BenchmarkValidate: hub.Validate (the hub's rules plus the W3C TD 1.1 JSON
+// Schema) of one parsed benchmark TD per op; the share of a durable PUT that
+// validation costs (docs/PERFORMANCE.md).
+func BenchmarkValidate(b *testing.B) {
+	tds := benchTDs()
+	docs := make([]map[string]any, 0, 1000)
+	for _, td := range tds[:1000] {
+		doc, err := hub.ParseDocument(td.Raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs = append(docs, doc)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := hub.Validate(docs[i%len(docs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -180,9 +180,12 @@ func TopicKey(id string) string {
 // each FieldError.Field a JSON pointer (RFC 6901, with ~0 ~1 escaping) to the offending member (or to where
 // a missing member should be, e.g. "/title"), sorted by Field for stable output.
 //
-// It checks the rules the hub relies on, not the full TD JSON Schema:
-// unknown members and lmos:* terms (except lmos:capabilities being an array)
-// pass through untouched.
+// It checks the rules the hub relies on in Go, then the whole document against
+// the official W3C TD 1.1 JSON Schema (tdschema.go; WoT Discovery
+// tdd-validation-jsonschema). Where both find a problem at one member, the Go
+// rule's message is kept. Unknown members and lmos:* terms (except
+// lmos:capabilities being an array) pass both: the schema allows additional
+// members, which is how registration (WoT Discovery) and LMOS terms travel.
 func Validate(doc map[string]any) error {
 	var v tdValidator
 	v.context(doc)
@@ -210,6 +213,7 @@ func Validate(doc map[string]any) error {
 			v.add("/lmos:capabilities", "must be an array")
 		}
 	}
+	v.fields = mergeSchemaErrors(v.fields, schemaErrors(doc))
 	if len(v.fields) == 0 {
 		return nil
 	}
@@ -493,6 +497,18 @@ func (v *tdValidator) registration(doc map[string]any) {
 			v.add("/registration/ttl", "must be greater than 0")
 		} else if n > MaxTTLSeconds {
 			v.add("/registration/ttl", fmt.Sprintf("must be at most %d seconds (10 years)", MaxTTLSeconds))
+		}
+	}
+	// The TD schema does not know registration (a Discovery extension); the
+	// hub sets created, modified and retrieved itself, but a client's value
+	// of the wrong kind is still an error in the document (tdd-validation-jsonschema).
+	for _, key := range []string{"created", "modified", "retrieved"} {
+		if val, ok := reg[key]; ok {
+			if s, isStr := val.(string); !isStr {
+				v.add("/registration/"+key, "must be a string")
+			} else if _, err := ParseDateTime(s); err != nil {
+				v.add("/registration/"+key, "must be an RFC 3339 date-time")
+			}
 		}
 	}
 	if exp, ok := reg["expires"]; ok {

@@ -198,7 +198,8 @@ func TestValidateRules(t *testing.T) {
 
 		// top-level forms and links
 		{"top forms missing", func(_ *testing.T, d doc) { delete(d, "forms") }, nil},
-		{"top forms empty", func(t *testing.T, d doc) { d["forms"] = jv(t, `[]`) }, nil},
+		// The TD 1.1 JSON Schema requires at least one form where forms is given.
+		{"top forms empty", func(t *testing.T, d doc) { d["forms"] = jv(t, `[]`) }, []string{"/forms"}},
 		{"top forms not array", func(t *testing.T, d doc) { d["forms"] = jv(t, `{}`) }, []string{"/forms"}},
 		{"top form bad entries", func(t *testing.T, d doc) { d["forms"] = jv(t, `[5, {"op": "readallproperties"}]`) },
 			[]string{"/forms/0", "/forms/1/href"}},
@@ -232,6 +233,28 @@ func TestValidateRules(t *testing.T) {
 			[]string{"/lmos:capabilities"}},
 		{"lmos:capabilities of anything", func(t *testing.T, d doc) { d["lmos:capabilities"] = jv(t, `[1, "x", null]`) }, nil},
 		{"other lmos terms unchecked", func(t *testing.T, d doc) { d["lmos:whatever"] = nil; d["unknown"] = jv(t, `[{}]`) }, nil},
+
+		// the W3C TD 1.1 JSON Schema (tdd-validation-jsonschema): each
+		// error at the member at fault, one per anyOf/oneOf
+		{"schema: data type unknown", func(t *testing.T, d doc) { member(t, d, "properties", "temp")["type"] = "bogus" },
+			[]string{"/properties/temp/type"}},
+		{"schema: op unknown", func(t *testing.T, d doc) {
+			member(t, d, "actions", "chat")["forms"] = jv(t, `[{"href": "https://x", "op": "explode"}]`)
+		},
+			[]string{"/actions/chat/forms/0/op"}},
+		{"schema: basic in unknown", func(t *testing.T, d doc) { member(t, d, "securityDefinitions", "basic_sc")["in"] = "nowhere" },
+			[]string{"/securityDefinitions/basic_sc/in"}},
+		{"schema: scheme unknown", func(t *testing.T, d doc) { member(t, d, "securityDefinitions", "basic_sc")["scheme"] = "nonsense" },
+			[]string{"/securityDefinitions/basic_sc/scheme"}},
+		{"schema: prefixed scheme allowed", func(t *testing.T, d doc) {
+			member(t, d, "securityDefinitions", "basic_sc")["scheme"] = "ace:ACESecurityScheme"
+		}, nil},
+		{"schema: created not date-time", func(_ *testing.T, d doc) { d["created"] = "yesterday" }, []string{"/created"}},
+		{"schema: two problems", func(t *testing.T, d doc) { d["base"] = jv(t, `5`); d["version"] = "1.0" }, []string{"/base", "/version"}},
+		{"registration created number", func(t *testing.T, d doc) { member(t, d, "registration")["created"] = jv(t, `5`) },
+			[]string{"/registration/created"}},
+		{"registration modified not RFC 3339", func(t *testing.T, d doc) { member(t, d, "registration")["modified"] = "today" },
+			[]string{"/registration/modified"}},
 
 		// many problems at once are all reported, sorted
 		{"several problems", func(t *testing.T, d doc) {

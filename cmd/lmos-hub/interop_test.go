@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // tdPlayground runs the W3C TD Playground validator (npm
@@ -109,6 +111,23 @@ func TestServedTDsPassPlayground(t *testing.T) {
 	h.getJSON("/things", 200, &list)
 	if len(list) != 4 {
 		t.Errorf("%d Things stored, want 4 (invalid samples must not be stored)", len(list))
+	}
+
+	// The hub's own validation, which includes the W3C TD 1.1 JSON Schema
+	// (tdd-validation-jsonschema), accepts every TD it serves, the
+	// directory TD included.
+	for _, f := range served {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := hub.ParseDocument(raw)
+		if err == nil {
+			err = hub.Validate(doc)
+		}
+		if err != nil {
+			t.Errorf("the hub's validation rejects %s it serves: %v %+v", filepath.Base(f), err, hub.ErrorFields(err))
+		}
 	}
 
 	verdicts := tdPlayground(t, append(served, invalid...)...)
