@@ -59,6 +59,10 @@ func TestCheckValue(t *testing.T) {
 		{`{"type":"array","items":[{"type":"string"},{"type":"integer"}]}`, `["a",1]`, true, ""},
 		{`{"type":"array","items":[{"type":"string"},{"type":"integer"}]}`, `["a","b"]`, false, "/1"},
 		{`{"type":"array","items":[{"type":"string"},{"type":"integer"}]}`, `[1,2]`, false, "/0"},
+		{`{"type":"string","format":"date-time"}`, `"2026-11-23T23:00:00Z"`, true, ""},
+		{`{"type":"string","format":"date-time"}`, `"yesterday"`, false, ""},
+		// TD-only terms are annotations.
+		{`{"type":"number","unit":"om:degree_Celsius","readOnly":true,"forms":[{"href":"x"}]}`, `21.5`, true, ""},
 		// A big CBOR/JSON integer is a number to the validator too.
 		{`{"type":"integer","maximum":10}`, `123456789012345678901234567890`, false, ""},
 		// A schema the validator cannot compile (a $ref it may not load)
