@@ -5,6 +5,8 @@ import (
 	"testing"
 )
 
+// TestCheckValue checks values the way checkInput does (the JSON Schema
+// validator, see checkDataSchema).
 func TestCheckValue(t *testing.T) {
 	schema := func(s string) map[string]any {
 		var m map[string]any
@@ -46,8 +48,29 @@ func TestCheckValue(t *testing.T) {
 		{`{"type":"null"}`, `null`, true, ""},
 		{`{"unknownTerm":1,"type":"integer"}`, `1e2`, true, ""},
 		{`{"type":"object","properties":{"a~/b":{"type":"string"}}}`, `{"a~/b":1}`, false, "/a~0~1b"},
+		// TD 1.1 §5.3.2 terms the hand-written checker ignored (issue 11,
+		// point 10): pattern, multipleOf and tuple items.
+		{`{"type":"string","pattern":"^[0-9]+$"}`, `"123"`, true, ""},
+		{`{"type":"string","pattern":"^[0-9]+$"}`, `"ABC123"`, false, ""},
+		{`{"type":"object","properties":{"code":{"type":"string","pattern":"^[0-9]+$"}}}`, `{"code":"ABC123"}`, false, "/code"},
+		{`{"type":"integer","multipleOf":5}`, `10`, true, ""},
+		{`{"type":"integer","multipleOf":5}`, `7`, false, ""},
+		{`{"type":"number","multipleOf":0.5}`, `1.5`, true, ""},
+		{`{"type":"array","items":[{"type":"string"},{"type":"integer"}]}`, `["a",1]`, true, ""},
+		{`{"type":"array","items":[{"type":"string"},{"type":"integer"}]}`, `["a","b"]`, false, "/1"},
+		{`{"type":"array","items":[{"type":"string"},{"type":"integer"}]}`, `[1,2]`, false, "/0"},
+		{`{"type":"string","format":"date-time"}`, `"2026-11-23T23:00:00Z"`, true, ""},
+		{`{"type":"string","format":"date-time"}`, `"yesterday"`, false, ""},
+		// TD-only terms are annotations.
+		{`{"type":"number","unit":"om:degree_Celsius","readOnly":true,"forms":[{"href":"x"}]}`, `21.5`, true, ""},
+		// A big CBOR/JSON integer is a number to the validator too.
+		{`{"type":"integer","maximum":10}`, `123456789012345678901234567890`, false, ""},
+		// A schema the validator cannot compile (a $ref it may not load)
+		// falls back to the basic terms.
+		{`{"type":"string","items":{"$ref":"https://example.invalid/x"}}`, `"x"`, true, ""},
+		{`{"type":"string","items":{"$ref":"https://example.invalid/x"}}`, `1`, false, ""},
 	} {
-		err := CheckValue(schema(tc.schema), value(tc.value))
+		err := checkDataSchema(nil, "", schema(tc.schema), value(tc.value))
 		if tc.ok {
 			if err != nil {
 				t.Errorf("%s %s: %v", tc.schema, tc.value, err)
@@ -88,6 +111,60 @@ func TestCheckInput(t *testing.T) {
 		err := checkInput(Interaction{Op: c.op, Name: c.name, Input: []byte(c.input), ContentType: MediaJSON, Affordance: aff(c.member, c.name)})
 		if (ErrorCode(err) == EINVALID) != c.invalid || (err != nil && !c.invalid) {
 			t.Errorf("%s %s %s: %v", c.op, c.name, c.input, err)
+		}
+	}
+}
+
+// TestCheckInputCompilesOnce: an affordance's schema is compiled once per
+// Thing version and kept in its Summary; a new version compiles its own.
+func TestCheckInputCompilesOnce(t *testing.T) {
+	raw := []byte(`{"actions":{"go":{"input":{"type":"string","pattern":"^[0-9]+$"}}}}`)
+	doc, err := ParseDocument(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := Thing{Summary: summarize(doc)}
+	in := Interaction{Op: OpInvokeAction, Name: "go", ContentType: MediaJSON, Thing: &th,
+		Affordance: doc["actions"].(map[string]any)["go"].(map[string]any)}
+	in.Input = []byte(`"ABC123"`)
+	if err := checkInput(in); ErrorCode(err) != EINVALID {
+		t.Fatalf("ABC123: %v, want invalid", err)
+	}
+	first := th.Summary.schemas.m["actions/go"]
+	if first == nil || first.schema == nil {
+		t.Fatalf("schema not cached: %+v", first)
+	}
+	in.Input = []byte(`"123"`)
+	if err := checkInput(in); err != nil {
+		t.Fatalf("123: %v", err)
+	}
+	if th.Summary.schemas.m["actions/go"] != first {
+		t.Error("the schema was compiled again for the same Thing version")
+	}
+	// A document read in a race with a write (another schema under the
+	// same Summary) is checked against its own schema, not the cached one.
+	in.Affordance = map[string]any{"input": map[string]any{"type": "string", "pattern": "^[A-Z0-9]+$"}}
+	in.Input = []byte(`"ABC123"`)
+	if err := checkInput(in); err != nil {
+		t.Fatalf("new schema: %v", err)
+	}
+}
+
+// BenchmarkCheckInput measures one action input check against a cached,
+// compiled schema (the path of every invocation after the first).
+func BenchmarkCheckInput(b *testing.B) {
+	doc, err := ParseDocument([]byte(`{"actions":{"order":{"input":{"type":"object","required":["code"],"properties":{
+		"code":{"type":"string","pattern":"^[0-9]+$"},"qty":{"type":"integer","multipleOf":5,"minimum":0},
+		"at":{"type":"array","items":[{"type":"number"},{"type":"number"}]}}}}}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	th := Thing{Summary: summarize(doc)}
+	in := Interaction{Op: OpInvokeAction, Name: "order", ContentType: MediaJSON, Thing: &th,
+		Affordance: doc["actions"].(map[string]any)["order"].(map[string]any), Input: []byte(`{"code":"123","qty":10,"at":[1.5,2]}`)}
+	for b.Loop() {
+		if err := checkInput(in); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -23,6 +23,8 @@ type Summary struct {
 	bloom []uint64
 	// search holds the searchable fields, lower-cased (see addField).
 	search string
+	// schemas holds the affordances' compiled data schemas (checkInput).
+	schemas *dataSchemas
 }
 
 // Affordance kinds, in Summary.names order.
@@ -57,7 +59,7 @@ func (s *Summary) HasAffordance(member, name string) bool {
 
 // summarize builds the Summary of a valid document.
 func summarize(doc map[string]any) *Summary {
-	s := &Summary{}
+	s := &Summary{schemas: &dataSchemas{}}
 	s.Title, _ = doc["title"].(string)
 	switch v := doc["@type"].(type) {
 	case string:
@@ -376,7 +378,7 @@ func DecodeSummary(b []byte) (*Summary, error) {
 		}
 		return out, true
 	}
-	s := &Summary{}
+	s := &Summary{schemas: &dataSchemas{}}
 	ok := true
 	s.Title, ok = str()
 	if ok {

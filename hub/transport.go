@@ -209,11 +209,13 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 // with a value the TD rules out.
 func checkInput(in Interaction) error {
 	var schema map[string]any
+	var key string
 	switch in.Op {
 	case OpWriteProperty:
-		schema = in.Affordance
+		schema, key = in.Affordance, "properties/"+in.Name
 	case OpInvokeAction:
 		schema, _ = in.Affordance["input"].(map[string]any)
+		key = "actions/" + in.Name
 	}
 	if schema == nil || len(in.Input) == 0 {
 		return nil
@@ -222,7 +224,11 @@ func checkInput(in Interaction) error {
 	if err != nil {
 		return err
 	}
-	return CheckValue(schema, v)
+	var cache *dataSchemas
+	if in.Thing != nil && in.Thing.Summary != nil {
+		cache = in.Thing.Summary.schemas
+	}
+	return checkDataSchema(cache, key, schema, v)
 }
 
 func singular(member string) string {

@@ -39,6 +39,17 @@ func proxyTD(id string) []byte {
 			"count":   action("count", "application/json"),
 			"fail":    action("fail", "application/json"),
 			"never":   action("never", "application/json"),
+			// order's input uses the TD 1.1 terms the hub used to ignore:
+			// pattern, multipleOf and tuple items.
+			"order": func() map[string]any {
+				a := action("order", "application/json")
+				a["input"] = map[string]any{"type": "object", "properties": map[string]any{
+					"code": map[string]any{"type": "string", "pattern": "^[0-9]+$"},
+					"qty":  map[string]any{"type": "integer", "multipleOf": 5},
+					"at":   map[string]any{"type": "array", "items": []any{map[string]any{"type": "number"}, map[string]any{"type": "number"}}},
+				}}
+				return a
+			}(),
 		},
 		"properties": map[string]any{
 			"temp":  map[string]any{"type": "number", "forms": form("application/json", "properties/temp")},
@@ -120,6 +131,8 @@ func (a *proxyAgent) serve(p *paho.Publish) {
 		ct = p.Properties.ContentType
 	}
 	switch action {
+	case "order":
+		a.reply(p, "completed", "application/json", p.Payload)
 	case "add":
 		if ct != "application/cbor" || cbor.Unmarshal(p.Payload, &in) != nil {
 			a.reply(p, "failed", "application/json", []byte(`{"title":"bad input","detail":"want CBOR"}`))
@@ -383,6 +396,43 @@ func TestProxyRejections(t *testing.T) {
 	}
 	resp, body = h.request("GET", "/proxy/"+pathEscape(agentID)+"/events/alarm", "", "", nil, "")
 	expectProblem(t, resp, body, 503, "offline")
+}
+
+// TestProxyInvokeChecksDataSchema: an action input that breaks a pattern, a
+// multipleOf or a tuple's items is refused with 400 and validationErrors
+// pointing into the value, and never reaches the agent; a valid one does.
+func TestProxyInvokeChecksDataSchema(t *testing.T) {
+	h := startHub(t, nil)
+	a := h.startAgent(agentID)
+	for _, c := range []struct{ input, field string }{
+		{`{"code":"ABC123"}`, "/code"},
+		{`{"qty":7}`, "/qty"},
+		{`{"at":[1.5,"north"]}`, "/at/1"},
+	} {
+		resp, body := h.request("POST", actionPath(agentID, "order"), "application/json", "", []byte(c.input), testToken)
+		p := expectProblem(t, resp, body, 400, "data schema")
+		if len(p.ValidationErrors) != 1 || p.ValidationErrors[0].Field != c.field || p.ValidationErrors[0].Description == "" {
+			t.Errorf("%s: validationErrors %+v, want one at %s", c.input, p.ValidationErrors, c.field)
+		}
+	}
+	select {
+	case p := <-a.got:
+		t.Fatalf("an input the schema rules out reached the agent: %s %s", p.Topic, p.Payload)
+	default:
+	}
+	valid := `{"code":"123","qty":10,"at":[1.5,2]}`
+	resp, body := h.request("POST", actionPath(agentID, "order"), "application/json", "", []byte(valid), testToken)
+	if resp.StatusCode != 200 {
+		t.Fatalf("valid input: %d %s", resp.StatusCode, body)
+	}
+	select {
+	case p := <-a.got:
+		if string(p.Payload) != valid {
+			t.Errorf("the agent got %s, want %s", p.Payload, valid)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the valid input never reached the agent")
+	}
 }
 
 func TestProxyPropertiesAndEvents(t *testing.T) {
