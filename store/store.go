@@ -282,19 +282,21 @@ func (s *DB) ThingRaw(id string) ([]byte, error) {
 // during the call (it points into the memory-mapped file), so a list page
 // is served without copying every document first.
 func (s *DB) ThingsRaw(ids []string, fn func(id string, raw []byte) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketThings)
-		for _, id := range ids {
-			if raw := b.Get([]byte(id)); raw != nil {
-				if err := fn(id, raw); err != nil {
-					return err
-				}
+	if err := s.db.View(func(tx *bolt.Tx) error { return eachRaw(tx, ids, fn) }); err != nil {
+		return fmt.Errorf("cannot read things: %w", err)
+	}
+	return nil
+}
+
+// eachRaw calls fn with the stored bytes of each id that tx holds.
+func eachRaw(tx *bolt.Tx, ids []string, fn func(id string, raw []byte) error) error {
+	b := tx.Bucket(bucketThings)
+	for _, id := range ids {
+		if raw := b.Get([]byte(id)); raw != nil {
+			if err := fn(id, raw); err != nil {
+				return err
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("cannot read things: %w", err)
 	}
 	return nil
 }
@@ -306,15 +308,7 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 		if getU64(tx.Bucket(bucketMeta).Get(keyLastSeq)) != seq {
 			return hub.ErrStale
 		}
-		b := tx.Bucket(bucketThings)
-		for _, id := range ids {
-			if raw := b.Get([]byte(id)); raw != nil {
-				if err := fn(id, raw); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return eachRaw(tx, ids, fn)
 	})
 	if err != nil {
 		return fmt.Errorf("cannot read things: %w", err)

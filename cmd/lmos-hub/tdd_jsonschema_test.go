@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os/exec"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -119,36 +114,11 @@ func TestTDD_validation_jsonschema(t *testing.T) {
 
 	// MQTT join: every case published on …/td by Paho; each result is
 	// rejected with status 400 at the member.
-	py := pahoPython(t)
-	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
-	args := []string{"-c", pahoJoinScript, host, port, "lmos/v1/things/" + hub.TopicKey(id) + "/td"}
+	var payloads []string
 	for _, c := range cases {
-		args = append(args, "application/td+json", hex.EncodeToString(c.td(t, id)))
+		payloads = append(payloads, "application/td+json", hex.EncodeToString(c.td(t, id)))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("paho: %v\n%s%s", err, out, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(cases) {
-		t.Fatalf("paho got %d results, want %d: %s", len(lines), len(cases), out)
-	}
-	for i, l := range lines {
-		var res struct {
-			Status  string `json:"status"`
-			Problem struct {
-				Status           int              `json:"status"`
-				ValidationErrors []hub.FieldError `json:"validationErrors"`
-			} `json:"problem"`
-		}
-		if err := json.Unmarshal([]byte(l), &res); err != nil || res.Status != "rejected" || res.Problem.Status != 400 {
-			t.Fatalf("MQTT join %s: result %q (%v), want rejected with status 400", cases[i].name, l, err)
-		}
+	for i, res := range pahoJoins(t, h, "lmos/v1/things/"+hub.TopicKey(id)+"/td", payloads) {
 		expectSchemaField(t, "MQTT join "+cases[i].name, cases[i].field, res.Problem.ValidationErrors)
 	}
 	if after := h.snapshot(); after != before {

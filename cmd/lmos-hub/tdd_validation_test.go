@@ -60,8 +60,6 @@ func TestTDD_validation_response_not_an_object(t *testing.T) {
 	// MQTT join: Eclipse Paho (Python, MQTT 5) publishes each body on …/td
 	// and reads …/td/result on the same connection (results go only to the
 	// publisher); any disconnect or missing result fails it.
-	py := pahoPython(t)
-	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
 	tid := hub.TopicKey("urn:example:mqtt-nobj")
 	bodies := []struct{ ctype, hex string }{
 		{"application/td+json", hex.EncodeToString([]byte(`[]`))},
@@ -69,34 +67,11 @@ func TestTDD_validation_response_not_an_object(t *testing.T) {
 		{"application/td+json", hex.EncodeToString([]byte(`42`))},
 		{"application/cbor", "820102"}, // CBOR [1, 2]
 	}
-	args := []string{"-c", pahoJoinScript, host, port, "lmos/v1/things/" + tid + "/td"}
+	var payloads []string
 	for _, b := range bodies {
-		args = append(args, b.ctype, b.hex)
+		payloads = append(payloads, b.ctype, b.hex)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("paho: %v\n%s%s", err, out, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(bodies) {
-		t.Fatalf("paho got %d results, want %d: %s", len(lines), len(bodies), out)
-	}
-	for i, l := range lines {
-		var res struct {
-			Status  string `json:"status"`
-			Problem struct {
-				Status           int              `json:"status"`
-				ValidationErrors []hub.FieldError `json:"validationErrors"`
-			} `json:"problem"`
-		}
-		if err := json.Unmarshal([]byte(l), &res); err != nil || res.Status != "rejected" || res.Problem.Status != 400 {
-			t.Fatalf("MQTT join %v: result %q (%v), want rejected with status 400", bodies[i], l, err)
-		}
+	for i, res := range pahoJoins(t, h, "lmos/v1/things/"+tid+"/td", payloads) {
 		expectRootValidationError(t, "MQTT join "+bodies[i].ctype+" "+bodies[i].hex, res.Problem.ValidationErrors)
 	}
 	if after := h.snapshot(); after != before {
@@ -203,3 +178,42 @@ for i in range(0, len(args), 2):
 c.disconnect()
 c.loop_stop()
 `
+
+// joinResult is a td/result as the Paho join script prints it.
+type joinResult struct {
+	Status  string `json:"status"`
+	Problem struct {
+		Status           int              `json:"status"`
+		ValidationErrors []hub.FieldError `json:"validationErrors"`
+	} `json:"problem"`
+}
+
+// pahoJoins publishes each (content type, hex payload) pair of payloads on
+// topic with Eclipse Paho (Python, MQTT 5; pahoJoinScript) and returns the
+// results, each of which must be rejected with status 400.
+func pahoJoins(t *testing.T, h *testHub, topic string, payloads []string) []joinResult {
+	t.Helper()
+	py := pahoPython(t)
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	args := append([]string{"-c", pahoJoinScript, host, port, topic}, payloads...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("paho: %v\n%s%s", err, out, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(payloads)/2 {
+		t.Fatalf("paho got %d results, want %d: %s", len(lines), len(payloads)/2, out)
+	}
+	results := make([]joinResult, len(lines))
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &results[i]); err != nil || results[i].Status != "rejected" || results[i].Problem.Status != 400 {
+			t.Fatalf("MQTT join %d: result %q (%v), want rejected with status 400", i, l, err)
+		}
+	}
+	return results
+}
