@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,31 +15,14 @@ import (
 // condDo sends method path with the admin token and extra headers.
 func (h *testHub) condDo(method, path, contentType string, body []byte, hdr map[string]string) (*http.Response, []byte) {
 	h.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, h.URL+path, rd)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	all := map[string]string{"Authorization": "Bearer " + testToken}
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		all["Content-Type"] = contentType
 	}
-	req.Header.Set("Authorization", "Bearer "+testToken)
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		all[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	return resp, b
+	return h.send(method, path, body, all)
 }
 
 // stored returns the document as submitted and its strong ETag; ok is false

@@ -99,6 +99,23 @@ func (h *testHub) do(method, path, contentType string, body []byte, token string
 // request is do with an Accept header ("" sends none).
 func (h *testHub) request(method, path, contentType, accept string, body []byte, token string) (*http.Response, []byte) {
 	h.t.Helper()
+	hdr := map[string]string{}
+	if contentType != "" {
+		hdr["Content-Type"] = contentType
+	}
+	if accept != "" {
+		hdr["Accept"] = accept
+	}
+	if token != "" {
+		hdr["Authorization"] = "Bearer " + token
+	}
+	return h.send(method, path, body, hdr)
+}
+
+// send sends method path with body (nil: none) and the headers hdr, and
+// returns the response with its body read.
+func (h *testHub) send(method, path string, body []byte, hdr map[string]string) (*http.Response, []byte) {
+	h.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -107,14 +124,8 @@ func (h *testHub) request(method, path, contentType, accept string, body []byte,
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
