@@ -36,7 +36,11 @@ type Error struct {
 	Code    string
 	Message string
 	Fields  []FieldError
-	Err     error
+	// Limit names the limit or quota that refused the request, as its
+	// setting (for example "registry.maxThings"), so refusals can be
+	// counted by reason; "" when no configured limit was hit.
+	Limit string
+	Err   error
 }
 
 func (e *Error) Error() string {
@@ -65,6 +69,22 @@ func ErrorCode(err error) string {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
+	}
+	return EINTERNAL
+}
+
+// RefusalReason names why err refused a request, for metrics: the Limit of
+// the first *Error in its chain when one is set, else its code.
+func RefusalReason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Limit != "" {
+			return e.Limit
+		}
+		return e.Code
+	}
+	if err == nil {
+		return ""
 	}
 	return EINTERNAL
 }
