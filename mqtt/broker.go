@@ -162,6 +162,8 @@ type Broker struct {
 	// disconnected for being too slow (metrics.go).
 	dropped  drops
 	slowCuts atomic.Uint64
+	// refused counts refused joins and connections by reason.
+	refused refusals
 	// gates orders connections with the same client id; reuseTimeouts
 	// counts those that went ahead without waiting for the earlier one
 	// (reuse.go).

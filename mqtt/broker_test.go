@@ -169,6 +169,16 @@ func TestJoinModes(t *testing.T) {
 		if e.reg.Count() != 0 {
 			t.Fatalf("%s: registered", mode)
 		}
+		// Counted by reason: the problem code, as no configured limit refused it.
+		reason := map[int]string{403: hub.EFORBIDDEN, 503: hub.EUNAVAILABLE}[status]
+		if n := e.b.Refused(reason); n != 1 {
+			t.Fatalf("%s: %d refusals counted for %q, want 1", mode, n, reason)
+		}
+		var m strings.Builder
+		e.b.WritePrometheus(&m)
+		if want := fmt.Sprintf("lmos_mqtt_refused_total{reason=%q} 1\n", reason); !strings.Contains(m.String(), want) {
+			t.Fatalf("%s: metrics lack %q:\n%s", mode, want, m.String())
+		}
 	}
 }
 

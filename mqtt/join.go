@@ -28,6 +28,8 @@ type joinResult struct {
 	ID          string       `json:"id,omitempty"`
 	Problem     *hub.Problem `json:"problem,omitempty"`
 	Credentials *credentials `json:"credentials,omitempty"`
+	// err is why the join was refused, for the refusal metrics.
+	err error
 }
 
 type credentials struct {
@@ -105,6 +107,9 @@ func (b *Broker) work(q chan func()) {
 // call waits for a durable commit.
 func (b *Broker) join(j *joinRequest) {
 	res := b.joinResult(j)
+	if res.err != nil {
+		b.countRefusal(res.err)
+	}
 	payload, err := json.Marshal(res)
 	if err != nil {
 		b.log.Error("cannot encode join result", "err", err)
@@ -234,7 +239,7 @@ func (b *Broker) hasCredential(id string) (bool, error) {
 }
 
 func rejected(id string, err error) joinResult {
-	return joinResult{Status: "rejected", ID: id, Problem: problemOf(err)}
+	return joinResult{Status: "rejected", ID: id, Problem: problemOf(err), err: err}
 }
 
 // newSecret returns a 256-bit password, base64url without padding.

@@ -3,8 +3,39 @@ package mqtt
 import (
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"sync/atomic"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
 )
+
+// refusals counts requests the broker refused (joins, connections), by
+// reason: the limit that refused them or the problem code.
+type refusals struct {
+	mu sync.Mutex
+	n  map[string]uint64
+}
+
+// countRefusal counts one refusal for err (hub.RefusalReason).
+func (b *Broker) countRefusal(err error) { b.countRefusalReason(hub.RefusalReason(err)) }
+
+// countRefusalReason counts one refusal for reason.
+func (b *Broker) countRefusalReason(reason string) {
+	b.refused.mu.Lock()
+	defer b.refused.mu.Unlock()
+	if b.refused.n == nil {
+		b.refused.n = make(map[string]uint64)
+	}
+	b.refused.n[reason]++
+}
+
+// Refused returns how many requests were refused for reason.
+func (b *Broker) Refused(reason string) uint64 {
+	b.refused.mu.Lock()
+	defer b.refused.mu.Unlock()
+	return b.refused.n[reason]
+}
 
 // Why a message owed to a subscriber was not delivered (PROTOCOL §10, "MQTT
 // delivery"). Only QoS 0 messages are dropped for lack of room; a QoS 1/2
@@ -50,6 +81,17 @@ func (b *Broker) WritePrometheus(w io.Writer) {
 	}
 	fmt.Fprintf(w, "# HELP lmos_mqtt_slow_disconnects_total MQTT clients disconnected for not reading or acknowledging in time.\n# TYPE lmos_mqtt_slow_disconnects_total counter\nlmos_mqtt_slow_disconnects_total %d\n", b.slowCuts.Load())
 	fmt.Fprintf(w, "# HELP lmos_mqtt_reuse_timeouts_total MQTT connections that went ahead although an earlier connection with their client id had not ended in time.\n# TYPE lmos_mqtt_reuse_timeouts_total counter\nlmos_mqtt_reuse_timeouts_total %d\n", b.reuseTimeouts.Load())
+	b.refused.mu.Lock()
+	reasons := make([]string, 0, len(b.refused.n))
+	for r := range b.refused.n {
+		reasons = append(reasons, r)
+	}
+	slices.Sort(reasons)
+	fmt.Fprintf(w, "# HELP lmos_mqtt_refused_total MQTT requests the hub refused, by reason (the limit's setting or the problem code).\n# TYPE lmos_mqtt_refused_total counter\n")
+	for _, r := range reasons {
+		fmt.Fprintf(w, "lmos_mqtt_refused_total{reason=%q} %d\n", r, b.refused.n[r])
+	}
+	b.refused.mu.Unlock()
 	fmt.Fprintf(w, "# HELP lmos_mqtt_clients Connected MQTT clients.\n# TYPE lmos_mqtt_clients gauge\nlmos_mqtt_clients %d\n", b.Clients())
 	fmt.Fprintf(w, "# HELP lmos_mqtt_inflight QoS 1/2 messages stored in sessions, not yet acknowledged.\n# TYPE lmos_mqtt_inflight gauge\nlmos_mqtt_inflight %d\n", atomic.LoadInt64(&b.server.Info.Inflight))
 }

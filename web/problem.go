@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -13,6 +14,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	p := hub.ProblemOf(err)
 	p.Instance = r.URL.RequestURI()
 	status := p.Status
+	s.countRefusal("http", err)
 	switch {
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
 		// A Thing that is away or slow is news, not a fault of the hub.
@@ -44,6 +46,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// countRefusal counts a request refused on door ("http" or "ws") by
+// reason: the limit that refused it or the problem code
+// (lmos_http_refused_total, lmos_ws_refused_total).
+func (s *Server) countRefusal(door string, err error) {
+	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_%s_refused_total{reason=%q}`, door, hub.RefusalReason(err))).Inc()
 }
 
 // writeJSON answers with v as JSON under contentType.

@@ -534,6 +534,10 @@ func (wc *wsConn) replyError(m *wsMessage, err error) {
 	} else {
 		p = hub.ProblemOf(err)
 	}
+	if pe == nil || pe.own {
+		// A Thing's own failure is passed on, not refused by the hub.
+		wc.g.s.countRefusal("ws", err)
+	}
 	p.Instance = "/ws"
 	if p.Status >= 500 && p.Status != 502 && p.Status != 503 && p.Status != 504 {
 		wc.log.Error("websocket request failed", "err", err)

@@ -346,11 +346,16 @@ func TestHealthMetricsStatus(t *testing.T) {
 	if st["things"] != float64(1) || st["hubId"] != h.Main.DB.HubID() || st["version"] == "" {
 		t.Errorf("status = %v", st)
 	}
+	// A refused request is counted by reason (here the problem code).
+	if resp, _ := h.do(http.MethodGet, "/things/urn:none", "", nil, ""); resp.StatusCode != 404 {
+		t.Fatalf("GET absent: %d", resp.StatusCode)
+	}
 	resp, body := h.do(http.MethodGet, "/metrics", "", nil, "")
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("metrics: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	for _, want := range []string{"lmos_registry_things 1", `lmos_http_requests_total{route="PUT /things/{id}",code="201"} 1`,
+		`lmos_http_refused_total{reason="not-found"} 1`,
 		"lmos_http_request_duration_seconds_bucket", "go_goroutines", "process_resident_memory_bytes"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
