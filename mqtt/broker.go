@@ -127,6 +127,10 @@ type Config struct {
 	// without acknowledging anything before publishers stop waiting for it
 	// and it is cut off (default 5 s, at most SlowClientTimeout).
 	AckGrace time.Duration
+	// ConnectTimeout bounds how long a connection may take to send its
+	// CONNECT (default DefaultConnectTimeout); then it is closed and
+	// counted (mqtt.connectTimeout).
+	ConnectTimeout time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -221,6 +225,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	}
 	if cfg.SlowClientTimeout <= 0 {
 		cfg.SlowClientTimeout = DefaultSlowClientTimeout
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	if cfg.AckGrace <= 0 {
 		cfg.AckGrace = defaultAckGrace
@@ -469,6 +476,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.
 			oc := newOutConn(conn, l.budget)
+			l.broker.awaitConnect(oc)
 			if err := l.broker.establish(oc, func() error { return establish(l.id, oc) }); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}

@@ -54,6 +54,10 @@ func self(cl *mochi.Client) string { return string(cl.Properties.Username) }
 // says 0x85 Client Identifier not valid (MQTT 3.1.1: 0x02 identifier
 // rejected).
 func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
+	if c, ok := cl.Net.Conn.(*outConn); ok {
+		// mochi sets the keep-alive deadline next, replacing awaitConnect's.
+		c.connected.Store(true)
+	}
 	if h.sessionOfOther(cl.ID, pk.Connect.Username) {
 		h.b.log.Debug("refusing a client id bound to another username", "client", cl.ID)
 		if err := h.b.server.SendConnack(cl, packets.ErrClientIdentifierNotValid, false, nil); err != nil {

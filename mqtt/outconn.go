@@ -73,6 +73,11 @@ type outConn struct {
 	// Interval 0 (anonymous.go).
 	noExpiry atomic.Bool
 
+	// connectBy is when the CONNECT must have been read (awaitConnect);
+	// connected is set once it has (OnConnect).
+	connectBy time.Time
+	connected atomic.Bool
+
 	// served is closed once mochi's handling of the connection has
 	// returned, its session cleanup included (reuse.go).
 	served chan struct{}

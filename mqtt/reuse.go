@@ -137,7 +137,11 @@ func (b *Broker) establish(c *outConn, serve func() error) error {
 		b.gates.leave(c)
 		close(c.served)
 	}()
-	return serve()
+	err := serve()
+	if !c.connected.Load() && !c.connectBy.IsZero() && !time.Now().Before(c.connectBy) {
+		b.countRefusalReason(reasonConnectTimeout)
+	}
+	return err
 }
 
 // ReuseTimeouts returns how often a connection went ahead without an
