@@ -310,7 +310,8 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 // hub topics, and returns. Before any client can connect it sets Things
 // that were online over MQTT offline (none of them is connected yet); once
 // the retained messages are loaded it clears the retained descriptions of
-// Things no longer registered (deleted or expired while the hub was down).
+// Things no longer registered (deleted or expired while the hub was down)
+// and restores those of Things joined over MQTT (rebuildTDs).
 func (b *Broker) Serve() (err error) {
 	// The workers exist before the first client can publish.
 	b.queues = make([]chan func(), b.cfg.Workers)
@@ -336,6 +337,7 @@ func (b *Broker) Serve() (err error) {
 	}
 	b.retainOffline(reset) // the retained store is loaded now
 	b.clearOrphanTDs()
+	b.rebuildTDs()
 	if err := b.serveReplies(); err != nil {
 		return err
 	}
