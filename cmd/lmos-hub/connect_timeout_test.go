@@ -16,7 +16,8 @@ import (
 // TestMQTTConnectTimeout is issue 12's attack 6a scaled down: 200 plain
 // TCP connections to the MQTT port, half of which send nothing and half
 // half a CONNECT, with mqtt.connectTimeout at 300 ms. Every one is closed
-// by the hub and counted (mqtt.connectTimeout); goroutines and heap come
+// by the hub and counted (mqtt.connectTimeout), as is a WebSocket on /mqtt
+// that sends nothing; goroutines and heap come
 // back to where they were; a subscriber (mosquitto_sub) connected before
 // stays connected past the timeout and gets a message mosquitto_pub
 // publishes meanwhile.
@@ -81,6 +82,22 @@ func TestMQTTConnectTimeout(t *testing.T) {
 	// after the close.
 	waitFor(t, 5*time.Second, "every connection counted as mqtt.connectTimeout", func() bool {
 		return h.Main.Broker.Refused("mqtt.connectTimeout") == n
+	})
+
+	// The /mqtt WebSocket door has the same timeout: a WebSocket that
+	// sends no CONNECT is closed and counted.
+	ws, err := h.wsDialErr("/mqtt", "mqtt", nil)
+	if err != nil {
+		t.Fatalf("dial /mqtt: %v", err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	_, _, err = ws.Read(rctx)
+	rcancel()
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("/mqtt without a CONNECT: %v, want closed by the hub", err)
+	}
+	waitFor(t, 5*time.Second, "the WebSocket counted as mqtt.connectTimeout", func() bool {
+		return h.Main.Broker.Refused("mqtt.connectTimeout") == n+1
 	})
 
 	// The subscriber connected before is still served.
