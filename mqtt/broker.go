@@ -127,6 +127,10 @@ type Config struct {
 	// without acknowledging anything before publishers stop waiting for it
 	// and it is cut off (default 5 s, at most SlowClientTimeout).
 	AckGrace time.Duration
+	// ConnectTimeout bounds how long a connection may take to send its
+	// CONNECT (default DefaultConnectTimeout); then it is closed and
+	// counted (mqtt.connectTimeout).
+	ConnectTimeout time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -222,6 +226,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if cfg.SlowClientTimeout <= 0 {
 		cfg.SlowClientTimeout = DefaultSlowClientTimeout
 	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
 	if cfg.AckGrace <= 0 {
 		cfg.AckGrace = defaultAckGrace
 	}
@@ -303,7 +310,8 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 // hub topics, and returns. Before any client can connect it sets Things
 // that were online over MQTT offline (none of them is connected yet); once
 // the retained messages are loaded it clears the retained descriptions of
-// Things no longer registered (deleted or expired while the hub was down).
+// Things no longer registered (deleted or expired while the hub was down)
+// and restores those of Things joined over MQTT (rebuildTDs).
 func (b *Broker) Serve() (err error) {
 	// The workers exist before the first client can publish.
 	b.queues = make([]chan func(), b.cfg.Workers)
@@ -329,6 +337,7 @@ func (b *Broker) Serve() (err error) {
 	}
 	b.retainOffline(reset) // the retained store is loaded now
 	b.clearOrphanTDs()
+	b.rebuildTDs()
 	if err := b.serveReplies(); err != nil {
 		return err
 	}
@@ -469,6 +478,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.
 			oc := newOutConn(conn, l.budget)
+			l.broker.awaitConnect(oc)
 			if err := l.broker.establish(oc, func() error { return establish(l.id, oc) }); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}

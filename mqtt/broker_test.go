@@ -297,9 +297,9 @@ func TestRetainedAndSessionsSurviveRestart(t *testing.T) {
 	a := mustDial(t, e.addr, withCreds(res.Credentials))
 	a.mustPub("lmos/v1/things/urn:a/properties/temp", []byte("21.5"), 1, true)
 
-	// A persistent session subscribed to events, then offline.
-	expiry := uint32(3600)
-	persist := &paho.Connect{ClientID: "watcher-1", Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}
+	// A persistent session subscribed to events, then offline. Sessions
+	// persist for identities only: the watcher is a Thing.
+	persist := persistentAs(e.thing(t, "urn:watcher"), "watcher-1", 3600)
 	w := mustDial(t, e.addr, persist)
 	w.mustSub("lmos/v1/things/urn:a/events/+")
 	w.close()

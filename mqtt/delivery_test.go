@@ -446,7 +446,11 @@ func TestOfflineSessionKeepsQoS1(t *testing.T) {
 	topic := thingsPrefix + id + "/events/n"
 	owner, _ := joinOwner(t, e, id, nil)
 	host, port, _ := net.SplitHostPort(e.addr)
-	args := []string{"-h", host, "-p", port, "-V", "mqttv5", "-c", "-i", "keeper", "-x", "3600", "-q", "1", "-t", topic}
+	// Sessions persist for identities only (anonymous.go): the keeper is
+	// a Thing.
+	kc := e.thing(t, "urn:keeper")
+	args := []string{"-h", host, "-p", port, "-V", "mqttv5", "-c", "-i", "keeper", "-x", "3600", "-q", "1", "-t", topic,
+		"-u", kc.Username, "-P", kc.Password}
 	if out, err := exec.Command(bin, append(args, "-E")...).CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_sub -E: %v %s", err, out)
 	}

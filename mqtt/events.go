@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"time"
@@ -58,6 +59,59 @@ func (b *Broker) clearOrphanTDs() {
 		if _, err := b.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
 			b.forgetDeleted(id)
 		}
+	}
+}
+
+// rebuildTDs retains again, from the registry, the description of every
+// Thing joined over MQTT (it holds a credential: the Things whose accepted
+// description a join retains) whose retained copy is missing or differs.
+// The registry commits a join before the hub retains its description, and
+// the broker's state is written behind (PROTOCOL §10), so a crash can lose
+// the retained copy of a Thing that stays registered. Each runs on the
+// Thing's worker, ordered with joins; it returns when all have run, so
+// the hub announces itself online with every description retained.
+func (b *Broker) rebuildTDs() {
+	things, _ := b.reg.List(0, 0)
+	var wg sync.WaitGroup
+	for _, th := range things {
+		id := th.ID
+		wg.Add(1)
+		b.enqueue(hub.TopicKey(id), func() {
+			defer wg.Done()
+			b.rebuildTD(id)
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-b.stop: // enqueue drops work once the broker stops
+	}
+}
+
+func (b *Broker) rebuildTD(id string) {
+	if ok, err := b.hasCredential(id); !ok {
+		if err != nil {
+			b.log.Warn("cannot read mqtt credential", "id", id, "err", err)
+		}
+		return
+	}
+	raw, err := b.reg.Raw(id)
+	if err != nil {
+		if hub.ErrorCode(err) != hub.ENOTFOUND {
+			b.log.Warn("cannot read description to retain", "id", id, "err", err)
+		}
+		return
+	}
+	topic := thingsPrefix + hub.TopicKey(id) + "/td"
+	if m, ok := b.server.Topics.Retained.Get(topic); ok && bytes.Equal(m.Payload, raw) {
+		return
+	}
+	if err := b.publish(topic, raw, true, 1, "application/td+json"); err != nil {
+		b.log.Warn("cannot retain description", "id", id, "err", err)
 	}
 }
 

@@ -32,6 +32,7 @@ func (b *Broker) ServeConn(c net.Conn) error {
 	}
 	defer b.gateway.remove(c)
 	oc := newOutConn(c, b.cfg.MaxQueuedBytes)
+	b.awaitConnect(oc)
 	return b.establish(oc, func() error { return b.server.EstablishConnection("ws", oc) })
 }
 

@@ -268,3 +268,27 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// thing joins a new Thing id anonymously and returns its credentials:
+// the identity a test needs for a persistent session (anonymous sessions
+// never persist, anonymous.go).
+func (e *env) thing(t testing.TB, id string) *credentials {
+	t.Helper()
+	c := mustDial(t, e.addr, nil)
+	defer c.close()
+	res := c.join(hub.TopicKey(id), makeTD(id, id), "")
+	if res.Status != "accepted" || res.Credentials == nil {
+		t.Fatalf("join %s: %+v", id, res)
+	}
+	return res.Credentials
+}
+
+// persistentAs is a CONNECT with the Thing's credentials and client id
+// that resumes or starts a session kept for expiry seconds (MQTT 5).
+func persistentAs(c *credentials, clientID string, expiry uint32) *paho.Connect {
+	cp := withCreds(c)
+	cp.CleanStart = false
+	cp.ClientID = clientID
+	cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+	return cp
+}

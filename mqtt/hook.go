@@ -22,10 +22,12 @@ type binding struct {
 	b *Broker
 
 	// results maps a …/td/result topic being published right now to the
-	// client that published the TD: only that client may receive it, since
-	// it may carry credentials (PROTOCOL §10).
+	// connection that published the TD: only that connection may receive
+	// it, since it may carry credentials (PROTOCOL §10). mochi makes a new
+	// Client for every connection, so a connection that resumed or took
+	// over the session under the same client id is not it.
 	mu      sync.Mutex
-	results map[string]string
+	results map[string]*mochi.Client
 }
 
 func (h *binding) ID() string { return "lmos" }
@@ -52,6 +54,10 @@ func self(cl *mochi.Client) string { return string(cl.Properties.Username) }
 // says 0x85 Client Identifier not valid (MQTT 3.1.1: 0x02 identifier
 // rejected).
 func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
+	if c, ok := cl.Net.Conn.(*outConn); ok {
+		// mochi sets the keep-alive deadline next, replacing awaitConnect's.
+		c.connected.Store(true)
+	}
 	if h.sessionOfOther(cl.ID, pk.Connect.Username) {
 		h.b.log.Debug("refusing a client id bound to another username", "client", cl.ID)
 		if err := h.b.server.SendConnack(cl, packets.ErrClientIdentifierNotValid, false, nil); err != nil {
@@ -126,7 +132,7 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 		target, busy := h.results[topic]
 		h.mu.Unlock()
 		// Not busy: a SUBSCRIBE to the topic, which anyone may make.
-		return !busy || target == cl.ID
+		return !busy || target == cl
 	}
 	return true
 }
@@ -181,7 +187,7 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 		}
 		j := &joinRequest{
 			tid:         t.tid,
-			clientID:    cl.ID,
+			conn:        cl,
 			self:        self(cl),
 			remote:      remoteHost(cl.Net.Remote),
 			payload:     bytes.Clone(pk.Payload),
@@ -282,6 +288,10 @@ func (h *binding) onDelayedWill(_ *mochi.Client, _ packets.Subscription, pk pack
 func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 && cl.Properties.ProtocolVersion == 5 {
 		pk.Properties.MaximumPacketSize = MaxPacketSize
+		if c, ok := cl.Net.Conn.(*outConn); ok && c.noExpiry.Load() {
+			pk.Properties.SessionExpiryInterval = 0
+			pk.Properties.SessionExpiryIntervalFlag = true
+		}
 	}
 	// mochi puts 0x01 on every QoS 1 PUBACK (mochi issue #474), so a fix
 	// is routine: counted, not logged.
@@ -315,13 +325,13 @@ func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Pa
 	return pk
 }
 
-// deliverOnly publishes a td/result to clientID alone.
-func (h *binding) deliverOnly(topic, clientID string, publish func() error) error {
+// deliverOnly publishes a td/result to the connection conn alone.
+func (h *binding) deliverOnly(topic string, conn *mochi.Client, publish func() error) error {
 	h.mu.Lock()
 	if h.results == nil {
-		h.results = make(map[string]string)
+		h.results = make(map[string]*mochi.Client)
 	}
-	h.results[topic] = clientID
+	h.results[topic] = conn
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()

@@ -9,16 +9,18 @@ import (
 	"hash/fnv"
 	"time"
 
+	mochi "github.com/mochi-mqtt/server/v2"
+
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // joinRequest is one PUBLISH to lmos/v1/things/{tid}/td.
 type joinRequest struct {
 	tid         string
-	clientID    string // the publishing client: the only one to get the result
-	self        string // the Thing it is authenticated as, "" if anonymous
-	remote      string // the client's host, for the anonymous join limit
-	payload     []byte // empty: deregister
+	conn        *mochi.Client // the publishing connection: the only one to get the result
+	self        string        // the Thing it is authenticated as, "" if anonymous
+	remote      string        // the client's host, for the anonymous join limit
+	payload     []byte        // empty: deregister
 	contentType string
 }
 
@@ -119,7 +121,7 @@ func (b *Broker) join(j *joinRequest) {
 	// QoS 0: the publisher is connected and subscribed, and a QoS 1 result
 	// would become an in-flight message, resent to whoever resumes the
 	// session and written to the broker store, credentials and all.
-	err = b.bind.deliverOnly(topic, j.clientID, func() error {
+	err = b.bind.deliverOnly(topic, j.conn, func() error {
 		return b.publish(topic, payload, false, 0, "application/json")
 	})
 	if err != nil {

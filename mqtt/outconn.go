@@ -3,6 +3,7 @@ package mqtt
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -66,6 +67,16 @@ type outConn struct {
 	// at QoS 1/2 to its packet identifier (stale once acknowledged).
 	retainedOut   map[string]uint16
 	retainedPrune int // prune retainedOut when it holds this many
+
+	// noExpiry is set when an anonymous MQTT 5 client asked for a session
+	// that outlives the connection: its CONNACK says Session Expiry
+	// Interval 0 (anonymous.go).
+	noExpiry atomic.Bool
+
+	// connectBy is when the CONNECT must have been read (awaitConnect);
+	// connected is set once it has (OnConnect).
+	connectBy time.Time
+	connected atomic.Bool
 
 	// served is closed once mochi's handling of the connection has
 	// returned, its session cleanup included (reuse.go).

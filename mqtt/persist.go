@@ -360,10 +360,19 @@ func load[T any, PT interface {
 func (p *persistence) StoredClients() ([]storage.Client, error) {
 	cls, err := load[storage.Client](p, recClient)
 	p.clients = make(map[string]bool, len(cls))
+	kept := cls[:0]
 	for _, c := range cls {
+		if len(c.Username) == 0 {
+			// An anonymous session stored by an older version: anonymous
+			// sessions are never resumed (anonymous.go). Its subscriptions
+			// and in-flight messages go with it (dropOrphans).
+			p.del(recClient, c.ID)
+			continue
+		}
 		p.clients[c.ID] = true
+		kept = append(kept, c)
 	}
-	return cls, err
+	return kept, err
 }
 
 func (p *persistence) StoredSubscriptions() ([]storage.Subscription, error) {

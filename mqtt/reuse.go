@@ -78,8 +78,18 @@ func (g *idGates) leave(c *outConn) {
 }
 
 // OnSessionEstablish makes way for cl: an earlier connection with its id
-// is ended and gone from mochi before mochi takes its session over.
-func (h *binding) OnSessionEstablish(cl *mochi.Client, _ packets.Packet) {
+// is ended and gone from mochi before mochi takes its session over. An
+// anonymous client's session then ends with its connection (anonymous.go).
+func (h *binding) OnSessionEstablish(cl *mochi.Client, pk packets.Packet) {
+	h.makeWay(cl)
+	if self(cl) == "" {
+		h.ephemeral(cl, pk)
+	}
+}
+
+// makeWay ends an earlier connection with cl's client id and waits until
+// mochi is done with it.
+func (h *binding) makeWay(cl *mochi.Client) {
 	c, ok := cl.Net.Conn.(*outConn)
 	if !ok {
 		return
@@ -127,7 +137,11 @@ func (b *Broker) establish(c *outConn, serve func() error) error {
 		b.gates.leave(c)
 		close(c.served)
 	}()
-	return serve()
+	err := serve()
+	if !c.connected.Load() && !c.connectBy.IsZero() && !time.Now().Before(c.connectBy) {
+		b.countRefusalReason(reasonConnectTimeout)
+	}
+	return err
 }
 
 // ReuseTimeouts returns how often a connection went ahead without an

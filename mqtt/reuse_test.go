@@ -140,10 +140,9 @@ func gatewayDial(t *testing.T, e *env, cp *paho.Connect) (*client, *paho.Connack
 func TestReuseClientIDPersistentTakeover(t *testing.T) {
 	e := newEnv(t, nil)
 	const inbox = "lmos/v1/clients/keep/r"
-	expiry := uint32(300)
-	cp := func() *paho.Connect {
-		return &paho.Connect{ClientID: "keep", CleanStart: false, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}
-	}
+	// Sessions persist for identities only (anonymous.go): a Thing's.
+	creds := e.thing(t, "urn:keep")
+	cp := func() *paho.Connect { return persistentAs(creds, "keep", 300) }
 	// The old connection receives but never acknowledges.
 	conn, err := net.Dial("tcp", e.addr)
 	if err != nil {

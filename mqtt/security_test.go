@@ -356,7 +356,8 @@ func TestJoinResultNotInflight(t *testing.T) {
 	m := messageOf(cl, pk, inflightKey("joiner", 7))
 	m.T = storage.InflightKey
 	raw, _ := m.MarshalBinary()
-	cm := storage.Client{ID: "joiner", T: storage.ClientKey, ProtocolVersion: 5, Properties: storage.ClientProperties{SessionExpiryInterval: 3600}}
+	// A Thing's session (anonymous ones are never restored).
+	cm := storage.Client{ID: "joiner", T: storage.ClientKey, Username: []byte("urn:j"), ProtocolVersion: 5, Properties: storage.ClientProperties{SessionExpiryInterval: 3600}}
 	rawc, _ := cm.MarshalBinary()
 	db, err := store.Open(e.dir, store.Options{})
 	if err != nil {

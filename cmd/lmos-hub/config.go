@@ -124,6 +124,9 @@ type MQTTConfig struct {
 	// unread, or a publisher waiting on its full session, before it is
 	// disconnected (counted). Default 30s.
 	SlowClientTimeout Duration `yaml:"slowClientTimeout"`
+	// ConnectTimeout is how long a new connection may take to send its
+	// CONNECT before it is closed (counted). Default 10s.
+	ConnectTimeout Duration `yaml:"connectTimeout"`
 }
 
 // minQueuedBytes is the smallest mqtt.maxQueuedBytes: a few small
@@ -177,7 +180,7 @@ func DefaultConfig() Config {
 	c.Hub.Name = defaultHubName()
 	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64}
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
-		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout)}
+		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Log = LogConfig{Format: "text", Level: "info"}
@@ -252,6 +255,9 @@ func (c Config) Validate() error {
 	bad("mqtt.addr", checkAddr(c.MQTT.Addr))
 	if c.MQTT.MaxQueuedBytes < minQueuedBytes {
 		bad("mqtt.maxQueuedBytes", fmt.Errorf("must be at least %d bytes (got %d)", minQueuedBytes, c.MQTT.MaxQueuedBytes))
+	}
+	if c.MQTT.ConnectTimeout <= 0 {
+		bad("mqtt.connectTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.MQTT.ConnectTimeout))
 	}
 	if c.MQTT.SlowClientTimeout <= 0 {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))

@@ -224,6 +224,7 @@ func (m *Main) openBroker(db *store.DB, reg *hub.Registry) error {
 
 		MaxQueuedBytes:    cfg.MQTT.MaxQueuedBytes,
 		SlowClientTimeout: time.Duration(cfg.MQTT.SlowClientTimeout),
+		ConnectTimeout:    time.Duration(cfg.MQTT.ConnectTimeout),
 	})
 	if err != nil {
 		return err

@@ -389,7 +389,10 @@ func TestWireConformance(t *testing.T) {
 			w.drained(c)
 		}},
 		{"persistent session: session present, the queued QoS 1 message on reconnect", both, func(w *wire, c string, v int) {
-			connect := map[string]any{"clientId": c, "clean": false}
+			// Sessions persist for identities only (PROTOCOL §10): the
+			// client is a Thing, joined here, with its credentials.
+			creds := wireJoin(w, c+"-join", v, "urn:wire:"+c)
+			connect := map[string]any{"clientId": c, "clean": false, "username": creds.Username, "password": b64(creds.Password)}
 			if v == 5 {
 				connect["properties"] = map[string]any{"sessionExpiryInterval": 60}
 			}
@@ -541,4 +544,26 @@ func startPahoV311(t *testing.T, addr, clientID string) func() string {
 		}
 		return strings.Join(lines, "; ")
 	}
+}
+
+// wireJoin joins the Thing id anonymously on a connection of its own and
+// returns the credentials the hub issued.
+func wireJoin(w *wire, conn string, v int, id string) joinCreds {
+	w.t.Helper()
+	w.connect(conn, v, conn)
+	result := "lmos/v1/things/" + hub.TopicKey(id) + "/td/result"
+	w.send(conn, map[string]any{"cmd": "subscribe", "messageId": 1, "subscriptions": []any{map[string]any{"topic": result, "qos": 0}}})
+	w.expect(conn, "suback")
+	w.send(conn, map[string]any{"cmd": "publish", "topic": "lmos/v1/things/" + hub.TopicKey(id) + "/td", "qos": 0, "payload": string(makeTD(id, id))})
+	d := w.expect(conn, "publish")
+	var res struct {
+		Status      string     `json:"status"`
+		Credentials *joinCreds `json:"credentials"`
+	}
+	if err := json.Unmarshal(d.Payload, &res); err != nil || d.Topic != result || res.Credentials == nil {
+		w.t.Fatalf("join %s: %s %s (%v)", id, d.Topic, d.Payload, err)
+	}
+	w.send(conn, map[string]any{"cmd": "disconnect"})
+	w.closed(conn)
+	return *res.Credentials
 }
