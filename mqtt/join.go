@@ -5,11 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -121,12 +123,97 @@ func (b *Broker) join(j *joinRequest) {
 	// QoS 0: the publisher is connected and subscribed, and a QoS 1 result
 	// would become an in-flight message, resent to whoever resumes the
 	// session and written to the broker store, credentials and all.
+	// mark is the end of the result in the connection's queue; 0 when it
+	// was never queued there (the connection had gone).
+	var mark uint64
+	oc, _ := j.conn.Net.Conn.(*outConn)
 	err = b.bind.deliverOnly(topic, j.conn, func() error {
-		return b.publish(topic, payload, false, 0, "application/json")
+		var before uint64
+		if oc != nil {
+			before = oc.mark()
+		}
+		err := b.publish(topic, payload, false, 0, "application/json")
+		if oc != nil {
+			if after := oc.mark(); after != before {
+				mark = after
+			}
+		}
+		return err
 	})
 	if err != nil {
 		b.log.Warn("cannot publish join result", "topic", topic, "err", err)
 	}
+	if res.Credentials != nil {
+		b.settleJoin(res.ID, j.tid, j.conn, oc, mark)
+	}
+}
+
+// settleJoin undoes a join whose fresh credentials never reached the
+// joining connection because another connection took its session over
+// (join results go only to the connection that asked): nobody holds that
+// credential, and a Thing whose credential nobody holds could never be
+// joined again. It waits briefly on the Thing's worker for the outcome (a
+// write or the connection's end, both quick), then goes on watching
+// without holding the worker. A client that simply left keeps its Thing,
+// as before: nobody else can have taken its place.
+func (b *Broker) settleJoin(id, tid string, conn *mochi.Client, oc *outConn, mark uint64) {
+	if oc == nil {
+		return
+	}
+	// decide settles the join once the result's fate is known; the end of
+	// a connection is seen a moment before mochi marks it taken over, so an
+	// undelivered result is looked at again until final.
+	decide := func(final bool) bool {
+		delivered, settled := false, true
+		if mark != 0 {
+			delivered, settled = oc.reached(mark)
+		}
+		if !settled {
+			return false
+		}
+		if delivered {
+			return true
+		}
+		if b.replaced(conn) {
+			b.undoJoin(id, tid)
+			return true
+		}
+		return final
+	}
+	for i := range 50 {
+		if decide(i == 49) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// replaced reports whether conn's session was taken over or resumed by
+// another connection (mochi stops the old connection before it lists the
+// new one, and its end may be recorded as the EOF the client's own close
+// caused).
+func (b *Broker) replaced(conn *mochi.Client) bool {
+	if conn.IsTakenOver() || errors.Is(conn.StopCause(), packets.ErrSessionTakenOver) {
+		return true
+	}
+	cur, ok := b.server.Clients.Get(conn.ID)
+	return ok && cur != conn
+}
+
+// undoJoin removes a Thing registered by a join whose result could not
+// reach the joining connection, with its credential and retained TD, so
+// that the agent's next join registers it afresh (PROTOCOL §10).
+func (b *Broker) undoJoin(id, tid string) {
+	b.log.Info("undoing a join whose connection was taken over before it got its credentials", "id", id)
+	if err := b.creds.DeleteCredential(id); err != nil {
+		b.log.Error("cannot delete an undelivered credential", "id", id, "err", err)
+		return
+	}
+	if err := b.reg.Delete(b.ctx, id); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+		b.log.Error("cannot undo a join whose credentials were not delivered", "id", id, "err", err)
+	}
+	b.forget(tid)
+	b.countRefusalReason("mqtt.joinTakenOver")
 }
 
 func (b *Broker) joinResult(j *joinRequest) joinResult {

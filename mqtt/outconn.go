@@ -68,6 +68,12 @@ type outConn struct {
 	retainedOut   map[string]uint16
 	retainedPrune int // prune retainedOut when it holds this many
 
+	// enqueued counts the bytes ever queued (under mu) and written those
+	// of them written out, so a caller can learn whether one packet
+	// reached the connection before it closed (settle, join.go).
+	enqueued uint64
+	written  atomic.Uint64
+
 	// noExpiry is set when an anonymous MQTT 5 client asked for a session
 	// that outlives the connection: its CONNACK says Session Expiry
 	// Interval 0 (anonymous.go).
@@ -115,10 +121,15 @@ func (c *outConn) enqueue(p []byte, kind queueKind) queueResult {
 
 // enqueueLocked is enqueue with c.mu held; now (zero: not needed) dates a
 // refusal for slowFor.
-func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) queueResult {
+func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) (r queueResult) {
 	if c.dead {
 		return gone
 	}
+	defer func() {
+		if r == queued {
+			c.enqueued += uint64(len(p))
+		}
+	}()
 	// A message larger than the budget still goes out alone.
 	if kind == qos0 && c.q0+c.held0 > 0 && c.q0+c.held0+len(p) > c.budget {
 		if c.fullSince.IsZero() {
@@ -249,7 +260,11 @@ func (c *outConn) flush() {
 			return
 		}
 		c.mu.Unlock()
+		n := bufsLen(q)
 		err := c.writeBatch(q, nil)
+		if err == nil {
+			c.written.Add(n)
+		}
 		c.wmu.Unlock()
 		c.recycle(q)
 		if err != nil {
@@ -307,13 +322,50 @@ func (c *outConn) Write(p []byte) (int, error) {
 		}
 		return n, err
 	}
+	n := bufsLen(q)
 	err := c.writeBatch(q, p)
+	if err == nil {
+		c.written.Add(n)
+	}
 	c.recycle(q)
 	if err != nil {
 		c.fail()
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// bufsLen is the number of bytes in q.
+func bufsLen(q net.Buffers) uint64 {
+	var n uint64
+	for _, b := range q {
+		n += uint64(len(b))
+	}
+	return n
+}
+
+// mark is the position just past everything queued so far.
+func (c *outConn) mark() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.enqueued
+}
+
+// reached reports whether everything queued up to mark has been written
+// (delivered), and whether that is settled: written, or never to be
+// written because the connection is dead.
+func (c *outConn) reached(mark uint64) (delivered, settled bool) {
+	if c.written.Load() >= mark {
+		return true, true
+	}
+	c.mu.Lock()
+	dead := c.dead
+	c.mu.Unlock()
+	if dead {
+		// A write in progress when the connection died failed.
+		return c.written.Load() >= mark, true
+	}
+	return false, false
 }
 
 // Close closes the connection; queued packets are dropped (QoS 1/2 ones

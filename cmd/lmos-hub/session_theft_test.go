@@ -109,9 +109,10 @@ for i in range(rounds):
     except queue.Empty:
         pass
     mark("agent " + agent)
-    # Wait for the attacker's own join result: the join worker ran the
-    # agent's join before it.
-    x.publish("lmos/v1/things/%s/td" % tid, td(i), qos=1).wait_for_publish(timeout=10)
+    # Wait for the result of the attacker's own request on the same
+    # Thing's worker, which ran the agent's join before it: a
+    # deregistration, always refused to an anonymous client.
+    x.publish("lmos/v1/things/%s/td" % tid, b"", qos=1).wait_for_publish(timeout=10)
     stolen, own, logins = 0, False, []
     deadline = time.time() + 10
     while not own and time.time() < deadline:
@@ -127,8 +128,32 @@ for i in range(rounds):
     mark("own result")
     x.disconnect()
     a.disconnect()
+    # An agent kicked off before it got its credentials joins again, as it
+    # would after any lost connection, and must be served: the hub undid
+    # the join whose credentials reached nobody.
+    rejoin, rejoin_login = None, None
+    if agent == "kicked":
+        rq, rsub = queue.Queue(), queue.Queue()
+        a2 = mqtt.Client(client_id="victim-%d" % i, protocol=mqtt.MQTTv5)
+        a2.on_connect = lambda c, u, f, rc, p=None: c.subscribe(result, qos=0)
+        a2.on_subscribe = lambda c, u, mid, rcs, p=None: rsub.put(1)
+        a2.on_message = lambda c, u, m: rq.put(m.payload.decode())
+        a2.connect(host, port, keepalive=30, clean_start=True)
+        a2.loop_start()
+        rsub.get(timeout=10)
+        a2.publish("lmos/v1/things/%s/td" % tid, td(i), qos=1)
+        try:
+            r = json.loads(rq.get(timeout=10))
+            rejoin = r.get("status")
+            if rejoin != "accepted":
+                rejoin = json.dumps(r)
+            if r.get("credentials"):
+                rejoin_login = login(r["credentials"])
+        except queue.Empty:
+            rejoin = "timeout"
+        a2.disconnect()
     print(json.dumps({"round": i, "offset": offset, "attackerV5": v5, "sessionPresent": present, "sei": sei,
-        "ownResult": own, "stolen": stolen, "stolenLogins": logins, "agent": agent, "agentLogin": agent_login,
+        "ownResult": own, "stolen": stolen, "stolenLogins": logins, "agent": agent, "agentLogin": agent_login, "rejoin": rejoin, "rejoinLogin": rejoin_login,
         "errors": errors}), flush=True)
 `
 
@@ -143,6 +168,8 @@ type theftRound struct {
 	StolenLogins   []int    `json:"stolenLogins"`
 	Agent          string   `json:"agent"`
 	AgentLogin     *int     `json:"agentLogin"`
+	Rejoin         *string  `json:"rejoin"`
+	RejoinLogin    *int     `json:"rejoinLogin"`
 	Errors         []string `json:"errors"`
 }
 
@@ -211,6 +238,9 @@ func TestAnonymousSessionTheft(t *testing.T) {
 			}
 		case "kicked":
 			kicked++
+			if r.Rejoin == nil || *r.Rejoin != "accepted" || r.RejoinLogin == nil || *r.RejoinLogin != 0 {
+				t.Errorf("round %d: the kicked agent's new join: %v, login %v; want accepted with credentials that log in", r.Round, deref(r.Rejoin), r.RejoinLogin)
+			}
 		default:
 			t.Errorf("round %d: the agent, not kicked off, got no credentials: %s", r.Round, r.Agent)
 		}
@@ -219,7 +249,17 @@ func TestAnonymousSessionTheft(t *testing.T) {
 	if stolen != 0 {
 		t.Errorf("the attacker read %d join results with credentials", stolen)
 	}
+	if n := h.Main.Broker.Refused("mqtt.joinTakenOver"); n != uint64(kicked) {
+		t.Errorf("mqtt.joinTakenOver %d, want one per agent kicked off (%d)", n, kicked)
+	}
 	if n := h.Main.Broker.Refused("mqtt.anonymousSession"); n != rounds {
 		t.Errorf("mqtt.anonymousSession refusals %d, want %d", n, rounds)
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
 }
