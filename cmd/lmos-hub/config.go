@@ -167,7 +167,7 @@ type RegistryConfig struct {
 // SearchConfig bounds what one search costs (PROTOCOL §10, "Limits:
 // search"); see hub.SearchLimits for why each default.
 type SearchConfig struct {
-	MaxNodes       int64    `yaml:"maxNodes"`       // nodes one query visits, default 1000000
+	MaxNodes       int64    `yaml:"maxNodes"`       // nodes one query visits, default 10000000
 	MaxResultBytes int64    `yaml:"maxResultBytes"` // default 16 MiB
 	Timeout        Duration `yaml:"timeout"`        // wall time, waiting included, default 5s
 	MaxQueryBytes  int      `yaml:"maxQueryBytes"`  // default 1024

@@ -40,7 +40,7 @@ func TestConfigDefaults(t *testing.T) {
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
 		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) ||
 		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 0 || c.Registry.MaxDepth != 32 ||
-		c.Search.MaxNodes != 1_000_000 || c.Search.MaxResultBytes != 16<<20 || c.Search.Timeout != Duration(5*time.Second) ||
+		c.Search.MaxNodes != 10_000_000 || c.Search.MaxResultBytes != 16<<20 || c.Search.Timeout != Duration(5*time.Second) ||
 		c.Search.MaxQueryBytes != 1024 || c.Search.MaxDescendants != 2 || c.Search.MaxConcurrentPerClient != 2 ||
 		c.Search.MaxConcurrent != runtime.GOMAXPROCS(0) ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
