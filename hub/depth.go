@@ -36,8 +36,14 @@ func MaxDepth() int { return int(maxDepth.Load()) }
 // It is one pass over the bytes with a stack no deeper than the limit, and
 // runs before the document is decoded; it does not check the syntax (the
 // decoder does), it only needs to find brackets outside strings.
-func checkDepth(raw []byte) error {
-	limit := MaxDepth()
+func checkDepth(raw []byte) error { return checkDepthLimit(raw, MaxDepth()) }
+
+// payloadDepthSlack is how much deeper than a TD a decoded JSON payload
+// may nest: a WebSocket envelope holds a TD one level down, and a TD that
+// is a little too deep should reach ParseDocument, which names where.
+const payloadDepthSlack = 8
+
+func checkDepthLimit(raw []byte, limit int) error {
 	type level struct {
 		object   bool
 		index    int // array: index of the current element

@@ -89,3 +89,15 @@ func depthOf(v any) int {
 	}
 	return 0
 }
+
+// TestPayloadDepth: decoded JSON payloads (WebSocket frames, interaction
+// values) are bounded near the TD limit before any map is built, as CBOR
+// is by its decoder.
+func TestPayloadDepth(t *testing.T) {
+	if _, err := hub.DecodeValue([]byte(`{"td":`+nested(30)+`}`), "application/json"); err != nil {
+		t.Errorf("an envelope around a 32-level TD: %v", err)
+	}
+	if _, err := hub.DecodeValue([]byte(strings.Repeat(`[`, 5000)+strings.Repeat(`]`, 5000)), "application/json"); hub.RefusalReason(err) != "registry.maxDepth" {
+		t.Errorf("5000 levels: %v", err)
+	}
+}

@@ -413,3 +413,29 @@ func TestAttackParallelSearchesOneClient(t *testing.T) {
 		t.Errorf("the client after its searches ended: %v %v", err, resp)
 	}
 }
+
+// TestDeepTDOverWebSocket: registerThing with a TD one level too deep is
+// refused with the pointer under /td, JSON and CBOR alike, and nothing is
+// stored.
+func TestDeepTDOverWebSocket(t *testing.T) {
+	h := startHub(t, nil)
+	w := h.wsDial("lmosprotocol", nil)
+	td := wsTD("urn:uuid:5b0d6c1e-0000-4000-8000-00000000d001")
+	var x any = 1
+	for range 32 { // the value of "x" is level 2: 32 objects reach level 33
+		x = map[string]any{"a": x}
+	}
+	td["x"] = x
+	r := w.reply(w.send(map[string]any{"messageType": "registerThing", "td": td}, false))
+	expectWSError(t, r, 400, "invalid", "deeper than 32")
+	ve, _ := r["validationErrors"].([]any)
+	if len(ve) != 1 || !strings.HasSuffix(fmt.Sprint(ve[0].(map[string]any)["field"]), "/x"+strings.Repeat("/a", 31)) {
+		t.Errorf("validationErrors %v", r["validationErrors"])
+	}
+	if n := h.Main.Registry.Count(); n != 0 {
+		t.Errorf("a deep TD was stored (%d Things)", n)
+	}
+	if got := h.metric(`lmos_ws_refused_total{reason="registry.maxDepth"}`); got != 1 {
+		t.Errorf("WebSocket refusals for registry.maxDepth: %v", got)
+	}
+}
