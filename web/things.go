@@ -237,12 +237,18 @@ func (s *Server) searchJSONPath(w http.ResponseWriter, r *http.Request) {
 		body.finish()
 		return
 	}
-	if !body.sent {
+	gone := r.Context().Err() != nil // nobody to answer, nothing refused
+	switch {
+	case !body.sent && gone:
+		return
+	case !body.sent:
 		s.writeSearchError(w, r, err)
 		return
+	case !gone:
+		s.countRefusal("http", err)
+		s.log.Info("search aborted after the answer began", "path", r.URL.Path, "err", err)
 	}
-	s.countRefusal("http", err)
-	s.log.Info("search aborted after the answer began", "path", r.URL.Path, "err", err)
+	// Never end an answer that was cut short as if it were whole.
 	panic(http.ErrAbortHandler)
 }
 
