@@ -247,7 +247,10 @@ func TestAttackDescendantSearchOverOrdinaryTDs(t *testing.T) {
 // the node budget before any byte (503 with Retry-After), while another client is answered
 // meanwhile and no answer is held whole in memory.
 func TestAttackSearchBudgets(t *testing.T) {
-	h := startHub(t, func(c *Config) { c.Search.MaxDescendants = 3 })
+	h := startHub(t, func(c *Config) {
+		c.Search.MaxDescendants = 3
+		c.Search.Timeout = Duration(time.Minute) // budgets decide, not the machine's speed
+	})
 	const wide = 20 // heavySearch visits ~600k nodes in each
 	for i := range wide {
 		id := fmt.Sprintf("urn:example:wide%d", i)
