@@ -73,6 +73,11 @@ func DecodeValue(data []byte, contentType string) (any, error) {
 		}
 		return jsonModel(v)
 	}
+	// encoding/json nests up to 10,000 levels; bound it near the CBOR
+	// limit before building maps.
+	if err := checkDepthLimit(data, MaxDepth()+payloadDepthSlack); err != nil {
+		return nil, err
+	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	if err := d.Decode(&v); err != nil {

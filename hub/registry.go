@@ -29,6 +29,8 @@ type RegistryOptions struct {
 	// A subscriber that falls this far behind is dropped and must resubscribe
 	// with its last sequence, so a slow reader never slows writers.
 	SubscriberBuffer int
+	// Search bounds each search's cost (zero values take the defaults).
+	Search SearchLimits
 }
 
 // Thing is a read-only snapshot of a registered Thing. Summary is shared
@@ -84,6 +86,7 @@ type Registry struct {
 	feedMu    sync.Mutex
 	published uint64
 	subs      map[*Subscription]struct{}
+	search    *searchGate
 	closed    bool
 }
 
@@ -147,6 +150,7 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 		subs:   make(map[*Subscription]struct{}),
+		search: newSearchGate(opts.Search),
 	}
 	var recs []ThingRecord
 	if err := store.LoadThings(func(rec ThingRecord) error {

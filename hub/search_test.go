@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -90,6 +91,14 @@ func TestJSONPathMatchesReference(t *testing.T) {
 		wj, _ := json.Marshal(want)
 		if !reflect.DeepEqual(gj, wj) {
 			t.Errorf("%s: %d results, reference %d\n got  %.300s\n want %.300s", q, len(got), len(want), gj, wj)
+		}
+		// The streamed answer is the reference's encoding, byte for byte.
+		var buf bytes.Buffer
+		if err := r.StreamJSONPath(ctx, "test", q, &buf); err != nil {
+			t.Fatalf("%s: stream: %v", q, err)
+		}
+		if !bytes.Equal(buf.Bytes(), append(wj, '\n')) {
+			t.Errorf("%s: streamed %d bytes differ from the reference's %d\n got  %.300s\n want %.300s", q, buf.Len(), len(wj)+1, buf.Bytes(), wj)
 		}
 	}
 }

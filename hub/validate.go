@@ -28,6 +28,9 @@ func ParseDocument(raw []byte) (map[string]any, error) {
 	if !utf8.Valid(raw) {
 		return nil, invalidJSONError("not valid UTF-8")
 	}
+	if err := checkDepth(raw); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any

@@ -225,13 +225,77 @@ func (s *Server) deleteThing(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// searchJSONPath streams the answer (PROTOCOL §10, "Limits: search"). The
+// first searchCommitBytes are held back, so a query that hits a budget
+// early gets a clean problem answer; a budget hit after the status went
+// out aborts the response, so the client sees a broken body, never a
+// shorter array that looks whole.
 func (s *Server) searchJSONPath(w http.ResponseWriter, r *http.Request) {
-	nodes, err := s.reg.SearchJSONPath(r.URL.Query().Get("query"))
-	if err != nil {
-		s.writeError(w, r, err)
+	body := &heldBody{w: w}
+	err := s.reg.StreamJSONPath(r.Context(), clientAddr(r), r.URL.Query().Get("query"), body)
+	if err == nil {
+		body.finish()
 		return
 	}
-	writeJSON(w, http.StatusOK, mtJSON, nodes)
+	gone := r.Context().Err() != nil // nobody to answer, nothing refused
+	switch {
+	case !body.sent && gone:
+		return
+	case !body.sent:
+		s.writeSearchError(w, r, err)
+		return
+	case !gone:
+		s.countRefusal("http", err)
+		s.log.Info("search aborted after the answer began", "path", r.URL.Path, "err", err)
+	}
+	// Never end an answer that was cut short as if it were whole.
+	panic(http.ErrAbortHandler)
+}
+
+// writeSearchError answers a refused search; a client over its concurrent
+// searches may retry as soon as one of them ends.
+func (s *Server) writeSearchError(w http.ResponseWriter, r *http.Request, err error) {
+	if hub.ErrorCode(err) == hub.ERATELIMIT {
+		w.Header().Set("Retry-After", "1")
+	}
+	s.writeError(w, r, err)
+}
+
+// searchCommitBytes is how much of a search answer is held before the
+// status is sent.
+const searchCommitBytes = 64 << 10
+
+// heldBody holds the start of an answer and commits a 200 once
+// searchCommitBytes are there.
+type heldBody struct {
+	w    http.ResponseWriter
+	buf  []byte
+	sent bool
+}
+
+func (b *heldBody) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if len(b.buf) < searchCommitBytes {
+		return len(p), nil
+	}
+	if !b.sent {
+		b.w.Header().Set("Content-Type", mtJSON)
+		b.w.WriteHeader(http.StatusOK)
+		b.sent = true
+	}
+	_, err := b.w.Write(b.buf)
+	b.buf = b.buf[:0]
+	return len(p), err
+}
+
+// finish writes what is held: a short answer goes out whole with its
+// Content-Length, as before streaming.
+func (b *heldBody) finish() {
+	if !b.sent {
+		writeBytes(b.w, http.StatusOK, mtJSON, b.buf)
+		return
+	}
+	_, _ = b.w.Write(b.buf)
 }
 
 func (s *Server) searchText(w http.ResponseWriter, r *http.Request) {
@@ -241,9 +305,9 @@ func (s *Server) searchText(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	hits, err := s.reg.SearchText(q.Get("q"), q.Get("type"), min(limit, 1000))
+	hits, err := s.reg.SearchTextFor(r.Context(), clientAddr(r), q.Get("q"), q.Get("type"), min(limit, 1000))
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeSearchError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, mtJSON, hits)

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +85,7 @@ type Config struct {
 	AdminToken      string         `yaml:"adminToken"`
 	Log             LogConfig      `yaml:"log"`
 	Registry        RegistryConfig `yaml:"registry"`
+	Search          SearchConfig   `yaml:"search"`
 	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
 }
 
@@ -160,6 +162,25 @@ type LogConfig struct {
 type RegistryConfig struct {
 	EventLogSize int `yaml:"eventLogSize"` // default 1000
 	MaxThings    int `yaml:"maxThings"`    // 0 = unlimited
+	// MaxDepth bounds the nesting of objects and arrays in a TD on every
+	// door; default 32 (the CBOR decoder's limit too).
+	MaxDepth int `yaml:"maxDepth"`
+}
+
+// SearchConfig bounds what one search costs (PROTOCOL §10, "Limits:
+// search"); see hub.SearchLimits for why each default.
+type SearchConfig struct {
+	MaxNodes       int64    `yaml:"maxNodes"`       // nodes one query visits, default 10000000
+	MaxResultBytes int64    `yaml:"maxResultBytes"` // default 16 MiB
+	Timeout        Duration `yaml:"timeout"`        // wall time, waiting included, default 5s
+	MaxQueryBytes  int      `yaml:"maxQueryBytes"`  // default 1024
+	MaxDescendants int      `yaml:"maxDescendants"` // descendant segments (..) per JSONPath query, default 2
+	// MaxConcurrentPerClient: searches one client address runs at once,
+	// default 2; more get 429 at once.
+	MaxConcurrentPerClient int `yaml:"maxConcurrentPerClient"`
+	// MaxConcurrent: searches running on the hub at once, default the
+	// number of cores (GOMAXPROCS); more wait within their timeout.
+	MaxConcurrent int `yaml:"maxConcurrent"`
 }
 
 // Allowed values of the enumerated settings.
@@ -184,7 +205,11 @@ func DefaultConfig() Config {
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Log = LogConfig{Format: "text", Level: "info"}
-	c.Registry = RegistryConfig{EventLogSize: 1000}
+	c.Registry = RegistryConfig{EventLogSize: 1000, MaxDepth: hub.DefaultMaxDepth}
+	c.Search = SearchConfig{MaxNodes: hub.DefaultSearchMaxNodes, MaxResultBytes: hub.DefaultSearchMaxResultBytes,
+		Timeout: Duration(hub.DefaultSearchTimeout), MaxQueryBytes: hub.DefaultSearchMaxQueryBytes,
+		MaxDescendants: hub.DefaultSearchMaxDescendants, MaxConcurrentPerClient: hub.DefaultSearchMaxPerClient,
+		MaxConcurrent: runtime.GOMAXPROCS(0)}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -279,6 +304,23 @@ func (c Config) Validate() error {
 	}
 	if c.Registry.MaxThings < 0 {
 		bad("registry.maxThings", fmt.Errorf("must be 0 (unlimited) or more (got %d)", c.Registry.MaxThings))
+	}
+	if c.Registry.MaxDepth < 2 {
+		bad("registry.maxDepth", fmt.Errorf("must be at least 2 (got %d)", c.Registry.MaxDepth))
+	}
+	atLeast1 := func(name string, v int64) {
+		if v < 1 {
+			bad(name, fmt.Errorf("must be at least 1 (got %d)", v))
+		}
+	}
+	atLeast1("search.maxNodes", c.Search.MaxNodes)
+	atLeast1("search.maxResultBytes", c.Search.MaxResultBytes)
+	atLeast1("search.maxQueryBytes", int64(c.Search.MaxQueryBytes))
+	atLeast1("search.maxDescendants", int64(c.Search.MaxDescendants))
+	atLeast1("search.maxConcurrentPerClient", int64(c.Search.MaxConcurrentPerClient))
+	atLeast1("search.maxConcurrent", int64(c.Search.MaxConcurrent))
+	if c.Search.Timeout <= 0 {
+		bad("search.timeout", fmt.Errorf("must be a duration greater than 0 such as \"5s\" (got %s)", c.Search.Timeout))
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,10 @@ func TestConfigDefaults(t *testing.T) {
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
 		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) ||
-		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 0 ||
+		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 0 || c.Registry.MaxDepth != 32 ||
+		c.Search.MaxNodes != 10_000_000 || c.Search.MaxResultBytes != 16<<20 || c.Search.Timeout != Duration(5*time.Second) ||
+		c.Search.MaxQueryBytes != 1024 || c.Search.MaxDescendants != 2 || c.Search.MaxConcurrentPerClient != 2 ||
+		c.Search.MaxConcurrent != runtime.GOMAXPROCS(0) ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
@@ -80,6 +84,11 @@ log:
   level: debug
 registry:
   maxThings: 50
+  maxDepth: 20
+search:
+  maxNodes: 5000
+  timeout: 2s
+  maxConcurrentPerClient: 1
 shutdownTimeout: 3s
 `)
 	env := map[string]string{
@@ -103,6 +112,11 @@ shutdownTimeout: 3s
 		{"http.allowedOrigins (file)", c.HTTP.AllowedOrigins, []string{"https://example.com"}},
 		{"mdns.forgetAfter (file)", c.MDNS.ForgetAfter, Duration(time.Hour)},
 		{"registry.maxThings (file)", c.Registry.MaxThings, 50},
+		{"registry.maxDepth (file)", c.Registry.MaxDepth, 20},
+		{"search.maxNodes (file)", c.Search.MaxNodes, int64(5000)},
+		{"search.timeout (file)", c.Search.Timeout, Duration(2 * time.Second)},
+		{"search.maxConcurrentPerClient (file)", c.Search.MaxConcurrentPerClient, 1},
+		{"search.maxResultBytes (default kept)", c.Search.MaxResultBytes, int64(16 << 20)},
 		{"mqtt.maxQueuedBytes (file)", c.MQTT.MaxQueuedBytes, 65536},
 		{"mqtt.slowClientTimeout (file)", c.MQTT.SlowClientTimeout, Duration(5 * time.Second)},
 		{"mqtt.connectTimeout (file)", c.MQTT.ConnectTimeout, Duration(3 * time.Second)},
@@ -276,6 +290,14 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"log.level", func(c *Config) { c.Log.Level = "" }, `log.level: "" is not one of debug, info, warn, error`},
 		{"registry.eventLogSize", func(c *Config) { c.Registry.EventLogSize = 0 }, "registry.eventLogSize: "},
 		{"registry.maxThings", func(c *Config) { c.Registry.MaxThings = -1 }, "registry.maxThings: "},
+		{"registry.maxDepth", func(c *Config) { c.Registry.MaxDepth = 1 }, "registry.maxDepth: must be at least 2"},
+		{"search.maxNodes", func(c *Config) { c.Search.MaxNodes = 0 }, "search.maxNodes: must be at least 1"},
+		{"search.maxResultBytes", func(c *Config) { c.Search.MaxResultBytes = 0 }, "search.maxResultBytes: "},
+		{"search.timeout", func(c *Config) { c.Search.Timeout = 0 }, "search.timeout: "},
+		{"search.maxQueryBytes", func(c *Config) { c.Search.MaxQueryBytes = 0 }, "search.maxQueryBytes: "},
+		{"search.maxDescendants", func(c *Config) { c.Search.MaxDescendants = 0 }, "search.maxDescendants: "},
+		{"search.maxConcurrentPerClient", func(c *Config) { c.Search.MaxConcurrentPerClient = 0 }, "search.maxConcurrentPerClient: "},
+		{"search.maxConcurrent", func(c *Config) { c.Search.MaxConcurrent = 0 }, "search.maxConcurrent: "},
 		{"shutdownTimeout", func(c *Config) { c.ShutdownTimeout = 0 }, "shutdownTimeout: "},
 	} {
 		c := DefaultConfig()

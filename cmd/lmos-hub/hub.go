@@ -79,9 +79,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.DB = db
 	m.onClose("store", func(context.Context) error { return db.Close() })
 
+	hub.SetMaxDepth(cfg.Registry.MaxDepth)
 	reg, err := hub.NewRegistry(db, hub.RegistryOptions{
 		Logger:    m.Logger.With("component", "registry"),
 		MaxThings: cfg.Registry.MaxThings,
+		Search: hub.SearchLimits{MaxNodes: cfg.Search.MaxNodes, MaxResultBytes: cfg.Search.MaxResultBytes,
+			Timeout: time.Duration(cfg.Search.Timeout), MaxQueryBytes: cfg.Search.MaxQueryBytes,
+			MaxDescendants: cfg.Search.MaxDescendants, MaxPerClient: cfg.Search.MaxConcurrentPerClient,
+			MaxConcurrent: cfg.Search.MaxConcurrent},
 	})
 	if err != nil {
 		return err
