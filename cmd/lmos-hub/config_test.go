@@ -38,7 +38,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
 		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) ||
-		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 0 ||
+		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 1024 ||
+		c.Registry.MaxTDBytes != 262144 || c.Registry.MaxBytes != 64<<20 || c.Registry.MaxThingsPerSource != 64 ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
@@ -79,6 +80,9 @@ log:
   level: debug
 registry:
   maxThings: 50
+  maxTDBytes: 65536
+  maxBytes: 1000000
+  maxThingsPerSource: 0
 shutdownTimeout: 3s
 `)
 	env := map[string]string{
@@ -102,6 +106,9 @@ shutdownTimeout: 3s
 		{"http.allowedOrigins (file)", c.HTTP.AllowedOrigins, []string{"https://example.com"}},
 		{"mdns.forgetAfter (file)", c.MDNS.ForgetAfter, Duration(time.Hour)},
 		{"registry.maxThings (file)", c.Registry.MaxThings, 50},
+		{"registry.maxTDBytes (file)", c.Registry.MaxTDBytes, 65536},
+		{"registry.maxBytes (file)", c.Registry.MaxBytes, int64(1000000)},
+		{"registry.maxThingsPerSource (file)", c.Registry.MaxThingsPerSource, 0},
 		{"mqtt.maxQueuedBytes (file)", c.MQTT.MaxQueuedBytes, 65536},
 		{"mqtt.slowClientTimeout (file)", c.MQTT.SlowClientTimeout, Duration(5 * time.Second)},
 		{"shutdownTimeout (file)", c.ShutdownTimeout, Duration(3 * time.Second)},
@@ -273,6 +280,10 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"log.level", func(c *Config) { c.Log.Level = "" }, `log.level: "" is not one of debug, info, warn, error`},
 		{"registry.eventLogSize", func(c *Config) { c.Registry.EventLogSize = 0 }, "registry.eventLogSize: "},
 		{"registry.maxThings", func(c *Config) { c.Registry.MaxThings = -1 }, "registry.maxThings: "},
+		{"registry.maxTDBytes", func(c *Config) { c.Registry.MaxTDBytes = 0 }, "registry.maxTDBytes: "},
+		{"registry.maxTDBytes (over a packet)", func(c *Config) { c.Registry.MaxTDBytes = 2 << 20 }, "registry.maxTDBytes: "},
+		{"registry.maxBytes", func(c *Config) { c.Registry.MaxBytes = -1 }, "registry.maxBytes: "},
+		{"registry.maxThingsPerSource", func(c *Config) { c.Registry.MaxThingsPerSource = -1 }, "registry.maxThingsPerSource: "},
 		{"shutdownTimeout", func(c *Config) { c.ShutdownTimeout = 0 }, "shutdownTimeout: "},
 	} {
 		c := DefaultConfig()

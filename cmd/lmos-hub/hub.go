@@ -80,8 +80,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.onClose("store", func(context.Context) error { return db.Close() })
 
 	reg, err := hub.NewRegistry(db, hub.RegistryOptions{
-		Logger:    m.Logger.With("component", "registry"),
-		MaxThings: cfg.Registry.MaxThings,
+		Logger:             m.Logger.With("component", "registry"),
+		MaxThings:          cfg.Registry.MaxThings,
+		MaxTDBytes:         cfg.Registry.MaxTDBytes,
+		MaxBytes:           cfg.Registry.MaxBytes,
+		MaxThingsPerSource: cfg.Registry.MaxThingsPerSource,
 	})
 	if err != nil {
 		return err
