@@ -286,10 +286,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, accepted ...st
 }
 
 // readTD reads a Thing Description body within registry.maxTDBytes, the
-// limit every door applies to a TD: a larger one is refused from its
+// limit every door applies to a TD (or http.maxBodyBytes, the limit of
+// every body, when that is lower): a larger one is refused from its
 // Content-Length, or once the limit is read, never read whole.
 func (s *Server) readTD(w http.ResponseWriter, r *http.Request, accepted ...string) ([]byte, error) {
 	limit := s.reg.MaxTDBytes()
+	if s.cfg.MaxBodyBytes < int64(limit) {
+		return s.readBody(w, r, accepted...)
+	}
 	return s.readBodyMax(w, r, int64(limit), func(n int64) error { return hub.TooLarge(int(n), limit) }, accepted...)
 }
 
