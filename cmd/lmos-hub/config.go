@@ -160,7 +160,7 @@ type RegistryConfig struct {
 	// MaxTDBytes bounds one Thing Description on every door (HTTP, MQTT,
 	// WebSocket, mDNS); default 262144.
 	MaxTDBytes int `yaml:"maxTDBytes"`
-	// MaxBytes bounds the stored documents' total size; default 64 MiB,
+	// MaxBytes bounds the stored documents' total size; default 32 MiB,
 	// 0 = unlimited.
 	MaxBytes int64 `yaml:"maxBytes"`
 	// MaxThingsPerSource bounds the Things one address registers
@@ -191,7 +191,7 @@ func DefaultConfig() Config {
 	c.Join = JoinConfig{Mode: "open"}
 	c.Log = LogConfig{Format: "text", Level: "info"}
 	c.Registry = RegistryConfig{EventLogSize: 1000, MaxThings: 1024, MaxTDBytes: hub.DefaultMaxTDBytes,
-		MaxBytes: 64 << 20, MaxThingsPerSource: 64}
+		MaxBytes: 32 << 20, MaxThingsPerSource: 64}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }

@@ -39,7 +39,7 @@ func TestConfigDefaults(t *testing.T) {
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
 		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) ||
 		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 1024 ||
-		c.Registry.MaxTDBytes != 262144 || c.Registry.MaxBytes != 64<<20 || c.Registry.MaxThingsPerSource != 64 ||
+		c.Registry.MaxTDBytes != 262144 || c.Registry.MaxBytes != 32<<20 || c.Registry.MaxThingsPerSource != 64 ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
