@@ -39,7 +39,7 @@ func TestCrashUnderLoad(t *testing.T) {
 	// No write rate limit: all writers come from 127.0.0.1 and would
 	// otherwise mostly get 429s after the first burst.
 	cfgFile := filepath.Join(t.TempDir(), "hub.yaml")
-	if err := os.WriteFile(cfgFile, []byte("http:\n  writeRate: 0\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte("http:\n  writeRate: 0\nregistry:\n  maxThings: 0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	argv := []string{"serve", "--data-dir", dir, "--config", cfgFile, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
