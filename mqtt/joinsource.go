@@ -8,14 +8,16 @@ import (
 
 // A join's CPU-heavy part (decoding, parsing, validating and summarising
 // the description: tens of milliseconds for a large TD) runs on the
-// publishing client's own goroutine, before the join is queued, and at
-// most one at a time per source: the client's address when it is
-// anonymous, its Thing when it is authenticated. So a flood of heavy joins
-// from one address waits its turn for itself, and the shared join workers
-// (hashed by Thing id) only check and commit, which is quick: a join from
-// another source is no longer queued behind a flood's parsing (issue 12).
+// publishing client's own goroutine, before the join is queued, and each
+// source has one join at a time in progress, from its preparation to its
+// result: the client's address when it is anonymous, its Thing when it is
+// authenticated. So a flood of heavy joins from one address waits its turn
+// for itself, the shared join workers (hashed by Thing id) only check and
+// commit, which is quick, and a join from another source is no longer
+// queued behind a flood's parsing (issue 12). It also bounds the parsed
+// documents held in memory to one per source.
 
-// heavyPerSource is how many joins of one source may be prepared at once.
+// heavyPerSource is how many joins of one source may be in progress at once.
 const heavyPerSource = 1
 
 // sourceGates holds one gate per source with a join being prepared or
@@ -68,21 +70,27 @@ func joinSource(j *joinRequest) string {
 	return "addr " + j.remote
 }
 
-// enqueueJoin prepares a join's description on the caller's goroutine,
-// within its source's turn, then queues the join on its Thing's worker.
+// enqueueJoin waits for its source's turn, prepares the join's description
+// on the caller's goroutine, then queues the join on its Thing's worker;
+// the turn ends with the join. The publishing client waits meanwhile, as
+// it waits for a full queue.
 func (b *Broker) enqueueJoin(j *joinRequest) {
 	// A join the join mode refuses anyway costs no parsing; nor does a
 	// deregistration.
-	if len(j.payload) > 0 && (j.self != "" || (b.cfg.JoinMode != "closed" && b.cfg.JoinMode != "approve")) {
-		release, ok := b.heavy.acquire(joinSource(j), b.stop)
-		if !ok {
-			return
-		}
-		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
-		j.prepared = true
-		release()
+	if len(j.payload) == 0 || (j.self == "" && (b.cfg.JoinMode == "closed" || b.cfg.JoinMode == "approve")) {
+		b.enqueue(j.tid, func() { b.join(j) })
+		return
 	}
-	b.enqueue(j.tid, func() { b.join(j) })
+	release, ok := b.heavy.acquire(joinSource(j), b.stop)
+	if !ok {
+		return
+	}
+	j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
+	j.prepared = true
+	b.enqueue(j.tid, func() {
+		defer release()
+		b.join(j)
+	})
 }
 
 // prepareTD refuses a description over registry.maxTDBytes before decoding
