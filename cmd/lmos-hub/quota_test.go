@@ -268,3 +268,27 @@ func TestAnonymousFloodIsBoundedOnDiskAndAtRestart(t *testing.T) {
 		t.Errorf("join after restart: %+v", r[0])
 	}
 }
+
+// TestWSRegisterHitsSourceQuota: WebSocket registerThing is an anonymous
+// write counted against the connection's address: past
+// registry.maxThingsPerSource it gets an error 507 and nothing is stored.
+func TestWSRegisterHitsSourceQuota(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Registry.MaxThingsPerSource = 2 })
+	w := h.wsDial("lmosprotocol", nil)
+	for i := range 2 {
+		id := fmt.Sprintf("urn:example:ws-quota:%d", i)
+		if r := w.reply(w.send(map[string]any{"messageType": "registerThing", "td": wsTD(id)}, false)); r["messageType"] == "error" {
+			t.Fatalf("register %s: %v", id, r)
+		}
+	}
+	before := h.snapshot()
+	w2 := h.wsDial("lmosprotocol", nil) // another connection, the same address
+	expectWSError(t, w2.reply(w2.send(map[string]any{"messageType": "registerThing", "td": wsTD("urn:example:ws-quota:2")}, false)),
+		http.StatusInsufficientStorage, hub.EFULL, "registry.maxThingsPerSource")
+	if after := h.snapshot(); after != before {
+		t.Errorf("state changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if got := h.metric(`lmos_ws_refused_total{reason="registry.maxThingsPerSource"}`); got != 1 {
+		t.Errorf("refusals counted %v, want 1", got)
+	}
+}
