@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"os"
 	"os/exec"
@@ -290,5 +291,138 @@ func TestWSRegisterHitsSourceQuota(t *testing.T) {
 	}
 	if got := h.metric(`lmos_ws_refused_total{reason="registry.maxThingsPerSource"}`); got != 1 {
 		t.Errorf("refusals counted %v, want 1", got)
+	}
+}
+
+// pahoTimedScript joins each (topic, payload file) from one Python Paho
+// client bound to a local address, publishing them all before waiting,
+// and prints each result with the CLOCK_MONOTONIC time it arrived (shared
+// by the processes of this machine, so two runs can be ordered).
+const pahoTimedScript = `
+import sys, time, queue
+import paho.mqtt.client as mqtt
+host, port, bind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+pairs = [(sys.argv[i], sys.argv[i+1]) for i in range(4, len(sys.argv), 2)]
+q, ready = queue.Queue(), queue.Queue()
+c = mqtt.Client(client_id="timed-" + bind, protocol=mqtt.MQTTv5)
+def on_connect(c, u, f, rc, p=None):
+    if rc != 0: sys.exit("connect rc %s" % rc)
+    ready.put(True)
+def on_subscribe(c, u, mid, rcs, p=None):
+    ready.put([r.value for r in rcs])
+def on_disconnect(c, u, rc, p=None):
+    q.put(("disconnect", rc, 0))
+c.on_connect, c.on_subscribe, c.on_disconnect = on_connect, on_subscribe, on_disconnect
+c.on_message = lambda c, u, m: q.put(("msg", m.payload.decode(), time.clock_gettime(time.CLOCK_MONOTONIC)))
+c.connect(host, port, keepalive=30, bind_address=bind)
+c.loop_start()
+ready.get(timeout=10)
+for topic, _ in pairs:
+    c.subscribe(topic + "/result", qos=1)
+    rcs = ready.get(timeout=10)
+    if any(r >= 0x80 for r in rcs): sys.exit("subscribe refused %s" % rcs)
+infos = [c.publish(topic, open(f, "rb").read(), qos=1) for topic, f in pairs]
+for _ in pairs:
+    kind, v, at = q.get(timeout=60)
+    if kind != "msg": sys.exit("disconnected rc %s" % v)
+    print("%.6f %s" % (at, v), flush=True)
+for i in infos:
+    if not i.is_published(): sys.exit("a publish was not acknowledged")
+c.disconnect()
+c.loop_stop()
+`
+
+type timedResult struct {
+	at  float64
+	res floodResult
+}
+
+// pahoTimed runs pahoTimedScript from bind and sends its results, in the
+// order they arrived, when it is done.
+func pahoTimed(t *testing.T, h *testHub, bind string, joins []floodJoin) <-chan []timedResult {
+	t.Helper()
+	py := pahoPython(t)
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	args := []string{"-c", pahoTimedScript, host, port, bind}
+	dir := t.TempDir()
+	for i, j := range joins {
+		f := filepath.Join(dir, fmt.Sprintf("%d", i))
+		if err := os.WriteFile(f, j.payload, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "lmos/v1/things/"+hub.TopicKey(j.id)+"/td", f)
+	}
+	out := make(chan []timedResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		b, err := cmd.Output()
+		if err != nil {
+			t.Errorf("paho from %s: %v\n%s%s", bind, err, b, stderr.String())
+			out <- nil
+			return
+		}
+		var res []timedResult
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			at, js, _ := strings.Cut(l, " ")
+			var r timedResult
+			if _, err := fmt.Sscan(at, &r.at); err != nil || json.Unmarshal([]byte(js), &r.res) != nil {
+				t.Errorf("paho from %s: line %q", bind, l)
+			}
+			res = append(res, r)
+		}
+		out <- res
+	}()
+	return out
+}
+
+// TestHeavyJoinFloodWithPaho is issue 12's stall with a client nobody here
+// wrote: 16 heavy joins (~240 KB, thousands of members each) from one
+// address, their ids chosen to share the join worker of the victim's id,
+// then the victim joins from another address (127.0.0.2). Its result must
+// come while most of the flood is still waiting.
+func TestHeavyJoinFloodWithPaho(t *testing.T) {
+	h := startHub(t, nil)
+	const victim = "urn:example:legit"
+	worker := func(id string) uint32 {
+		f := fnv.New32a()
+		f.Write([]byte(hub.TopicKey(id)))
+		return f.Sum32() % 8 // the broker's join workers
+	}
+	var flood []floodJoin
+	for i := 0; len(flood) < 16; i++ {
+		if id := fmt.Sprintf("urn:example:heavy:%d", i); worker(id) == worker(victim) {
+			flood = append(flood, floodJoin{id, "", paddedTD(t, id, 230<<10)})
+		}
+	}
+	floodDone := pahoTimed(t, h, "127.0.0.1", flood)
+	// The victim joins once the flood is under way: the hub has answered
+	// the flood's first join.
+	waitFor(t, 30*time.Second, "the flood's first join", func() bool {
+		_, err := h.Main.Registry.Get(flood[0].id)
+		return err == nil
+	})
+	start := time.Now()
+	legit := <-pahoTimed(t, h, "127.0.0.2", []floodJoin{{victim, "", makeTD(victim, "legit")}})
+	waited := time.Since(start)
+	floodRes := <-floodDone
+	if len(legit) != 1 || legit[0].res.Status != "accepted" || len(floodRes) != len(flood) {
+		t.Fatalf("legit %+v; %d flood results of %d", legit, len(floodRes), len(flood))
+	}
+	after := 0
+	for _, r := range floodRes {
+		if r.res.Status != "accepted" {
+			t.Errorf("flood join: %+v", r.res)
+		}
+		if r.at > legit[0].at {
+			after++
+		}
+	}
+	t.Logf("the legitimate join took %v (Paho process included); %d of %d flood joins were answered after it", waited, after, len(flood))
+	if after < len(flood)/2 {
+		t.Errorf("the legitimate join waited for the flood: only %d of %d flood joins were answered after it", after, len(flood))
 	}
 }
