@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -321,6 +323,8 @@ for topic, _ in pairs:
     c.subscribe(topic + "/result", qos=1)
     rcs = ready.get(timeout=10)
     if any(r >= 0x80 for r in rcs): sys.exit("subscribe refused %s" % rcs)
+print("ready", file=sys.stderr, flush=True)
+sys.stdin.readline()  # go
 infos = [c.publish(topic, open(f, "rb").read(), qos=1) for topic, f in pairs]
 for _ in pairs:
     kind, v, at = q.get(timeout=60)
@@ -337,9 +341,10 @@ type timedResult struct {
 	res floodResult
 }
 
-// pahoTimed runs pahoTimedScript from bind and sends its results, in the
-// order they arrived, when it is done.
-func pahoTimed(t *testing.T, h *testHub, bind string, joins []floodJoin) <-chan []timedResult {
+// pahoTimed starts pahoTimedScript from bind and returns once its client
+// is connected and subscribed; go makes it publish, and the channel gets
+// its results, in the order they arrived, when it is done.
+func pahoTimed(t *testing.T, h *testHub, bind string, joins []floodJoin) (goAhead func(), results <-chan []timedResult) {
 	t.Helper()
 	py := pahoPython(t)
 	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
@@ -353,13 +358,40 @@ func pahoTimed(t *testing.T, h *testHub, bind string, joins []floodJoin) <-chan 
 		args = append(args, "lmos/v1/things/"+hub.TopicKey(j.id)+"/td", f)
 	}
 	out := make(chan []timedResult, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	cmd := exec.CommandContext(ctx, py, args...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderrPipe)
+	if !sc.Scan() || sc.Text() != "ready" {
+		cancel()
+		_ = cmd.Wait()
+		t.Fatalf("paho from %s did not get ready: %q", bind, sc.Text())
+	}
+	var stderr bytes.Buffer
+	stderrDone := make(chan struct{})
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer close(stderrDone)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+		}
+	}()
+	go func() {
 		defer cancel()
-		cmd := exec.CommandContext(ctx, py, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		b, err := cmd.Output()
+		<-stderrDone
+		err := cmd.Wait()
+		b := stdout.Bytes()
 		if err != nil {
 			t.Errorf("paho from %s: %v\n%s%s", bind, err, b, stderr.String())
 			out <- nil
@@ -376,7 +408,7 @@ func pahoTimed(t *testing.T, h *testHub, bind string, joins []floodJoin) <-chan 
 		}
 		out <- res
 	}()
-	return out
+	return func() { _, _ = io.WriteString(stdin, "go\n") }, out
 }
 
 // TestHeavyJoinFloodWithPaho is issue 12's stall with a client nobody here
@@ -398,7 +430,9 @@ func TestHeavyJoinFloodWithPaho(t *testing.T) {
 			flood = append(flood, floodJoin{id, "", paddedTD(t, id, 230<<10)})
 		}
 	}
-	floodDone := pahoTimed(t, h, "127.0.0.1", flood)
+	goFlood, floodDone := pahoTimed(t, h, "127.0.0.1", flood)
+	goLegit, legitDone := pahoTimed(t, h, "127.0.0.2", []floodJoin{{victim, "", makeTD(victim, "legit")}})
+	goFlood()
 	// The victim joins once the flood is under way: the hub has answered
 	// the flood's first join.
 	waitFor(t, 30*time.Second, "the flood's first join", func() bool {
@@ -406,7 +440,8 @@ func TestHeavyJoinFloodWithPaho(t *testing.T) {
 		return err == nil
 	})
 	start := time.Now()
-	legit := <-pahoTimed(t, h, "127.0.0.2", []floodJoin{{victim, "", makeTD(victim, "legit")}})
+	goLegit()
+	legit := <-legitDone
 	waited := time.Since(start)
 	floodRes := <-floodDone
 	if len(legit) != 1 || legit[0].res.Status != "accepted" || len(floodRes) != len(flood) {
@@ -421,7 +456,7 @@ func TestHeavyJoinFloodWithPaho(t *testing.T) {
 			after++
 		}
 	}
-	t.Logf("the legitimate join took %v (Paho process included); %d of %d flood joins were answered after it", waited, after, len(flood))
+	t.Logf("the legitimate join took %v; %d of %d flood joins were answered after it", waited, after, len(flood))
 	if after < len(flood)/2 {
 		t.Errorf("the legitimate join waited for the flood: only %d of %d flood joins were answered after it", after, len(flood))
 	}
