@@ -198,15 +198,29 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		})
 	}
 	wg.Wait()
+	// A Thing stored before sizes were has its size read from the
+	// store's pages, without copying the document: the quotas need it.
+	var unsized []string
+	for i, rec := range recs {
+		if sums[i] != nil && rec.Meta.Size == 0 {
+			unsized = append(unsized, rec.ID)
+		}
+	}
+	sizes := make(map[string]int64, len(unsized))
+	if len(unsized) > 0 {
+		if err := store.ThingsRaw(unsized, func(id string, raw []byte) error {
+			sizes[id] = int64(len(raw))
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("cannot read stored document sizes: %w", err)
+		}
+	}
 	for i, rec := range recs {
 		if sums[i] == nil {
 			continue
 		}
 		if rec.Meta.Size == 0 {
-			// Stored before sizes were: the quotas need it once.
-			if raw, err := store.ThingRaw(rec.ID); err == nil {
-				rec.Meta.Size = int64(len(raw))
-			}
+			rec.Meta.Size = sizes[rec.ID]
 		}
 		t := &Thing{ID: rec.ID, Summary: sums[i], Meta: rec.Meta}
 		r.things[rec.ID] = t
