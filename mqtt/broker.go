@@ -181,7 +181,7 @@ type Broker struct {
 	// stop ends the workers and the event forwarder.
 	stop    chan struct{}
 	queues  []chan func()
-	heavy   sourceGates // one join preparation at a time per source
+	heavy   sourceGates // one join in progress at a time per source
 	workers sync.WaitGroup
 	events  sync.WaitGroup
 }
