@@ -30,7 +30,11 @@ func duplicateMember(raw []byte) (string, bool) {
 func scanDupes(b []byte, i int, path *[]string) (int, bool) {
 	switch b[i] {
 	case '{':
-		var seen [][]byte // objects are small: a slice beats a map here
+		// Most objects are small, where a slice beats a map; a large one
+		// moves to a set, so the check stays linear in the member count
+		// (a hostile 1 MB object has ~100k members).
+		var seen [][]byte
+		var set map[string]struct{}
 		i = skipWS(b, i+1)
 		if b[i] == '}' {
 			return i + 1, false
@@ -44,11 +48,10 @@ func scanDupes(b []byte, i int, path *[]string) (int, bool) {
 				_ = json.Unmarshal(b[ks:ke], &k)
 				key = []byte(k)
 			}
-			if slices.ContainsFunc(seen, func(s []byte) bool { return bytes.Equal(s, key) }) {
+			if seenBefore(&seen, &set, key) {
 				*path = append(*path, string(key))
 				return 0, true
 			}
-			seen = append(seen, key)
 			i = skipWS(b, ke)
 			i = skipWS(b, i+1) // past ':'
 			end, dup := scanDupes(b, i, path)
@@ -83,4 +86,31 @@ func scanDupes(b []byte, i int, path *[]string) (int, bool) {
 		end, _ := skipValue(b, i)
 		return end, false
 	}
+}
+
+// smallObject is the member count up to which a linear scan of the names
+// seen so far is cheaper than a map.
+const smallObject = 16
+
+// seenBefore reports whether key is in the names seen so far, and adds it.
+func seenBefore(seen *[][]byte, set *map[string]struct{}, key []byte) bool {
+	if *set == nil {
+		if slices.ContainsFunc(*seen, func(s []byte) bool { return bytes.Equal(s, key) }) {
+			return true
+		}
+		if len(*seen) < smallObject {
+			*seen = append(*seen, key)
+			return false
+		}
+		*set = make(map[string]struct{}, 2*smallObject)
+		for _, s := range *seen {
+			(*set)[string(s)] = struct{}{}
+		}
+		*seen = nil
+	}
+	if _, ok := (*set)[string(key)]; ok {
+		return true
+	}
+	(*set)[string(key)] = struct{}{}
+	return false
 }

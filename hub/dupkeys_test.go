@@ -3,8 +3,11 @@ package hub
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"testing"
+	"time"
 )
 
 // hasDupesReference finds duplicate member names with encoding/json's
@@ -85,9 +88,74 @@ func TestDuplicateMember(t *testing.T) {
 	}
 }
 
+// manyMembers returns an object with n members m0…m{n-1}, then dup again
+// when dup is not empty.
+func manyMembers(n int, dup string) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"m%d":{}`, i)
+	}
+	if dup != "" {
+		fmt.Fprintf(&b, `,"%s":1`, dup)
+	}
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
+func TestDuplicateMemberLarge(t *testing.T) {
+	for _, n := range []int{smallObject - 1, smallObject, smallObject + 1, 1000} {
+		for _, dup := range []string{"", "m0", fmt.Sprintf("m%d", n/2), fmt.Sprintf("m%d", n-1)} {
+			got, found := duplicateMember(manyMembers(n, dup))
+			if want := "/properties/" + dup; found != (dup != "") || (found && got != want) {
+				t.Errorf("n=%d dup=%q: %q %v, want %q", n, dup, got, found, want)
+			}
+		}
+	}
+}
+
+// TestDuplicateMemberLinear is the quadratic check of issue 12: a TD whose
+// one object has ~100k members cost 10 s of CPU. Work must grow linearly:
+// four times the members may cost about four times the CPU, never the
+// sixteen times a comparison with every earlier name costs. (A ratio, not
+// an absolute time: the best of three runs of each size.)
+func TestDuplicateMemberLinear(t *testing.T) {
+	const n = 10000
+	small, large := manyMembers(n, ""), manyMembers(4*n, "")
+	cost := func(raw []byte) time.Duration {
+		best := time.Duration(math.MaxInt64)
+		for range 3 {
+			start := time.Now()
+			if _, dup := duplicateMember(raw); dup {
+				t.Fatal("a duplicate where there is none")
+			}
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	cs, cl := cost(small), cost(large)
+	if ratio := float64(cl) / float64(cs); ratio > 9 {
+		t.Errorf("4x the members cost %.1fx the time (%v vs %v): not linear", ratio, cl, cs)
+	}
+}
+
+func BenchmarkDuplicateMember94k(b *testing.B) {
+	raw := manyMembers(94000, "")
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		duplicateMember(raw)
+	}
+}
+
 func FuzzDuplicateMember(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `[{"a":[],"b":{"a":{},"a":[]}}]`, `{"a":"}\"{","b":[1,{"c":null}]}`,
-		`{"\u0061":1,"a":2}`, ` { "x" : [ ] , "y" : { } } `} {
+		`{"\u0061":1,"a":2}`, ` { "x" : [ ] , "y" : { } } `,
+		// Past smallObject members: the set takes over (a duplicate on
+		// either side of the switch).
+		string(manyMembers(40, "")), string(manyMembers(40, "m3")), string(manyMembers(40, "m39"))} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {

@@ -25,6 +25,15 @@ type RegistryOptions struct {
 	MaxBatch int
 	// MaxThings caps the number of registered Things (0 = unlimited).
 	MaxThings int
+	// MaxTDBytes caps one stored Thing Description, on every door and
+	// after a merge patch (default DefaultMaxTDBytes).
+	MaxTDBytes int
+	// MaxBytes caps the stored documents' total size (0 = unlimited).
+	MaxBytes int64
+	// MaxThingsPerSource caps the Things written anonymously from one
+	// address (Origin.Addr); authenticated writers are not counted
+	// (0 = unlimited).
+	MaxThingsPerSource int
 	// SubscriberBuffer is each change-feed subscriber's queue length (default 256).
 	// A subscriber that falls this far behind is dropped and must resubscribe
 	// with its last sequence, so a slow reader never slows writers.
@@ -79,6 +88,13 @@ type Registry struct {
 	overlay      map[string]*Thing
 	// batchDocs are the documents the batch being applied wrote, by id.
 	batchDocs map[string]map[string]any
+	// totalBytes is the stored documents' size and bySource the Things
+	// each anonymous address wrote, both counting unpurged expired
+	// Things (they hold their space until purged); undo reverts the
+	// changes of a batch whose commit failed.
+	totalBytes int64
+	bySource   map[string]int
+	undo       []func()
 	// batchRaws are the submitted bytes the batch being applied wrote, by
 	// id: a conditional write later in the batch compares their version.
 	batchRaws map[string][]byte
@@ -141,46 +157,82 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	if opts.SubscriberBuffer <= 0 {
 		opts.SubscriberBuffer = 256
 	}
-	r := &Registry{
-		store:  store,
-		opts:   opts,
-		log:    opts.Logger,
-		things: make(map[string]*Thing),
-		ops:    make(chan *op, opts.MaxBatch),
-		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
-		subs:   make(map[*Subscription]struct{}),
-		search: newSearchGate(opts.Search),
+	if opts.MaxTDBytes <= 0 {
+		opts.MaxTDBytes = DefaultMaxTDBytes
 	}
-	var recs []ThingRecord
+	r := &Registry{
+		store:    store,
+		opts:     opts,
+		log:      opts.Logger,
+		things:   make(map[string]*Thing),
+		ops:      make(chan *op, opts.MaxBatch),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+		subs:     make(map[*Subscription]struct{}),
+		bySource: make(map[string]int),
+		search:   newSearchGate(opts.Search),
+	}
+	// A stored summary is decoded as it comes, so start-up holds each
+	// encoding only briefly: memory at start is the summaries', never the
+	// documents'.
+	var recs []ThingRecord // without a usable stored summary
+	var sums []*Summary
 	if err := store.LoadThings(func(rec ThingRecord) error {
-		recs = append(recs, rec)
+		if s, err := DecodeSummary(rec.Summary); err == nil {
+			recs, sums = append(recs, ThingRecord{ID: rec.ID, Meta: rec.Meta}), append(sums, s)
+			return nil
+		}
+		recs, sums = append(recs, rec), append(sums, nil)
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("cannot load things: %w", err)
 	}
-	// Stored summaries make start-up cheap. A Thing without a usable one
-	// (stored by an older version) is parsed, which is nearly all of
-	// start-up time then: use every core.
-	sums := make([]*Summary, len(recs))
+	// A Thing without a usable summary (stored by an older version) is
+	// parsed, which is nearly all of start-up time then: use every core.
 	var wg sync.WaitGroup
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(recs)/256))
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(recs); i += workers {
-				sums[i] = r.loadSummary(recs[i])
+				if sums[i] == nil {
+					sums[i] = r.loadSummary(recs[i])
+				}
 				recs[i].Raw, recs[i].Summary = nil, nil
 			}
 		})
 	}
 	wg.Wait()
+	// A Thing stored before sizes were has its size read from the
+	// store's pages, without copying the document: the quotas need it.
+	var unsized []string
+	for i, rec := range recs {
+		if sums[i] != nil && rec.Meta.Size == 0 {
+			unsized = append(unsized, rec.ID)
+		}
+	}
+	sizes := make(map[string]int64, len(unsized))
+	if len(unsized) > 0 {
+		if err := store.ThingsRaw(unsized, func(id string, raw []byte) error {
+			sizes[id] = int64(len(raw))
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("cannot read stored document sizes: %w", err)
+		}
+	}
 	for i, rec := range recs {
 		if sums[i] == nil {
 			continue
 		}
+		if rec.Meta.Size == 0 {
+			rec.Meta.Size = sizes[rec.ID]
+		}
 		t := &Thing{ID: rec.ID, Summary: sums[i], Meta: rec.Meta}
 		r.things[rec.ID] = t
 		r.ids = append(r.ids, rec.ID)
+		r.totalBytes += t.Meta.Size
+		if t.Meta.Anon != "" {
+			r.bySource[t.Meta.Anon]++
+		}
 		if !t.Meta.Expires.IsZero() {
 			r.expiry.set(t.ID, t.Meta.Expires)
 			r.expiring++
@@ -263,6 +315,9 @@ func (r *Registry) Err() error {
 // urn:uuid id the hub gave it. The stored document is the submitted one with
 // that id inserted as its first member.
 func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (string, error) {
+	if err := r.checkSize(len(raw)); err != nil {
+		return "", err
+	}
 	doc, err := ParseDocument(raw)
 	if err != nil {
 		return "", err
@@ -295,20 +350,92 @@ func (r *Registry) put(ctx context.Context, id string, raw []byte, origin Origin
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
-	doc, err := ParseDocument(raw)
+	p, err := r.Prepare(raw)
 	if err != nil {
 		return false, err
 	}
-	if err := Validate(doc); err != nil {
-		return false, err
+	return r.putPrepared(ctx, id, p, origin, c)
+}
+
+// PreparedTD is a Thing Description checked against the size limit,
+// parsed, validated and summarised: the CPU-heavy part of a write, which a
+// door can run where one client's work cannot delay another's (the write
+// loop only commits).
+type PreparedTD struct {
+	raw []byte
+	doc map[string]any
+	sum *Summary
+	enc []byte
+}
+
+// Raw is the document as it will be stored.
+func (p *PreparedTD) Raw() []byte { return p.raw }
+
+// ID is the document's id ("" when it has none).
+func (p *PreparedTD) ID() string {
+	id, _ := p.doc["id"].(string)
+	return id
+}
+
+// Prepare does the work of a write that needs no registry state: it
+// refuses a document over MaxTDBytes before reading it, then parses,
+// validates and summarises it.
+func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) {
+	if err := r.checkSize(len(raw)); err != nil {
+		return nil, err
 	}
-	if got, _ := doc["id"].(string); got != id {
-		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
-			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(doc["id"]), id)}}}
+	doc, err := ParseDocument(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(doc); err != nil {
+		return nil, err
 	}
 	sum, enc := compactSummary(doc)
-	res := r.submit(ctx, &op{kind: opPut, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin, cond: c})
+	return &PreparedTD{raw: raw, doc: doc, sum: sum, enc: enc}, nil
+}
+
+// PutPrepared is Put with a document Prepare accepted.
+func (r *Registry) PutPrepared(ctx context.Context, id string, p *PreparedTD, origin Origin) (bool, error) {
+	if err := ValidateID(id); err != nil {
+		return false, err
+	}
+	return r.putPrepared(ctx, id, p, origin, Precondition{})
+}
+
+func (r *Registry) putPrepared(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition) (bool, error) {
+	if got, _ := p.doc["id"].(string); got != id {
+		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
+			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(p.doc["id"]), id)}}}
+	}
+	res := r.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin, cond: c})
 	return res.created, res.err
+}
+
+// DefaultMaxTDBytes is the default of RegistryOptions.MaxTDBytes.
+const DefaultMaxTDBytes = 256 << 10
+
+// MaxTDBytes is the size limit of one Thing Description, for the doors
+// that refuse a larger one before reading it all.
+func (r *Registry) MaxTDBytes() int { return r.opts.MaxTDBytes }
+
+// checkSize refuses a document of n bytes over MaxTDBytes.
+func (r *Registry) checkSize(n int) error {
+	if n > r.opts.MaxTDBytes {
+		return TooLarge(n, r.opts.MaxTDBytes)
+	}
+	return nil
+}
+
+// TooLarge is the refusal of a Thing Description of n bytes over the
+// limit of max bytes (registry.maxTDBytes); n < 0 when the door stopped
+// reading before the end.
+func TooLarge(n, max int) error {
+	msg := fmt.Sprintf("the Thing Description is larger than the limit of %d bytes (registry.maxTDBytes)", max)
+	if n >= 0 {
+		msg = fmt.Sprintf("the Thing Description is %d bytes, more than the limit of %d bytes (registry.maxTDBytes)", n, max)
+	}
+	return &Error{Code: ETOOLARGE, Message: msg, Limit: "registry.maxTDBytes"}
 }
 
 // Patch applies an RFC 7396 merge patch to the stored document of id and

@@ -113,7 +113,8 @@ func (r *Registry) apply(batch []*op) {
 	r.overlay = make(map[string]*Thing, len(batch))
 	r.batchDocs = make(map[string]map[string]any, len(batch))
 	r.batchRaws = make(map[string][]byte, len(batch))
-	defer func() { r.overlay, r.batchDocs, r.batchRaws = nil, nil, nil }()
+	r.undo = nil
+	defer func() { r.overlay, r.batchDocs, r.batchRaws, r.undo = nil, nil, nil, nil }()
 	var b Batch
 	var live []Event // what subscribers get: b.Events plus unlogged ones
 	puts := make(map[string]ThingRecord, len(batch))
@@ -138,7 +139,7 @@ func (r *Registry) apply(batch []*op) {
 			// Re-registered after expiry but before the purge: the old
 			// registration ends visibly first.
 			emit(Event{Type: EventDeleted, ID: o.id})
-			r.overlay[o.id] = nil
+			r.setOverlay(o.id, nil)
 			delete(puts, o.id)
 		}
 		ev, rec, del, res := r.prepare(o, now)
@@ -151,10 +152,10 @@ func (r *Registry) apply(batch []*op) {
 		}
 		emit(ev)
 		if del {
-			r.overlay[o.id] = nil
+			r.setOverlay(o.id, nil)
 			delete(puts, o.id)
 		} else {
-			r.overlay[o.id] = &Thing{ID: o.id, Summary: o.sum, Meta: rec.Meta}
+			r.setOverlay(o.id, &Thing{ID: o.id, Summary: o.sum, Meta: rec.Meta})
 			if o.doc != nil {
 				r.batchDocs[o.id] = o.doc
 			}
@@ -180,6 +181,9 @@ func (r *Registry) apply(batch []*op) {
 	if len(live) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
+			for i := len(r.undo) - 1; i >= 0; i-- {
+				r.undo[i]()
+			}
 			r.log.Error("cannot commit registry batch", "err", err, "ops", len(batch))
 			r.purgeBackoff = time.Now().Add(time.Second)
 			for i, o := range batch {
@@ -308,11 +312,13 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		o.sum, o.sumEnc = compactSummary(merged)
 		o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
 	}
-	if old == nil && r.opts.MaxThings > 0 && r.liveCount(now) >= r.opts.MaxThings {
-		return ev, rec, false, opResult{err: Errorf(EFULL, "the registry is full (registry.maxThings = %d)", r.opts.MaxThings)}
+	anon, err := r.checkQuotas(o, old, now)
+	if err != nil {
+		return ev, rec, false, opResult{err: err}
 	}
 	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
-		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source}}
+		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source},
+		Size:     int64(len(o.raw)), Anon: anon}
 	if old != nil {
 		// Presence and creation outlive a new document; a verification
 		// does not: it was of the old document.
@@ -338,6 +344,78 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		return ev, rec, false, opResult{err: fmt.Errorf("cannot encode change: %w", err)}
 	}
 	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, false, res
+}
+
+// checkQuotas refuses a write of o that would pass a limit, given the
+// current Thing old (nil when absent or expired), and returns the
+// anonymous address the Thing will count against. It runs in the write
+// loop, on counts that include the batch so far, so concurrent writes
+// cannot overshoot a quota.
+func (r *Registry) checkQuotas(o *op, old *Thing, now time.Time) (anon string, err error) {
+	if err := r.checkSize(len(o.raw)); err != nil { // a patch can grow a document
+		return "", err
+	}
+	// An expired, unpurged Thing still holds its space until replaced.
+	occ := r.occupant(o.id)
+	var oldSize int64
+	if occ != nil {
+		oldSize, anon = occ.Meta.Size, occ.Meta.Anon
+	}
+	if a := o.origin.Addr; a != "" {
+		// An anonymous writer takes the Thing over; an authenticated
+		// one leaves it counted where it was.
+		if max := r.opts.MaxThingsPerSource; max > 0 && anon != a && r.bySource[a] >= max {
+			return "", &Error{Code: EFULL, Limit: "registry.maxThingsPerSource",
+				Message: fmt.Sprintf("this address has registered as many Things as one anonymous source may (registry.maxThingsPerSource = %d)", max)}
+		}
+		anon = a
+	}
+	size := int64(len(o.raw))
+	if max := r.opts.MaxBytes; max > 0 && size > oldSize && r.totalBytes-oldSize+size > max {
+		return "", &Error{Code: EFULL, Limit: "registry.maxBytes",
+			Message: fmt.Sprintf("the registry's documents would take more than %d bytes (registry.maxBytes)", max)}
+	}
+	if old == nil && r.opts.MaxThings > 0 && r.liveCount(now) >= r.opts.MaxThings {
+		return "", &Error{Code: EFULL, Limit: "registry.maxThings",
+			Message: fmt.Sprintf("the registry is full (registry.maxThings = %d)", r.opts.MaxThings)}
+	}
+	return anon, nil
+}
+
+// occupant is what holds id's place in the store as the batch so far left
+// it, expired or not.
+func (r *Registry) occupant(id string) *Thing {
+	if t, ok := r.overlay[id]; ok {
+		return t
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.things[id]
+}
+
+// setOverlay records id's new state in the batch and moves the quota
+// counts from its previous state to t.
+func (r *Registry) setOverlay(id string, t *Thing) {
+	r.count(r.occupant(id), -1)
+	r.count(t, 1)
+	r.overlay[id] = t
+}
+
+func (r *Registry) count(t *Thing, sign int) {
+	if t == nil {
+		return
+	}
+	size, anon := t.Meta.Size*int64(sign), t.Meta.Anon
+	add := func(size int64, n int) {
+		r.totalBytes += size
+		if anon != "" {
+			if r.bySource[anon] += n; r.bySource[anon] <= 0 {
+				delete(r.bySource, anon)
+			}
+		}
+	}
+	add(size, sign)
+	r.undo = append(r.undo, func() { add(-size, -sign) })
 }
 
 // currentDoc parses the current document of id: the one an earlier op of

@@ -21,6 +21,10 @@ const (
 type Origin struct {
 	Source Source `json:"source"`
 	Hub    string `json:"hub,omitempty"`
+	// Addr is the address of an anonymous writer ("" when the writer
+	// was authenticated: an admin token, a Thing's own credentials). It
+	// counts against registry.maxThingsPerSource and is never shown.
+	Addr string `json:"-"`
 }
 
 // Presence status values.
@@ -49,6 +53,12 @@ type ThingMeta struct {
 	Presence Presence `json:"presence"`
 	// Verified is the DID whose proof verified, if any.
 	Verified string `json:"verified,omitempty"`
+	// Size is the stored document's length in bytes (registry.maxBytes).
+	Size int64 `json:"size,omitempty"`
+	// Anon is the address that wrote the Thing anonymously, "" when an
+	// authenticated writer did (registry.maxThingsPerSource). Stored, so
+	// the count per source survives restarts.
+	Anon string `json:"anon,omitempty"`
 }
 
 // ThingRecord is one stored Thing: the submitted bytes, kept exactly, the

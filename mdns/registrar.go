@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,8 +102,8 @@ func NewRegistrar(reg *hub.Registry, cfg RegistrarConfig) *Registrar {
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = 5 * time.Second
 	}
-	if cfg.MaxTDBytes <= 0 {
-		cfg.MaxTDBytes = 256 << 10
+	if cfg.MaxTDBytes <= 0 || cfg.MaxTDBytes > int64(reg.MaxTDBytes()) {
+		cfg.MaxTDBytes = int64(reg.MaxTDBytes()) // registry.maxTDBytes, as on every door
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
@@ -298,14 +299,11 @@ func (r *Registrar) register(key string, e Entry) error {
 	if err != nil {
 		return err
 	}
-	doc, err := hub.ParseDocument(raw)
+	p, err := r.reg.Prepare(raw)
 	if err != nil {
 		return fmt.Errorf("cannot register the fetched TD: %w", err)
 	}
-	if err := hub.Validate(doc); err != nil {
-		return fmt.Errorf("cannot register the fetched TD: %w", err)
-	}
-	id, _ := doc["id"].(string)
+	id := p.ID()
 	if id == "" {
 		return hub.Errorf(hub.EINVALID, "cannot register the fetched TD: it has no id (a Thing announced over mDNS must name itself)")
 	}
@@ -332,7 +330,13 @@ func (r *Registrar) register(key string, e Entry) error {
 	if stored != nil && bytes.Equal(stored, raw) {
 		r.stats.unchanged.Add(1)
 	} else {
-		if _, err := r.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceMDNS}); err != nil {
+		// Anyone on the LAN can announce: the TD's host is an anonymous
+		// source (registry.maxThingsPerSource).
+		origin := hub.Origin{Source: hub.SourceMDNS}
+		if pu, err := url.Parse(u); err == nil {
+			origin.Addr = pu.Hostname()
+		}
+		if _, err := r.reg.PutPrepared(ctx, id, p, origin); err != nil {
 			return fmt.Errorf("cannot register %q: %w", id, err)
 		}
 		r.stats.registered.Add(1)
@@ -422,7 +426,7 @@ func (r *Registrar) fetch(e Entry) (raw []byte, u string, err error) {
 		return nil, u, &hub.Error{Code: hub.EUNAVAILABLE, Message: fmt.Sprintf("cannot read the TD from %s", u), Err: err}
 	}
 	if int64(len(raw)) > r.cfg.MaxTDBytes {
-		return nil, u, hub.Errorf(hub.ETOOLARGE, "cannot register the TD from %s: it is larger than %d bytes", u, r.cfg.MaxTDBytes)
+		return nil, u, fmt.Errorf("cannot register the TD from %s: %w", u, hub.TooLarge(-1, int(r.cfg.MaxTDBytes)))
 	}
 	return raw, u, nil
 }

@@ -185,6 +185,7 @@ type Broker struct {
 	// stop ends the workers and the event forwarder.
 	stop    chan struct{}
 	queues  []chan func()
+	heavy   sourceGates // one join in progress at a time per source
 	workers sync.WaitGroup
 	events  sync.WaitGroup
 }

@@ -18,13 +18,15 @@ import (
 // env is a registry over a real store in a temp dir and a broker on
 // 127.0.0.1:0, as Main wires them.
 type env struct {
-	t    testing.TB
-	dir  string
-	cfg  Config
-	db   *store.DB
-	reg  *hub.Registry
-	b    *Broker
-	addr string
+	t   testing.TB
+	dir string
+	cfg Config
+	// regOpts are the registry's options (its Logger is set by start).
+	regOpts hub.RegistryOptions
+	db      *store.DB
+	reg     *hub.Registry
+	b       *Broker
+	addr    string
 }
 
 func newEnv(t testing.TB, edit func(*Config)) *env {
@@ -33,7 +35,13 @@ func newEnv(t testing.TB, edit func(*Config)) *env {
 	if edit != nil {
 		edit(&cfg)
 	}
-	e := &env{t: t, dir: t.TempDir(), cfg: cfg}
+	return newEnvWith(t, hub.RegistryOptions{}, cfg)
+}
+
+// newEnvWith is newEnv with registry options (limits and quotas).
+func newEnvWith(t testing.TB, opts hub.RegistryOptions, cfg Config) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), cfg: cfg, regOpts: opts}
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -46,7 +54,9 @@ func (e *env) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: logger})
+	opts := e.regOpts
+	opts.Logger = logger
+	reg, err := hub.NewRegistry(db, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -106,7 +116,18 @@ type client struct {
 // dial connects with cp (a fresh anonymous clean start when nil).
 func dial(t testing.TB, addr string, cp *paho.Connect) (*client, *paho.Connack, error) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	return dialFrom(t, "", addr, cp)
+}
+
+// dialFrom is dial from the local address from (a loopback address such
+// as 127.0.0.2 is another source to the hub; "" lets the system choose).
+func dialFrom(t testing.TB, from, addr string, cp *paho.Connect) (*client, *paho.Connack, error) {
+	t.Helper()
+	var d net.Dialer
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 			payload:     bytes.Clone(pk.Payload),
 			contentType: pk.Properties.ContentType,
 		}
-		h.b.enqueue(t.tid, func() { h.b.join(j) })
+		h.b.enqueueJoin(j)
 		return pk, packets.CodeSuccessIgnore
 	case kindStatus:
 		if t.tid == self(cl) {

@@ -24,6 +24,11 @@ type joinRequest struct {
 	remote      string        // the client's host, for the anonymous join limit
 	payload     []byte        // empty: deregister
 	contentType string
+	// prep is the prepared description (enqueueJoin), or prepErr why it
+	// was refused; prepared says whether that was done.
+	prep     *hub.PreparedTD
+	prepErr  error
+	prepared bool
 }
 
 // joinResult is the payload of lmos/v1/things/{tid}/td/result.
@@ -264,11 +269,20 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	if del {
 		return b.deregister(id, j)
 	}
-	raw, err := decodeTD(j.payload, j.contentType)
-	if err != nil {
-		return rejected(id, err)
+	if !j.prepared {
+		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
 	}
-	if _, err := b.reg.Put(b.ctx, id, raw, hub.Origin{Source: hub.SourceMQTT}); err != nil {
+	if j.prepErr != nil {
+		return rejected(id, j.prepErr)
+	}
+	raw := j.prep.Raw()
+	origin := hub.Origin{Source: hub.SourceMQTT}
+	if !hasCred {
+		// A new Thing, or one without credentials: written anonymously,
+		// it counts against its address (registry.maxThingsPerSource).
+		origin.Addr = j.remote
+	}
+	if _, err := b.reg.PutPrepared(b.ctx, id, j.prep, origin); err != nil {
 		return rejected(id, err)
 	}
 	res := joinResult{Status: "accepted", ID: id}

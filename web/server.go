@@ -282,6 +282,24 @@ func clientAddr(r *http.Request) string {
 // readBody reads a request body of one of the accepted media types, within
 // the size limit.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, accepted ...string) ([]byte, error) {
+	return s.readBodyMax(w, r, s.cfg.MaxBodyBytes, func(int64) error { return tooLarge(s.cfg.MaxBodyBytes) }, accepted...)
+}
+
+// readTD reads a Thing Description body within registry.maxTDBytes, the
+// limit every door applies to a TD (or http.maxBodyBytes, the limit of
+// every body, when that is lower): a larger one is refused from its
+// Content-Length, or once the limit is read, never read whole.
+func (s *Server) readTD(w http.ResponseWriter, r *http.Request, accepted ...string) ([]byte, error) {
+	limit := s.reg.MaxTDBytes()
+	if s.cfg.MaxBodyBytes < int64(limit) {
+		return s.readBody(w, r, accepted...)
+	}
+	return s.readBodyMax(w, r, int64(limit), func(n int64) error { return hub.TooLarge(int(n), limit) }, accepted...)
+}
+
+// readBodyMax reads a body of limit bytes at most; tooBig makes the
+// refusal from the declared length (-1 when unknown).
+func (s *Server) readBodyMax(w http.ResponseWriter, r *http.Request, limit int64, tooBig func(n int64) error, accepted ...string) ([]byte, error) {
 	if err := checkContentCoding(w, r); err != nil {
 		return nil, err
 	}
@@ -297,15 +315,15 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, accepted ...st
 		}
 		return nil, hub.Errorf(hub.EUNSUPPORTED, "Content-Type %s is not accepted here; use %s", got, strings.Join(accepted, " or "))
 	}
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, tooLarge(s.cfg.MaxBodyBytes)
+	if r.ContentLength > limit {
+		return nil, tooBig(r.ContentLength)
 	}
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	body := http.MaxBytesReader(w, r.Body, limit)
 	b, err := readAll(body, r.ContentLength)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, tooLarge(s.cfg.MaxBodyBytes)
+		return nil, tooBig(-1)
 	case err != nil:
 		return nil, &hub.Error{Code: hub.EINVALID, Message: "cannot read the request body", Err: err}
 	}

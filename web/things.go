@@ -170,7 +170,7 @@ func (s *Server) getThing(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createThing(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r, mtTD, mtJSON, mtLDJSON)
+	body, err := s.readTD(w, r, mtTD, mtJSON, mtLDJSON)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -185,7 +185,7 @@ func (s *Server) createThing(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r, mtTD, mtJSON, mtLDJSON)
+	body, err := s.readTD(w, r, mtTD, mtJSON, mtLDJSON)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -80,7 +80,7 @@ func (wc *wsConn) register(m *wsMessage) {
 	}
 	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := g.s.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS}); err != nil {
+	if _, err := g.s.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS, Addr: wc.remote}); err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
 		return

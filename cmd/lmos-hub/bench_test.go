@@ -33,10 +33,13 @@ const benchThings = 10_000
 
 var benchTDs = sync.OnceValue(func() []benchTD { return tdgen.Generate(benchThings) })
 
-// benchConfig is startHubIn's configuration (WriteRate 0: no rate limit).
+// benchConfig is startHubIn's configuration (WriteRate 0: no rate limit)
+// without the registry's quotas: benchmarks register 10k Things, and 100
+// agents from one address.
 func benchConfig(b *testing.B, dir string) Config {
 	b.Helper()
 	cfg := testConfig(dir)
+	cfg.Registry.MaxThings, cfg.Registry.MaxBytes, cfg.Registry.MaxThingsPerSource = 0, 0, 0
 	if err := cfg.Validate(); err != nil {
 		b.Fatalf("bench config: %v", err)
 	}

@@ -161,10 +161,19 @@ type LogConfig struct {
 // RegistryConfig configures the Thing registry.
 type RegistryConfig struct {
 	EventLogSize int `yaml:"eventLogSize"` // default 1000
-	MaxThings    int `yaml:"maxThings"`    // 0 = unlimited
+	MaxThings    int `yaml:"maxThings"`    // default 1024; 0 = unlimited
 	// MaxDepth bounds the nesting of objects and arrays in a TD on every
 	// door; default 32 (the CBOR decoder's limit too).
 	MaxDepth int `yaml:"maxDepth"`
+	// MaxTDBytes bounds one Thing Description on every door (HTTP, MQTT,
+	// WebSocket, mDNS); default 262144.
+	MaxTDBytes int `yaml:"maxTDBytes"`
+	// MaxBytes bounds the stored documents' total size; default 32 MiB,
+	// 0 = unlimited.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// MaxThingsPerSource bounds the Things one address registers
+	// anonymously; default 64, 0 = unlimited.
+	MaxThingsPerSource int `yaml:"maxThingsPerSource"`
 }
 
 // SearchConfig bounds what one search costs (PROTOCOL §10, "Limits:
@@ -205,7 +214,8 @@ func DefaultConfig() Config {
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Log = LogConfig{Format: "text", Level: "info"}
-	c.Registry = RegistryConfig{EventLogSize: 1000, MaxDepth: hub.DefaultMaxDepth}
+	c.Registry = RegistryConfig{EventLogSize: 1000, MaxDepth: hub.DefaultMaxDepth, MaxThings: 1024, MaxTDBytes: hub.DefaultMaxTDBytes,
+		MaxBytes: 32 << 20, MaxThingsPerSource: 64}
 	c.Search = SearchConfig{MaxNodes: hub.DefaultSearchMaxNodes, MaxResultBytes: hub.DefaultSearchMaxResultBytes,
 		Timeout: Duration(hub.DefaultSearchTimeout), MaxQueryBytes: hub.DefaultSearchMaxQueryBytes,
 		MaxDescendants: hub.DefaultSearchMaxDescendants, MaxConcurrentPerClient: hub.DefaultSearchMaxPerClient,
@@ -304,6 +314,15 @@ func (c Config) Validate() error {
 	}
 	if c.Registry.MaxThings < 0 {
 		bad("registry.maxThings", fmt.Errorf("must be 0 (unlimited) or more (got %d)", c.Registry.MaxThings))
+	}
+	if c.Registry.MaxTDBytes < 1 || c.Registry.MaxTDBytes > mqtt.MaxPacketSize {
+		bad("registry.maxTDBytes", fmt.Errorf("must be from 1 to %d (got %d)", mqtt.MaxPacketSize, c.Registry.MaxTDBytes))
+	}
+	if c.Registry.MaxBytes < 0 {
+		bad("registry.maxBytes", fmt.Errorf("must be 0 (unlimited) or more (got %d)", c.Registry.MaxBytes))
+	}
+	if c.Registry.MaxThingsPerSource < 0 {
+		bad("registry.maxThingsPerSource", fmt.Errorf("must be 0 (unlimited) or more (got %d)", c.Registry.MaxThingsPerSource))
 	}
 	if c.Registry.MaxDepth < 2 {
 		bad("registry.maxDepth", fmt.Errorf("must be at least 2 (got %d)", c.Registry.MaxDepth))

@@ -39,10 +39,11 @@ func TestConfigDefaults(t *testing.T) {
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
 		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) ||
-		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 0 || c.Registry.MaxDepth != 32 ||
+		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 1024 || c.Registry.MaxDepth != 32 ||
 		c.Search.MaxNodes != 10_000_000 || c.Search.MaxResultBytes != 16<<20 || c.Search.Timeout != Duration(5*time.Second) ||
 		c.Search.MaxQueryBytes != 1024 || c.Search.MaxDescendants != 2 || c.Search.MaxConcurrentPerClient != 2 ||
 		c.Search.MaxConcurrent != runtime.GOMAXPROCS(0) ||
+		c.Registry.MaxTDBytes != 262144 || c.Registry.MaxBytes != 32<<20 || c.Registry.MaxThingsPerSource != 64 ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
@@ -84,6 +85,9 @@ log:
   level: debug
 registry:
   maxThings: 50
+  maxTDBytes: 65536
+  maxBytes: 1000000
+  maxThingsPerSource: 0
   maxDepth: 20
 search:
   maxNodes: 5000
@@ -117,6 +121,9 @@ shutdownTimeout: 3s
 		{"search.timeout (file)", c.Search.Timeout, Duration(2 * time.Second)},
 		{"search.maxConcurrentPerClient (file)", c.Search.MaxConcurrentPerClient, 1},
 		{"search.maxResultBytes (default kept)", c.Search.MaxResultBytes, int64(16 << 20)},
+		{"registry.maxTDBytes (file)", c.Registry.MaxTDBytes, 65536},
+		{"registry.maxBytes (file)", c.Registry.MaxBytes, int64(1000000)},
+		{"registry.maxThingsPerSource (file)", c.Registry.MaxThingsPerSource, 0},
 		{"mqtt.maxQueuedBytes (file)", c.MQTT.MaxQueuedBytes, 65536},
 		{"mqtt.slowClientTimeout (file)", c.MQTT.SlowClientTimeout, Duration(5 * time.Second)},
 		{"mqtt.connectTimeout (file)", c.MQTT.ConnectTimeout, Duration(3 * time.Second)},
@@ -298,6 +305,10 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"search.maxDescendants", func(c *Config) { c.Search.MaxDescendants = 0 }, "search.maxDescendants: "},
 		{"search.maxConcurrentPerClient", func(c *Config) { c.Search.MaxConcurrentPerClient = 0 }, "search.maxConcurrentPerClient: "},
 		{"search.maxConcurrent", func(c *Config) { c.Search.MaxConcurrent = 0 }, "search.maxConcurrent: "},
+		{"registry.maxTDBytes", func(c *Config) { c.Registry.MaxTDBytes = 0 }, "registry.maxTDBytes: "},
+		{"registry.maxTDBytes (over a packet)", func(c *Config) { c.Registry.MaxTDBytes = 2 << 20 }, "registry.maxTDBytes: "},
+		{"registry.maxBytes", func(c *Config) { c.Registry.MaxBytes = -1 }, "registry.maxBytes: "},
+		{"registry.maxThingsPerSource", func(c *Config) { c.Registry.MaxThingsPerSource = -1 }, "registry.maxThingsPerSource: "},
 		{"shutdownTimeout", func(c *Config) { c.ShutdownTimeout = 0 }, "shutdownTimeout: "},
 	} {
 		c := DefaultConfig()

@@ -39,7 +39,8 @@ func TestCrashUnderLoad(t *testing.T) {
 	// No write rate limit: all writers come from 127.0.0.1 and would
 	// otherwise mostly get 429s after the first burst.
 	cfgFile := filepath.Join(t.TempDir(), "hub.yaml")
-	if err := os.WriteFile(cfgFile, []byte("http:\n  writeRate: 0\n"), 0o600); err != nil {
+	// No Things quota: the writers create Things as fast as they can.
+	if err := os.WriteFile(cfgFile, []byte("http:\n  writeRate: 0\nregistry:\n  maxThings: 0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	argv := []string{"serve", "--data-dir", dir, "--config", cfgFile, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
@@ -177,7 +178,7 @@ func TestCrashUnderLoad(t *testing.T) {
 
 	// Restart on the same data directory: every acknowledged write is there.
 	reopen := time.Now()
-	h := startHubIn(t, dir, nil)
+	h := startHubIn(t, dir, func(c *Config) { c.Registry.MaxThings = 0 }) // as the child ran
 	t.Logf("hub reopened after the crash in %s", time.Since(reopen).Round(time.Millisecond))
 
 	resp, body := h.do(http.MethodGet, "/things", "", nil, "")

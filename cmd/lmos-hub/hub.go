@@ -81,8 +81,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	hub.SetMaxDepth(cfg.Registry.MaxDepth)
 	reg, err := hub.NewRegistry(db, hub.RegistryOptions{
-		Logger:    m.Logger.With("component", "registry"),
-		MaxThings: cfg.Registry.MaxThings,
+		Logger:             m.Logger.With("component", "registry"),
+		MaxThings:          cfg.Registry.MaxThings,
+		MaxTDBytes:         cfg.Registry.MaxTDBytes,
+		MaxBytes:           cfg.Registry.MaxBytes,
+		MaxThingsPerSource: cfg.Registry.MaxThingsPerSource,
 		Search: hub.SearchLimits{MaxNodes: cfg.Search.MaxNodes, MaxResultBytes: cfg.Search.MaxResultBytes,
 			Timeout: time.Duration(cfg.Search.Timeout), MaxQueryBytes: cfg.Search.MaxQueryBytes,
 			MaxDescendants: cfg.Search.MaxDescendants, MaxPerClient: cfg.Search.MaxConcurrentPerClient,

@@ -81,7 +81,7 @@ func TestMDNSRegistrarBadInput(t *testing.T) {
 		{"bad scheme", []string{"td=/ok", "scheme=ftp"}, "not http or https"},
 		{"404", []string{"td=/missing"}, "404"},
 		{"timeout", []string{"td=/slow"}, "no answer within 300ms"},
-		{"huge", []string{"td=/huge"}, "larger than 4096 bytes"},
+		{"huge", []string{"td=/huge"}, "larger than the limit of 4096 bytes (registry.maxTDBytes)"},
 		{"invalid", []string{"td=/invalid"}, "cannot register the fetched TD"},
 		{"not json", []string{"td=/notjson"}, "cannot register the fetched TD"},
 		{"no id", []string{"td=/noid"}, "has no id"},
