@@ -57,6 +57,13 @@ type Config struct {
 	// AllowedOrigins are the Origin host patterns WebSocket connections
 	// (/ws, /mqtt) may come from besides the hub's own host.
 	AllowedOrigins []string
+	// AllowedHosts are the names (exact, or "*.suffix") requests may carry
+	// in Host besides IP literals, localhost and HostNames; ["*"] turns the
+	// check off (behind a reverse proxy).
+	AllowedHosts []string
+	// HostNames returns the hub's own names (host name, hub name, .local
+	// names); it is called for each request whose Host is a name.
+	HostNames func() []string
 	// JoinMode is the join policy (open, approve, closed) for WebSocket
 	// agents, as for MQTT ones.
 	JoinMode string
@@ -86,6 +93,7 @@ type Server struct {
 	ws      *gateway
 	// streams bounds open event streams per client address.
 	streams        *streamSlots
+	hosts          *hostCheck
 	streamsRefused *metrics.Counter
 	closing        chan struct{}
 	once           sync.Once
@@ -119,6 +127,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
 		streams: newStreamSlots(cfg.MaxStreams),
+		hosts:   newHostCheck(cfg.AllowedHosts, cfg.HostNames),
 	}
 	s.metrics.NewGauge("lmos_registry_things", func() float64 { return float64(reg.Count()) })
 	s.metrics.NewGauge("lmos_registry_revision", func() float64 { return float64(reg.Revision()) })
@@ -169,11 +178,15 @@ func (s *Server) CloseStreams() {
 	})
 }
 
-// ServeHTTP counts every request by status and route class.
+// ServeHTTP checks the Host of every request and counts every request by
+// status and route class.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, s: s, r: r}
-	s.mux.ServeHTTP(sw, r)
+	// The Host check comes before any route (DNS rebinding, PROTOCOL §10).
+	if s.checkHost(sw, r) {
+		s.mux.ServeHTTP(sw, r)
+	}
 	pattern := r.Pattern // set by the mux on this request
 	if pattern == "" || pattern == "/" {
 		pattern = "other"

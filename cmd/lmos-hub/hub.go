@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -45,6 +46,8 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false.
 	MDNS *mdns.Hub
+	// mdnsHub is MDNS for the HTTP handlers, which run before it is set.
+	mdnsHub atomic.Pointer[mdns.Hub]
 
 	errc    chan error
 	closers []closer
@@ -113,6 +116,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Router:         m.Router,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
 		AllowedOrigins: cfg.HTTP.AllowedOrigins,
+		AllowedHosts:   cfg.HTTP.AllowedHosts,
+		HostNames:      m.hostNames(),
 		JoinMode:       cfg.Join.Mode,
 		Credentials:    db,
 		WS: web.WSConfig{
@@ -269,8 +274,30 @@ func (m *Main) openMDNS(hubID string, reg *hub.Registry) error {
 		return err
 	}
 	m.MDNS = h
+	m.mdnsHub.Store(h)
 	m.onClose("mdns", h.Close)
 	return nil
+}
+
+// hostNames returns what gives the hub's own names for the Host check: the
+// host name (full, first label, and as name.local, which avahi on the same
+// machine advertises), the hub name, and the .local name the hub's mDNS
+// advertises (read per call: a conflict renames it).
+func (m *Main) hostNames() func() []string {
+	var names []string
+	if h, err := os.Hostname(); err == nil && h != "" {
+		first := strings.SplitN(h, ".", 2)[0]
+		names = append(names, h, first, first+".local")
+	}
+	if n := m.Config.Hub.Name; n != "" {
+		names = append(names, n, n+".local")
+	}
+	return func() []string {
+		if h := m.mdnsHub.Load(); h != nil {
+			return append(names[:len(names):len(names)], h.HostName())
+		}
+		return names
+	}
 }
 
 func portOf(a net.Addr) int {
