@@ -254,3 +254,27 @@ func TestHostCheckAllowsHubNames(t *testing.T) {
 		t.Errorf(`http.allowedHosts ["*"]: Host %s: %d %s`, rebindHost, resp.StatusCode, body)
 	}
 }
+
+// The .local name the hub's mDNS advertises (<host>-<id>.local) is one of
+// its names; mDNS runs here on no interface, so nothing goes on the wire.
+func TestHostCheckAllowsMDNSName(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.MDNS.Enabled, c.MDNS.Interfaces = true, []string{"lmos-none0"} })
+	if h.Main.MDNS == nil {
+		t.Fatal("mdns did not open")
+	}
+	hostname, _ := os.Hostname()
+	first, _, _ := strings.Cut(hostname, ".")
+	id := strings.ReplaceAll(h.Main.DB.HubID(), "-", "")[:6]
+	name := h.Main.MDNS.HostName()
+	if !strings.HasSuffix(name, "-"+id+".local") || !strings.HasPrefix(name, strings.ToLower(first)[:1]) {
+		t.Fatalf("mdns host name %q, want <%s>-%s.local", name, first, id)
+	}
+	for _, host := range []string{name, strings.ToUpper(name) + ".", name + ":" + fmt.Sprint(h.Main.HTTPAddr.(*net.TCPAddr).Port)} {
+		if resp, body := h.hostRequest(host, "GET", "/api/status", nil, nil); resp.StatusCode != 200 {
+			t.Errorf("Host %s: %d %s", host, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := h.hostRequest("x"+name, "GET", "/api/status", nil, nil); resp.StatusCode != 403 {
+		t.Errorf("Host x%s: %d, want 403", name, resp.StatusCode)
+	}
+}
