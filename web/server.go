@@ -51,6 +51,10 @@ type Config struct {
 	BrokerPort func() int
 	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
+	// SSEWriteTimeout is how long an event stream's client may take to
+	// read one frame before the hub closes the stream as too slow
+	// (lmos_sse_dropped_total); default 30 s.
+	SSEWriteTimeout time.Duration
 	// MaxStreams bounds the event streams one client address
 	// holds open (default 64).
 	MaxStreams int
@@ -89,7 +93,7 @@ type Server struct {
 	limit   *hub.RateLimiter
 	metrics *metrics.Set
 	mux     *http.ServeMux
-	sse     *metrics.Counter // SSE clients dropped for being too slow
+	sse     *metrics.Counter // event streams closed for a slow reader
 	ws      *gateway
 	// streams bounds open event streams per client address.
 	streams        *streamSlots
@@ -115,6 +119,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	if cfg.SSEHeartbeat <= 0 {
 		cfg.SSEHeartbeat = 15 * time.Second
+	}
+	if cfg.SSEWriteTimeout <= 0 {
+		cfg.SSEWriteTimeout = 30 * time.Second
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 64

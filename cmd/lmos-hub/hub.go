@@ -54,6 +54,9 @@ type Main struct {
 	// sseHeartbeat overrides the SSE keep-alive interval (0: the web
 	// default, 15 s); tests shorten it to see keep-alives without waiting.
 	sseHeartbeat time.Duration
+	// sseWriteTimeout overrides how long an SSE client may leave a frame
+	// unread (0: the web default, 30 s); tests shorten it.
+	sseWriteTimeout time.Duration
 }
 
 // NewMain returns a Main for cfg.
@@ -129,6 +132,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		},
 		MaxStreams:   cfg.HTTP.MaxStreamsPerClient,
 		SSEHeartbeat: m.sseHeartbeat,
+		// 0: the web default (30 s); tests shorten it.
+		SSEWriteTimeout: m.sseWriteTimeout,
 		// m.Broker is set below, before the HTTP server starts serving.
 		Metrics: []func(io.Writer){func(w io.Writer) {
 			if m.Broker != nil {
