@@ -179,7 +179,8 @@ func DefaultConfig() Config {
 	var c Config
 	c.DataDir = "./lmos-data"
 	c.Hub.Name = defaultHubName()
-	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64}
+	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64,
+		AllowedHosts: []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
