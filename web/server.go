@@ -51,6 +51,12 @@ type Config struct {
 	BrokerPort func() int
 	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
+	// WriteTimeout bounds writing one ordinary response, from its first
+	// byte: a client that stops reading a large answer (a list of
+	// Things) would otherwise hold the request's goroutine and the answer
+	// forever. Event streams bound each frame instead (SSEWriteTimeout),
+	// WebSocket connections each message. Default 60 s.
+	WriteTimeout time.Duration
 	// SSEWriteTimeout is how long an event stream's client may take to
 	// read one frame before the hub closes the stream as too slow
 	// (lmos_sse_dropped_total); default 30 s.
@@ -119,6 +125,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	if cfg.SSEHeartbeat <= 0 {
 		cfg.SSEHeartbeat = 15 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 60 * time.Second
 	}
 	if cfg.SSEWriteTimeout <= 0 {
 		cfg.SSEWriteTimeout = 30 * time.Second
@@ -235,6 +244,10 @@ func (w *statusWriter) WriteHeader(code int) {
 		w.s.writeError(w.ResponseWriter, w.r, err)
 		return
 	}
+	// The answer begins: it must be taken within the write timeout. (An
+	// upgrade's hijack clears the deadline; the socket bounds its own
+	// writes. An event stream sets one per frame.)
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
 	w.ResponseWriter.WriteHeader(code)
 }
 

@@ -57,6 +57,9 @@ type Main struct {
 	// sseWriteTimeout overrides how long an SSE client may leave a frame
 	// unread (0: the web default, 30 s); tests shorten it.
 	sseWriteTimeout time.Duration
+	// httpWriteTimeout overrides how long a client may take to read one
+	// response (0: the web default, 60 s); tests shorten it.
+	httpWriteTimeout time.Duration
 }
 
 // NewMain returns a Main for cfg.
@@ -134,6 +137,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		SSEHeartbeat: m.sseHeartbeat,
 		// 0: the web default (30 s); tests shorten it.
 		SSEWriteTimeout: m.sseWriteTimeout,
+		WriteTimeout:    m.httpWriteTimeout,
 		// m.Broker is set below, before the HTTP server starts serving.
 		Metrics: []func(io.Writer){func(w io.Writer) {
 			if m.Broker != nil {

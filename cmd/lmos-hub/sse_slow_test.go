@@ -18,16 +18,7 @@ import (
 // receive buffer, reads the response head and then never reads again.
 func (h *testHub) slowSSE(path string) net.Conn {
 	h.t.Helper()
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return errors.Join(err, serr)
-	}}
-	c, err := d.Dial("tcp", h.Main.HTTPAddr.String())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(func() { c.Close() })
+	c := h.slowConn()
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", path, h.Main.HTTPAddr)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	br := bufio.NewReaderSize(c, 16) // reads little beyond the head
@@ -44,6 +35,23 @@ func (h *testHub) slowSSE(path string) net.Conn {
 			break
 		}
 	}
+	return c
+}
+
+// slowConn is a TCP connection to the hub's HTTP port with a small
+// receive buffer, so the hub's writes block soon when it does not read.
+func (h *testHub) slowConn() net.Conn {
+	h.t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	c, err := d.Dial("tcp", h.Main.HTTPAddr.String())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
 	return c
 }
 
@@ -107,5 +115,56 @@ func TestSSESlowReadersCounted(t *testing.T) {
 	}
 	if got := h.metric("lmos_sse_dropped_total") - before; got != float64(len(slow)) {
 		t.Errorf("lmos_sse_dropped_total moved by %v after, want %d", got, len(slow))
+	}
+}
+
+// A client that asks for a large answer and never reads it does not hold
+// the request (its goroutine and the answer in memory) for ever: the
+// response must be taken within the write timeout, then the hub closes the
+// connection. Other clients are answered meanwhile.
+func TestHTTPResponseNotReadIsBounded(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	m := NewMain(cfg, io.Discard, slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	m.httpWriteTimeout = 500 * time.Millisecond
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatalf("start hub: %v", err)
+	}
+	h := &testHub{t: t, Main: m, URL: "http://" + m.HTTPAddr.String(), Dir: cfg.DataDir}
+	t.Cleanup(h.Close)
+	// 24 Things of 240 KB: a list of ~5.8 MB, more than the socket
+	// buffers between the hub and a client that does not read.
+	for i := range 24 {
+		id := fmt.Sprintf("urn:ex:big-%d", i)
+		h.put(id, []byte(fmt.Sprintf(`{"@context":"https://www.w3.org/2022/wot/td/v1.1","id":%q,"title":"big","description":%q,"securityDefinitions":{"n":{"scheme":"nosec"}},"security":"n"}`,
+			id, strings.Repeat("x", 240<<10))))
+	}
+	// Long-lived connections are not ordinary responses: a WebSocket
+	// agent and an event stream outlive the write timeout.
+	agent := h.startWSAgent("urn:uuid:5b0d6c1e-0000-4000-8000-0000000b0001", false)
+	events := h.openSSE("/events", "")
+	c := h.slowConn()
+	fmt.Fprintf(c, "GET /things HTTP/1.1\r\nHost: %s\r\n\r\n", h.Main.HTTPAddr)
+	// Not reading: the hub's write blocks, then fails on its deadline.
+	// Meanwhile others are served.
+	var st map[string]any
+	h.getJSON("/api/status", 200, &st)
+	time.Sleep(time.Second) // the client does not read for a while: that is the attack
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	if err != nil {
+		t.Fatalf("the hub did not close the connection of a client that stopped reading (read %d bytes): %v", n, err)
+	}
+	if n >= 24*240<<10 {
+		t.Errorf("the client got the whole list (%d bytes) though it did not read in time", n)
+	}
+	if resp, body := h.request("GET", "/proxy/"+pathEscape(agent.id)+"/properties/temp", "", "", nil, ""); resp.StatusCode != 200 || string(body) != "21.5" {
+		t.Errorf("the WebSocket agent after the write timeout: %d %s", resp.StatusCode, body)
+	}
+	h.put("urn:ex:later", makeTD("urn:ex:later", "later"))
+	for {
+		ev := events.next(5 * time.Second)
+		if strings.Contains(ev.Data, "urn:ex:later") {
+			break
+		}
 	}
 }
