@@ -34,6 +34,8 @@ type Hub struct {
 	browser   *Browser
 	Registrar *Registrar
 
+	host string // the host label asked for, before any rename
+
 	mu   sync.Mutex
 	adv  *Advertiser
 	ctx  context.Context
@@ -50,7 +52,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 	if cfg.Scheme == "" {
 		cfg.Scheme = "http"
 	}
-	h := &Hub{log: cfg.Logger, done: make(chan struct{})}
+	h := &Hub{log: cfg.Logger, host: hostLabel(cfg.Host), done: make(chan struct{})}
 	ifs, err := selectInterfaces(cfg.Interfaces)
 	if err != nil {
 		return nil, fmt.Errorf("cannot browse mdns: %w", err)
@@ -104,6 +106,16 @@ func (h *Hub) Advertiser() *Advertiser {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.adv
+}
+
+// HostName is the hub's .local host name ("pi-1a2b3c.local"): the one
+// advertised once the names are settled (renamed on a conflict), else the
+// one being probed.
+func (h *Hub) HostName() string {
+	if a := h.Advertiser(); a != nil {
+		return a.Host() + ".local"
+	}
+	return h.host + ".local"
 }
 
 // Browser returns the browser of _wot._tcp.

@@ -3,7 +3,9 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -55,13 +57,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf bytes.Buffer
-	send := func() bool {
-		// A client that cannot take a frame within this time is gone.
-		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, err := w.Write(buf.Bytes())
-		buf.Reset()
-		return err == nil && rc.Flush() == nil
-	}
+	send := func() bool { return s.sendSSE(r, w, rc, &buf, "directory") }
 	// The reconnection time rides in the block of the first event: a block
 	// of its own reaches some clients (r3labs/sse) as an empty event.
 	retry := true
@@ -99,8 +95,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case e, ok := <-sub.C:
 			if !ok {
 				if sub.Dropped() {
-					s.sse.Inc()
-					s.log.Warn("sse client too slow, disconnected", "remote", r.RemoteAddr)
+					s.dropSSE(r, "directory", "fell behind the change feed")
 				}
 				return
 			}
@@ -144,4 +139,28 @@ func (s *Server) frame(buf *bytes.Buffer, e hub.Event, diff bool) {
 	buf.WriteString("\ndata: ")
 	buf.Write(data)
 	buf.WriteString("\n\n")
+}
+
+// sendSSE writes what buf holds to an event stream and empties buf; false
+// when the stream must end. A client that does not take the frame within
+// the write timeout has stopped reading: the hub closes its stream, and
+// counts it (a client that went away is not counted).
+func (s *Server) sendSSE(r *http.Request, w http.ResponseWriter, rc *http.ResponseController, buf *bytes.Buffer, stream string) bool {
+	deadline := time.Now().Add(s.cfg.SSEWriteTimeout)
+	_ = rc.SetWriteDeadline(deadline)
+	_, err := w.Write(buf.Bytes())
+	buf.Reset()
+	if err == nil {
+		err = rc.Flush()
+	}
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
+		s.dropSSE(r, stream, "did not read for "+s.cfg.SSEWriteTimeout.String())
+	}
+	return err == nil
+}
+
+// dropSSE counts an event stream the hub closes for a slow reader.
+func (s *Server) dropSSE(r *http.Request, stream, why string) {
+	s.sse.Inc()
+	s.log.Warn("sse client too slow, disconnected", "stream", stream, "why", why, "remote", r.RemoteAddr, "path", r.URL.Path)
 }

@@ -257,19 +257,21 @@ const (
 
 // sse writes server-sent events with keep-alives.
 type sse struct {
+	s       *Server
+	r       *http.Request
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	buf     bytes.Buffer
 	retried bool // the retry field went out with the first event
 }
 
-func (s *Server) startSSE(w http.ResponseWriter) *sse {
+func (s *Server) startSSE(w http.ResponseWriter, r *http.Request) *sse {
 	h := w.Header()
 	h.Set("Content-Type", mtSSE)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &sse{w: w, rc: http.NewResponseController(w)}
+	return &sse{s: s, r: r, w: w, rc: http.NewResponseController(w)}
 }
 
 // event queues one event; data is JSON, sent compact on one line (or line
@@ -294,12 +296,10 @@ func (e *sse) event(name string, data []byte) {
 	e.buf.WriteByte('\n')
 }
 
-// send writes what is queued; false when the client is gone.
+// send writes what is queued; false when the client is gone or too slow
+// (then the stream is counted as dropped).
 func (e *sse) send() bool {
-	_ = e.rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	_, err := e.w.Write(e.buf.Bytes())
-	e.buf.Reset()
-	return err == nil && e.rc.Flush() == nil
+	return e.s.sendSSE(e.r, e.w, e.rc, &e.buf, "proxy")
 }
 
 // streamInvocation sends every result of an invocation as an event named
@@ -315,7 +315,7 @@ func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hu
 	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
 	defer cancel()
 	d := deliver(ctx, rt, in)
-	e := s.startSSE(w)
+	e := s.startSSE(w, r)
 	if !e.send() {
 		cancel()
 		<-d.done
@@ -361,7 +361,7 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 	}
 	defer release()
 	if r.Method == http.MethodHead {
-		s.startSSE(w)
+		s.startSSE(w, r)
 		return
 	}
 	ctx, cancel := s.proxyContext(r, 0)
@@ -379,7 +379,7 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 		s.writeError(w, r, err)
 		return
 	}
-	e := s.startSSE(w)
+	e := s.startSSE(w, r)
 	if !e.send() {
 		cancel()
 		<-d.done

@@ -51,12 +51,29 @@ type Config struct {
 	BrokerPort func() int
 	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
+	// WriteTimeout bounds writing one ordinary response, from its first
+	// byte: a client that stops reading a large answer (a list of
+	// Things) would otherwise hold the request's goroutine and the answer
+	// forever. Event streams bound each frame instead (SSEWriteTimeout),
+	// WebSocket connections each message. Default 60 s.
+	WriteTimeout time.Duration
+	// SSEWriteTimeout is how long an event stream's client may take to
+	// read one frame before the hub closes the stream as too slow
+	// (lmos_sse_dropped_total); default 30 s.
+	SSEWriteTimeout time.Duration
 	// MaxStreams bounds the event streams one client address
 	// holds open (default 64).
 	MaxStreams int
 	// AllowedOrigins are the Origin host patterns WebSocket connections
 	// (/ws, /mqtt) may come from besides the hub's own host.
 	AllowedOrigins []string
+	// AllowedHosts are the names (exact, or "*.suffix") requests may carry
+	// in Host besides IP literals, localhost and HostNames; ["*"] turns the
+	// check off (behind a reverse proxy).
+	AllowedHosts []string
+	// HostNames returns the hub's own names (host name, hub name, .local
+	// names); it is called for each request whose Host is a name.
+	HostNames func() []string
 	// JoinMode is the join policy (open, approve, closed) for WebSocket
 	// agents, as for MQTT ones.
 	JoinMode string
@@ -82,10 +99,11 @@ type Server struct {
 	limit   *hub.RateLimiter
 	metrics *metrics.Set
 	mux     *http.ServeMux
-	sse     *metrics.Counter // SSE clients dropped for being too slow
+	sse     *metrics.Counter // event streams closed for a slow reader
 	ws      *gateway
 	// streams bounds open event streams per client address.
 	streams        *streamSlots
+	hosts          *hostCheck
 	streamsRefused *metrics.Counter
 	closing        chan struct{}
 	once           sync.Once
@@ -108,6 +126,12 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	if cfg.SSEHeartbeat <= 0 {
 		cfg.SSEHeartbeat = 15 * time.Second
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
+	if cfg.SSEWriteTimeout <= 0 {
+		cfg.SSEWriteTimeout = 30 * time.Second
+	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 64
 	}
@@ -119,6 +143,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
 		streams: newStreamSlots(cfg.MaxStreams),
+		hosts:   newHostCheck(cfg.AllowedHosts, cfg.HostNames),
 	}
 	s.metrics.NewGauge("lmos_registry_things", func() float64 { return float64(reg.Count()) })
 	s.metrics.NewGauge("lmos_registry_revision", func() float64 { return float64(reg.Revision()) })
@@ -169,11 +194,15 @@ func (s *Server) CloseStreams() {
 	})
 }
 
-// ServeHTTP counts every request by status and route class.
+// ServeHTTP checks the Host of every request and counts every request by
+// status and route class.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, s: s, r: r}
-	s.mux.ServeHTTP(sw, r)
+	// The Host check comes before any route (DNS rebinding, PROTOCOL §10).
+	if s.checkHost(sw, r) {
+		s.mux.ServeHTTP(sw, r)
+	}
 	pattern := r.Pattern // set by the mux on this request
 	if pattern == "" || pattern == "/" {
 		pattern = "other"
@@ -215,6 +244,10 @@ func (w *statusWriter) WriteHeader(code int) {
 		w.s.writeError(w.ResponseWriter, w.r, err)
 		return
 	}
+	// The answer begins: it must be taken within the write timeout. (An
+	// upgrade's hijack clears the deadline; the socket bounds its own
+	// writes. An event stream sets one per frame.)
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
 	w.ResponseWriter.WriteHeader(code)
 }
 

@@ -97,7 +97,11 @@ type HTTPConfig struct {
 	WriteRate      float64  `yaml:"writeRate"`      // per-client writes per second, default 200; 0 disables the limit
 	WriteBurst     int      `yaml:"writeBurst"`     // default 400
 	AllowedOrigins []string `yaml:"allowedOrigins"` // CORS / WebSocket origins besides the hub's own
-	ProxyTimeout   Duration `yaml:"proxyTimeout"`   // how long /proxy waits for a final result, default 30s
+	// AllowedHosts are the names requests may carry in Host besides IP
+	// addresses, localhost and the hub's own names (DNS rebinding guard):
+	// exact names or "*.suffix"; ["*"] turns the check off.
+	AllowedHosts []string `yaml:"allowedHosts"`
+	ProxyTimeout Duration `yaml:"proxyTimeout"` // how long /proxy waits for a final result, default 30s
 	// MaxStreamsPerClient bounds the event streams (SSE) one client
 	// address holds open; default 64.
 	MaxStreamsPerClient int      `yaml:"maxStreamsPerClient"`
@@ -208,7 +212,8 @@ func DefaultConfig() Config {
 	var c Config
 	c.DataDir = "./lmos-data"
 	c.Hub.Name = defaultHubName()
-	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64}
+	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64,
+		AllowedHosts: []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
@@ -250,6 +255,9 @@ func (c Config) Redacted() Config {
 	if c.HTTP.AllowedOrigins != nil {
 		c.HTTP.AllowedOrigins = append([]string{}, c.HTTP.AllowedOrigins...)
 	}
+	if c.HTTP.AllowedHosts != nil {
+		c.HTTP.AllowedHosts = append([]string{}, c.HTTP.AllowedHosts...)
+	}
 	if c.MDNS.Interfaces != nil {
 		c.MDNS.Interfaces = append([]string{}, c.MDNS.Interfaces...)
 	}
@@ -280,6 +288,9 @@ func (c Config) Validate() error {
 	}
 	for i, o := range c.HTTP.AllowedOrigins {
 		bad(fmt.Sprintf("http.allowedOrigins[%d]", i), checkOrigin(o))
+	}
+	for i, h := range c.HTTP.AllowedHosts {
+		bad(fmt.Sprintf("http.allowedHosts[%d]", i), checkAllowedHost(h))
 	}
 	if c.HTTP.MaxStreamsPerClient < 1 {
 		bad("http.maxStreamsPerClient", fmt.Errorf("must be at least 1 (got %d)", c.HTTP.MaxStreamsPerClient))
@@ -421,6 +432,26 @@ func checkOrigin(o string) error {
 	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("%q is not an origin such as \"https://example.com:8443\" or \"*\"", o)
+	}
+	return nil
+}
+
+// checkAllowedHost accepts "*", a host name, or "*." and a host name: no
+// scheme, port or path (the Host check ignores the port).
+func checkAllowedHost(h string) error {
+	if h == "*" {
+		return nil
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(h, "*."), ".")
+	ok := name != "" && len(name) <= 253
+	for _, label := range strings.Split(name, ".") {
+		ok = ok && label != "" && len(label) <= 63
+		for _, r := range label {
+			ok = ok && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%q is not a host name such as \"hub.example.com\", a wildcard such as \"*.example.com\" or \"*\"", h)
 	}
 	return nil
 }

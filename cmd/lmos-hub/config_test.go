@@ -70,6 +70,7 @@ http:
   addr: "127.0.0.1:9001"
   private: true
   allowedOrigins: ["https://example.com"]
+  allowedHosts: ["hub.example.com", "*.lan"]
 mqtt:
   addr: "127.0.0.1:9002"
   maxQueuedBytes: 65536
@@ -114,6 +115,7 @@ shutdownTimeout: 3s
 		{"dataDir (file)", c.DataDir, "/from/file"},
 		{"http.private (file)", c.HTTP.Private, true},
 		{"http.allowedOrigins (file)", c.HTTP.AllowedOrigins, []string{"https://example.com"}},
+		{"http.allowedHosts (file)", c.HTTP.AllowedHosts, []string{"hub.example.com", "*.lan"}},
 		{"mdns.forgetAfter (file)", c.MDNS.ForgetAfter, Duration(time.Hour)},
 		{"registry.maxThings (file)", c.Registry.MaxThings, 50},
 		{"registry.maxDepth (file)", c.Registry.MaxDepth, 20},
@@ -284,6 +286,11 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"http.proxyTimeout", func(c *Config) { c.HTTP.ProxyTimeout = 0 }, "http.proxyTimeout: "},
 		{"http.maxStreamsPerClient", func(c *Config) { c.HTTP.MaxStreamsPerClient = 0 }, "http.maxStreamsPerClient: must be at least 1"},
 		{"http.allowedOrigins", func(c *Config) { c.HTTP.AllowedOrigins = []string{"*", "example.com"} }, "http.allowedOrigins[1]: "},
+		{"http.allowedHosts", func(c *Config) { c.HTTP.AllowedHosts = []string{"ok.example", "hub.example:8080"} }, "http.allowedHosts[1]: "},
+		{"http.allowedHosts", func(c *Config) { c.HTTP.AllowedHosts = []string{"http://hub.example"} }, "http.allowedHosts[0]: "},
+		{"http.allowedHosts", func(c *Config) { c.HTTP.AllowedHosts = []string{"a..b"} }, "http.allowedHosts[0]: "},
+		{"http.allowedHosts", func(c *Config) { c.HTTP.AllowedHosts = []string{"*.*.b"} }, "http.allowedHosts[0]: "},
+		{"http.allowedHosts", func(c *Config) { c.HTTP.AllowedHosts = []string{""} }, "http.allowedHosts[0]: "},
 		{"mqtt.addr", func(c *Config) { c.MQTT.Addr = "1883" }, `mqtt.addr: missing port in address "1883"`},
 		{"mqtt.maxQueuedBytes", func(c *Config) { c.MQTT.MaxQueuedBytes = 1000 }, "mqtt.maxQueuedBytes: must be at least 4096 bytes"},
 		{"mqtt.slowClientTimeout", func(c *Config) { c.MQTT.SlowClientTimeout = 0 }, "mqtt.slowClientTimeout: "},
@@ -325,6 +332,7 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 	c.HTTP.WriteRate, c.HTTP.WriteBurst = 0, 0 // limit disabled: burst unused
 	c.Hub.Name = strings.Repeat("é", 31)       // 62 bytes
 	c.HTTP.AllowedOrigins = []string{"*", "https://example.com:8443", "http://hub.local"}
+	c.HTTP.AllowedHosts = []string{"*", "hub.example.com.", "*.lan", "My-Hub", "pi_1"}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid edge values: %v", err)
 	}
@@ -350,6 +358,7 @@ func TestConfigRedacted(t *testing.T) {
 	}
 	c.AdminToken = "s3cret"
 	c.HTTP.AllowedOrigins = []string{"https://a.example"}
+	c.HTTP.AllowedHosts = []string{"a.example"}
 	r := c.Redacted()
 	if r.AdminToken != "<redacted>" {
 		t.Errorf("Redacted().AdminToken = %q", r.AdminToken)
@@ -358,7 +367,8 @@ func TestConfigRedacted(t *testing.T) {
 		t.Error("Redacted changed the original")
 	}
 	r.HTTP.AllowedOrigins[0] = "changed"
-	if c.HTTP.AllowedOrigins[0] != "https://a.example" {
+	r.HTTP.AllowedHosts[0] = "changed"
+	if c.HTTP.AllowedOrigins[0] != "https://a.example" || c.HTTP.AllowedHosts[0] != "a.example" {
 		t.Error("Redacted shares slices with the original")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -45,12 +46,20 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false.
 	MDNS *mdns.Hub
+	// mdnsHub is MDNS for the HTTP handlers, which run before it is set.
+	mdnsHub atomic.Pointer[mdns.Hub]
 
 	errc    chan error
 	closers []closer
 	// sseHeartbeat overrides the SSE keep-alive interval (0: the web
 	// default, 15 s); tests shorten it to see keep-alives without waiting.
 	sseHeartbeat time.Duration
+	// sseWriteTimeout overrides how long an SSE client may leave a frame
+	// unread (0: the web default, 30 s); tests shorten it.
+	sseWriteTimeout time.Duration
+	// httpWriteTimeout overrides how long a client may take to read one
+	// response (0: the web default, 60 s); tests shorten it.
+	httpWriteTimeout time.Duration
 }
 
 // NewMain returns a Main for cfg.
@@ -121,6 +130,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Router:         m.Router,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
 		AllowedOrigins: cfg.HTTP.AllowedOrigins,
+		AllowedHosts:   cfg.HTTP.AllowedHosts,
+		HostNames:      m.hostNames(),
 		JoinMode:       cfg.Join.Mode,
 		Credentials:    db,
 		WS: web.WSConfig{
@@ -132,6 +143,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		},
 		MaxStreams:   cfg.HTTP.MaxStreamsPerClient,
 		SSEHeartbeat: m.sseHeartbeat,
+		// 0: the web default (30 s); tests shorten it.
+		SSEWriteTimeout: m.sseWriteTimeout,
+		WriteTimeout:    m.httpWriteTimeout,
 		// m.Broker is set below, before the HTTP server starts serving.
 		Metrics: []func(io.Writer){func(w io.Writer) {
 			if m.Broker != nil {
@@ -278,8 +292,30 @@ func (m *Main) openMDNS(hubID string, reg *hub.Registry) error {
 		return err
 	}
 	m.MDNS = h
+	m.mdnsHub.Store(h)
 	m.onClose("mdns", h.Close)
 	return nil
+}
+
+// hostNames returns what gives the hub's own names for the Host check: the
+// host name (full, first label, and as name.local, which avahi on the same
+// machine advertises), the hub name, and the .local name the hub's mDNS
+// advertises (read per call: a conflict renames it).
+func (m *Main) hostNames() func() []string {
+	var names []string
+	if h, err := os.Hostname(); err == nil && h != "" {
+		first := strings.SplitN(h, ".", 2)[0]
+		names = append(names, h, first, first+".local")
+	}
+	if n := m.Config.Hub.Name; n != "" {
+		names = append(names, n, n+".local")
+	}
+	return func() []string {
+		if h := m.mdnsHub.Load(); h != nil {
+			return append(names[:len(names):len(names)], h.HostName())
+		}
+		return names
+	}
 }
 
 func portOf(a net.Addr) int {

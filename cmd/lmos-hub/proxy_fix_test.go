@@ -74,8 +74,8 @@ func TestProxySlowSSEConsumerDoesNotStallAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\nContent-Length: 0\r\n\r\n",
-		actionPath(agentID, "never"), testToken)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\nContent-Length: 0\r\n\r\n",
+		actionPath(agentID, "never"), h.Main.HTTPAddr.String(), testToken)
 	p := a.request("lmos/v1/things/" + a.tid + "/actions/never")
 	big := []byte(`"` + string(bytes.Repeat([]byte("x"), 200<<10)) + `"`)
 	start := time.Now()
