@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -115,6 +116,25 @@ func pahoPython(t *testing.T) string {
 		t.Skipf("%s with paho-mqtt not installed; `make test` installs it", py)
 	}
 	return py
+}
+
+// runPaho runs a Python Paho script against h's broker (argv: host port
+// args...), failing the test on a non-zero exit, and returns its stdout
+// and stderr.
+func runPaho(t *testing.T, h *testHub, timeout time.Duration, script string, args ...string) (stdout []byte, stderr string) {
+	t.Helper()
+	py := pahoPython(t)
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, append([]string{"-c", script, host, port}, args...)...)
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("paho: %v\n%s%s", err, out, errBuf.String())
+	}
+	return out, errBuf.String()
 }
 
 type lockedWriter struct {

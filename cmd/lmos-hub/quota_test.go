@@ -100,26 +100,7 @@ type floodResult struct {
 // pahoFlood joins each of joins in turn from one Python Paho client.
 func pahoFlood(t *testing.T, h *testHub, name string, joins []floodJoin) []floodResult {
 	t.Helper()
-	py := pahoPython(t)
-	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
-	args := []string{"-c", pahoFloodScript, host, port, name}
-	dir := t.TempDir()
-	for i, j := range joins {
-		f := filepath.Join(dir, fmt.Sprintf("%d", i))
-		if err := os.WriteFile(f, j.payload, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "lmos/v1/things/"+hub.TopicKey(j.id)+"/td", j.contentType, f)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("paho: %v\n%s%s", err, out, stderr.String())
-	}
+	out, _ := runPaho(t, h, 60*time.Second, pahoFloodScript, append([]string{name}, joinArgs(t, joins, true)...)...)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(joins) {
 		t.Fatalf("paho got %d results, want %d: %s", len(lines), len(joins), out)
@@ -341,6 +322,26 @@ type timedResult struct {
 	res floodResult
 }
 
+// joinArgs writes each join's payload to a file and returns the script
+// arguments for them: topic, (content type,) file.
+func joinArgs(t *testing.T, joins []floodJoin, contentType bool) []string {
+	t.Helper()
+	var args []string
+	dir := t.TempDir()
+	for i, j := range joins {
+		f := filepath.Join(dir, fmt.Sprintf("%d", i))
+		if err := os.WriteFile(f, j.payload, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "lmos/v1/things/"+hub.TopicKey(j.id)+"/td")
+		if contentType {
+			args = append(args, j.contentType)
+		}
+		args = append(args, f)
+	}
+	return args
+}
+
 // pahoTimed starts pahoTimedScript from bind and returns once its client
 // is connected and subscribed; go makes it publish, and the channel gets
 // its results, in the order they arrived, when it is done.
@@ -348,15 +349,7 @@ func pahoTimed(t *testing.T, h *testHub, bind string, joins []floodJoin) (goAhea
 	t.Helper()
 	py := pahoPython(t)
 	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
-	args := []string{"-c", pahoTimedScript, host, port, bind}
-	dir := t.TempDir()
-	for i, j := range joins {
-		f := filepath.Join(dir, fmt.Sprintf("%d", i))
-		if err := os.WriteFile(f, j.payload, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "lmos/v1/things/"+hub.TopicKey(j.id)+"/td", f)
-	}
+	args := append([]string{"-c", pahoTimedScript, host, port, bind}, joinArgs(t, joins, false)...)
 	out := make(chan []timedResult, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	cmd := exec.CommandContext(ctx, py, args...)

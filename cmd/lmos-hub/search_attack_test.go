@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -89,12 +88,10 @@ type problemBody struct {
 // returns the join result; any client error fails the test.
 func pahoJoin(t *testing.T, h *testHub, id string, td []byte) []byte {
 	t.Helper()
-	py := pahoPython(t)
 	file := filepath.Join(t.TempDir(), "td.json")
 	if err := os.WriteFile(file, td, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	host, port, _ := net.SplitHostPort(h.Main.MQTTAddr.String())
 	topic := "lmos/v1/things/" + hub.TopicKey(id) + "/td"
 	const script = `
 import sys, paho.mqtt.client as mqtt
@@ -117,15 +114,7 @@ c.connect(host, port)
 c.loop_forever()
 sys.stdout.buffer.write(out["r"])
 `
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-c", script, host, port, topic, file)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("paho join: %v\n%s", err, stderr.String())
-	}
+	out, _ := runPaho(t, h, 20*time.Second, script, topic, file)
 	return out
 }
 

@@ -3,11 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -180,19 +177,9 @@ type theftRound struct {
 // MQTT 5). The agent, when not kicked off by the takeover, gets its
 // credentials and logs in with them. Both sides are Python paho 1.6.1.
 func TestAnonymousSessionTheft(t *testing.T) {
-	py := pahoPython(t)
 	h := startHub(t, nil)
 	const rounds = 20
-	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, py, "-c", pahoTheftScript, host, port, strconv.Itoa(rounds))
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("paho script: %v\n%s", err, stderr.String())
-	}
+	out, stderr := runPaho(t, h, 120*time.Second, pahoTheftScript, strconv.Itoa(rounds))
 	var got []theftRound
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -204,11 +191,11 @@ func TestAnonymousSessionTheft(t *testing.T) {
 	}
 	defer func() {
 		if t.Failed() {
-			t.Logf("timeline:\n%s", stderr.String())
+			t.Logf("timeline:\n%s", stderr)
 		}
 	}()
 	if len(got) != rounds {
-		t.Fatalf("%d rounds reported, want %d\n%s", len(got), rounds, stderr.String())
+		t.Fatalf("%d rounds reported, want %d\n%s", len(got), rounds, stderr)
 	}
 	stolen, kicked, served := 0, 0, 0
 	for _, r := range got {

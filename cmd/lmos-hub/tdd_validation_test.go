@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -193,18 +190,7 @@ type joinResult struct {
 // results, each of which must be rejected with status 400.
 func pahoJoins(t *testing.T, h *testHub, topic string, payloads []string) []joinResult {
 	t.Helper()
-	py := pahoPython(t)
-	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
-	args := append([]string{"-c", pahoJoinScript, host, port, topic}, payloads...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("paho: %v\n%s%s", err, out, stderr.String())
-	}
+	out, _ := runPaho(t, h, 30*time.Second, pahoJoinScript, append([]string{topic}, payloads...)...)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(payloads)/2 {
 		t.Fatalf("paho got %d results, want %d: %s", len(lines), len(payloads)/2, out)
