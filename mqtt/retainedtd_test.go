@@ -136,6 +136,11 @@ func TestRetainedTDsFromRegistryAfterRestart(t *testing.T) {
 	if _, err := e.reg.Put(t.Context(), "urn:http", makeTD("urn:http", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
 		t.Fatal(err)
 	}
+	// Replaced over HTTP (an admin's PUT): its origin is http now, but it
+	// holds its credential and stays a Thing joined over MQTT.
+	if _, err := e.reg.Put(t.Context(), "urn:r3", makeTD("urn:r3", "R3 over HTTP"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+		t.Fatal(err)
+	}
 	e.stop()
 
 	retained := func(topic string, payload []byte) hub.BrokerRecord {
