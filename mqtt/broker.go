@@ -309,10 +309,9 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 
 // Serve loads the stored broker state, starts accepting clients and the
 // hub topics, and returns. Before any client can connect it sets Things
-// that were online over MQTT offline (none of them is connected yet); once
-// the retained messages are loaded it clears the retained descriptions of
-// Things no longer registered (deleted or expired while the hub was down)
-// and restores those of Things joined over MQTT (rebuildTDs).
+// that were online over MQTT offline (none of them is connected yet). The
+// descriptions on …/td are served from the registry (retainedtd.go): copies
+// earlier versions retained there are dropped as the store loads.
 func (b *Broker) Serve() (err error) {
 	// The workers exist before the first client can publish.
 	b.queues = make([]chan func(), b.cfg.Workers)
@@ -321,8 +320,8 @@ func (b *Broker) Serve() (err error) {
 		b.queues[i] = q
 		b.workers.Go(func() { b.work(q) })
 	}
-	// Registry changes are followed from before the reconciliation below,
-	// so a deletion is seen by one or the other.
+	// Registry changes are followed from before the broker accepts
+	// clients (lmos/v1/hub/events, live removals on …/td).
 	sub, _, err := b.reg.Subscribe(0, false)
 	if err != nil {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
@@ -337,8 +336,6 @@ func (b *Broker) Serve() (err error) {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
 	b.retainOffline(reset) // the retained store is loaded now
-	b.clearOrphanTDs()
-	b.rebuildTDs()
 	if err := b.serveReplies(); err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"bytes"
 	"encoding/json"
 	"sync"
 	"time"
@@ -22,8 +21,7 @@ type hubEvent struct {
 // forwardEvents publishes the registry's change feed on lmos/v1/hub/events
 // (QoS 0) until the broker stops, starting with sub. A subscription dropped
 // for falling behind is renewed at once: the topic is best effort, like QoS
-// 0 itself; the retained descriptions are reconciled again, since
-// deletions may have been missed.
+// 0 itself.
 func (b *Broker) forwardEvents(sub *hub.Subscription) {
 	for {
 		if !b.forwardFrom(sub) {
@@ -39,79 +37,6 @@ func (b *Broker) forwardEvents(sub *hub.Subscription) {
 			b.log.Debug("stopping hub events", "err", err)
 			return
 		}
-		b.clearOrphanTDs()
-	}
-}
-
-// clearOrphanTDs clears the retained descriptions of Things that are not
-// registered (each checked again on its worker, see forgetDeleted).
-func (b *Broker) clearOrphanTDs() {
-	for _, m := range b.server.Topics.Messages(thingsPrefix + "+/td") {
-		t, ok := parseThingTopic(m.TopicName)
-		if !ok || t.kind != kindTD {
-			continue
-		}
-		id, ok := idOf(t.tid)
-		if !ok {
-			b.forget(t.tid) // the hub retains canonical keys only
-			continue
-		}
-		if _, err := b.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
-			b.forgetDeleted(id)
-		}
-	}
-}
-
-// rebuildTDs retains again, from the registry, the description of every
-// Thing joined over MQTT (it holds a credential: the Things whose accepted
-// description a join retains) whose retained copy is missing or differs.
-// The registry commits a join before the hub retains its description, and
-// the broker's state is written behind (PROTOCOL §10), so a crash can lose
-// the retained copy of a Thing that stays registered. Each runs on the
-// Thing's worker, ordered with joins; it returns when all have run, so
-// the hub announces itself online with every description retained.
-func (b *Broker) rebuildTDs() {
-	things, _ := b.reg.List(0, 0)
-	var wg sync.WaitGroup
-	for _, th := range things {
-		id := th.ID
-		wg.Add(1)
-		b.enqueue(hub.TopicKey(id), func() {
-			defer wg.Done()
-			b.rebuildTD(id)
-		})
-	}
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-b.stop: // enqueue drops work once the broker stops
-	}
-}
-
-func (b *Broker) rebuildTD(id string) {
-	if ok, err := b.hasCredential(id); !ok {
-		if err != nil {
-			b.log.Warn("cannot read mqtt credential", "id", id, "err", err)
-		}
-		return
-	}
-	raw, err := b.reg.Raw(id)
-	if err != nil {
-		if hub.ErrorCode(err) != hub.ENOTFOUND {
-			b.log.Warn("cannot read description to retain", "id", id, "err", err)
-		}
-		return
-	}
-	topic := thingsPrefix + hub.TopicKey(id) + "/td"
-	if m, ok := b.server.Topics.Retained.Get(topic); ok && bytes.Equal(m.Payload, raw) {
-		return
-	}
-	if err := b.publish(topic, raw, true, 1, "application/td+json"); err != nil {
-		b.log.Warn("cannot retain description", "id", id, "err", err)
 	}
 }
 
@@ -186,9 +111,9 @@ func (b *Broker) forwardFrom(sub *hub.Subscription) bool {
 	}
 }
 
-// forgetDeleted clears the retained description of a Thing deleted by any
-// means (HTTP, expiry), on its worker so it orders after a join in progress,
-// and only if the Thing has not been registered again meanwhile.
+// forgetDeleted tells live subscribers of …/td that a Thing was deleted by
+// any means (HTTP, expiry), on its worker so it orders after a join in
+// progress, and only if the Thing has not been registered again meanwhile.
 func (b *Broker) forgetDeleted(id string) {
 	tid := hub.TopicKey(id)
 	b.enqueue(tid, func() {

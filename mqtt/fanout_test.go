@@ -790,6 +790,8 @@ func TestRetainedOnSubscribe(t *testing.T) {
 	topic := thingsPrefix + hub.TopicKey(id) + "/properties/t"
 	owner, _ := joinOwner(t, e, id, nil)
 	owner.mustPub(topic, []byte("21.5"), 0, true)
+	// QoS 0: retained once the hub has processed it, not when sent.
+	eventually(t, 2*time.Second, "retained", func() bool { return len(e.b.server.Topics.Messages(topic)) == 1 })
 	c := dialRaw(t, e.addr, "rh", true)
 	c.subscribe(topic, 9)
 	if r := c.next(); !r.retain || string(r.payload) != "21.5" || !slices.Equal(r.ids, []int{9}) {

@@ -206,7 +206,7 @@ func (b *Broker) replaced(conn *mochi.Client) bool {
 }
 
 // undoJoin removes a Thing registered by a join whose result could not
-// reach the joining connection, with its credential and retained TD, so
+// reach the joining connection, with its credential, so
 // that the agent's next join registers it afresh (PROTOCOL §10).
 func (b *Broker) undoJoin(id, tid string) {
 	b.log.Info("undoing a join whose connection was taken over before it got its credentials", "id", id)
@@ -302,10 +302,10 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		}
 		res.Credentials = &credentials{Username: j.tid, Password: secret}
 	}
-	// Retained for later subscribers to …/td, as a broker would keep the
-	// agent's own retained publish; the hub keeps exactly what it accepted.
-	if err := b.publish(thingsPrefix+j.tid+"/td", raw, true, 1, "application/td+json"); err != nil {
-		b.log.Warn("cannot retain accepted description", "id", id, "err", err)
+	// Published live to subscribers of …/td, not retained: later
+	// subscribers get the registry's document (retainedtd.go).
+	if err := b.publish(thingsPrefix+j.tid+"/td", raw, false, 1, tdContentType); err != nil {
+		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
 	}
 	return res
 }
@@ -323,10 +323,11 @@ func (b *Broker) deregister(id string, j *joinRequest) joinResult {
 	return joinResult{Status: "deleted", ID: id}
 }
 
-// forget clears the retained description of a deregistered Thing.
+// forget tells live subscribers of …/td that a Thing is gone (an empty
+// payload); nothing is retained there to clear.
 func (b *Broker) forget(tid string) {
-	if err := b.publish(thingsPrefix+tid+"/td", nil, true, 1, ""); err != nil {
-		b.log.Warn("cannot clear retained description", "tid", tid, "err", err)
+	if err := b.publish(thingsPrefix+tid+"/td", nil, false, 1, ""); err != nil {
+		b.log.Warn("cannot publish a description's removal", "tid", tid, "err", err)
 	}
 }
 

@@ -417,6 +417,28 @@ func dropOrphans[T any](p *persistence, recs []T, kind string, owner func(T) (cl
 	return out
 }
 
+// StoredRetainedMessages loads the retained messages but those on …/td:
+// earlier versions retained a copy of every joined description there,
+// which the registry now serves (retainedtd.go). They are deleted from
+// the store unread, so they never reach memory.
 func (p *persistence) StoredRetainedMessages() ([]storage.Message, error) {
-	return load[storage.Message](p, recRetained)
+	var out []storage.Message
+	err := p.bs.LoadBroker(recRetained, func(key string, value []byte) error {
+		if t, ok := parseThingTopic(key); ok && t.kind == kindTD {
+			p.del(recRetained, key)
+			return nil
+		}
+		var m storage.Message
+		if err := m.UnmarshalBinary(value); err != nil {
+			// One unreadable record must not stop the broker.
+			p.log.Error("skipping unreadable mqtt state", "kind", recRetained, "key", key, "err", err)
+			return nil
+		}
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot load mqtt %s records: %w", recRetained, err)
+	}
+	return out, nil
 }

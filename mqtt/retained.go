@@ -92,6 +92,8 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 				h.b.queue(&t, cl, conn, appendPublish(nil, &m, v5, true, 0, 0, ids, now), retained)
 			}
 		}
+		// The descriptions on …/td are not in the retained store.
+		h.b.queueRegistryTDs(h, cl, conn, sub.Filter, granted, v5, ids, now, &t)
 	}
 	h.b.count(t)
 }
