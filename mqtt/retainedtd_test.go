@@ -72,7 +72,7 @@ func runSub(t *testing.T, e *env, args ...string) func() []string {
 // awaitSubscriber waits until topic has n subscribers.
 func awaitSubscriber(t *testing.T, e *env, topic string, n int) {
 	t.Helper()
-	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) >= n })
+	eventually(t, 15*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) >= n })
 }
 
 // The descriptions on …/td are served from the registry, never stored in
@@ -205,7 +205,10 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 	for i, v := range []struct{ version, qos, ct string }{{"mqttv311", "0", ""}, {"mqttv5", "1", tdContentType}} {
 		live := fmt.Sprintf("urn:w:live%d", i)
 		liveKey := hub.TopicKey(live)
-		n := e.b.Subscribers(thingsPrefix + liveKey + "/td")
+		// The previous round's mosquitto_sub has exited; wait until the
+		// broker has seen it go, so the count below is this round's.
+		eventually(t, 15*time.Second, "previous subscriber gone", func() bool { return e.b.Subscribers(thingsPrefix+liveKey+"/td") == 0 })
+		n := 0
 		wait := runSub(t, e, "-V", v.version, "-q", v.qos, "-C", fmt.Sprint(len(ids)+2), "-W", "10",
 			"-F", "%r %q [%C] %t %p", "-t", "lmos/v1/things/+/td")
 		awaitSubscriber(t, e, thingsPrefix+liveKey+"/td", n+1)
