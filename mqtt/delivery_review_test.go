@@ -16,6 +16,12 @@ import (
 // (session expiry 3600 s unless clean; Receive Maximum 65,535 by default).
 func rawConnect5(t *testing.T, addr, id string, clean bool) net.Conn {
 	t.Helper()
+	return rawConnect5As(t, addr, id, clean, nil)
+}
+
+// rawConnect5As is rawConnect5 with a Thing's credentials (nil: anonymous).
+func rawConnect5As(t *testing.T, addr, id string, clean bool, cred *credentials) net.Conn {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +34,13 @@ func rawConnect5(t *testing.T, addr, id string, clean bool) net.Conn {
 	vh := []byte{0, 4, 'M', 'Q', 'T', 'T', 5, flags, 0, 60, 5, 0x11, 0, 0, 0x0e, 0x10}
 	vh = append(vh, 0, byte(len(id)))
 	vh = append(vh, id...)
+	if cred != nil {
+		vh[7] |= 0xc0 // user name and password
+		vh = append(vh, 0, byte(len(cred.Username)))
+		vh = append(vh, cred.Username...)
+		vh = append(vh, 0, byte(len(cred.Password)))
+		vh = append(vh, cred.Password...)
+	}
 	if _, err := conn.Write(append([]byte{0x10, byte(len(vh))}, vh...)); err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +112,15 @@ func TestStuckSubscribersDoNotHoldPublisher(t *testing.T) {
 
 // A subscriber whose full session is taken over (Clean Start 0) while a
 // publisher waits for room gets the waiting message in its new session.
+// The subscriber is a Thing connected with its credentials: anonymous
+// sessions are never persistent (TestAnonymousTakeoverWhilePublisherWaits).
 func TestTakeoverWhilePublisherWaits(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 20 * time.Second })
 	const id = "urn:takeover-wait"
 	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
-	c1 := rawConnect5(t, e.addr, "sess", false)
+	_, sub := joinOwner(t, e, "urn:takeover-sub", nil)
+	c1 := rawConnect5As(t, e.addr, "sess", false, sub)
 	discard(c1)
 	subscribeRaw(t, c1, 1, topic)
 	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) == 1 })
@@ -118,7 +134,7 @@ func TestTakeoverWhilePublisherWaits(t *testing.T) {
 		}
 	}()
 	eventually(t, 10*time.Second, "the publisher waiting", func() bool { return sent.Load() == maxInflight })
-	c2 := rawConnect5(t, e.addr, "sess", false)
+	c2 := rawConnect5As(t, e.addr, "sess", false, sub)
 	discard(c2)
 	eventually(t, 10*time.Second, "the publisher released", func() bool { return sent.Load() == maxInflight+1 })
 	want := fmt.Sprint("m", maxInflight)
@@ -186,5 +202,47 @@ func TestForgedWillCarrierDropped(t *testing.T) {
 		if m.Properties.ResponseTopic != "" || m.Properties.ContentType != "" || m.Properties.User.Get("kept") != "yes" || m.Properties.User.Get(willKey) != "" {
 			t.Errorf("%s delivery: properties %+v", name, m.Properties)
 		}
+	}
+}
+
+// An anonymous subscriber's full session ends when another connection
+// takes its client id (anonymous sessions are never persistent): the
+// waiting publisher is released, and nothing of the old session — no
+// subscription, no message — appears in the new one.
+func TestAnonymousTakeoverWhilePublisherWaits(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 20 * time.Second })
+	const id = "urn:takeover-anon"
+	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
+	owner, _ := joinOwner(t, e, id, nil)
+	c1 := rawConnect5(t, e.addr, "anon-sess", false)
+	discard(c1)
+	subscribeRaw(t, c1, 1, topic)
+	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) == 1 })
+	var sent atomic.Int64
+	go func() {
+		for i := range maxInflight + 1 {
+			if _, err := owner.pub(topic, fmt.Appendf(nil, "m%d", i), 1, false, ""); err != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+	eventually(t, 10*time.Second, "the publisher waiting", func() bool { return sent.Load() == maxInflight })
+	c2 := rawConnect5(t, e.addr, "anon-sess", false)
+	discard(c2)
+	eventually(t, 10*time.Second, "the publisher released", func() bool { return sent.Load() == maxInflight+1 })
+	eventually(t, 5*time.Second, "the new connection listed", func() bool {
+		cl, ok := e.b.server.Clients.Get("anon-sess")
+		return ok && !cl.Closed()
+	})
+	cl, _ := e.b.server.Clients.Get("anon-sess")
+	if n := cl.State.Inflight.Len(); n != 0 {
+		t.Errorf("the new anonymous session holds %d messages of the old one", n)
+	}
+	if subs := cl.State.Subscriptions.GetAll(); len(subs) != 0 {
+		t.Errorf("the new anonymous session holds the old subscriptions %v", subs)
+	}
+	if n := e.b.Subscribers(topic); n != 0 {
+		t.Errorf("%d subscribers left on the topic", n)
 	}
 }

@@ -120,6 +120,12 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 			}
 		case b.waitRoom(cl, conn, t):
 			if cur := b.successor(cl); cur != cl {
+				if cur.Properties.Clean {
+					// Taken over by a clean start (an anonymous client's
+					// always is): the session this was owed to has ended,
+					// and the new one never subscribed.
+					return
+				}
 				// Taken over while this waited: the session lives on there.
 				cl = cur
 				conn, _ = cur.Net.Conn.(*outConn)
