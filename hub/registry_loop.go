@@ -361,7 +361,7 @@ func (r *Registry) checkQuotas(o *op, old *Thing, now time.Time) (anon string, e
 	if occ != nil {
 		oldSize, anon = occ.Meta.Size, occ.Meta.Anon
 	}
-	if a := o.origin.Addr; a != "" {
+	if a := SourceOf(o.origin.Addr); a != "" {
 		// An anonymous writer takes the Thing over; an authenticated
 		// one leaves it counted where it was.
 		if max := r.opts.MaxThingsPerSource; max > 0 && anon != a && r.bySource[a] >= max {

@@ -47,4 +47,19 @@ func (h *binding) ephemeral(cl *mochi.Client, pk packets.Packet) {
 	old.ClearInflights()
 	h.b.state.forgetClient(old)
 	h.b.server.Clients.Delete(cl.ID)
+	if oc, ok := old.Net.Conn.(*outConn); ok {
+		// A connection makeWay gave up waiting for: when it ends at last,
+		// mochi deletes its clean session by client id, which is cl's
+		// entry by then. List cl again, so it keeps its deliveries.
+		go func() {
+			select {
+			case <-oc.served:
+			case <-h.b.stop:
+				return
+			}
+			if _, listed := h.b.server.Clients.Get(cl.ID); !listed && !cl.Closed() {
+				h.b.server.Clients.Add(cl)
+			}
+		}()
+	}
 }

@@ -131,7 +131,15 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 			}
 			data = *e
 		}
-		b.queue(&n, cl, t.conn, data, qos0)
+		kind := qos0
+		if !open && isTDResult(pk.TopicName) {
+			// A join result (credentials) goes only to the connection
+			// that asked and is never refused for a full QoS 0 budget:
+			// a Thing whose credential reached nobody could never be
+			// joined again.
+			kind = owed
+		}
+		b.queue(&n, cl, t.conn, data, kind)
 	}
 	b.count(n)
 	return true

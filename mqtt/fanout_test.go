@@ -665,7 +665,7 @@ func pipeClient(t *testing.T, conn net.Conn) *client {
 func TestOutConn(t *testing.T) {
 	server, peer := net.Pipe() // synchronous: a write waits for the reader
 	const budget = 100
-	c := newOutConn(server, budget)
+	c := newOutConn(server, budget, 0, nil)
 	for _, p := range []string{"a", "b"} {
 		if c.enqueue([]byte(p), qos0) != queued {
 			t.Fatalf("enqueue %s refused", p)

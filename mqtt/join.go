@@ -77,16 +77,18 @@ func decodeTD(payload []byte, contentType string) ([]byte, error) {
 // enqueue runs f on the worker of tid, after everything queued before for
 // that Thing. It blocks while the worker is busy (backpressure on the
 // publishing client) and drops f once the broker stops.
-func (b *Broker) enqueue(tid string, f func()) {
+func (b *Broker) enqueue(tid string, f func()) bool {
 	if len(b.queues) == 0 {
-		return
+		return false
 	}
 	h := fnv.New32a()
 	h.Write([]byte(tid))
 	q := b.queues[h.Sum32()%uint32(len(b.queues))]
 	select {
 	case q <- f:
+		return true
 	case <-b.stop:
+		return false
 	}
 }
 
@@ -185,12 +187,32 @@ func (b *Broker) settleJoin(id, tid string, conn *mochi.Client, oc *outConn, mar
 		}
 		return final
 	}
-	for i := range 50 {
-		if decide(i == 49) {
+	for range 50 {
+		if decide(false) {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// Still open: watch without holding the worker (a busy gateway may
+	// list the connection that took over later than this), then decide on
+	// the Thing's worker, in order with its later joins.
+	go func() {
+		for range 300 {
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			delivered, settled := false, true
+			if mark != 0 {
+				delivered, settled = oc.reached(mark)
+			}
+			if settled && (delivered || b.replaced(conn)) {
+				break
+			}
+		}
+		b.enqueue(tid, func() { decide(true) })
+	}()
 }
 
 // replaced reports whether conn's session was taken over or resumed by
@@ -262,7 +284,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		}
 		// A new Thing joining anonymously costs durable writes: bound how
 		// fast one address can ask for them.
-		if ok, wait := b.joins.Allow(j.remote); !ok {
+		if ok, wait := b.joins.Allow(hub.SourceOf(j.remote)); !ok {
 			return rejected(id, hub.Errorf(hub.ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond)))
 		}
 	}

@@ -67,7 +67,7 @@ func joinSource(j *joinRequest) string {
 	if j.self != "" {
 		return "thing " + j.self
 	}
-	return "addr " + j.remote
+	return "addr " + hub.SourceOf(j.remote)
 }
 
 // enqueueJoin waits for its source's turn, prepares the join's description
@@ -87,10 +87,12 @@ func (b *Broker) enqueueJoin(j *joinRequest) {
 	}
 	j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
 	j.prepared = true
-	b.enqueue(j.tid, func() {
+	if !b.enqueue(j.tid, func() {
 		defer release()
 		b.join(j)
-	})
+	}) {
+		release() // the broker stopped: the job will not run
+	}
 }
 
 // prepareTD refuses a description over registry.maxTDBytes before decoding

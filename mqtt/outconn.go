@@ -1,7 +1,9 @@
 package mqtt
 
 import (
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,10 +89,39 @@ type outConn struct {
 	// served is closed once mochi's handling of the connection has
 	// returned, its session cleanup included (reuse.go).
 	served chan struct{}
+
+	// writeTimeout bounds each write; onStall is told when one ran out.
+	writeTimeout time.Duration
+	onStall      func()
 }
 
-func newOutConn(c net.Conn, budget int) *outConn {
-	return &outConn{Conn: c, budget: budget, served: make(chan struct{})}
+func newOutConn(c net.Conn, budget int, writeTimeout time.Duration, onStall func()) *outConn {
+	return &outConn{Conn: c, budget: budget, served: make(chan struct{}), writeTimeout: writeTimeout, onStall: onStall}
+}
+
+// write writes to the connection within writeTimeout: a client that reads
+// nothing for that long (Config.SlowClientTimeout) is cut off, so what was
+// queued for it (retained messages are queued beyond the budget) is not
+// held for ever.
+func (c *outConn) write(p []byte, q net.Buffers) error {
+	if c.writeTimeout > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	}
+	var err error
+	if q != nil {
+		_, err = q.WriteTo(c.Conn)
+	} else {
+		_, err = c.Conn.Write(p)
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The socket is fine, the client just does not read: close it,
+		// so that mochi's read ends and the client with it.
+		_ = c.Conn.Close()
+		if c.onStall != nil {
+			c.onStall()
+		}
+	}
+	return err
 }
 
 // What enqueue does with a packet.
@@ -294,8 +325,7 @@ func (c *outConn) writeBatch(q net.Buffers, p []byte) error {
 		q = append(q, p)
 	}
 	if _, ok := c.Conn.(*net.TCPConn); ok || len(q) == 1 {
-		_, err := q.WriteTo(c.Conn)
-		return err
+		return c.write(nil, q)
 	}
 	n := 0
 	for _, b := range q {
@@ -305,8 +335,7 @@ func (c *outConn) writeBatch(q net.Buffers, p []byte) error {
 	for _, b := range q {
 		all = append(all, b...)
 	}
-	_, err := c.Conn.Write(all)
-	return err
+	return c.write(all, nil)
 }
 
 // Write is mochi's write of one or more whole packets: it goes out after
@@ -316,11 +345,11 @@ func (c *outConn) Write(p []byte) (int, error) {
 	defer c.wmu.Unlock()
 	q := c.take()
 	if q == nil {
-		n, err := c.Conn.Write(p)
-		if err != nil {
+		if err := c.write(p, nil); err != nil {
 			c.fail()
+			return 0, err
 		}
-		return n, err
+		return len(p), nil
 	}
 	n := bufsLen(q)
 	err := c.writeBatch(q, p)

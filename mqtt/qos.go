@@ -273,6 +273,13 @@ func (b *Broker) cutSlow(cl *mochi.Client, conn *outConn, why string) {
 	_ = conn.Close()
 }
 
+// stalled counts a client cut off because a write to it did not complete
+// within the slow-client timeout: it read nothing for that long.
+func (b *Broker) stalled() {
+	b.slowCuts.Add(1)
+	b.log.Info("disconnecting a client too slow to read", "reason", "a write waited for the slow-client timeout")
+}
+
 // acked frees cl's window slot of an acknowledged QoS 1/2 delivery and
 // writes what waited for it. pk is a PUBACK, PUBCOMP or PUBREC mochi has
 // processed (it has updated the session).

@@ -307,9 +307,10 @@ func bearer(r *http.Request) string {
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		return hub.SourceOf(r.RemoteAddr)
 	}
-	return host
+	// An IPv6 host is one client per /64 (hub.SourceOf).
+	return hub.SourceOf(host)
 }
 
 // readBody reads a request body of one of the accepted media types, within

@@ -134,7 +134,7 @@ func (wc *wsConn) admit(id string, again bool) error {
 	if err := hub.CheckJoinMode(g.s.cfg.JoinMode); err != nil {
 		return err
 	}
-	if ok, wait := g.joins.Allow(wc.remote); !ok {
+	if ok, wait := g.joins.Allow(hub.SourceOf(wc.remote)); !ok {
 		return hub.Errorf(hub.ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond))
 	}
 	return nil
