@@ -100,9 +100,10 @@ func newOutConn(c net.Conn, budget int, writeTimeout time.Duration, onStall func
 }
 
 // write writes to the connection within writeTimeout: a client that reads
-// nothing for that long (Config.SlowClientTimeout) is cut off, so what was
-// queued for it (retained messages are queued beyond the budget) is not
-// held for ever.
+// nothing for that long (twice Config.SlowClientTimeout, so the cut of a
+// full QoS 0 queue, which counts the message it refused, comes first) is
+// cut off, so what was queued for it (retained messages are queued beyond
+// the budget, QoS 1/2 ones beyond the window) is not held for ever.
 func (c *outConn) write(p []byte, q net.Buffers) error {
 	if c.writeTimeout > 0 {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
