@@ -475,7 +475,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		go func() {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.
-			oc := newOutConn(conn, l.budget, 2*l.broker.cfg.SlowClientTimeout, l.broker.stalled)
+			oc := newOutConn(conn, l.budget, 3*l.broker.cfg.SlowClientTimeout, l.broker.stalled)
 			l.broker.awaitConnect(oc)
 			if err := l.broker.establish(oc, func() error { return establish(l.id, oc) }); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)

@@ -31,7 +31,7 @@ func (b *Broker) ServeConn(c net.Conn) error {
 		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is closed")
 	}
 	defer b.gateway.remove(c)
-	oc := newOutConn(c, b.cfg.MaxQueuedBytes, 2*b.cfg.SlowClientTimeout, b.stalled)
+	oc := newOutConn(c, b.cfg.MaxQueuedBytes, 3*b.cfg.SlowClientTimeout, b.stalled)
 	b.awaitConnect(oc)
 	return b.establish(oc, func() error { return b.server.EstablishConnection("ws", oc) })
 }
