@@ -101,6 +101,12 @@ func newOutConn(c net.Conn, budget int, writeTimeout time.Duration, onStall func
 	return &outConn{Conn: c, budget: budget, served: make(chan struct{}), writeTimeout: writeTimeout, onStall: onStall}
 }
 
+// SetDeadline is mochi's keep-alive (MQTT-3.1.2-22): a read deadline. The
+// write deadline is write's, which moves it only now and then.
+func (c *outConn) SetDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(t)
+}
+
 // write writes to the connection within writeTimeout: a client that reads
 // nothing for that long (three times Config.SlowClientTimeout, at least
 // twice it, so the cut of a full QoS 0 queue, which counts the message it
