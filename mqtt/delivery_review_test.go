@@ -110,17 +110,13 @@ func TestStuckSubscribersDoNotHoldPublisher(t *testing.T) {
 	}
 }
 
-// A subscriber whose full session is taken over (Clean Start 0) while a
-// publisher waits for room gets the waiting message in its new session.
-// The subscriber is a Thing connected with its credentials: anonymous
-// sessions are never persistent (TestAnonymousTakeoverWhilePublisherWaits).
-func TestTakeoverWhilePublisherWaits(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 20 * time.Second })
-	const id = "urn:takeover-wait"
-	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
-	owner, _ := joinOwner(t, e, id, nil)
-	_, sub := joinOwner(t, e, "urn:takeover-sub", nil)
-	c1 := rawConnect5As(t, e.addr, "sess", false, sub)
+// takeOverWhilePublisherWaits fills the session of a subscriber to topic
+// (client id, Clean Start 0, cred nil: anonymous) that acknowledges
+// nothing, until owner's next QoS 1 publish waits for room; then another
+// connection takes the client id over, and the publisher is released.
+func takeOverWhilePublisherWaits(t *testing.T, e *env, owner *client, topic, id string, cred *credentials) {
+	t.Helper()
+	c1 := rawConnect5As(t, e.addr, id, false, cred)
 	discard(c1)
 	subscribeRaw(t, c1, 1, topic)
 	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) == 1 })
@@ -134,9 +130,22 @@ func TestTakeoverWhilePublisherWaits(t *testing.T) {
 		}
 	}()
 	eventually(t, 10*time.Second, "the publisher waiting", func() bool { return sent.Load() == maxInflight })
-	c2 := rawConnect5As(t, e.addr, "sess", false, sub)
+	c2 := rawConnect5As(t, e.addr, id, false, cred)
 	discard(c2)
 	eventually(t, 10*time.Second, "the publisher released", func() bool { return sent.Load() == maxInflight+1 })
+}
+
+// A subscriber whose full session is taken over (Clean Start 0) while a
+// publisher waits for room gets the waiting message in its new session.
+// The subscriber is a Thing connected with its credentials: anonymous
+// sessions are never persistent (TestAnonymousTakeoverWhilePublisherWaits).
+func TestTakeoverWhilePublisherWaits(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 20 * time.Second })
+	const id = "urn:takeover-wait"
+	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
+	owner, _ := joinOwner(t, e, id, nil)
+	_, sub := joinOwner(t, e, "urn:takeover-sub", nil)
+	takeOverWhilePublisherWaits(t, e, owner, topic, "sess", sub)
 	want := fmt.Sprint("m", maxInflight)
 	eventually(t, 5*time.Second, "the last message in the new session", func() bool {
 		cl, ok := e.b.server.Clients.Get("sess")
@@ -214,23 +223,7 @@ func TestAnonymousTakeoverWhilePublisherWaits(t *testing.T) {
 	const id = "urn:takeover-anon"
 	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
-	c1 := rawConnect5(t, e.addr, "anon-sess", false)
-	discard(c1)
-	subscribeRaw(t, c1, 1, topic)
-	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) == 1 })
-	var sent atomic.Int64
-	go func() {
-		for i := range maxInflight + 1 {
-			if _, err := owner.pub(topic, fmt.Appendf(nil, "m%d", i), 1, false, ""); err != nil {
-				return
-			}
-			sent.Add(1)
-		}
-	}()
-	eventually(t, 10*time.Second, "the publisher waiting", func() bool { return sent.Load() == maxInflight })
-	c2 := rawConnect5(t, e.addr, "anon-sess", false)
-	discard(c2)
-	eventually(t, 10*time.Second, "the publisher released", func() bool { return sent.Load() == maxInflight+1 })
+	takeOverWhilePublisherWaits(t, e, owner, topic, "anon-sess", nil)
 	eventually(t, 5*time.Second, "the new connection listed", func() bool {
 		cl, ok := e.b.server.Clients.Get("anon-sess")
 		return ok && !cl.Closed()
