@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -179,7 +180,7 @@ func serveTestActions(a *Agent) {
 
 func TestTopicKeyMatchesHub(t *testing.T) {
 	for _, id := range []string{"urn:uuid:1", "https://x.example/a/b+c#d%e", "did:key:z6Mk"} {
-		if got, want := TopicKey(id), hub.TopicKey(id); got != want {
+		if got, want := TopicKey(id), lmos.TopicKey(id); got != want {
 			t.Errorf("TopicKey(%q) = %q, hub says %q", id, got, want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
 
@@ -20,7 +21,7 @@ import (
 func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:uuid:0c2a9b7e-0000-4000-8000-000000000001"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	anon := mustDial(t, e.addr, nil)
 	res := anon.join(tid, makeTD(id, "Agent"), "")
 	if res.Status != "accepted" || res.ID != id || res.Credentials == nil || res.Credentials.Username != tid || len(res.Credentials.Password) != 43 {
@@ -115,7 +116,7 @@ func TestJoinRejectsBadInput(t *testing.T) {
 			if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != tt.status || res.Credentials != nil {
 				t.Fatalf("result %+v", res)
 			}
-			if !strings.HasPrefix(res.Problem.Type, hub.ErrorTypeBase) || res.Problem.Title == "" || res.Problem.Detail == "" {
+			if !strings.HasPrefix(res.Problem.Type, lmos.ErrorTypeBase) || res.Problem.Title == "" || res.Problem.Detail == "" {
 				t.Fatalf("problem %+v", res.Problem)
 			}
 			if tt.field != "" && (len(res.Problem.ValidationErrors) == 0 || res.Problem.ValidationErrors[0].Field != tt.field) {
@@ -411,7 +412,7 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 	}{{"vanishes", false}, {"comes back", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			id := "urn:delayed-" + strings.ReplaceAll(c.name, " ", "-")
-			tid := hub.TopicKey(id)
+			tid := lmos.TopicKey(id)
 			_, creds := joinOwner(t, e, id, nil)
 			connect := func() *client {
 				cp := withCreds(creds)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -297,7 +298,7 @@ func (e *env) thing(t testing.TB, id string) *credentials {
 	t.Helper()
 	c := mustDial(t, e.addr, nil)
 	defer c.close()
-	res := c.join(hub.TopicKey(id), makeTD(id, id), "")
+	res := c.join(lmos.TopicKey(id), makeTD(id, id), "")
 	if res.Status != "accepted" || res.Credentials == nil {
 		t.Fatalf("join %s: %+v", id, res)
 	}

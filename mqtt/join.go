@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -33,10 +34,10 @@ type joinRequest struct {
 
 // joinResult is the payload of lmos/v1/things/{tid}/td/result.
 type joinResult struct {
-	Status      string       `json:"status"` // accepted, rejected, deleted
-	ID          string       `json:"id,omitempty"`
-	Problem     *hub.Problem `json:"problem,omitempty"`
-	Credentials *credentials `json:"credentials,omitempty"`
+	Status      string        `json:"status"` // accepted, rejected, deleted
+	ID          string        `json:"id,omitempty"`
+	Problem     *lmos.Problem `json:"problem,omitempty"`
+	Credentials *credentials  `json:"credentials,omitempty"`
 	// err is why the join was refused, for the refusal metrics.
 	err error
 }
@@ -46,7 +47,7 @@ type credentials struct {
 	Password string `json:"password"`
 }
 
-func problemOf(err error) *hub.Problem {
+func problemOf(err error) *lmos.Problem {
 	p := hub.ProblemOf(err)
 	return &p
 }
@@ -55,7 +56,7 @@ func problemOf(err error) *hub.Problem {
 // says application/cbor (decoded with hub's limits for hostile input), JSON
 // otherwise (validated later by the registry).
 func decodeTD(payload []byte, contentType string) ([]byte, error) {
-	if hub.MediaOf(contentType) != hub.MediaCBOR {
+	if lmos.MediaOf(contentType) != lmos.MediaCBOR {
 		return payload, nil
 	}
 	v, err := hub.DecodeValue(payload, contentType)

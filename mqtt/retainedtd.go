@@ -3,6 +3,7 @@ package mqtt
 import (
 	"strings"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -33,7 +34,7 @@ func (b *Broker) queueRegistryTDs(h *binding, cl *mochi.Client, conn *outConn, f
 		return
 	}
 	send := func(id string) {
-		topic := thingsPrefix + hub.TopicKey(id) + "/td"
+		topic := thingsPrefix + lmos.TopicKey(id) + "/td"
 		if !topicMatches(filter, topic) {
 			return
 		}

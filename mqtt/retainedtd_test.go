@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	mpackets "github.com/mochi-mqtt/server/v2/packets"
 
@@ -204,7 +205,7 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 	}
 	for i, v := range []struct{ version, qos, ct string }{{"mqttv311", "0", ""}, {"mqttv5", "1", tdContentType}} {
 		live := fmt.Sprintf("urn:w:live%d", i)
-		liveKey := hub.TopicKey(live)
+		liveKey := lmos.TopicKey(live)
 		// The previous round's mosquitto_sub has exited; wait until the
 		// broker has seen it go, so the count below is this round's.
 		eventually(t, 15*time.Second, "previous subscriber gone", func() bool { return e.b.Subscribers(thingsPrefix+liveKey+"/td") == 0 })
@@ -222,7 +223,7 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 		var want []string
 		for _, id := range ids {
 			raw, _ := e.reg.Raw(id)
-			want = append(want, fmt.Sprintf("1 %s [%s] %s%s/td %s", v.qos, v.ct, thingsPrefix, hub.TopicKey(id), raw))
+			want = append(want, fmt.Sprintf("1 %s [%s] %s%s/td %s", v.qos, v.ct, thingsPrefix, lmos.TopicKey(id), raw))
 		}
 		slices.Sort(want)
 		if len(got) != len(ids)+2 {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // A client that subscribes to every Thing's description and then reads
@@ -18,7 +18,7 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 300 * time.Millisecond })
 	for i := range 40 {
 		id := fmt.Sprintf("urn:big:%d", i)
-		if res := mustDial(t, e.addr, nil).join(hub.TopicKey(id), bigTD(id, 4000), ""); res.Status != "accepted" {
+		if res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), bigTD(id, 4000), ""); res.Status != "accepted" {
 			t.Fatalf("join %s: %+v", id, res)
 		}
 	}
@@ -49,9 +49,9 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.MaxQueuedBytes = 4 << 10; c.SlowClientTimeout = 20 * time.Second })
 	owner, _ := joinOwner(t, e, "urn:noisy", nil)
-	busy := thingsPrefix + hub.TopicKey("urn:noisy") + "/events/e"
+	busy := thingsPrefix + lmos.TopicKey("urn:noisy") + "/events/e"
 	const id = "urn:joiner"
-	key := hub.TopicKey(id)
+	key := lmos.TopicKey(id)
 	conn := rawConnect5(t, e.addr, "joiner", true)
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(4 << 10)

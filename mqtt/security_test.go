@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	mpackets "github.com/mochi-mqtt/server/v2/packets"
@@ -23,7 +24,7 @@ import (
 // (cp may adjust the CONNECT).
 func joinOwner(t *testing.T, e *env, id string, cp func(*paho.Connect)) (*client, *credentials) {
 	t.Helper()
-	res := mustDial(t, e.addr, nil).join(hub.TopicKey(id), makeTD(id, "A"), "")
+	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), makeTD(id, "A"), "")
 	if res.Credentials == nil {
 		t.Fatalf("join: %+v", res)
 	}
@@ -57,7 +58,7 @@ func mustStayJoined(t *testing.T, e *env, id string) {
 func TestResponseTopicOutsideInboxRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil)
 	agent.mustSub(thingsPrefix + tid + "/properties/+/set")
 	agent.mustSub(thingsPrefix + tid + "/actions/+")
@@ -92,7 +93,7 @@ func TestResponseTopicOutsideInboxRefused(t *testing.T) {
 func TestEmptyTDReplyIsNotDeregistration(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil)
 	// Refused while the hub still delivers the join result: retry.
 	eventually(t, 2*time.Second, "subscribed to td/result", func() bool {
@@ -126,7 +127,7 @@ func TestJoinCannotTakeOverThingsRegisteredOtherwise(t *testing.T) {
 	before, _ := e.reg.Get(id)
 	anon := mustDial(t, e.addr, nil)
 	for _, payload := range [][]byte{makeTD(id, "Owned"), nil} {
-		res := anon.join(hub.TopicKey(id), payload, "")
+		res := anon.join(lmos.TopicKey(id), payload, "")
 		if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 403 || res.Credentials != nil {
 			t.Fatalf("join %q: %+v", payload, res)
 		}
@@ -209,7 +210,7 @@ func (failingCreds) PutCredential(string, string) error { return errors.New("dis
 func TestRetainStrippedWhereAnyoneMayPublish(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	anon := mustDial(t, e.addr, nil)
 	topics := []string{thingsPrefix + tid + "/actions/chat", thingsPrefix + tid + "/properties/p/set", "lmos/v1/clients/whatever/x"}
 	for _, topic := range topics {
@@ -281,7 +282,7 @@ func connectV3(t *testing.T, addr, clientID string) byte {
 func TestSessionTakeoverRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	expiry := uint32(3600)
 	persistent := func(c *paho.Connect) {
 		c.ClientID = "thermo-1"
@@ -392,7 +393,7 @@ func TestJoinResultNotInflight(t *testing.T) {
 func TestPresenceOfflineAfterRestart(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil) // no will
 	agent.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
 	eventually(t, 2*time.Second, "online", func() bool { th, _ := e.reg.Get(id); return th.Meta.Presence.Status == hub.PresenceOnline })

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // thingsPrefix starts every Thing topic (PROTOCOL §4.1).
@@ -84,7 +85,7 @@ func parseThingTopic(topic string) (thingTopic, bool) {
 // a valid id is accepted, so one Thing has exactly one set of topics.
 func idOf(tid string) (string, bool) {
 	id, err := url.PathUnescape(tid)
-	if err != nil || hub.TopicKey(id) != tid || hub.ValidateID(id) != nil {
+	if err != nil || lmos.TopicKey(id) != tid || hub.ValidateID(id) != nil {
 		return "", false
 	}
 	return id, true

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Media types of the interaction proxy (PROTOCOL §3.3).
@@ -43,9 +44,9 @@ func accepts(r *http.Request, mt string) bool {
 // accepts application/cbor, JSON otherwise.
 func resultType(r *http.Request) string {
 	if accepts(r, mtCBOR) {
-		return hub.MediaCBOR
+		return lmos.MediaCBOR
 	}
-	return hub.MediaJSON
+	return lmos.MediaJSON
 }
 
 // interaction builds the Interaction a proxy request stands for.
@@ -77,13 +78,13 @@ func (s *Server) proxyContext(r *http.Request, timeout time.Duration) (context.C
 // must decode (with the CBOR limits); an action may have no body at all.
 func (s *Server) readInput(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, string, error) {
 	if optional && r.ContentLength <= 0 && r.Header.Get("Content-Type") == "" {
-		return nil, hub.MediaJSON, nil
+		return nil, lmos.MediaJSON, nil
 	}
 	body, err := s.readBody(w, r, mtJSON, mtCBOR)
 	if err != nil {
 		return nil, "", err
 	}
-	ct := hub.MediaOf(r.Header.Get("Content-Type"))
+	ct := lmos.MediaOf(r.Header.Get("Content-Type"))
 	if len(body) == 0 && optional {
 		return nil, ct, nil
 	}
@@ -174,7 +175,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if accepts(r, mtSSE) {
-		in.Accept = hub.MediaJSON
+		in.Accept = lmos.MediaJSON
 		s.streamInvocation(w, r, rt, in)
 		return
 	}
@@ -205,7 +206,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 // writeAgentProblem answers 502 with the problem a Thing reported (or the
 // hub's, for a payload of the Thing that does not decode): its
 // type, title and detail are kept, status is 502 and instance the request.
-func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *hub.Problem) {
+func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *lmos.Problem) {
 	out := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
 	if p != nil {
 		out = *p
@@ -326,7 +327,7 @@ func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hu
 		if res.Status == hub.StatusFailed {
 			p := res.Problem
 			if p == nil {
-				p = &hub.Problem{}
+				p = &lmos.Problem{}
 			}
 			out := *p
 			out.Status, out.Instance = http.StatusBadGateway, r.URL.RequestURI()
@@ -350,7 +351,7 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 		return
 	}
 	in := interaction(r, op)
-	in.Accept = hub.MediaJSON
+	in.Accept = lmos.MediaJSON
 	if _, _, err := rt.Check(in); err != nil {
 		s.writeError(w, r, err)
 		return
