@@ -40,9 +40,9 @@ func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 
 	// The Thing reconnects with its credentials and a will, goes online.
 	cp := withCreds(res.Credentials)
-	cp.WillMessage = &paho.WillMessage{Topic: thingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
+	cp.WillMessage = &paho.WillMessage{Topic: lmos.ThingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
 	th := mustDial(t, e.addr, cp)
-	th.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
+	th.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
 	eventually(t, time.Second, "presence online", func() bool {
 		got, _ := e.reg.Get(id)
 		return got.Meta.Presence.Status == hub.PresenceOnline && got.Meta.Presence.Via == hub.SourceMQTT
@@ -393,10 +393,10 @@ func BenchmarkJoin(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		id := fmt.Sprintf("urn:bench:%d", i)
-		if _, err := c.pub(thingsPrefix+id+"/td", makeTD(id, "Bench"), 1, false, ""); err != nil {
+		if _, err := c.pub(lmos.ThingsPrefix+id+"/td", makeTD(id, "Bench"), 1, false, ""); err != nil {
 			b.Fatal(err)
 		}
-		c.next(thingsPrefix + id + "/td/result")
+		c.next(lmos.ThingsPrefix + id + "/td/result")
 	}
 }
 
@@ -417,12 +417,12 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 			connect := func() *client {
 				cp := withCreds(creds)
 				cp.ClientID = "agent-" + tid
-				cp.WillMessage = &paho.WillMessage{Topic: thingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
+				cp.WillMessage = &paho.WillMessage{Topic: lmos.ThingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
 				cp.WillProperties = &paho.WillProperties{WillDelayInterval: ptr(uint32(1))}
 				return mustDial(t, e.addr, cp)
 			}
 			th := connect()
-			th.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
+			th.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
 			eventually(t, time.Second, "online", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOnline

@@ -79,7 +79,7 @@ func (b *Broker) resetPresence() []string {
 // and MQTT consumers read presence there.
 func (b *Broker) retainOffline(ids []string) {
 	for _, id := range ids {
-		topic := thingsPrefix + lmos.TopicKey(id) + "/status"
+		topic := lmos.ThingTopic(id, "status")
 		if err := b.publish(topic, []byte(hub.PresenceOffline), true, 1, ""); err != nil {
 			b.log.Warn("cannot publish offline status", "id", id, "err", err)
 		}

@@ -380,8 +380,8 @@ func TestFanOutDeliveries(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan"
 	tid := lmos.TopicKey(id)
-	events := thingsPrefix + tid + "/events/"
-	props := thingsPrefix + tid + "/properties/temp"
+	events := lmos.ThingsPrefix + tid + "/events/"
+	props := lmos.ThingsPrefix + tid + "/properties/temp"
 	owner, _ := joinOwner(t, e, id, nil)
 	// The owner reads its own events but not with No Local.
 	owner.subscribe([]paho.SubscribeOptions{{Topic: events + "+", QoS: 0, NoLocal: true}}, 0)
@@ -471,7 +471,7 @@ func ptr[T any](v T) *T { return &v }
 func TestFanOutSharedSizeOrder(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan2"
-	events := thingsPrefix + lmos.TopicKey(id) + "/events/"
+	events := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/"
 	owner, _ := joinOwner(t, e, id, nil)
 	a, b := mustDial(t, e.addr, nil), mustDial(t, e.addr, nil)
 	for _, c := range []*client{a, b} {
@@ -540,7 +540,7 @@ func TestFanOutSharedSizeOrder(t *testing.T) {
 func TestFanOutSlowSubscriber(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan3"
-	topic := thingsPrefix + lmos.TopicKey(id) + "/events/big"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/big"
 	owner, _ := joinOwner(t, e, id, nil)
 	stuck := dialRaw(t, e.addr, "stuck", true)
 	stuck.subscribe(topic, 0) // and never reads again
@@ -588,7 +588,7 @@ func TestFanOutFallsBackToMochi(t *testing.T) {
 	})
 	raw := mustDial(t, addr, nil)
 	const id = "urn:fan5"
-	props := thingsPrefix + lmos.TopicKey(id) + "/properties/p"
+	props := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/p"
 	owner, _ := joinOwner(t, e, id, nil)
 	raw.subscribe([]paho.SubscribeOptions{{Topic: props, QoS: 0}}, 0)
 	owner.mustPub(props, []byte("1"), 0, true)
@@ -610,7 +610,7 @@ func TestFanOutFallsBackToMochi(t *testing.T) {
 func TestFanOutServeConn(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan4"
-	topic := thingsPrefix + lmos.TopicKey(id) + "/events/e"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
 	// The server side hidden behind another type, as a WebSocket
 	// connection would be.
@@ -734,7 +734,7 @@ func TestRetainedBeforeLive(t *testing.T) {
 		t.Run(fmt.Sprintf("subscription QoS %d", qos), func(t *testing.T) {
 			e := newEnv(t, nil)
 			id := fmt.Sprintf("urn:retained-%d", qos)
-			props := thingsPrefix + lmos.TopicKey(id) + "/properties/"
+			props := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/"
 			owner, _ := joinOwner(t, e, id, nil)
 			const topics = 60
 			big := bytes.Repeat([]byte{'.'}, 512<<10) // 30 MiB in all: more than the socket holds
@@ -786,7 +786,7 @@ func TestRetainedBeforeLive(t *testing.T) {
 func TestRetainedOnSubscribe(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:rh"
-	topic := thingsPrefix + lmos.TopicKey(id) + "/properties/t"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/t"
 	owner, _ := joinOwner(t, e, id, nil)
 	owner.mustPub(topic, []byte("21.5"), 0, true)
 	// QoS 0: retained once the hub has processed it, not when sent.
@@ -796,9 +796,9 @@ func TestRetainedOnSubscribe(t *testing.T) {
 	if r := c.next(); !r.retain || string(r.payload) != "21.5" || !slices.Equal(r.ids, []int{9}) {
 		t.Fatalf("retained on subscribe: %+v", r)
 	}
-	c.subscribeOpts(topic, 0, 1<<4)                                          // 1: only for a new subscription; this one exists
-	c.subscribeOpts(thingsPrefix+lmos.TopicKey(id)+"/properties/+", 0, 2<<4) // 2: never
-	owner.mustPub(topic, []byte("22"), 0, false)                             // a live message shows what came before
+	c.subscribeOpts(topic, 0, 1<<4)                                               // 1: only for a new subscription; this one exists
+	c.subscribeOpts(lmos.ThingsPrefix+lmos.TopicKey(id)+"/properties/+", 0, 2<<4) // 2: never
+	owner.mustPub(topic, []byte("22"), 0, false)                                  // a live message shows what came before
 	if r := c.next(); r.retain || string(r.payload) != "22" {
 		t.Fatalf("after Retain Handling 1 and 2: %+v", r)
 	}

@@ -42,7 +42,7 @@ func (b *Broker) PublishEvent(thingID, name string, data []byte, contentType str
 	if err := b.Err(); err != nil {
 		return err
 	}
-	return b.publish(thingsPrefix+lmos.TopicKey(thingID)+"/events/"+name, data, false, 0, lmos.MediaOf(contentType))
+	return b.publish(lmos.ThingTopic(thingID, "events/"+name), data, false, 0, lmos.MediaOf(contentType))
 }
 
 // PublishProperty publishes a property value, retained, on
@@ -51,7 +51,7 @@ func (b *Broker) PublishProperty(thingID, name string, value []byte, contentType
 	if err := b.Err(); err != nil {
 		return err
 	}
-	return b.publish(thingsPrefix+lmos.TopicKey(thingID)+"/properties/"+name, value, true, 0, lmos.MediaOf(contentType))
+	return b.publish(lmos.ThingTopic(thingID, "properties/"+name), value, true, 0, lmos.MediaOf(contentType))
 }
 
 // PublishPresence publishes a Thing's retained status (online, offline),
@@ -61,7 +61,7 @@ func (b *Broker) PublishPresence(thingID, status string) error {
 	if err := b.Err(); err != nil {
 		return err
 	}
-	return b.publish(thingsPrefix+lmos.TopicKey(thingID)+"/status", []byte(status), true, 1, "")
+	return b.publish(lmos.ThingTopic(thingID, "status"), []byte(status), true, 1, "")
 }
 
 // maxForwards bounds the interactions MQTT consumers have in flight with

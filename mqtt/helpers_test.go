@@ -249,13 +249,13 @@ func (c *client) join(tid string, td []byte, contentType string) joinResult {
 	// still delivering an earlier result on it, which the test may already
 	// have received: retry.
 	eventually(c.t, 2*time.Second, "subscribed to td/result", func() bool {
-		_, err := c.sub(thingsPrefix + tid + "/td/result")
+		_, err := c.sub(lmos.ThingsPrefix + tid + "/td/result")
 		return err == nil
 	})
-	if _, err := c.pub(thingsPrefix+tid+"/td", td, 1, true, contentType); err != nil {
+	if _, err := c.pub(lmos.ThingsPrefix+tid+"/td", td, 1, true, contentType); err != nil {
 		c.t.Fatalf("publish td: %v", err)
 	}
-	m := c.next(thingsPrefix + tid + "/td/result")
+	m := c.next(lmos.ThingsPrefix + tid + "/td/result")
 	var res joinResult
 	if err := json.Unmarshal(m.Payload, &res); err != nil {
 		c.t.Fatalf("result %s: %v", m.Payload, err)

@@ -33,7 +33,7 @@ const replyBuffer = 32
 // {inbox}{request uuid}. {hub} is the start of the hub's id, so that replies
 // stay routable between bridged hubs. No network client may take the
 // inline client's id (OnConnectAuthenticate), so no one else can read it.
-const inboxPrefix = "lmos/v1/clients/" + mochi.InlineClientId + "/"
+const inboxPrefix = lmos.ClientsPrefix + mochi.InlineClientId + "/"
 
 // replies routes results arriving in the inbox to the invocations waiting
 // for them. One inline subscription (made by Serve) serves all of them.
@@ -207,7 +207,7 @@ func (b *Broker) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.
 	if err := b.Err(); err != nil {
 		return err
 	}
-	base := thingsPrefix + lmos.TopicKey(in.ThingID)
+	base := lmos.ThingsPrefix + lmos.TopicKey(in.ThingID)
 	agentCT := formContentType(in)
 	accept := in.Accept
 	if accept == "" {

@@ -127,7 +127,7 @@ func (b *Broker) join(j *joinRequest) {
 		b.log.Error("cannot encode join result", "err", err)
 		return
 	}
-	topic := thingsPrefix + j.tid + "/td/result"
+	topic := lmos.ThingsPrefix + j.tid + "/td/result"
 	// QoS 0: the publisher is connected and subscribed, and a QoS 1 result
 	// would become an in-flight message, resent to whoever resumes the
 	// session and written to the broker store, credentials and all.
@@ -327,7 +327,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	}
 	// Published live to subscribers of …/td, not retained: later
 	// subscribers get the registry's document (retainedtd.go).
-	if err := b.publish(thingsPrefix+j.tid+"/td", raw, false, 1, tdContentType); err != nil {
+	if err := b.publish(lmos.ThingsPrefix+j.tid+"/td", raw, false, 1, tdContentType); err != nil {
 		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
 	}
 	return res
@@ -349,7 +349,7 @@ func (b *Broker) deregister(id string, j *joinRequest) joinResult {
 // forget tells live subscribers of …/td that a Thing is gone (an empty
 // payload); nothing is retained there to clear.
 func (b *Broker) forget(tid string) {
-	if err := b.publish(thingsPrefix+tid+"/td", nil, false, 1, ""); err != nil {
+	if err := b.publish(lmos.ThingsPrefix+tid+"/td", nil, false, 1, ""); err != nil {
 		b.log.Warn("cannot publish a description's removal", "tid", tid, "err", err)
 	}
 }

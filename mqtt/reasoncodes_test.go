@@ -200,7 +200,7 @@ func TestUnsent(t *testing.T) {
 func TestRetainedWillKeepsProperties(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:test:will-props"
-	topic := thingsPrefix + lmos.TopicKey(id) + "/events/gone"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/gone"
 	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), makeTD(id, "A"), "")
 	if res.Credentials == nil {
 		t.Fatalf("join: %+v", res)
