@@ -2,10 +2,12 @@ package lmos
 
 import "strings"
 
-// Media types of interaction payloads (PROTOCOL §4.2).
+// Media types of interaction payloads (PROTOCOL §4.2) and of the problem
+// document (RFC 9457).
 const (
-	MediaJSON = "application/json"
-	MediaCBOR = "application/cbor"
+	MediaJSON    = "application/json"
+	MediaCBOR    = "application/cbor"
+	MediaProblem = "application/problem+json"
 )
 
 // MediaType returns the media type of a Content-Type without its

@@ -14,9 +14,7 @@ import (
 
 // Media types of the interaction proxy (PROTOCOL §3.3).
 const (
-	mtCBOR    = "application/cbor"
-	mtSSE     = "text/event-stream"
-	mtProblem = "application/problem+json"
+	mtSSE = "text/event-stream"
 )
 
 // proxyRoutes adds the interaction proxy. Reads are open unless the hub is
@@ -33,7 +31,7 @@ func (s *Server) proxyRoutes() {
 // accepts reports whether the Accept header names media type mt.
 func accepts(r *http.Request, mt string) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		if mediaType(part) == mt {
+		if lmos.MediaType(part) == mt {
 			return true
 		}
 	}
@@ -43,7 +41,7 @@ func accepts(r *http.Request, mt string) bool {
 // resultType is the encoding a consumer wants results in: CBOR when it
 // accepts application/cbor, JSON otherwise.
 func resultType(r *http.Request) string {
-	if accepts(r, mtCBOR) {
+	if accepts(r, lmos.MediaCBOR) {
 		return lmos.MediaCBOR
 	}
 	return lmos.MediaJSON
@@ -80,7 +78,7 @@ func (s *Server) readInput(w http.ResponseWriter, r *http.Request, optional bool
 	if optional && r.ContentLength <= 0 && r.Header.Get("Content-Type") == "" {
 		return nil, lmos.MediaJSON, nil
 	}
-	body, err := s.readBody(w, r, mtJSON, mtCBOR)
+	body, err := s.readBody(w, r, lmos.MediaJSON, lmos.MediaCBOR)
 	if err != nil {
 		return nil, "", err
 	}
@@ -215,7 +213,7 @@ func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *lm
 	out.Instance = r.URL.RequestURI()
 	out.ValidationErrors = nil
 	s.log.Debug("proxied interaction failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
-	w.Header().Set("Content-Type", mtProblem)
+	w.Header().Set("Content-Type", lmos.MediaProblem)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusBadGateway)
 	_ = json.NewEncoder(w).Encode(out)
