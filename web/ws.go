@@ -627,9 +627,9 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 	case mtPropertyReading, mtActionStatus, mtEvent, mtAcknowledgement, mtError:
 		wc.fromAgent(m)
 	default:
-		wc.replyError(m, &problemErr{own: true, p: lmos.Problem{Type: lmos.ErrorTypeBase + "unsupported-message-type",
-			Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
-			Detail: fmt.Sprintf("the hub does not know the messageType %q", hub.Truncate(m.MessageType, 64))}})
+		p := lmos.ProblemFor(http.StatusBadRequest, fmt.Sprintf("the hub does not know the messageType %q", hub.Truncate(m.MessageType, 64)))
+		p.Type = lmos.ErrorTypeBase + "unsupported-message-type"
+		wc.replyError(m, &problemErr{own: true, p: p})
 	}
 }
 
