@@ -6,6 +6,6 @@
 //
 // It imports only the standard library, pure libraries and the wire
 // contract (package lmos: problems, topic keys, media types, CBOR limits);
-// it does not import net/http. Adapters (store,
-// web, mqtt, mdns, sync) import hub and never each other.
+// it does not import net/http. Adapters (store, web, mqtt, mdns, sync)
+// import hub and never each other.
 package hub
