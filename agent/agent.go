@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -181,8 +182,8 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 		addr:     addr,
 		clientID: opts.ClientID,
 		td:       td,
-		tid:      TopicKey(td.id),
-		inbox:    "lmos/v1/clients/" + opts.ClientID + "/",
+		tid:      lmos.TopicKey(td.id),
+		inbox:    lmos.ClientsPrefix + opts.ClientID + "/",
 		log:      opts.Logger.With("component", "agent", "id", td.id),
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),
@@ -261,7 +262,7 @@ func (a *Agent) Close() error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), a.opts.Timeout)
 		defer cancel()
-		err = a.publishOn(ctx, cli, &paho.Publish{Topic: thingTopic(a.td.id, "status"), Payload: []byte("offline"), QoS: 1, Retain: true})
+		err = a.publishOn(ctx, cli, &paho.Publish{Topic: lmos.ThingTopic(a.td.id, "status"), Payload: []byte("offline"), QoS: 1, Retain: true})
 		if derr := cli.Disconnect(&paho.Disconnect{ReasonCode: 0}); derr != nil && err == nil {
 			err = fmt.Errorf("cannot disconnect: %w", derr)
 		}
@@ -384,7 +385,7 @@ func (a *Agent) establish() (*paho.Client, error) {
 		}
 		creds, fresh = c, true
 	}
-	will := &paho.WillMessage{Topic: thingTopic(a.td.id, "status"), Payload: []byte("offline"), QoS: 1, Retain: true}
+	will := &paho.WillMessage{Topic: lmos.ThingTopic(a.td.id, "status"), Payload: []byte("offline"), QoS: 1, Retain: true}
 	cli, conn, err := a.dial(ctx, a.clientID, creds, will)
 	var ce *connackError
 	if errors.As(err, &ce) && (ce.code == 0x86 || ce.code == 0x87) && !fresh {
@@ -406,9 +407,9 @@ func (a *Agent) establish() (*paho.Client, error) {
 		}
 	}()
 	a.mu.Lock()
-	filters := []string{thingTopic(a.td.id, "actions/+"), thingTopic(a.td.id, "properties/+/set"), a.inbox + "#"}
+	filters := []string{lmos.ThingTopic(a.td.id, "actions/+"), lmos.ThingTopic(a.td.id, "properties/+/set"), a.inbox + "#"}
 	if !fresh {
-		filters = append(filters, thingTopic(a.td.id, "td/result"))
+		filters = append(filters, lmos.ThingTopic(a.td.id, "td/result"))
 	}
 	for topic := range a.watches {
 		filters = append(filters, topic)
@@ -423,7 +424,7 @@ func (a *Agent) establish() (*paho.Client, error) {
 			return nil, err
 		}
 	}
-	if err := a.publishOn(ctx, cli, &paho.Publish{Topic: thingTopic(a.td.id, "status"), Payload: []byte("online"), QoS: 1, Retain: true}); err != nil {
+	if err := a.publishOn(ctx, cli, &paho.Publish{Topic: lmos.ThingTopic(a.td.id, "status"), Payload: []byte("online"), QoS: 1, Retain: true}); err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
@@ -454,7 +455,7 @@ func (a *Agent) joinAnonymously(ctx context.Context) (*Credentials, error) {
 		return nil, err
 	}
 	defer func() { _ = cli.Disconnect(&paho.Disconnect{}) }()
-	if err := subscribe(ctx, cli, thingTopic(a.td.id, "td/result")); err != nil {
+	if err := subscribe(ctx, cli, lmos.ThingTopic(a.td.id, "td/result")); err != nil {
 		return nil, err
 	}
 	res, err := a.join(ctx, cli, true)
@@ -486,7 +487,7 @@ func (a *Agent) join(ctx context.Context, cli *paho.Client, anonymous bool) (joi
 		a.mu.Unlock()
 	}()
 	err := a.publishOn(ctx, cli, &paho.Publish{
-		Topic: thingTopic(a.td.id, "td"), Payload: a.td.doc, QoS: 1, Retain: true,
+		Topic: lmos.ThingTopic(a.td.id, "td"), Payload: a.td.doc, QoS: 1, Retain: true,
 		Properties: &paho.PublishProperties{ContentType: "application/td+json"},
 	})
 	if err != nil {
@@ -615,7 +616,7 @@ func (a *Agent) receive(pr paho.PublishReceived) (bool, error) {
 	if p.Properties == nil {
 		p.Properties = &paho.PublishProperties{}
 	}
-	own := thingsPrefix + a.tid + "/"
+	own := lmos.ThingsPrefix + a.tid + "/"
 	if rest, ok := strings.CutPrefix(p.Topic, own); ok {
 		if name, ok := strings.CutPrefix(rest, "actions/"); ok && !strings.Contains(name, "/") {
 			a.goHandle(p, "actions/"+name, func() { a.serveAction(name, p) })

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -177,20 +178,12 @@ func serveTestActions(a *Agent) {
 	})
 }
 
-func TestTopicKeyMatchesHub(t *testing.T) {
-	for _, id := range []string{"urn:uuid:1", "https://x.example/a/b+c#d%e", "did:key:z6Mk"} {
-		if got, want := TopicKey(id), hub.TopicKey(id); got != want {
-			t.Errorf("TopicKey(%q) = %q, hub says %q", id, got, want)
-		}
-	}
-}
-
 func TestJoinPresenceAndForms(t *testing.T) {
 	h := startHub(t)
 	const id = "urn:test:join/1"
 	var issued Credentials
 	a := h.connect(id, func(o *Options) { o.OnCredentials = func(c Credentials) { issued = c } })
-	if c := a.Credentials(); c == nil || c.Username != TopicKey(id) || c.Password == "" || *c != issued {
+	if c := a.Credentials(); c == nil || c.Username != lmos.TopicKey(id) || c.Password == "" || *c != issued {
 		t.Fatalf("credentials %+v, issued %+v", c, issued)
 	}
 	waitFor(t, time.Second, "presence online", func() bool { return h.presence(id) == hub.PresenceOnline })
@@ -251,7 +244,7 @@ func TestInvoke(t *testing.T) {
 			Sum  float64
 			CBOR bool
 		}
-		if err := out.Decode(&res); err != nil || res.Sum != 5.5 || res.CBOR != (ct == CBOR) || mediaType(out.ContentType) != ct {
+		if err := out.Decode(&res); err != nil || res.Sum != 5.5 || res.CBOR != (ct == CBOR) || lmos.MediaType(out.ContentType) != ct {
 			t.Fatalf("%s: %+v %s (%v)", ct, res, out.ContentType, err)
 		}
 	}

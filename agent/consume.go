@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -66,7 +67,7 @@ func (a *Agent) Invoke(ctx context.Context, thingID, action string, input any, o
 		}
 		return out, nil
 	}
-	out, err := a.request(ctx, thingTopic(thingID, "actions/"+action), input, opts)
+	out, err := a.request(ctx, lmos.ThingTopic(thingID, "actions/"+action), input, opts)
 	if err != nil {
 		return out, fmt.Errorf("cannot invoke %s of %s: %w", action, thingID, err)
 	}
@@ -85,7 +86,7 @@ func (a *Agent) WriteProperty(ctx context.Context, thingID, name string, value a
 		}
 		return nil
 	}
-	topic := thingTopic(thingID, "properties/"+name+"/set")
+	topic := lmos.ThingTopic(thingID, "properties/"+name+"/set")
 	cfg := invokeConfig{contentType: JSON}
 	for _, o := range opts {
 		o(&cfg)
@@ -235,7 +236,7 @@ func (a *Agent) ReadProperty(ctx context.Context, thingID, name string) (Value, 
 	ctx, cancel := a.withTimeout(ctx)
 	defer cancel()
 	ch := make(chan Value, 1)
-	stop, err := a.watch(ctx, thingTopic(thingID, "properties/"+name), true, func(v Value) {
+	stop, err := a.watch(ctx, lmos.ThingTopic(thingID, "properties/"+name), true, func(v Value) {
 		select {
 		case ch <- v:
 		default:
@@ -264,7 +265,7 @@ func (a *Agent) Observe(ctx context.Context, thingID, property string, fn func(V
 	if a.ws != nil {
 		return a.wsWatch(ctx, "p|"+thingID+"|"+property, fn)
 	}
-	return a.watch(ctx, thingTopic(thingID, "properties/"+property), false, fn)
+	return a.watch(ctx, lmos.ThingTopic(thingID, "properties/"+property), false, fn)
 }
 
 // Subscribe calls fn with every event of the Thing thingID, until stop is
@@ -273,7 +274,7 @@ func (a *Agent) Subscribe(ctx context.Context, thingID, event string, fn func(Va
 	if a.ws != nil {
 		return a.wsWatch(ctx, "e|"+thingID+"|"+event, fn)
 	}
-	return a.watch(ctx, thingTopic(thingID, "events/"+event), false, fn)
+	return a.watch(ctx, lmos.ThingTopic(thingID, "events/"+event), false, fn)
 }
 
 // watch adds fn as an observer of topic and subscribes to it: always when

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -90,7 +91,7 @@ func (a *Agent) publishProperty(ctx context.Context, cli *paho.Client, name stri
 		return fmt.Errorf("cannot set property %s: %w", name, err)
 	}
 	return a.publishOn(ctx, cli, &paho.Publish{
-		Topic: thingTopic(a.td.id, "properties/"+name), Payload: payload, QoS: 1, Retain: true,
+		Topic: lmos.ThingTopic(a.td.id, "properties/"+name), Payload: payload, QoS: 1, Retain: true,
 		Properties: &paho.PublishProperties{ContentType: ct},
 	})
 }
@@ -115,7 +116,7 @@ func (a *Agent) Emit(event string, data any) error {
 	ctx, cancel := context.WithTimeout(a.ctx, a.opts.Timeout)
 	defer cancel()
 	return a.publishOn(ctx, cli, &paho.Publish{
-		Topic: thingTopic(a.td.id, "events/"+event), Payload: payload, QoS: 1,
+		Topic: lmos.ThingTopic(a.td.id, "events/"+event), Payload: payload, QoS: 1,
 		Properties: &paho.PublishProperties{ContentType: ct},
 	})
 }
@@ -140,15 +141,12 @@ type replier struct {
 	trace paho.UserProperties
 }
 
-// clientsPrefix starts every reply inbox (PROTOCOL §4.1).
-const clientsPrefix = "lmos/v1/clients/"
-
 // replyTopic reports whether the agent may publish results on topic: only
 // a reply inbox lmos/v1/clients/{clientId}/…. Anything else would let a
 // requester make the agent publish on its own topics (an empty result on
 // its td topic deregisters it; a result on its events fakes an event).
 func replyTopic(topic string) bool {
-	rest, ok := strings.CutPrefix(topic, clientsPrefix)
+	rest, ok := strings.CutPrefix(topic, lmos.ClientsPrefix)
 	client, _, _ := strings.Cut(rest, "/")
 	return ok && client != "" && !strings.ContainsAny(rest, "+#\x00")
 }
@@ -157,7 +155,7 @@ func (a *Agent) replierFor(p *paho.Publish, formType string) (Input, replier) {
 	in := Input{Payload: p.Payload, ContentType: contentTypeOr(p.Properties.ContentType, formType)}
 	// Results go back in the request's encoding when it is one we speak.
 	ct := formType
-	if mt := mediaType(in.ContentType); mt == JSON || mt == CBOR {
+	if mt := lmos.MediaType(in.ContentType); mt == JSON || mt == CBOR {
 		ct = mt
 	}
 	topic := p.Properties.ResponseTopic

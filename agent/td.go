@@ -7,33 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
-
-const thingsPrefix = "lmos/v1/things/"
-
-// TopicKey is the {tid} of a Thing id in MQTT topics (PROTOCOL §1): the id
-// with '%', '/', '+' and '#' percent-encoded in upper-case hex.
-func TopicKey(id string) string {
-	if !strings.ContainsAny(id, "%/+#") {
-		return id
-	}
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(id); i++ {
-		switch c := id[i]; c {
-		case '%', '/', '+', '#':
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
-// thingTopic is lmos/v1/things/{tid}/{rest}.
-func thingTopic(id, rest string) string { return thingsPrefix + TopicKey(id) + "/" + rest }
 
 // description is a TD prepared for joining.
 type description struct {
@@ -95,7 +71,7 @@ func prepareTD(td any, hostport, contentType string) (*description, error) {
 				continue
 			}
 			key := kind + "/" + name
-			d.types[key] = fillForms(aff, kind, hostport, thingTopic(id, key), contentType)
+			d.types[key] = fillForms(aff, kind, hostport, lmos.ThingTopic(id, key), contentType)
 		}
 	}
 	out, err := json.Marshal(doc)

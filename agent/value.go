@@ -3,22 +3,20 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
-	"reflect"
-	"strings"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 )
 
 // Content types the agent encodes and decodes (PROTOCOL §4.2).
 const (
-	JSON = "application/json"
-	CBOR = "application/cbor"
+	JSON = lmos.MediaJSON
+	CBOR = lmos.MediaCBOR
 )
 
 // ErrorTypeBase starts the type of every LMOS problem (PROTOCOL §10).
-const ErrorTypeBase = "https://eclipse.dev/lmos/protocol/v1/errors#"
+const ErrorTypeBase = lmos.ErrorTypeBase
 
 // Value is a payload received over MQTT: an action's input or output, a
 // property value, event data. Decode it with Decode.
@@ -47,7 +45,7 @@ func (v Value) Decode(dst any) error {
 	}
 	var err error
 	if v.IsCBOR() {
-		err = cborDec.Unmarshal(v.Payload, dst)
+		err = lmos.DecodeCBOR(v.Payload, dst)
 	} else {
 		err = json.Unmarshal(v.Payload, dst)
 	}
@@ -88,75 +86,24 @@ func (v Value) String() string {
 // Problem is an RFC 9457 problem: what a failed action result and a
 // rejected join carry. A handler returning a *Problem (or an error
 // wrapping one) fails with exactly that problem.
-type Problem struct {
-	Type             string       `json:"type,omitempty"`
-	Title            string       `json:"title,omitempty"`
-	Status           int          `json:"status,omitempty"`
-	Detail           string       `json:"detail,omitempty"`
-	Instance         string       `json:"instance,omitempty"`
-	ValidationErrors []FieldError `json:"validationErrors,omitempty"`
-}
+type Problem = lmos.Problem
 
 // FieldError is one validation error of a rejected document.
-type FieldError struct {
-	Field       string `json:"field"`
-	Description string `json:"description"`
-}
-
-func (p *Problem) Error() string {
-	s := p.Title
-	if s == "" {
-		s = http.StatusText(p.Status)
-	}
-	if p.Detail != "" {
-		s += ": " + p.Detail
-	}
-	for _, f := range p.ValidationErrors {
-		s += fmt.Sprintf(" (%s: %s)", f.Field, f.Description)
-	}
-	return s
-}
-
-// codes maps HTTP statuses to LMOS problem codes (PROTOCOL §10).
-var codes = map[int]string{
-	400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not-found", 405: "method",
-	409: "conflict", 412: "precondition-failed", 413: "too-large", 415: "unsupported", 429: "rate-limited", 500: "internal",
-	502: "failed", 503: "unavailable", 504: "timeout", 507: "full",
-}
+type FieldError = lmos.FieldError
 
 // NewProblem returns a problem with the LMOS type and title for status.
 func NewProblem(status int, detail string) *Problem {
-	code, ok := codes[status]
-	if !ok {
-		code = "internal"
+	p := lmos.ProblemFor(status, detail)
+	if p.Title == "" {
+		// A status outside the LMOS table keeps its HTTP reason phrase.
+		p.Title = http.StatusText(status)
 	}
-	return &Problem{Type: ErrorTypeBase + code, Title: http.StatusText(status), Status: status, Detail: detail}
+	return &p
 }
 
-var cborDec = func() cbor.DecMode {
-	dm, err := cbor.DecOptions{
-		MaxNestedLevels:  32,
-		MaxArrayElements: 65536,
-		MaxMapPairs:      65536,
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		DefaultMapType:   reflect.TypeOf(map[string]any(nil)),
-		UTF8:             cbor.UTF8RejectInvalid,
-	}.DecMode()
-	if err != nil {
-		panic(err)
-	}
-	return dm
-}()
-
-func isCBOR(contentType string) bool { return mediaType(contentType) == CBOR }
-
-func mediaType(contentType string) string {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(contentType))
-	}
-	return mt
-}
+// isCBOR reports whether contentType is exactly application/cbor, the one
+// CBOR type an agent speaks.
+func isCBOR(contentType string) bool { return lmos.MediaType(contentType) == CBOR }
 
 // encode encodes v as contentType (JSON unless CBOR). A Value is sent as it
 // is when its type matches; nil is an empty payload.

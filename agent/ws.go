@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 )
 
@@ -50,7 +51,7 @@ func (f wsFrame) str(keys ...string) string {
 		var s string
 		var err error
 		if f.ct == CBOR {
-			err = cborDec.Unmarshal(b, &s)
+			err = lmos.DecodeCBOR(b, &s)
 		} else {
 			err = json.Unmarshal(b, &s)
 		}
@@ -80,7 +81,7 @@ func (f wsFrame) problem() *Problem {
 		var mc map[string]cbor.RawMessage
 		src = wsFrame{members: map[string][]byte{}, ct: f.ct}
 		if f.ct == CBOR {
-			_ = cborDec.Unmarshal(b, &mc)
+			_ = lmos.DecodeCBOR(b, &mc)
 			for k, v := range mc {
 				src.members[k] = v
 			}
@@ -112,7 +113,7 @@ func decodeFrame(typ websocket.MessageType, data []byte) (wsFrame, error) {
 	if typ == websocket.MessageBinary {
 		f.ct = CBOR
 		var m map[string]cbor.RawMessage
-		if err := cborDec.Unmarshal(data, &m); err != nil {
+		if err := lmos.DecodeCBOR(data, &m); err != nil {
 			return f, err
 		}
 		for k, v := range m {
@@ -157,7 +158,7 @@ func connectWS(ctx context.Context, opts Options) (*Agent, error) {
 		opts:     opts,
 		clientID: opts.ClientID,
 		td:       td,
-		tid:      TopicKey(td.id),
+		tid:      lmos.TopicKey(td.id),
 		log:      opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"),
 		closed:   make(chan struct{}),
 		done:     make(chan struct{}),

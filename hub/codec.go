@@ -5,41 +5,11 @@ import (
 	"encoding/json"
 	"math"
 	"math/big"
-	"reflect"
 	"strings"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 )
-
-// Media types of interaction payloads (PROTOCOL §4.2).
-const (
-	MediaJSON = "application/json"
-	MediaCBOR = "application/cbor"
-)
-
-// cborLimits decodes hostile CBOR: bounded nesting and sizes, text map keys,
-// no duplicate keys, no tags: a payload is the CBOR data model of a JSON
-// value (PROTOCOL §10).
-var cborLimits = func() cbor.DecMode {
-	dm, err := cbor.DecOptions{
-		MaxNestedLevels:  32,
-		MaxArrayElements: 4096,
-		MaxMapPairs:      4096,
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		TagsMd:           cbor.TagsForbidden,
-		IndefLength:      cbor.IndefLengthAllowed,
-		DefaultMapType:   reflect.TypeOf(map[string]any(nil)),
-		UTF8:             cbor.UTF8RejectInvalid,
-		// Integers beyond int64 (down to -2^64) decode to *big.Int, whose
-		// MarshalJSON writes the digits: they stay exact numbers in JSON (a
-		// big.Int value would marshal as {}).
-		BigIntDec: cbor.BigIntDecodePointer,
-	}.DecMode()
-	if err != nil {
-		panic(err)
-	}
-	return dm
-}()
 
 // cborOut encodes JSON values as CBOR: shortest floats, and integers where
 // a JSON number is integral.
@@ -51,24 +21,12 @@ var cborOut = func() cbor.EncMode {
 	return em
 }()
 
-// MediaOf reduces a Content-Type to the payload encoding it stands for:
-// MediaCBOR for application/cbor (and +cbor suffixes), MediaJSON for
-// everything else, absent included (PROTOCOL §4.2).
-func MediaOf(contentType string) string {
-	mt, _, _ := strings.Cut(contentType, ";")
-	mt = strings.ToLower(strings.TrimSpace(mt))
-	if mt == MediaCBOR || strings.HasSuffix(mt, "+cbor") {
-		return MediaCBOR
-	}
-	return MediaJSON
-}
-
 // DecodeValue decodes a JSON or CBOR payload (per contentType) into a JSON
 // data-model value, with the CBOR limits above. Errors are EINVALID.
 func DecodeValue(data []byte, contentType string) (any, error) {
 	var v any
-	if MediaOf(contentType) == MediaCBOR {
-		if err := cborLimits.Unmarshal(data, &v); err != nil {
+	if lmos.MediaOf(contentType) == lmos.MediaCBOR {
+		if err := lmos.DecodeCBOR(data, &v); err != nil {
 			return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
 		}
 		return jsonModel(v)
@@ -120,7 +78,7 @@ func jsonModel(v any) (any, error) {
 // number out of the float64 range (1e400) has no CBOR form this hub reads
 // back: it is refused (EINVALID) rather than sent as text.
 func EncodeValue(v any, contentType string) ([]byte, error) {
-	if MediaOf(contentType) == MediaCBOR {
+	if lmos.MediaOf(contentType) == lmos.MediaCBOR {
 		v, err := cborNumbers(v)
 		if err != nil {
 			return nil, err
@@ -189,13 +147,13 @@ func numberValue(n json.Number) (any, error) {
 // well-formed CBOR within the limits above); an empty payload stays empty.
 // Errors are EINVALID.
 func Transcode(data []byte, from, to string) ([]byte, error) {
-	from, to = MediaOf(from), MediaOf(to)
+	from, to = lmos.MediaOf(from), lmos.MediaOf(to)
 	if len(data) == 0 {
 		return data, nil
 	}
 	if from == to {
-		if from == MediaCBOR {
-			if err := cborLimits.Wellformed(data); err != nil {
+		if from == lmos.MediaCBOR {
+			if err := lmos.WellformedCBOR(data); err != nil {
 				return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
 			}
 		} else if !json.Valid(data) {

@@ -3,6 +3,8 @@ package hub
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // TestCheckValue checks values the way checkInput does (the JSON Schema
@@ -16,7 +18,7 @@ func TestCheckValue(t *testing.T) {
 		return m
 	}
 	value := func(s string) any {
-		v, err := DecodeValue([]byte(s), MediaJSON)
+		v, err := DecodeValue([]byte(s), lmos.MediaJSON)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +110,7 @@ func TestCheckInput(t *testing.T) {
 		{OpWriteProperty, "properties", "p", `7`, false},
 		{OpWriteProperty, "properties", "p", `"x"`, true},
 	} {
-		err := checkInput(Interaction{Op: c.op, Name: c.name, Input: []byte(c.input), ContentType: MediaJSON, Affordance: aff(c.member, c.name)})
+		err := checkInput(Interaction{Op: c.op, Name: c.name, Input: []byte(c.input), ContentType: lmos.MediaJSON, Affordance: aff(c.member, c.name)})
 		if (ErrorCode(err) == EINVALID) != c.invalid || (err != nil && !c.invalid) {
 			t.Errorf("%s %s %s: %v", c.op, c.name, c.input, err)
 		}
@@ -124,7 +126,7 @@ func TestCheckInputCompilesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	th := Thing{Summary: summarize(doc)}
-	in := Interaction{Op: OpInvokeAction, Name: "go", ContentType: MediaJSON, Thing: &th,
+	in := Interaction{Op: OpInvokeAction, Name: "go", ContentType: lmos.MediaJSON, Thing: &th,
 		Affordance: doc["actions"].(map[string]any)["go"].(map[string]any)}
 	in.Input = []byte(`"ABC123"`)
 	if err := checkInput(in); ErrorCode(err) != EINVALID {
@@ -160,7 +162,7 @@ func BenchmarkCheckInput(b *testing.B) {
 		b.Fatal(err)
 	}
 	th := Thing{Summary: summarize(doc)}
-	in := Interaction{Op: OpInvokeAction, Name: "order", ContentType: MediaJSON, Thing: &th,
+	in := Interaction{Op: OpInvokeAction, Name: "order", ContentType: lmos.MediaJSON, Thing: &th,
 		Affordance: doc["actions"].(map[string]any)["order"].(map[string]any), Input: []byte(`{"code":"123","qty":10,"at":[1.5,2]}`)}
 	for b.Loop() {
 		if err := checkInput(in); err != nil {

@@ -4,6 +4,8 @@
 // (Store, TokenStore, Transport, ConnServer, Publisher) that adapters
 // implement.
 //
-// It imports only the standard library and pure libraries; adapters (store,
-// web, mqtt, mdns, sync) import hub and never each other.
+// It imports only the standard library, pure libraries and the wire
+// contract (package lmos: problems, topic keys, media types, CBOR limits);
+// it does not import net/http. Adapters (store, web, mqtt, mdns, sync)
+// import hub and never each other.
 package hub

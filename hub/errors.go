@@ -3,32 +3,32 @@ package hub
 import (
 	"errors"
 	"fmt"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
-// Error codes. Each adapter maps them to its own wire form in one table
-// (HTTP statuses live in package web).
+// Error codes. Their values are the problem codes of the wire contract, so
+// package lmos's one table gives each its status on every door.
 const (
-	EINVALID      = "invalid"      // the request or document is malformed or fails validation
-	ENOTFOUND     = "not-found"    // no such Thing, token or resource
-	ECONFLICT     = "conflict"     // the request contradicts the current state
-	EUNAUTHORIZED = "unauthorized" // missing, unknown or revoked credentials
-	EFORBIDDEN    = "forbidden"    // authenticated but not allowed
-	ETOOLARGE     = "too-large"    // body or document over its limit
-	EUNSUPPORTED  = "unsupported"  // media type or operation not supported
-	ERATELIMIT    = "rate-limited" // the client writes too fast
-	EUNAVAILABLE  = "unavailable"  // a component is down or shutting down (transient)
-	EFULL         = "full"         // a configured capacity is used up (lasting)
-	EMETHOD       = "method"       // the resource exists, but not with this method
-	EFAILED       = "failed"       // the Thing answered an interaction with a failure
-	ETIMEOUT      = "timeout"      // the Thing gave no final answer in time
-	EINTERNAL     = "internal"     // anything unexpected
+	EINVALID      = lmos.CodeInvalid      // the request or document is malformed or fails validation
+	ENOTFOUND     = lmos.CodeNotFound     // no such Thing, token or resource
+	ECONFLICT     = lmos.CodeConflict     // the request contradicts the current state
+	EUNAUTHORIZED = lmos.CodeUnauthorized // missing, unknown or revoked credentials
+	EFORBIDDEN    = lmos.CodeForbidden    // authenticated but not allowed
+	ETOOLARGE     = lmos.CodeTooLarge     // body or document over its limit
+	EUNSUPPORTED  = lmos.CodeUnsupported  // media type or operation not supported
+	ERATELIMIT    = lmos.CodeRateLimit    // the client writes too fast
+	EUNAVAILABLE  = lmos.CodeUnavailable  // a component is down or shutting down (transient)
+	EFULL         = lmos.CodeFull         // a configured capacity is used up (lasting)
+	EMETHOD       = lmos.CodeMethod       // the resource exists, but not with this method
+	EFAILED       = lmos.CodeFailed       // the Thing answered an interaction with a failure
+	ETIMEOUT      = lmos.CodeTimeout      // the Thing gave no final answer in time
+	EINTERNAL     = lmos.CodeInternal     // anything unexpected
 )
 
-// FieldError names one invalid member of a document by JSON pointer.
-type FieldError struct {
-	Field       string `json:"field"`
-	Description string `json:"description"`
-}
+// FieldError names one invalid member of a document by JSON pointer; it is
+// the problem document's validation error.
+type FieldError = lmos.FieldError
 
 // Error is the hub's application error: a code, a message safe to show to a
 // client, optional field errors, and the wrapped cause for logs.

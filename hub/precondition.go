@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // EPRECONDITION: a conditional write's If-Match / If-None-Match does not
 // hold for the Thing's current version (HTTP 412).
-const EPRECONDITION = "precondition-failed"
+const EPRECONDITION = lmos.CodePrecondition
 
 // Precondition is what a conditional write (HTTP If-Match / If-None-Match,
 // RFC 9110 §13.1) requires of the Thing's current version. The zero value

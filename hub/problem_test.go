@@ -8,17 +8,19 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 func TestProblemOf(t *testing.T) {
 	for _, code := range []string{EINVALID, ENOTFOUND, ECONFLICT, EUNAUTHORIZED, EFORBIDDEN, ETOOLARGE,
 		EUNSUPPORTED, ERATELIMIT, EUNAVAILABLE, EFULL, EMETHOD, EINTERNAL, EFAILED, ETIMEOUT} {
 		p := ProblemOf(Errorf(code, "x"))
-		if p.Type != ErrorTypeBase+code || p.Status < 400 || p.Title == "" {
+		if p.Type != lmos.ErrorTypeBase+code || p.Status < 400 || p.Title == "" {
 			t.Errorf("%s: %+v", code, p)
 		}
 	}
-	p := ProblemOf(fmt.Errorf("wrapped: %w", &Error{Code: EINVALID, Message: "bad", Fields: []FieldError{{"/a", "b"}}}))
+	p := ProblemOf(fmt.Errorf("wrapped: %w", &Error{Code: EINVALID, Message: "bad", Fields: []FieldError{{Field: "/a", Description: "b"}}}))
 	if p.Status != 400 || p.Detail != "bad" || len(p.ValidationErrors) != 1 {
 		t.Errorf("wrapped: %+v", p)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Op is a W3C WoT operation type: what an Interaction does.
@@ -52,7 +54,7 @@ type Interaction struct {
 	// Name is the property, action or event name.
 	Name string
 	// Input is the action input or the property value to write, encoded
-	// as ContentType says (MediaJSON or MediaCBOR; "" is JSON).
+	// as ContentType says (lmos.MediaJSON or lmos.MediaCBOR; "" is JSON).
 	Input       []byte
 	ContentType string
 	// Accept is the encoding the consumer wants results in ("" = as
@@ -80,7 +82,7 @@ type Result struct {
 	Data        []byte
 	ContentType string
 	// Problem says why a failed result failed.
-	Problem *Problem
+	Problem *lmos.Problem
 }
 
 // Final reports whether r ends an interaction.

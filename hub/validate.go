@@ -155,29 +155,6 @@ func hasURIScheme(s string) bool {
 	return true
 }
 
-// TopicKey returns the MQTT topic key of a Thing id per PROTOCOL §1: '%', '/', '+', '#' percent-encoded
-// with upper-case hex; everything else unchanged.
-func TopicKey(id string) string {
-	if !strings.ContainsAny(id, "%/+#") {
-		return id
-	}
-	var b strings.Builder
-	b.Grow(len(id) + 8)
-	for i := 0; i < len(id); i++ {
-		switch c := id[i]; c {
-		case '%', '/', '+', '#':
-			// '%' must be encoded too, or keys of different ids could collide.
-			const hex = "0123456789ABCDEF"
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
 // Validate checks a parsed TD against PROTOCOL §2 (the LMOS profile of TD 1.1) and returns nil or an
 // *Error{Code: EINVALID, Message: "invalid Thing Description", Fields: [...]} listing EVERY problem found,
 // each FieldError.Field a JSON pointer (RFC 6901, with ~0 ~1 escaping) to the offending member (or to where

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // sampleTDDirs hold the sample Thing Descriptions: the repository's copy
@@ -531,30 +533,6 @@ func TestValidateID(t *testing.T) {
 	}
 }
 
-func TestTopicKey(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"", ""},
-		{"urn:uuid:9e4f1d2c-3b6a-4f8e-8c71-0a2b3c4d5e03", "urn:uuid:9e4f1d2c-3b6a-4f8e-8c71-0a2b3c4d5e03"},
-		{"did:key:z6Mk", "did:key:z6Mk"},
-		{"https://x/y", "https:%2F%2Fx%2Fy"},
-		{"a+b#c%d/e", "a%2Bb%23c%25d%2Fe"},
-		{"urn:x:%2F", "urn:x:%252F"},
-		{"urn:ü:*?&=", "urn:ü:*?&="},
-	}
-	for _, tc := range cases {
-		if got := TopicKey(tc.in); got != tc.want {
-			t.Errorf("TopicKey(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-		if back, err := url.PathUnescape(TopicKey(tc.in)); err != nil || back != tc.in {
-			t.Errorf("PathUnescape(TopicKey(%q)) = %q, %v", tc.in, back, err)
-		}
-	}
-	// Encoding '%' keeps distinct ids on distinct topics.
-	if TopicKey("a/b") == TopicKey("a%2Fb") {
-		t.Error("TopicKey collides for a/b and a%2Fb")
-	}
-}
-
 func FuzzParseValidate(f *testing.F) {
 	for _, file := range sampleTDFiles() {
 		if b, err := os.ReadFile(file); err == nil {
@@ -597,12 +575,12 @@ func FuzzParseValidate(f *testing.F) {
 			t.Fatalf("Validate not deterministic: %+v vs %+v", ErrorFields(verr), ErrorFields(again))
 		}
 		if id, ok := doc["id"].(string); ok {
-			key := TopicKey(id)
+			key := lmos.TopicKey(id)
 			if strings.ContainsAny(key, "/+#") {
-				t.Fatalf("TopicKey(%q) = %q keeps a topic separator or wildcard", id, key)
+				t.Fatalf("lmos.TopicKey(%q) = %q keeps a topic separator or wildcard", id, key)
 			}
 			if back, err := url.PathUnescape(key); err != nil || back != id {
-				t.Fatalf("TopicKey(%q) = %q does not round-trip (%q, %v)", id, key, back, err)
+				t.Fatalf("lmos.TopicKey(%q) = %q does not round-trip (%q, %v)", id, key, back, err)
 			}
 		}
 		if verr != nil {

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -339,7 +340,7 @@ func (b *Broker) Serve() (err error) {
 	if err := b.serveReplies(); err != nil {
 		return err
 	}
-	if err := b.server.Subscribe(thingsPrefix+"+/status", willSubID, b.bind.onDelayedWill); err != nil {
+	if err := b.server.Subscribe(lmos.ThingsPrefix+"+/status", willSubID, b.bind.onDelayedWill); err != nil {
 		return fmt.Errorf("cannot subscribe the status topics: %w", err)
 	}
 	b.served.Store(true)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
 
@@ -20,7 +21,7 @@ import (
 func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:uuid:0c2a9b7e-0000-4000-8000-000000000001"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	anon := mustDial(t, e.addr, nil)
 	res := anon.join(tid, makeTD(id, "Agent"), "")
 	if res.Status != "accepted" || res.ID != id || res.Credentials == nil || res.Credentials.Username != tid || len(res.Credentials.Password) != 43 {
@@ -39,9 +40,9 @@ func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 
 	// The Thing reconnects with its credentials and a will, goes online.
 	cp := withCreds(res.Credentials)
-	cp.WillMessage = &paho.WillMessage{Topic: thingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
+	cp.WillMessage = &paho.WillMessage{Topic: lmos.ThingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
 	th := mustDial(t, e.addr, cp)
-	th.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
+	th.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
 	eventually(t, time.Second, "presence online", func() bool {
 		got, _ := e.reg.Get(id)
 		return got.Meta.Presence.Status == hub.PresenceOnline && got.Meta.Presence.Via == hub.SourceMQTT
@@ -115,7 +116,7 @@ func TestJoinRejectsBadInput(t *testing.T) {
 			if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != tt.status || res.Credentials != nil {
 				t.Fatalf("result %+v", res)
 			}
-			if !strings.HasPrefix(res.Problem.Type, hub.ErrorTypeBase) || res.Problem.Title == "" || res.Problem.Detail == "" {
+			if !strings.HasPrefix(res.Problem.Type, lmos.ErrorTypeBase) || res.Problem.Title == "" || res.Problem.Detail == "" {
 				t.Fatalf("problem %+v", res.Problem)
 			}
 			if tt.field != "" && (len(res.Problem.ValidationErrors) == 0 || res.Problem.ValidationErrors[0].Field != tt.field) {
@@ -392,10 +393,10 @@ func BenchmarkJoin(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		id := fmt.Sprintf("urn:bench:%d", i)
-		if _, err := c.pub(thingsPrefix+id+"/td", makeTD(id, "Bench"), 1, false, ""); err != nil {
+		if _, err := c.pub(lmos.ThingsPrefix+id+"/td", makeTD(id, "Bench"), 1, false, ""); err != nil {
 			b.Fatal(err)
 		}
-		c.next(thingsPrefix + id + "/td/result")
+		c.next(lmos.ThingsPrefix + id + "/td/result")
 	}
 }
 
@@ -411,17 +412,17 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 	}{{"vanishes", false}, {"comes back", true}} {
 		t.Run(c.name, func(t *testing.T) {
 			id := "urn:delayed-" + strings.ReplaceAll(c.name, " ", "-")
-			tid := hub.TopicKey(id)
+			tid := lmos.TopicKey(id)
 			_, creds := joinOwner(t, e, id, nil)
 			connect := func() *client {
 				cp := withCreds(creds)
 				cp.ClientID = "agent-" + tid
-				cp.WillMessage = &paho.WillMessage{Topic: thingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
+				cp.WillMessage = &paho.WillMessage{Topic: lmos.ThingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
 				cp.WillProperties = &paho.WillProperties{WillDelayInterval: ptr(uint32(1))}
 				return mustDial(t, e.addr, cp)
 			}
 			th := connect()
-			th.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
+			th.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
 			eventually(t, time.Second, "online", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOnline

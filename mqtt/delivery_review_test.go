@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // rawConnect5 connects an MQTT 5 client that never acknowledges anything
@@ -79,7 +78,7 @@ func TestStuckSubscribersDoNotHoldPublisher(t *testing.T) {
 		c.AckGrace = 200 * time.Millisecond
 	})
 	const id = "urn:stuck-many"
-	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
 	for i := range 3 {
 		conn := rawConnect5(t, e.addr, fmt.Sprintf("stuck-%d", i), true)
@@ -142,7 +141,7 @@ func takeOverWhilePublisherWaits(t *testing.T, e *env, owner *client, topic, id 
 func TestTakeoverWhilePublisherWaits(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 20 * time.Second })
 	const id = "urn:takeover-wait"
-	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
 	_, sub := joinOwner(t, e, "urn:takeover-sub", nil)
 	takeOverWhilePublisherWaits(t, e, owner, topic, "sess", sub)
@@ -169,7 +168,7 @@ func TestTakeoverWhilePublisherWaits(t *testing.T) {
 func TestRepeatedSubscribeStoresRetainedOnce(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:retained-repeat"
-	topic := thingsPrefix + hub.TopicKey(id) + "/properties/p"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/p"
 	owner, _ := joinOwner(t, e, id, nil)
 	owner.mustPub(topic, make([]byte, 10<<10), 1, true)
 	conn := rawConnect5(t, e.addr, "repeat", true)
@@ -193,9 +192,9 @@ func TestRepeatedSubscribeStoresRetainedOnce(t *testing.T) {
 func TestForgedWillCarrierDropped(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:forge"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	owner, _ := joinOwner(t, e, id, nil)
-	topic := thingsPrefix + tid + "/properties/p"
+	topic := lmos.ThingsPrefix + tid + "/properties/p"
 	props := &paho.PublishProperties{User: paho.UserProperties{{Key: willKey, Value: `{"rt":"lmos/v1/things/` + tid + `/td","ct":"evil"}`}, {Key: "kept", Value: "yes"}}}
 	if _, err := owner.c.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`1`), QoS: 1, Retain: true, Properties: props}); err != nil {
 		t.Fatal(err)
@@ -221,7 +220,7 @@ func TestForgedWillCarrierDropped(t *testing.T) {
 func TestAnonymousTakeoverWhilePublisherWaits(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 20 * time.Second })
 	const id = "urn:takeover-anon"
-	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
 	takeOverWhilePublisherWaits(t, e, owner, topic, "anon-sess", nil)
 	eventually(t, 5*time.Second, "the new connection listed", func() bool {

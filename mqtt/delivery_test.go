@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -79,14 +80,14 @@ func mosquittoSub(t *testing.T, e *env, id, filter string, args ...string) (wait
 func TestRetainedAllStatusesBeforeLive(t *testing.T) {
 	e := newEnv(t, nil)
 	const things = 1000
-	const filter = thingsPrefix + "+/status"
+	const filter = lmos.ThingsPrefix + "+/status"
 	for i := range things {
-		topic := fmt.Sprintf("%surn:s%04d/status", thingsPrefix, i)
+		topic := fmt.Sprintf("%surn:s%04d/status", lmos.ThingsPrefix, i)
 		if err := e.b.publish(topic, []byte(`{"status":"online"}`), true, 1, "application/json"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	liveTopic := thingsPrefix + "urn:s0500/status"
+	liveTopic := lmos.ThingsPrefix + "urn:s0500/status"
 	for _, qos := range []string{"0", "1", "2"} {
 		t.Run("QoS "+qos, func(t *testing.T) {
 			// mosquitto_sub declares a Receive Maximum of 20.
@@ -216,7 +217,7 @@ func TestSlowClientDisconnected(t *testing.T) {
 				c.MaxQueuedBytes = 64 << 10
 			})
 			const id = "urn:slow"
-			topic := thingsPrefix + id + "/events/e"
+			topic := lmos.ThingsPrefix + id + "/events/e"
 			owner, _ := joinOwner(t, e, id, nil)
 			stuck := dialRaw(t, e.addr, "stuck", false)
 			stuck.conn.(*net.TCPConn).SetReadBuffer(4 << 10)
@@ -307,7 +308,7 @@ func TestQoS1EveryAcknowledgedMessage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nil)
 			const id = "urn:q1"
-			topic := thingsPrefix + id + "/events/n"
+			topic := lmos.ThingsPrefix + id + "/events/n"
 			owner, creds := joinOwner(t, e, id, nil)
 			var waits []func() []string
 			for _, v := range []string{"mqttv5", "mqttv311"} {
@@ -410,7 +411,7 @@ func TestQoS0BurstReachesReader(t *testing.T) {
 	pub := requireBin(t, "mosquitto_pub")
 	e := newEnv(t, nil)
 	const id = "urn:burst"
-	topic := thingsPrefix + id + "/events/n"
+	topic := lmos.ThingsPrefix + id + "/events/n"
 	_, creds := joinOwner(t, e, id, nil)
 	const n = 10000
 	wait := mosquittoSub(t, e, "burst-sub", topic, "-V", "mqttv5", "-C", fmt.Sprint(n))
@@ -443,7 +444,7 @@ func TestOfflineSessionKeepsQoS1(t *testing.T) {
 	bin := requireBin(t, "mosquitto_sub")
 	e := newEnv(t, nil)
 	const id = "urn:offline"
-	topic := thingsPrefix + id + "/events/n"
+	topic := lmos.ThingsPrefix + id + "/events/n"
 	owner, _ := joinOwner(t, e, id, nil)
 	host, port, _ := net.SplitHostPort(e.addr)
 	// Sessions persist for identities only (anonymous.go): the keeper is
@@ -488,7 +489,7 @@ func TestOfflineSessionKeepsQoS1(t *testing.T) {
 func TestOwnUnacknowledgedMessagesBounded(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = time.Minute })
 	const id = "urn:self"
-	topic := thingsPrefix + id + "/events/e"
+	topic := lmos.ThingsPrefix + id + "/events/e"
 	_, creds := joinOwner(t, e, id, nil)
 	conn, err := net.Dial("tcp", e.addr)
 	if err != nil {
@@ -528,7 +529,7 @@ func TestQoS1ReaderThatPublishesGetsAll(t *testing.T) {
 	a, _ := joinOwner(t, e, "urn:pub-a", nil)
 	_, bc := joinOwner(t, e, "urn:pub-b", nil)
 	const n = 300
-	topicA := thingsPrefix + "urn:pub-a/events/n"
+	topicA := lmos.ThingsPrefix + "urn:pub-a/events/n"
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	all := make(chan struct{})
@@ -557,7 +558,7 @@ func TestQoS1ReaderThatPublishesGetsAll(t *testing.T) {
 	})
 	wg.Go(func() { // b's own identifiers run from 1 too
 		for i := range n {
-			if _, err := b.Publish(ctx, &paho.Publish{Topic: thingsPrefix + "urn:pub-b/events/n", Payload: fmt.Append(nil, i), QoS: 1}); err != nil {
+			if _, err := b.Publish(ctx, &paho.Publish{Topic: lmos.ThingsPrefix + "urn:pub-b/events/n", Payload: fmt.Append(nil, i), QoS: 1}); err != nil {
 				t.Errorf("b publish: %v", err)
 				return
 			}
@@ -579,7 +580,7 @@ func TestQoS1ReaderThatPublishesGetsAll(t *testing.T) {
 // instead, and nothing is dropped.
 func TestHubPublishesDoNotWaitOnFullSession(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = time.Hour })
-	topic := thingsPrefix + "urn:hub-publishes/status"
+	topic := lmos.ThingsPrefix + "urn:hub-publishes/status"
 	stuck := dialRaw(t, e.addr, "stuck", false)
 	stuck.subscribeOpts(topic, 0, 1) // reads the SUBACK, then never again
 	done := make(chan struct{})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // hubEvent is one message on lmos/v1/hub/events: the /api/events object
@@ -78,7 +79,7 @@ func (b *Broker) resetPresence() []string {
 // and MQTT consumers read presence there.
 func (b *Broker) retainOffline(ids []string) {
 	for _, id := range ids {
-		topic := thingsPrefix + hub.TopicKey(id) + "/status"
+		topic := lmos.ThingTopic(id, "status")
 		if err := b.publish(topic, []byte(hub.PresenceOffline), true, 1, ""); err != nil {
 			b.log.Warn("cannot publish offline status", "id", id, "err", err)
 		}
@@ -115,7 +116,7 @@ func (b *Broker) forwardFrom(sub *hub.Subscription) bool {
 // any means (HTTP, expiry), on its worker so it orders after a join in
 // progress, and only if the Thing has not been registered again meanwhile.
 func (b *Broker) forgetDeleted(id string) {
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	b.enqueue(tid, func() {
 		if _, err := b.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
 			b.forget(tid)

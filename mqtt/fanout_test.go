@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	pahopk "github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // mochiEncoding is what mochi's own delivery writes for pk to a client of
@@ -380,9 +379,9 @@ func readVarInt(b []byte) (n, size int) {
 func TestFanOutDeliveries(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan"
-	tid := hub.TopicKey(id)
-	events := thingsPrefix + tid + "/events/"
-	props := thingsPrefix + tid + "/properties/temp"
+	tid := lmos.TopicKey(id)
+	events := lmos.ThingsPrefix + tid + "/events/"
+	props := lmos.ThingsPrefix + tid + "/properties/temp"
 	owner, _ := joinOwner(t, e, id, nil)
 	// The owner reads its own events but not with No Local.
 	owner.subscribe([]paho.SubscribeOptions{{Topic: events + "+", QoS: 0, NoLocal: true}}, 0)
@@ -472,7 +471,7 @@ func ptr[T any](v T) *T { return &v }
 func TestFanOutSharedSizeOrder(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan2"
-	events := thingsPrefix + hub.TopicKey(id) + "/events/"
+	events := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/"
 	owner, _ := joinOwner(t, e, id, nil)
 	a, b := mustDial(t, e.addr, nil), mustDial(t, e.addr, nil)
 	for _, c := range []*client{a, b} {
@@ -541,7 +540,7 @@ func TestFanOutSharedSizeOrder(t *testing.T) {
 func TestFanOutSlowSubscriber(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan3"
-	topic := thingsPrefix + hub.TopicKey(id) + "/events/big"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/big"
 	owner, _ := joinOwner(t, e, id, nil)
 	stuck := dialRaw(t, e.addr, "stuck", true)
 	stuck.subscribe(topic, 0) // and never reads again
@@ -589,7 +588,7 @@ func TestFanOutFallsBackToMochi(t *testing.T) {
 	})
 	raw := mustDial(t, addr, nil)
 	const id = "urn:fan5"
-	props := thingsPrefix + hub.TopicKey(id) + "/properties/p"
+	props := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/p"
 	owner, _ := joinOwner(t, e, id, nil)
 	raw.subscribe([]paho.SubscribeOptions{{Topic: props, QoS: 0}}, 0)
 	owner.mustPub(props, []byte("1"), 0, true)
@@ -611,7 +610,7 @@ func TestFanOutFallsBackToMochi(t *testing.T) {
 func TestFanOutServeConn(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:fan4"
-	topic := thingsPrefix + hub.TopicKey(id) + "/events/e"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
 	// The server side hidden behind another type, as a WebSocket
 	// connection would be.
@@ -735,7 +734,7 @@ func TestRetainedBeforeLive(t *testing.T) {
 		t.Run(fmt.Sprintf("subscription QoS %d", qos), func(t *testing.T) {
 			e := newEnv(t, nil)
 			id := fmt.Sprintf("urn:retained-%d", qos)
-			props := thingsPrefix + hub.TopicKey(id) + "/properties/"
+			props := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/"
 			owner, _ := joinOwner(t, e, id, nil)
 			const topics = 60
 			big := bytes.Repeat([]byte{'.'}, 512<<10) // 30 MiB in all: more than the socket holds
@@ -787,7 +786,7 @@ func TestRetainedBeforeLive(t *testing.T) {
 func TestRetainedOnSubscribe(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:rh"
-	topic := thingsPrefix + hub.TopicKey(id) + "/properties/t"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/t"
 	owner, _ := joinOwner(t, e, id, nil)
 	owner.mustPub(topic, []byte("21.5"), 0, true)
 	// QoS 0: retained once the hub has processed it, not when sent.
@@ -797,9 +796,9 @@ func TestRetainedOnSubscribe(t *testing.T) {
 	if r := c.next(); !r.retain || string(r.payload) != "21.5" || !slices.Equal(r.ids, []int{9}) {
 		t.Fatalf("retained on subscribe: %+v", r)
 	}
-	c.subscribeOpts(topic, 0, 1<<4)                                         // 1: only for a new subscription; this one exists
-	c.subscribeOpts(thingsPrefix+hub.TopicKey(id)+"/properties/+", 0, 2<<4) // 2: never
-	owner.mustPub(topic, []byte("22"), 0, false)                            // a live message shows what came before
+	c.subscribeOpts(topic, 0, 1<<4)                                               // 1: only for a new subscription; this one exists
+	c.subscribeOpts(lmos.ThingsPrefix+lmos.TopicKey(id)+"/properties/+", 0, 2<<4) // 2: never
+	owner.mustPub(topic, []byte("22"), 0, false)                                  // a live message shows what came before
 	if r := c.next(); r.retain || string(r.payload) != "22" {
 		t.Fatalf("after Retain Handling 1 and 2: %+v", r)
 	}

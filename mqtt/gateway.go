@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -41,7 +42,7 @@ func (b *Broker) PublishEvent(thingID, name string, data []byte, contentType str
 	if err := b.Err(); err != nil {
 		return err
 	}
-	return b.publish(thingsPrefix+hub.TopicKey(thingID)+"/events/"+name, data, false, 0, hub.MediaOf(contentType))
+	return b.publish(lmos.ThingTopic(thingID, "events/"+name), data, false, 0, lmos.MediaOf(contentType))
 }
 
 // PublishProperty publishes a property value, retained, on
@@ -50,7 +51,7 @@ func (b *Broker) PublishProperty(thingID, name string, value []byte, contentType
 	if err := b.Err(); err != nil {
 		return err
 	}
-	return b.publish(thingsPrefix+hub.TopicKey(thingID)+"/properties/"+name, value, true, 0, hub.MediaOf(contentType))
+	return b.publish(lmos.ThingTopic(thingID, "properties/"+name), value, true, 0, lmos.MediaOf(contentType))
 }
 
 // PublishPresence publishes a Thing's retained status (online, offline),
@@ -60,7 +61,7 @@ func (b *Broker) PublishPresence(thingID, status string) error {
 	if err := b.Err(); err != nil {
 		return err
 	}
-	return b.publish(thingsPrefix+hub.TopicKey(thingID)+"/status", []byte(status), true, 1, "")
+	return b.publish(lmos.ThingTopic(thingID, "status"), []byte(status), true, 1, "")
 }
 
 // maxForwards bounds the interactions MQTT consumers have in flight with
@@ -105,7 +106,7 @@ func (b *Broker) forward(id string, t thingTopic, pk packets.Packet) bool {
 	if t.kind == kindPropertySet {
 		op = hub.OpWriteProperty
 	}
-	ct := hub.MediaOf(pk.Properties.ContentType)
+	ct := lmos.MediaOf(pk.Properties.ContentType)
 	in := hub.Interaction{ThingID: id, Op: op, Name: t.name, Input: bytes.Clone(pk.Payload), ContentType: ct, Accept: ct}
 	in.Traceparent, _ = userProperty(pk, "traceparent")
 	in.Tracestate, _ = userProperty(pk, "tracestate")
@@ -126,7 +127,7 @@ func (b *Broker) forward(id string, t thingTopic, pk packets.Packet) bool {
 				b.publishResult(replyTo, corr, ct, status, payload)
 			}
 		}
-		problem := func(p hub.Problem) []byte { return problemPayload(p, ct) }
+		problem := func(p lmos.Problem) []byte { return problemPayload(p, ct) }
 		err := b.cfg.Forward.Deliver(ctx, in, func(res hub.Result) error {
 			if res.Status == hub.StatusFailed {
 				p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -248,13 +249,13 @@ func (c *client) join(tid string, td []byte, contentType string) joinResult {
 	// still delivering an earlier result on it, which the test may already
 	// have received: retry.
 	eventually(c.t, 2*time.Second, "subscribed to td/result", func() bool {
-		_, err := c.sub(thingsPrefix + tid + "/td/result")
+		_, err := c.sub(lmos.ThingsPrefix + tid + "/td/result")
 		return err == nil
 	})
-	if _, err := c.pub(thingsPrefix+tid+"/td", td, 1, true, contentType); err != nil {
+	if _, err := c.pub(lmos.ThingsPrefix+tid+"/td", td, 1, true, contentType); err != nil {
 		c.t.Fatalf("publish td: %v", err)
 	}
-	m := c.next(thingsPrefix + tid + "/td/result")
+	m := c.next(lmos.ThingsPrefix + tid + "/td/result")
 	var res joinResult
 	if err := json.Unmarshal(m.Payload, &res); err != nil {
 		c.t.Fatalf("result %s: %v", m.Payload, err)
@@ -297,7 +298,7 @@ func (e *env) thing(t testing.TB, id string) *credentials {
 	t.Helper()
 	c := mustDial(t, e.addr, nil)
 	defer c.close()
-	res := c.join(hub.TopicKey(id), makeTD(id, id), "")
+	res := c.join(lmos.TopicKey(id), makeTD(id, id), "")
 	if res.Status != "accepted" || res.Credentials == nil {
 		t.Fatalf("join %s: %+v", id, res)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/google/uuid"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -32,7 +33,7 @@ const replyBuffer = 32
 // {inbox}{request uuid}. {hub} is the start of the hub's id, so that replies
 // stay routable between bridged hubs. No network client may take the
 // inline client's id (OnConnectAuthenticate), so no one else can read it.
-const inboxPrefix = "lmos/v1/clients/" + mochi.InlineClientId + "/"
+const inboxPrefix = lmos.ClientsPrefix + mochi.InlineClientId + "/"
 
 // replies routes results arriving in the inbox to the invocations waiting
 // for them. One inline subscription (made by Serve) serves all of them.
@@ -148,7 +149,7 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 	if contentType == "" {
 		contentType = fallback
 	}
-	ct := hub.MediaOf(contentType)
+	ct := lmos.MediaOf(contentType)
 	if !hasStatus {
 		status = hub.StatusCompleted
 	}
@@ -165,7 +166,7 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 // Whatever the agent sent, the outcome is a problem with the status of
 // EFAILED (502): a malformed or missing one is replaced, members of the
 // wrong type are dropped, and long texts are cut.
-func decodeProblem(payload []byte, contentType string) *hub.Problem {
+func decodeProblem(payload []byte, contentType string) *lmos.Problem {
 	const why = "the Thing reported a failure"
 	if len(payload) == 0 {
 		return agentProblem(why)
@@ -191,7 +192,7 @@ func decodeProblem(payload []byte, contentType string) *hub.Problem {
 	return p
 }
 
-func agentProblem(detail string) *hub.Problem {
+func agentProblem(detail string) *lmos.Problem {
 	p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "%s", detail))
 	return &p
 }
@@ -206,13 +207,13 @@ func (b *Broker) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.
 	if err := b.Err(); err != nil {
 		return err
 	}
-	base := thingsPrefix + hub.TopicKey(in.ThingID)
+	base := lmos.ThingsPrefix + lmos.TopicKey(in.ThingID)
 	agentCT := formContentType(in)
 	accept := in.Accept
 	if accept == "" {
 		accept = in.ContentType
 	}
-	accept = hub.MediaOf(accept)
+	accept = lmos.MediaOf(accept)
 	// out transcodes a value of the agent to the consumer's encoding.
 	out := func(res hub.Result) hub.Result {
 		if res.Status == hub.StatusFailed {
@@ -237,7 +238,7 @@ func (b *Broker) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.
 		if ct == "" {
 			ct = agentCT
 		}
-		return emit(out(hub.Result{Status: hub.StatusCompleted, Data: msgs[0].Payload, ContentType: hub.MediaOf(ct)}))
+		return emit(out(hub.Result{Status: hub.StatusCompleted, Data: msgs[0].Payload, ContentType: lmos.MediaOf(ct)}))
 	case hub.OpWriteProperty:
 		topic := base + "/properties/" + in.Name + "/set"
 		if err := b.publishInput(topic, in, agentCT, nil); err != nil {
@@ -370,7 +371,7 @@ func (b *Broker) stream(ctx context.Context, topic, agentCT string,
 			ct = agentCT
 		}
 		select {
-		case ch <- hub.Result{Status: hub.StatusRunning, Data: pk.Payload, ContentType: hub.MediaOf(ct)}:
+		case ch <- hub.Result{Status: hub.StatusRunning, Data: pk.Payload, ContentType: lmos.MediaOf(ct)}:
 		default:
 			dropped.Add(1)
 		}
@@ -445,17 +446,17 @@ func formContentType(in hub.Interaction) string {
 		ct, _ := form["contentType"].(string)
 		href, _ := form["href"].(string)
 		if ct == "" {
-			ct = hub.MediaJSON
+			ct = lmos.MediaJSON
 		}
 		if strings.HasPrefix(href, "mqtt://") || strings.HasPrefix(href, "mqtts://") {
-			return hub.MediaOf(ct)
+			return lmos.MediaOf(ct)
 		}
 		if first == "" {
 			first = ct
 		}
 	}
 	if first == "" {
-		return hub.MediaJSON
+		return lmos.MediaJSON
 	}
-	return hub.MediaOf(first)
+	return lmos.MediaOf(first)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -16,7 +17,7 @@ import (
 func TestOnReplyNeverBlocks(t *testing.T) {
 	b := &Broker{log: slog.New(slog.DiscardHandler)}
 	b.replies.inbox = "lmos/v1/clients/inline/hub/r/"
-	rt := &route{corr: []byte("c"), contentType: hub.MediaJSON, ch: make(chan hub.Result, replyBuffer), final: make(chan hub.Result, 1)}
+	rt := &route{corr: []byte("c"), contentType: lmos.MediaJSON, ch: make(chan hub.Result, replyBuffer), final: make(chan hub.Result, 1)}
 	b.replies.routes = map[string]*route{"k": rt}
 	reply := func(status string, payload string) {
 		pk := packets.Packet{TopicName: b.replies.inbox + "k", Payload: []byte(payload)}

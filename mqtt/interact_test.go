@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -21,17 +22,17 @@ func TestParseReply(t *testing.T) {
 		wantStatus, wantCT   string
 		wantType, wantDetail string
 	}{
-		{"no status is completed", []byte(`1`), "", "application/json", "", false, "completed", hub.MediaJSON, "", ""},
-		{"running, cbor by fallback", []byte{0x01}, "", "application/cbor", "running", true, "running", hub.MediaCBOR, "", ""},
-		{"pending", nil, "application/json", "", "pending", true, "pending", hub.MediaJSON, "", ""},
+		{"no status is completed", []byte(`1`), "", "application/json", "", false, "completed", lmos.MediaJSON, "", ""},
+		{"running, cbor by fallback", []byte{0x01}, "", "application/cbor", "running", true, "running", lmos.MediaCBOR, "", ""},
+		{"pending", nil, "application/json", "", "pending", true, "pending", lmos.MediaJSON, "", ""},
 		{"failed json problem", []byte(`{"type":"urn:x#jam","title":"Jammed","detail":"stuck"}`), "application/json", "", "failed", true,
 			"failed", "", "urn:x#jam", "stuck"},
 		{"failed cbor problem", cb, "application/cbor", "", "failed", true, "failed", "", "urn:x#jam", "d"},
-		{"failed without body", nil, "", "", "failed", true, "failed", "", hub.ErrorTypeBase + hub.EFAILED, "reported a failure"},
-		{"failed with garbage", []byte(`{"type":`), "", "", "failed", true, "failed", "", hub.ErrorTypeBase + hub.EFAILED, "without a problem"},
-		{"failed with a non-object", []byte(`[1]`), "", "", "failed", true, "failed", "", hub.ErrorTypeBase + hub.EFAILED, "without a problem"},
-		{"failed with wrong member types", []byte(`{"type":7,"detail":["x"]}`), "", "", "failed", true, "failed", "", hub.ErrorTypeBase + hub.EFAILED, "reported a failure"},
-		{"unknown status", []byte(`1`), "", "", "done", true, "failed", "", hub.ErrorTypeBase + hub.EFAILED, `unknown lmos-status "done"`},
+		{"failed without body", nil, "", "", "failed", true, "failed", "", lmos.ErrorTypeBase + hub.EFAILED, "reported a failure"},
+		{"failed with garbage", []byte(`{"type":`), "", "", "failed", true, "failed", "", lmos.ErrorTypeBase + hub.EFAILED, "without a problem"},
+		{"failed with a non-object", []byte(`[1]`), "", "", "failed", true, "failed", "", lmos.ErrorTypeBase + hub.EFAILED, "without a problem"},
+		{"failed with wrong member types", []byte(`{"type":7,"detail":["x"]}`), "", "", "failed", true, "failed", "", lmos.ErrorTypeBase + hub.EFAILED, "reported a failure"},
+		{"unknown status", []byte(`1`), "", "", "done", true, "failed", "", lmos.ErrorTypeBase + hub.EFAILED, `unknown lmos-status "done"`},
 	} {
 		r := parseReply(c.payload, c.ct, c.fallback, c.status, c.has)
 		if r.Status != c.wantStatus {
@@ -71,10 +72,10 @@ func FuzzParseReply(f *testing.F) {
 	f.Add([]byte{}, "", "")
 	f.Add([]byte("\xff"), "text/plain", "weird\x00")
 	f.Fuzz(func(t *testing.T, payload []byte, ct, status string) {
-		r := parseReply(payload, ct, hub.MediaJSON, status, status != "")
+		r := parseReply(payload, ct, lmos.MediaJSON, status, status != "")
 		switch r.Status {
 		case hub.StatusPending, hub.StatusRunning, hub.StatusCompleted:
-			if r.Problem != nil || (r.ContentType != hub.MediaJSON && r.ContentType != hub.MediaCBOR) {
+			if r.Problem != nil || (r.ContentType != lmos.MediaJSON && r.ContentType != lmos.MediaCBOR) {
 				t.Fatalf("result %+v", r)
 			}
 		case hub.StatusFailed:

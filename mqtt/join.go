@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -33,10 +34,10 @@ type joinRequest struct {
 
 // joinResult is the payload of lmos/v1/things/{tid}/td/result.
 type joinResult struct {
-	Status      string       `json:"status"` // accepted, rejected, deleted
-	ID          string       `json:"id,omitempty"`
-	Problem     *hub.Problem `json:"problem,omitempty"`
-	Credentials *credentials `json:"credentials,omitempty"`
+	Status      string        `json:"status"` // accepted, rejected, deleted
+	ID          string        `json:"id,omitempty"`
+	Problem     *lmos.Problem `json:"problem,omitempty"`
+	Credentials *credentials  `json:"credentials,omitempty"`
 	// err is why the join was refused, for the refusal metrics.
 	err error
 }
@@ -46,7 +47,7 @@ type credentials struct {
 	Password string `json:"password"`
 }
 
-func problemOf(err error) *hub.Problem {
+func problemOf(err error) *lmos.Problem {
 	p := hub.ProblemOf(err)
 	return &p
 }
@@ -55,7 +56,7 @@ func problemOf(err error) *hub.Problem {
 // says application/cbor (decoded with hub's limits for hostile input), JSON
 // otherwise (validated later by the registry).
 func decodeTD(payload []byte, contentType string) ([]byte, error) {
-	if hub.MediaOf(contentType) != hub.MediaCBOR {
+	if lmos.MediaOf(contentType) != lmos.MediaCBOR {
 		return payload, nil
 	}
 	v, err := hub.DecodeValue(payload, contentType)
@@ -126,7 +127,7 @@ func (b *Broker) join(j *joinRequest) {
 		b.log.Error("cannot encode join result", "err", err)
 		return
 	}
-	topic := thingsPrefix + j.tid + "/td/result"
+	topic := lmos.ThingsPrefix + j.tid + "/td/result"
 	// QoS 0: the publisher is connected and subscribed, and a QoS 1 result
 	// would become an in-flight message, resent to whoever resumes the
 	// session and written to the broker store, credentials and all.
@@ -326,7 +327,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	}
 	// Published live to subscribers of …/td, not retained: later
 	// subscribers get the registry's document (retainedtd.go).
-	if err := b.publish(thingsPrefix+j.tid+"/td", raw, false, 1, tdContentType); err != nil {
+	if err := b.publish(lmos.ThingsPrefix+j.tid+"/td", raw, false, 1, tdContentType); err != nil {
 		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
 	}
 	return res
@@ -348,7 +349,7 @@ func (b *Broker) deregister(id string, j *joinRequest) joinResult {
 // forget tells live subscribers of …/td that a Thing is gone (an empty
 // payload); nothing is retained there to clear.
 func (b *Broker) forget(tid string) {
-	if err := b.publish(thingsPrefix+tid+"/td", nil, false, 1, ""); err != nil {
+	if err := b.publish(lmos.ThingsPrefix+tid+"/td", nil, false, 1, ""); err != nil {
 		b.log.Warn("cannot publish a description's removal", "tid", tid, "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // bigTD returns a valid TD of id with n properties: about 45 bytes each,
@@ -211,11 +212,11 @@ func TestHeavyJoinFloodDoesNotStarveOtherSources(t *testing.T) {
 	for c := range clients {
 		cl := mustDial(t, e.addr, nil)
 		for _, tid := range floodOf(flood, c, clients) {
-			cl.mustSub(thingsPrefix + tid + "/td/result")
+			cl.mustSub(lmos.ThingsPrefix + tid + "/td/result")
 		}
 		wg.Go(func() {
 			for _, tid := range floodOf(flood, c, clients) {
-				if _, err := cl.pub(thingsPrefix+tid+"/td", bigTD(tid, 5000), 0, false, ""); err != nil {
+				if _, err := cl.pub(lmos.ThingsPrefix+tid+"/td", bigTD(tid, 5000), 0, false, ""); err != nil {
 					t.Errorf("flood publish: %v", err)
 				}
 			}

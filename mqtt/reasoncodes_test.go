@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/mochi-mqtt/server/v2/packets"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 func TestFixReasonCodes(t *testing.T) {
@@ -201,8 +200,8 @@ func TestUnsent(t *testing.T) {
 func TestRetainedWillKeepsProperties(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:test:will-props"
-	topic := thingsPrefix + hub.TopicKey(id) + "/events/gone"
-	res := mustDial(t, e.addr, nil).join(hub.TopicKey(id), makeTD(id, "A"), "")
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/gone"
+	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), makeTD(id, "A"), "")
 	if res.Credentials == nil {
 		t.Fatalf("join: %+v", res)
 	}

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"strings"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -33,7 +34,7 @@ func (b *Broker) queueRegistryTDs(h *binding, cl *mochi.Client, conn *outConn, f
 		return
 	}
 	send := func(id string) {
-		topic := thingsPrefix + hub.TopicKey(id) + "/td"
+		topic := lmos.ThingTopic(id, "td")
 		if !topicMatches(filter, topic) {
 			return
 		}
@@ -89,7 +90,7 @@ func (b *Broker) queueRegistryTDs(h *binding, cl *mochi.Client, conn *outConn, f
 // level (exact).
 func tdFilterThing(filter string) (tid string, exact, ok bool) {
 	levels := strings.Split(filter, "/")
-	prefix := strings.Split(strings.TrimSuffix(thingsPrefix, "/"), "/")
+	prefix := strings.Split(strings.TrimSuffix(lmos.ThingsPrefix, "/"), "/")
 	for i, p := range prefix {
 		if i >= len(levels) {
 			return "", false, false
@@ -110,7 +111,7 @@ func tdFilterThing(filter string) (tid string, exact, ok bool) {
 		return "", false, true
 	case "+":
 		// The match does not depend on the Thing level: try any.
-		return "", false, topicMatches(filter, thingsPrefix+"x/td")
+		return "", false, topicMatches(filter, lmos.ThingsPrefix+"x/td")
 	default:
 		return l, true, true
 	}

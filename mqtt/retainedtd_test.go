@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	mpackets "github.com/mochi-mqtt/server/v2/packets"
 
@@ -95,14 +96,14 @@ func TestNoRetainedTDCopiesAfterJoins(t *testing.T) {
 		t.Fatalf("deregister: %+v", res)
 	}
 	c.close()
-	if ms := e.b.server.Topics.Messages(thingsPrefix + "+/td"); len(ms) != 0 {
+	if ms := e.b.server.Topics.Messages(lmos.ThingsPrefix + "+/td"); len(ms) != 0 {
 		t.Errorf("mochi retains %d messages on …/td", len(ms))
 	}
 	// An exact subscription still gets the Thing's description, retained.
 	late := mustDial(t, e.addr, nil)
-	late.mustSub(thingsPrefix + "urn:copy:0/td")
+	late.mustSub(lmos.ThingsPrefix + "urn:copy:0/td")
 	raw, _ := e.reg.Raw("urn:copy:0")
-	if m := late.next(thingsPrefix + "urn:copy:0/td"); !m.Retain || !bytes.Equal(m.Payload, raw) ||
+	if m := late.next(lmos.ThingsPrefix + "urn:copy:0/td"); !m.Retain || !bytes.Equal(m.Payload, raw) ||
 		m.Properties == nil || m.Properties.ContentType != tdContentType {
 		t.Errorf("retained td %q (retain %v, props %+v)", m.Payload, m.Retain, m.Properties)
 	}
@@ -154,22 +155,22 @@ func TestRetainedTDsFromRegistryAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := db.ApplyBroker([]hub.BrokerRecord{
-		retained(thingsPrefix+"urn:r1/td", makeTD("urn:r1", "not this one")),
-		retained(thingsPrefix+"urn:r2/td", old), // stale
-		retained(thingsPrefix+"urn:gone/td", makeTD("urn:gone", "G")),
-		retained(thingsPrefix+"urn:http/td", makeTD("urn:http", "H")),
+		retained(lmos.ThingsPrefix+"urn:r1/td", makeTD("urn:r1", "not this one")),
+		retained(lmos.ThingsPrefix+"urn:r2/td", old), // stale
+		retained(lmos.ThingsPrefix+"urn:gone/td", makeTD("urn:gone", "G")),
+		retained(lmos.ThingsPrefix+"urn:http/td", makeTD("urn:http", "H")),
 	}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	e.start()
-	if ms := e.b.server.Topics.Messages(thingsPrefix + "+/td"); len(ms) != 0 {
+	if ms := e.b.server.Topics.Messages(lmos.ThingsPrefix + "+/td"); len(ms) != 0 {
 		t.Errorf("mochi loaded %d retained messages on …/td", len(ms))
 	}
 
 	const live = "urn:live"
-	wait := runSub(t, e, "-V", "mqttv5", "-q", "1", "--retained-only", "-v", "-t", thingsPrefix+"+/td")
-	awaitSubscriber(t, e, thingsPrefix+live+"/td", 1)
+	wait := runSub(t, e, "-V", "mqttv5", "-q", "1", "--retained-only", "-v", "-t", lmos.ThingsPrefix+"+/td")
+	awaitSubscriber(t, e, lmos.ThingsPrefix+live+"/td", 1)
 	e.thing(t, live)
 	got := wait()
 	slices.Sort(got)
@@ -179,7 +180,7 @@ func TestRetainedTDsFromRegistryAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, thingsPrefix+id+"/td "+string(raw))
+		want = append(want, lmos.ThingsPrefix+id+"/td "+string(raw))
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("retained descriptions after the restart:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -204,14 +205,14 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 	}
 	for i, v := range []struct{ version, qos, ct string }{{"mqttv311", "0", ""}, {"mqttv5", "1", tdContentType}} {
 		live := fmt.Sprintf("urn:w:live%d", i)
-		liveKey := hub.TopicKey(live)
+		liveKey := lmos.TopicKey(live)
 		// The previous round's mosquitto_sub has exited; wait until the
 		// broker has seen it go, so the count below is this round's.
-		eventually(t, 15*time.Second, "previous subscriber gone", func() bool { return e.b.Subscribers(thingsPrefix+liveKey+"/td") == 0 })
+		eventually(t, 15*time.Second, "previous subscriber gone", func() bool { return e.b.Subscribers(lmos.ThingsPrefix+liveKey+"/td") == 0 })
 		n := 0
 		wait := runSub(t, e, "-V", v.version, "-q", v.qos, "-C", fmt.Sprint(len(ids)+2), "-W", "10",
 			"-F", "%r %q [%C] %t %p", "-t", "lmos/v1/things/+/td")
-		awaitSubscriber(t, e, thingsPrefix+liveKey+"/td", n+1)
+		awaitSubscriber(t, e, lmos.ThingsPrefix+liveKey+"/td", n+1)
 		cred := e.thing(t, live)
 		c := mustDial(t, e.addr, withCreds(cred))
 		if res := c.join(liveKey, nil, ""); res.Status != "deleted" {
@@ -222,7 +223,7 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 		var want []string
 		for _, id := range ids {
 			raw, _ := e.reg.Raw(id)
-			want = append(want, fmt.Sprintf("1 %s [%s] %s%s/td %s", v.qos, v.ct, thingsPrefix, hub.TopicKey(id), raw))
+			want = append(want, fmt.Sprintf("1 %s [%s] %s%s/td %s", v.qos, v.ct, lmos.ThingsPrefix, lmos.TopicKey(id), raw))
 		}
 		slices.Sort(want)
 		if len(got) != len(ids)+2 {
@@ -234,10 +235,10 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 			t.Errorf("%s retained:\n%s\nwant:\n%s", v.version, strings.Join(retainedPart, "\n"), strings.Join(want, "\n"))
 		}
 		rawLive := makeTD(live, live)
-		if w := fmt.Sprintf("0 %s [%s] %s%s/td %s", v.qos, v.ct, thingsPrefix, liveKey, rawLive); got[len(ids)] != w {
+		if w := fmt.Sprintf("0 %s [%s] %s%s/td %s", v.qos, v.ct, lmos.ThingsPrefix, liveKey, rawLive); got[len(ids)] != w {
 			t.Errorf("%s live join:\n%s\nwant\n%s", v.version, got[len(ids)], w)
 		}
-		if w := fmt.Sprintf("0 %s [] %s%s/td ", v.qos, thingsPrefix, liveKey); got[len(ids)+1] != w {
+		if w := fmt.Sprintf("0 %s [] %s%s/td ", v.qos, lmos.ThingsPrefix, liveKey); got[len(ids)+1] != w {
 			t.Errorf("%s live deregistration: %q, want %q", v.version, got[len(ids)+1], w)
 		}
 	}

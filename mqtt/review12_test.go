@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // A client that subscribes to every Thing's description and then reads
@@ -18,7 +18,7 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 300 * time.Millisecond })
 	for i := range 40 {
 		id := fmt.Sprintf("urn:big:%d", i)
-		if res := mustDial(t, e.addr, nil).join(hub.TopicKey(id), bigTD(id, 4000), ""); res.Status != "accepted" {
+		if res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), bigTD(id, 4000), ""); res.Status != "accepted" {
 			t.Fatalf("join %s: %+v", id, res)
 		}
 	}
@@ -27,7 +27,7 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(4 << 10)
 	}
-	subscribeRaw(t, conn, 1, thingsPrefix+"+/td")
+	subscribeRaw(t, conn, 1, lmos.ThingsPrefix+"+/td")
 	// 8 MB queued, more than the kernel buffers; the client never reads.
 	eventually(t, 10*time.Second, "the hoarder cut off", func() bool { return e.b.SlowDisconnects() > before })
 	eventually(t, 5*time.Second, "the hoarder gone", func() bool {
@@ -36,9 +36,9 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 	})
 	// Others are served.
 	c := mustDial(t, e.addr, nil)
-	c.mustSub(thingsPrefix + "urn:big:0/td")
+	c.mustSub(lmos.ThingsPrefix + "urn:big:0/td")
 	raw, _ := e.reg.Raw("urn:big:0")
-	if p := c.next(thingsPrefix + "urn:big:0/td"); !bytes.Equal(p.Payload, raw) {
+	if p := c.next(lmos.ThingsPrefix + "urn:big:0/td"); !bytes.Equal(p.Payload, raw) {
 		t.Fatalf("retained TD of %d bytes, want the registry's %d", len(p.Payload), len(raw))
 	}
 }
@@ -49,17 +49,17 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.MaxQueuedBytes = 4 << 10; c.SlowClientTimeout = 20 * time.Second })
 	owner, _ := joinOwner(t, e, "urn:noisy", nil)
-	busy := thingsPrefix + hub.TopicKey("urn:noisy") + "/events/e"
+	busy := lmos.ThingsPrefix + lmos.TopicKey("urn:noisy") + "/events/e"
 	const id = "urn:joiner"
-	key := hub.TopicKey(id)
+	key := lmos.TopicKey(id)
 	conn := rawConnect5(t, e.addr, "joiner", true)
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(4 << 10)
 	}
 	start := time.Now()
 	subscribeRaw(t, conn, 1, busy)
-	subscribeRaw(t, conn, 2, thingsPrefix+key+"/td/result")
-	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(thingsPrefix+key+"/td/result") == 1 })
+	subscribeRaw(t, conn, 2, lmos.ThingsPrefix+key+"/td/result")
+	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(lmos.ThingsPrefix+key+"/td/result") == 1 })
 	// The flood goes on until the joiner is registered, keeping its
 	// budget spent when the result is published.
 	drops := e.b.Dropped("queue_full")
@@ -82,7 +82,7 @@ func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 	t.Logf("budget full after %v", time.Since(start))
 	// The joiner publishes its TD (QoS 0) while its budget is spent.
 	td := makeTD(id, "J")
-	topic := thingsPrefix + key + "/td"
+	topic := lmos.ThingsPrefix + key + "/td"
 	vh := append([]byte{0, byte(len(topic))}, topic...)
 	vh = append(vh, 0) // no properties
 	pkt := append(vh, td...)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	mpackets "github.com/mochi-mqtt/server/v2/packets"
@@ -23,7 +24,7 @@ import (
 // (cp may adjust the CONNECT).
 func joinOwner(t *testing.T, e *env, id string, cp func(*paho.Connect)) (*client, *credentials) {
 	t.Helper()
-	res := mustDial(t, e.addr, nil).join(hub.TopicKey(id), makeTD(id, "A"), "")
+	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), makeTD(id, "A"), "")
 	if res.Credentials == nil {
 		t.Fatalf("join: %+v", res)
 	}
@@ -57,31 +58,31 @@ func mustStayJoined(t *testing.T, e *env, id string) {
 func TestResponseTopicOutsideInboxRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil)
-	agent.mustSub(thingsPrefix + tid + "/properties/+/set")
-	agent.mustSub(thingsPrefix + tid + "/actions/+")
+	agent.mustSub(lmos.ThingsPrefix + tid + "/properties/+/set")
+	agent.mustSub(lmos.ThingsPrefix + tid + "/actions/+")
 	consumer := mustDial(t, e.addr, nil)
 
-	for _, rt := range []string{thingsPrefix + tid + "/td", thingsPrefix + tid + "/status", thingsPrefix + tid + "/events/e", "lmos/v1/hub/status", "lmos/v1/clients/", "elsewhere"} {
+	for _, rt := range []string{lmos.ThingsPrefix + tid + "/td", lmos.ThingsPrefix + tid + "/status", lmos.ThingsPrefix + tid + "/events/e", "lmos/v1/hub/status", "lmos/v1/clients/", "elsewhere"} {
 		props := &paho.PublishProperties{ResponseTopic: rt, CorrelationData: []byte("c")}
-		pr, err := pubProps(consumer, thingsPrefix+tid+"/properties/mode/set", []byte(`"x"`), 1, props)
+		pr, err := pubProps(consumer, lmos.ThingsPrefix+tid+"/properties/mode/set", []byte(`"x"`), 1, props)
 		if err == nil || pr == nil || pr.ReasonCode != 0x87 {
 			t.Fatalf("QoS 1 with response topic %q: %+v %v", rt, pr, err)
 		}
-		if _, err := pubProps(consumer, thingsPrefix+tid+"/actions/chat", []byte(`{}`), 0, props); err != nil {
+		if _, err := pubProps(consumer, lmos.ThingsPrefix+tid+"/actions/chat", []byte(`{}`), 0, props); err != nil {
 			t.Fatal(err)
 		}
 	}
-	agent.none(thingsPrefix+tid+"/properties/mode/set", 200*time.Millisecond)
-	agent.none(thingsPrefix+tid+"/actions/chat", 50*time.Millisecond)
+	agent.none(lmos.ThingsPrefix+tid+"/properties/mode/set", 200*time.Millisecond)
+	agent.none(lmos.ThingsPrefix+tid+"/actions/chat", 50*time.Millisecond)
 
 	// An inbox is fine, and the message arrives with it.
 	props := &paho.PublishProperties{ResponseTopic: "lmos/v1/clients/c1/r/1", CorrelationData: []byte("c")}
-	if _, err := pubProps(consumer, thingsPrefix+tid+"/actions/chat", []byte(`{}`), 1, props); err != nil {
+	if _, err := pubProps(consumer, lmos.ThingsPrefix+tid+"/actions/chat", []byte(`{}`), 1, props); err != nil {
 		t.Fatal(err)
 	}
-	if m := agent.next(thingsPrefix + tid + "/actions/chat"); m.Properties == nil || m.Properties.ResponseTopic != "lmos/v1/clients/c1/r/1" {
+	if m := agent.next(lmos.ThingsPrefix + tid + "/actions/chat"); m.Properties == nil || m.Properties.ResponseTopic != "lmos/v1/clients/c1/r/1" {
 		t.Fatalf("invocation %+v", m)
 	}
 	mustStayJoined(t, e, id)
@@ -92,25 +93,25 @@ func TestResponseTopicOutsideInboxRefused(t *testing.T) {
 func TestEmptyTDReplyIsNotDeregistration(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil)
 	// Refused while the hub still delivers the join result: retry.
 	eventually(t, 2*time.Second, "subscribed to td/result", func() bool {
-		_, err := agent.sub(thingsPrefix + tid + "/td/result")
+		_, err := agent.sub(lmos.ThingsPrefix + tid + "/td/result")
 		return err == nil
 	})
-	pr, err := pubProps(agent, thingsPrefix+tid+"/td", nil, 1, &paho.PublishProperties{CorrelationData: []byte("c")})
+	pr, err := pubProps(agent, lmos.ThingsPrefix+tid+"/td", nil, 1, &paho.PublishProperties{CorrelationData: []byte("c")})
 	if err == nil || pr == nil || pr.ReasonCode != 0x87 {
 		t.Fatalf("empty td reply: %+v %v", pr, err)
 	}
-	if _, err := pubProps(agent, thingsPrefix+tid+"/td", nil, 0, &paho.PublishProperties{CorrelationData: []byte("c")}); err != nil {
+	if _, err := pubProps(agent, lmos.ThingsPrefix+tid+"/td", nil, 0, &paho.PublishProperties{CorrelationData: []byte("c")}); err != nil {
 		t.Fatal(err)
 	}
-	agent.none(thingsPrefix+tid+"/td/result", 300*time.Millisecond)
+	agent.none(lmos.ThingsPrefix+tid+"/td/result", 300*time.Millisecond)
 	mustStayJoined(t, e, id)
 	late := mustDial(t, e.addr, nil)
-	late.mustSub(thingsPrefix + tid + "/td")
-	if m := late.next(thingsPrefix + tid + "/td"); !m.Retain || len(m.Payload) == 0 {
+	late.mustSub(lmos.ThingsPrefix + tid + "/td")
+	if m := late.next(lmos.ThingsPrefix + tid + "/td"); !m.Retain || len(m.Payload) == 0 {
 		t.Fatalf("retained td: %q (retain %v)", m.Payload, m.Retain)
 	}
 }
@@ -126,7 +127,7 @@ func TestJoinCannotTakeOverThingsRegisteredOtherwise(t *testing.T) {
 	before, _ := e.reg.Get(id)
 	anon := mustDial(t, e.addr, nil)
 	for _, payload := range [][]byte{makeTD(id, "Owned"), nil} {
-		res := anon.join(hub.TopicKey(id), payload, "")
+		res := anon.join(lmos.TopicKey(id), payload, "")
 		if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 403 || res.Credentials != nil {
 			t.Fatalf("join %q: %+v", payload, res)
 		}
@@ -209,9 +210,9 @@ func (failingCreds) PutCredential(string, string) error { return errors.New("dis
 func TestRetainStrippedWhereAnyoneMayPublish(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	anon := mustDial(t, e.addr, nil)
-	topics := []string{thingsPrefix + tid + "/actions/chat", thingsPrefix + tid + "/properties/p/set", "lmos/v1/clients/whatever/x"}
+	topics := []string{lmos.ThingsPrefix + tid + "/actions/chat", lmos.ThingsPrefix + tid + "/properties/p/set", "lmos/v1/clients/whatever/x"}
 	for _, topic := range topics {
 		if _, err := anon.pub(topic, []byte(`{"rm":"-rf"}`), 1, true, ""); err != nil {
 			t.Fatal(err)
@@ -229,18 +230,18 @@ func TestRetainStrippedWhereAnyoneMayPublish(t *testing.T) {
 	topics = append(topics, "lmos/v1/clients/other/w")
 
 	agent, _ := joinOwner(t, e, id, nil)
-	agent.mustPub(thingsPrefix+tid+"/properties/temp", []byte("21"), 1, true)
-	agent.mustPub(thingsPrefix+tid+"/actions/self", []byte("1"), 1, true) // not even the owner's
-	topics = append(topics, thingsPrefix+tid+"/actions/self")
-	agent.mustSub(thingsPrefix + tid + "/actions/+")
-	agent.mustSub(thingsPrefix + tid + "/properties/+/set")
-	agent.none(thingsPrefix+tid+"/actions/chat", 200*time.Millisecond)
+	agent.mustPub(lmos.ThingsPrefix+tid+"/properties/temp", []byte("21"), 1, true)
+	agent.mustPub(lmos.ThingsPrefix+tid+"/actions/self", []byte("1"), 1, true) // not even the owner's
+	topics = append(topics, lmos.ThingsPrefix+tid+"/actions/self")
+	agent.mustSub(lmos.ThingsPrefix + tid + "/actions/+")
+	agent.mustSub(lmos.ThingsPrefix + tid + "/properties/+/set")
+	agent.none(lmos.ThingsPrefix+tid+"/actions/chat", 200*time.Millisecond)
 	for _, topic := range topics {
 		if n := len(e.b.server.Topics.Messages(topic)); n != 0 {
 			t.Fatalf("%s: %d retained", topic, n)
 		}
 	}
-	if n := len(e.b.server.Topics.Messages(thingsPrefix + tid + "/properties/temp")); n != 1 {
+	if n := len(e.b.server.Topics.Messages(lmos.ThingsPrefix + tid + "/properties/temp")); n != 1 {
 		t.Fatalf("own property: %d retained", n)
 	}
 	e.restart() // and nothing of it was stored
@@ -281,14 +282,14 @@ func connectV3(t *testing.T, addr, clientID string) byte {
 func TestSessionTakeoverRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	expiry := uint32(3600)
 	persistent := func(c *paho.Connect) {
 		c.ClientID = "thermo-1"
 		c.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
 	}
 	agent, creds := joinOwner(t, e, id, persistent)
-	agent.mustSub(thingsPrefix + tid + "/actions/+")
+	agent.mustSub(lmos.ThingsPrefix + tid + "/actions/+")
 	_, other := joinOwner(t, e, "urn:b", nil)
 
 	try := func(when string, cp *paho.Connect) {
@@ -311,7 +312,7 @@ func TestSessionTakeoverRefused(t *testing.T) {
 	try("connected, other Thing", withCreds(other))
 	agent.close() // offline; the session stays
 	time.Sleep(100 * time.Millisecond)
-	mustDial(t, e.addr, nil).mustPub(thingsPrefix+tid+"/actions/chat", []byte(`{"pin":1234}`), 1, false)
+	mustDial(t, e.addr, nil).mustPub(lmos.ThingsPrefix+tid+"/actions/chat", []byte(`{"pin":1234}`), 1, false)
 	try("offline, anonymous", &paho.Connect{})
 	try("offline, other Thing", withCreds(other))
 	e.restart()
@@ -324,7 +325,7 @@ func TestSessionTakeoverRefused(t *testing.T) {
 	if err != nil || !ack.SessionPresent {
 		t.Fatalf("owner resume: %+v %v", ack, err)
 	}
-	if m := a.next(thingsPrefix + tid + "/actions/chat"); string(m.Payload) != `{"pin":1234}` {
+	if m := a.next(lmos.ThingsPrefix + tid + "/actions/chat"); string(m.Payload) != `{"pin":1234}` {
 		t.Fatalf("queued %q", m.Payload)
 	}
 }
@@ -335,11 +336,11 @@ func TestJoinResultNotInflight(t *testing.T) {
 	e := newEnv(t, nil)
 	expiry := uint32(3600)
 	c := mustDial(t, e.addr, &paho.Connect{ClientID: "joiner", CleanStart: true, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
-	c.mustSub(thingsPrefix + "urn:a/td/result")
-	if _, err := c.pub(thingsPrefix+"urn:a/td", makeTD("urn:a", "A"), 1, false, ""); err != nil {
+	c.mustSub(lmos.ThingsPrefix + "urn:a/td/result")
+	if _, err := c.pub(lmos.ThingsPrefix+"urn:a/td", makeTD("urn:a", "A"), 1, false, ""); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.next(thingsPrefix + "urn:a/td/result"); m.QoS != 0 {
+	if m := c.next(lmos.ThingsPrefix + "urn:a/td/result"); m.QoS != 0 {
 		t.Fatalf("td/result at QoS %d", m.QoS)
 	}
 
@@ -348,7 +349,7 @@ func TestJoinResultNotInflight(t *testing.T) {
 	cl := &mochi.Client{ID: "joiner"}
 	cl.Properties.ProtocolVersion = 5
 	cl.Properties.Props.SessionExpiryInterval = 3600
-	pk := mpackets.Packet{FixedHeader: mpackets.FixedHeader{Type: mpackets.Publish, Qos: 1}, TopicName: thingsPrefix + "urn:a/td/result", PacketID: 7, Payload: []byte(`{"credentials":{}}`)}
+	pk := mpackets.Packet{FixedHeader: mpackets.FixedHeader{Type: mpackets.Publish, Qos: 1}, TopicName: lmos.ThingsPrefix + "urn:a/td/result", PacketID: 7, Payload: []byte(`{"credentials":{}}`)}
 	p.OnQosPublish(cl, pk, 1, 0)
 	if len(p.order) != 0 {
 		t.Fatalf("td/result pending for the store: %v", p.order)
@@ -392,9 +393,9 @@ func TestJoinResultNotInflight(t *testing.T) {
 func TestPresenceOfflineAfterRestart(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:a"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil) // no will
-	agent.mustPub(thingsPrefix+tid+"/status", []byte("online"), 1, true)
+	agent.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
 	eventually(t, 2*time.Second, "online", func() bool { th, _ := e.reg.Get(id); return th.Meta.Presence.Status == hub.PresenceOnline })
 	// Another Thing online over another transport keeps its presence.
 	if _, err := e.reg.Put(t.Context(), "urn:h", makeTD("urn:h", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
@@ -412,8 +413,8 @@ func TestPresenceOfflineAfterRestart(t *testing.T) {
 	}
 	// MQTT consumers read presence from the retained status: it says so too.
 	reader := mustDial(t, e.addr, nil)
-	reader.mustSub(thingsPrefix + tid + "/status")
-	if pk := reader.next(thingsPrefix + tid + "/status"); string(pk.Payload) != "offline" || !pk.Retain {
+	reader.mustSub(lmos.ThingsPrefix + tid + "/status")
+	if pk := reader.next(lmos.ThingsPrefix + tid + "/status"); string(pk.Payload) != "offline" || !pk.Retain {
 		t.Fatalf("retained status after restart = %q (retain %v)", pk.Payload, pk.Retain)
 	}
 }
@@ -448,11 +449,11 @@ func TestRetainedTDOfThingDeletedWhileDown(t *testing.T) {
 			e.restart()
 		}
 		c := mustDial(t, e.addr, nil)
-		c.mustSub(thingsPrefix + "+/td")
-		if m := c.next(thingsPrefix + "urn:kept/td"); !m.Retain {
+		c.mustSub(lmos.ThingsPrefix + "+/td")
+		if m := c.next(lmos.ThingsPrefix + "urn:kept/td"); !m.Retain {
 			t.Fatal("kept: not retained")
 		}
-		c.none(thingsPrefix+"urn:gone/td", 200*time.Millisecond)
+		c.none(lmos.ThingsPrefix+"urn:gone/td", 200*time.Millisecond)
 		c.close()
 	}
 }

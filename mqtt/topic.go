@@ -1,14 +1,11 @@
 package mqtt
 
 import (
-	"net/url"
 	"strings"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
-
-// thingsPrefix starts every Thing topic (PROTOCOL §4.1).
-const thingsPrefix = "lmos/v1/things/"
 
 // topicKind classifies the part of a Thing topic after {tid}.
 type topicKind int
@@ -33,13 +30,13 @@ type thingTopic struct {
 }
 
 // String rebuilds the topic name.
-func (t thingTopic) String() string { return thingsPrefix + t.tid + "/" + t.rest }
+func (t thingTopic) String() string { return lmos.ThingsPrefix + t.tid + "/" + t.rest }
 
 // parseThingTopic parses a topic name (not a filter) under
 // lmos/v1/things/. {tid} must be a non-empty level without wildcards; it is
 // not decoded (see idOf).
 func parseThingTopic(topic string) (thingTopic, bool) {
-	tail, ok := strings.CutPrefix(topic, thingsPrefix)
+	tail, ok := strings.CutPrefix(topic, lmos.ThingsPrefix)
 	if !ok {
 		return thingTopic{}, false
 	}
@@ -83,8 +80,8 @@ func parseThingTopic(topic string) (thingTopic, bool) {
 // idOf decodes a topic key back to the Thing id. Only the canonical key of
 // a valid id is accepted, so one Thing has exactly one set of topics.
 func idOf(tid string) (string, bool) {
-	id, err := url.PathUnescape(tid)
-	if err != nil || hub.TopicKey(id) != tid || hub.ValidateID(id) != nil {
+	id, ok := lmos.IDOfTopicKey(tid)
+	if !ok || hub.ValidateID(id) != nil {
 		return "", false
 	}
 	return id, true
@@ -97,14 +94,11 @@ func inboxOK(clientID string) bool {
 	return clientID != "" && !strings.ContainsAny(clientID, "/+#")
 }
 
-// clientsPrefix starts the reply inboxes lmos/v1/clients/{clientId}/….
-const clientsPrefix = "lmos/v1/clients/"
-
 // replyTopicOK reports whether an MQTT 5 Response Topic names a reply inbox
 // lmos/v1/clients/{clientId}/…, the only place a responder is asked to
 // publish to (PROTOCOL §4.3, §10).
 func replyTopicOK(topic string) bool {
-	inbox, ok := strings.CutPrefix(topic, clientsPrefix)
+	inbox, ok := strings.CutPrefix(topic, lmos.ClientsPrefix)
 	id, _, _ := strings.Cut(inbox, "/")
 	return ok && id != "" && !strings.ContainsAny(topic, "+#")
 }
@@ -115,7 +109,7 @@ func replyTopicOK(topic string) bool {
 // clients could fill the retained store. Nor on td/result, which is never
 // retained. A Thing's own properties, status and the rest keep it.
 func mayRetain(topic string) bool {
-	if strings.HasPrefix(topic, clientsPrefix) {
+	if strings.HasPrefix(topic, lmos.ClientsPrefix) {
 		return false
 	}
 	if t, ok := parseThingTopic(topic); ok {

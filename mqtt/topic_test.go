@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 func TestParseThingTopic(t *testing.T) {
@@ -44,7 +44,7 @@ func TestParseThingTopic(t *testing.T) {
 
 func TestIDOf(t *testing.T) {
 	for _, id := range []string{"urn:uuid:1", "https://x.example/a+b#c", "did:key:z6Mk", "urn:a%2Fb"} {
-		got, ok := idOf(hub.TopicKey(id))
+		got, ok := idOf(lmos.TopicKey(id))
 		if !ok || got != id {
 			t.Errorf("idOf(TopicKey(%q)) = %q, %v", id, got, ok)
 		}
@@ -143,7 +143,7 @@ func FuzzParseTopic(f *testing.F) {
 				t.Fatalf("bad name %q", tt.name)
 			}
 		}
-		if id, ok := idOf(tt.tid); ok && hub.TopicKey(id) != tt.tid {
+		if id, ok := idOf(tt.tid); ok && lmos.TopicKey(id) != tt.tid {
 			t.Fatalf("idOf(%q) = %q is not canonical", tt.tid, id)
 		}
 		// A Thing never reads another Thing's actions, whatever the filter.

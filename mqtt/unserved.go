@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -19,7 +20,7 @@ import (
 func (b *Broker) answerUnserved(cl *mochi.Client, t thingTopic, pk packets.Packet) (packets.Packet, error) {
 	b.unserved.Add(1)
 	if replyTo := pk.Properties.ResponseTopic; replyTo != "" {
-		ct := hub.MediaOf(pk.Properties.ContentType)
+		ct := lmos.MediaOf(pk.Properties.ContentType)
 		b.publishResult(replyTo, pk.Properties.CorrelationData, ct, hub.StatusFailed, problemPayload(hub.ProblemOf(b.whyUnserved(t)), ct))
 	}
 	if pk.FixedHeader.Qos == 1 && cl.Properties.ProtocolVersion == 5 {
@@ -79,7 +80,7 @@ func (b *Broker) publishResult(replyTo string, corr []byte, ct, status string, p
 }
 
 // problemPayload encodes a problem object in ct (JSON or CBOR).
-func problemPayload(p hub.Problem, ct string) []byte {
+func problemPayload(p lmos.Problem, ct string) []byte {
 	v := map[string]any{"type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail}
 	out, _ := hub.EncodeValue(v, ct)
 	return out

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -28,7 +29,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.StoreSize != nil {
 		st["storeBytes"] = s.cfg.StoreSize()
 	}
-	writeJSON(w, http.StatusOK, mtJSON, st)
+	writeJSON(w, http.StatusOK, lmos.MediaJSON, st)
 }
 
 // checks runs every health check; the map holds "up" or the error text.
@@ -52,7 +53,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 			status, code = "down", http.StatusServiceUnavailable
 		}
 	}
-	writeJSON(w, code, mtJSON, map[string]any{"status": status, "components": c})
+	writeJSON(w, code, lmos.MediaJSON, map[string]any{"status": status, "components": c})
 }
 
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
@@ -90,11 +91,11 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	for i, t := range all {
 		out[i] = viewToken(t)
 	}
-	writeJSON(w, http.StatusOK, mtJSON, out)
+	writeJSON(w, http.StatusOK, lmos.MediaJSON, out)
 }
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r, mtJSON)
+	body, err := s.readBody(w, r, lmos.MediaJSON)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -113,7 +114,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	}
 	v := viewToken(t)
 	v.Token = secret
-	writeJSON(w, http.StatusCreated, mtJSON, v)
+	writeJSON(w, http.StatusCreated, lmos.MediaJSON, v)
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // directoryTD serves the hub's own Thing Description: a W3C WoT Thing
@@ -52,7 +53,7 @@ func (s *Server) directoryDoc(base string) map[string]any {
 		return f
 	}
 	writeSec := []any{"bearer_sc"}
-	problem := []any{obj("success", false, "contentType", "application/problem+json")}
+	problem := []any{obj("success", false, "contentType", lmos.MediaProblem)}
 	td := obj(
 		"@context", []any{hub.ContextTD11, hub.ContextDiscovery, obj("lmos", hub.ContextLMOS)},
 		"@type", []any{"ThingDirectory"},
@@ -117,11 +118,11 @@ func (s *Server) directoryDoc(base string) map[string]any {
 				"forms", []any{form("things/{id}", "DELETE", "invokeaction", "security", writeSec, "additionalResponses", problem)}),
 			"searchJSONPath", obj("description", "Search Thing Descriptions with an RFC 9535 JSONPath query",
 				"uriVariables", obj("query", obj("type", "string")), "output", obj("type", "array"), "safe", true, "idempotent", true,
-				"forms", []any{form("search/jsonpath{?query}", "GET", "invokeaction", "contentType", mtJSON, "additionalResponses", problem)}),
+				"forms", []any{form("search/jsonpath{?query}", "GET", "invokeaction", "contentType", lmos.MediaJSON, "additionalResponses", problem)}),
 			"lmos:searchText", obj("description", "Ranked capability search over titles, descriptions, affordances and lmos:capabilities (LMOS extension)",
 				"uriVariables", obj("q", obj("type", "string"), "type", obj("type", "string"), "limit", obj("type", "integer", "minimum", 1)),
 				"output", obj("type", "array"), "safe", true, "idempotent", true,
-				"forms", []any{form("search/text{?q,type,limit}", "GET", "invokeaction", "contentType", mtJSON, "additionalResponses", problem)}),
+				"forms", []any{form("search/text{?q,type,limit}", "GET", "invokeaction", "contentType", lmos.MediaJSON, "additionalResponses", problem)}),
 		),
 		"events", obj(
 			// Named as in the W3C directory Thing Model; on the wire the SSE
@@ -131,10 +132,10 @@ func (s *Server) directoryDoc(base string) map[string]any {
 			"thingDeleted", sseEvent("A Thing Description was deleted", hub.EventDeleted),
 		),
 		"links", []any{
-			obj("rel", "lmos:status", "href", "api/status", "type", mtJSON),
+			obj("rel", "lmos:status", "href", "api/status", "type", lmos.MediaJSON),
 			// Absolute: a ws:// URL cannot be relative to the http:// base.
 			obj("rel", "lmos:websocket", "href", "ws"+strings.TrimPrefix(strings.TrimSuffix(base, "/"), "http")+"/ws",
-				"type", mtJSON, "subprotocol", "lmosprotocol"),
+				"type", lmos.MediaJSON, "subprotocol", "lmosprotocol"),
 		},
 	)
 	if s.cfg.Private {

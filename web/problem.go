@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // writeError answers with the problem for err and logs what the client
@@ -42,7 +43,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			}
 		}
 	}
-	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Type", lmos.MediaProblem)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Media types of the interaction proxy (PROTOCOL §3.3).
 const (
-	mtCBOR    = "application/cbor"
-	mtSSE     = "text/event-stream"
-	mtProblem = "application/problem+json"
+	mtSSE = "text/event-stream"
 )
 
 // proxyRoutes adds the interaction proxy. Reads are open unless the hub is
@@ -32,7 +31,7 @@ func (s *Server) proxyRoutes() {
 // accepts reports whether the Accept header names media type mt.
 func accepts(r *http.Request, mt string) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		if mediaType(part) == mt {
+		if lmos.MediaType(part) == mt {
 			return true
 		}
 	}
@@ -42,10 +41,10 @@ func accepts(r *http.Request, mt string) bool {
 // resultType is the encoding a consumer wants results in: CBOR when it
 // accepts application/cbor, JSON otherwise.
 func resultType(r *http.Request) string {
-	if accepts(r, mtCBOR) {
-		return hub.MediaCBOR
+	if accepts(r, lmos.MediaCBOR) {
+		return lmos.MediaCBOR
 	}
-	return hub.MediaJSON
+	return lmos.MediaJSON
 }
 
 // interaction builds the Interaction a proxy request stands for.
@@ -77,13 +76,13 @@ func (s *Server) proxyContext(r *http.Request, timeout time.Duration) (context.C
 // must decode (with the CBOR limits); an action may have no body at all.
 func (s *Server) readInput(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, string, error) {
 	if optional && r.ContentLength <= 0 && r.Header.Get("Content-Type") == "" {
-		return nil, hub.MediaJSON, nil
+		return nil, lmos.MediaJSON, nil
 	}
-	body, err := s.readBody(w, r, mtJSON, mtCBOR)
+	body, err := s.readBody(w, r, lmos.MediaJSON, lmos.MediaCBOR)
 	if err != nil {
 		return nil, "", err
 	}
-	ct := hub.MediaOf(r.Header.Get("Content-Type"))
+	ct := lmos.MediaOf(r.Header.Get("Content-Type"))
 	if len(body) == 0 && optional {
 		return nil, ct, nil
 	}
@@ -174,7 +173,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if accepts(r, mtSSE) {
-		in.Accept = hub.MediaJSON
+		in.Accept = lmos.MediaJSON
 		s.streamInvocation(w, r, rt, in)
 		return
 	}
@@ -205,7 +204,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 // writeAgentProblem answers 502 with the problem a Thing reported (or the
 // hub's, for a payload of the Thing that does not decode): its
 // type, title and detail are kept, status is 502 and instance the request.
-func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *hub.Problem) {
+func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *lmos.Problem) {
 	out := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
 	if p != nil {
 		out = *p
@@ -214,7 +213,7 @@ func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *hu
 	out.Instance = r.URL.RequestURI()
 	out.ValidationErrors = nil
 	s.log.Debug("proxied interaction failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
-	w.Header().Set("Content-Type", mtProblem)
+	w.Header().Set("Content-Type", lmos.MediaProblem)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusBadGateway)
 	_ = json.NewEncoder(w).Encode(out)
@@ -326,7 +325,7 @@ func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hu
 		if res.Status == hub.StatusFailed {
 			p := res.Problem
 			if p == nil {
-				p = &hub.Problem{}
+				p = &lmos.Problem{}
 			}
 			out := *p
 			out.Status, out.Instance = http.StatusBadGateway, r.URL.RequestURI()
@@ -350,7 +349,7 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 		return
 	}
 	in := interaction(r, op)
-	in.Accept = hub.MediaJSON
+	in.Accept = lmos.MediaJSON
 	if _, _, err := rt.Check(in); err != nil {
 		s.writeError(w, r, err)
 		return

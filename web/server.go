@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -231,7 +232,7 @@ func (w *statusWriter) WriteHeader(code int) {
 		return
 	}
 	w.status, w.wrote = code, true
-	isProblem := w.Header().Get("Content-Type") == "application/problem+json"
+	isProblem := w.Header().Get("Content-Type") == lmos.MediaProblem
 	if (code == http.StatusNotFound || code == http.StatusMethodNotAllowed) && !isProblem {
 		// Only the mux answers these without a problem body: no route
 		// matched the path, or none matched the method (Allow is set).
@@ -337,7 +338,7 @@ func (s *Server) readBodyMax(w http.ResponseWriter, r *http.Request, limit int64
 	if err := checkContentCoding(w, r); err != nil {
 		return nil, err
 	}
-	mt := mediaType(r.Header.Get("Content-Type"))
+	mt := lmos.MediaType(r.Header.Get("Content-Type"))
 	ok := false
 	for _, a := range accepted {
 		ok = ok || mt == a
@@ -366,13 +367,6 @@ func (s *Server) readBodyMax(w http.ResponseWriter, r *http.Request, limit int64
 
 func tooLarge(limit int64) error {
 	return hub.Errorf(hub.ETOOLARGE, "the body is larger than the limit of %d bytes (http.maxBodyBytes)", limit)
-}
-
-func mediaType(ct string) string {
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	return strings.ToLower(strings.TrimSpace(ct))
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -11,17 +11,15 @@ import (
 	"strconv"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Media types of the directory API.
 const (
 	mtTD         = "application/td+json"
-	mtJSON       = "application/json"
 	mtLDJSON     = "application/ld+json"
 	mtMergePatch = "application/merge-patch+json"
 )
-
-func thingPath(id string) string { return "/things/" + url.PathEscape(id) }
 
 func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -170,7 +168,7 @@ func (s *Server) getThing(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createThing(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readTD(w, r, mtTD, mtJSON, mtLDJSON)
+	body, err := s.readTD(w, r, mtTD, lmos.MediaJSON, mtLDJSON)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -180,12 +178,12 @@ func (s *Server) createThing(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("Location", thingPath(id))
+	w.Header().Set("Location", lmos.ThingPath(id))
 	w.WriteHeader(http.StatusCreated)
 }
 
 func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readTD(w, r, mtTD, mtJSON, mtLDJSON)
+	body, err := s.readTD(w, r, mtTD, lmos.MediaJSON, mtLDJSON)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -197,7 +195,7 @@ func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if created {
-		w.Header().Set("Location", thingPath(id))
+		w.Header().Set("Location", lmos.ThingPath(id))
 		w.WriteHeader(http.StatusCreated)
 		return
 	}
@@ -279,7 +277,7 @@ func (b *heldBody) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if !b.sent {
-		b.w.Header().Set("Content-Type", mtJSON)
+		b.w.Header().Set("Content-Type", lmos.MediaJSON)
 		b.w.WriteHeader(http.StatusOK)
 		b.sent = true
 	}
@@ -292,7 +290,7 @@ func (b *heldBody) Write(p []byte) (int, error) {
 // Content-Length, as before streaming.
 func (b *heldBody) finish() {
 	if !b.sent {
-		writeBytes(b.w, http.StatusOK, mtJSON, b.buf)
+		writeBytes(b.w, http.StatusOK, lmos.MediaJSON, b.buf)
 		return
 	}
 	_, _ = b.w.Write(b.buf)
@@ -310,7 +308,7 @@ func (s *Server) searchText(w http.ResponseWriter, r *http.Request) {
 		s.writeSearchError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, mtJSON, hits)
+	writeJSON(w, http.StatusOK, lmos.MediaJSON, hits)
 }
 
 // readAll reads r, pre-sizing the buffer from Content-Length when known.

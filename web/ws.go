@@ -14,6 +14,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -516,7 +517,7 @@ func reply(m *wsMessage, typ string) *wsOut {
 
 func (wc *wsConn) mediaOf(m *wsMessage) string {
 	if m == nil {
-		return hub.MediaJSON
+		return lmos.MediaJSON
 	}
 	return m.Media
 }
@@ -524,7 +525,7 @@ func (wc *wsConn) mediaOf(m *wsMessage) string {
 // replyError answers m with an error message: the RFC 9457 problem of err
 // (PROTOCOL §10), instance = /ws.
 func (wc *wsConn) replyError(m *wsMessage, err error) {
-	var p hub.Problem
+	var p lmos.Problem
 	var pe *problemErr
 	if errors.As(err, &pe) {
 		p = pe.p
@@ -626,9 +627,9 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 	case mtPropertyReading, mtActionStatus, mtEvent, mtAcknowledgement, mtError:
 		wc.fromAgent(m)
 	default:
-		wc.replyError(m, &problemErr{own: true, p: hub.Problem{Type: hub.ErrorTypeBase + "unsupported-message-type",
-			Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
-			Detail: fmt.Sprintf("the hub does not know the messageType %q", hub.Truncate(m.MessageType, 64))}})
+		p := lmos.ProblemFor(http.StatusBadRequest, fmt.Sprintf("the hub does not know the messageType %q", hub.Truncate(m.MessageType, 64)))
+		p.Type = lmos.ErrorTypeBase + "unsupported-message-type"
+		wc.replyError(m, &problemErr{own: true, p: p})
 	}
 }
 
@@ -749,7 +750,7 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 
 // problemError turns a Thing's problem into an error with its texts and the
 // status of EFAILED (502).
-func problemError(p *hub.Problem) error {
+func problemError(p *lmos.Problem) error {
 	if p == nil {
 		return hub.Errorf(hub.EFAILED, "the Thing reported a failure")
 	}
@@ -759,7 +760,7 @@ func problemError(p *hub.Problem) error {
 // problemErr carries a problem as is: a Thing's (status 502) or, with own,
 // one of the hub's that no error code stands for.
 type problemErr struct {
-	p   hub.Problem
+	p   lmos.Problem
 	own bool
 }
 

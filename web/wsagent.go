@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -281,7 +282,7 @@ func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub
 	if accept == "" {
 		accept = in.ContentType
 	}
-	accept = hub.MediaOf(accept)
+	accept = lmos.MediaOf(accept)
 	input, err := hub.Transcode(in.Input, in.ContentType, media)
 	if err != nil {
 		return err

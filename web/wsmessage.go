@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -68,7 +69,7 @@ type wsMessage struct {
 	TD     any
 	// Problem is an error message's problem (or a failed actionStatus's
 	// "error" member).
-	Problem *hub.Problem
+	Problem *lmos.Problem
 	// Kotlin is set when the message used kotlin-wot's spelling
 	// ("property" for the name, "data" for a property value): replies
 	// then carry those members too, so kotlin-wot clients read them.
@@ -81,14 +82,14 @@ type wsMessage struct {
 // frameMedia is the payload encoding of a frame type.
 func frameMedia(t websocket.MessageType) string {
 	if t == websocket.MessageBinary {
-		return hub.MediaCBOR
+		return lmos.MediaCBOR
 	}
-	return hub.MediaJSON
+	return lmos.MediaJSON
 }
 
 // frameType is the frame type that carries media.
 func frameType(media string) websocket.MessageType {
-	if media == hub.MediaCBOR {
+	if media == lmos.MediaCBOR {
 		return websocket.MessageBinary
 	}
 	return websocket.MessageText
@@ -100,7 +101,7 @@ func frameType(media string) websocket.MessageType {
 func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 	// encoding/json would replace invalid UTF-8 silently (RFC 6455 requires
 	// UTF-8 in text frames, coder/websocket does not check it).
-	if media == hub.MediaJSON && !utf8.Valid(frame) {
+	if media == lmos.MediaJSON && !utf8.Valid(frame) {
 		return nil, errUnparseable
 	}
 	v, err := hub.DecodeValue(frame, media)
@@ -181,7 +182,7 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 }
 
 // problemMember reads a peer's problem object (see hub.PeerProblem).
-func problemMember(obj map[string]any) *hub.Problem {
+func problemMember(obj map[string]any) *lmos.Problem {
 	p := hub.PeerProblem(obj)
 	return &p
 }
@@ -217,10 +218,10 @@ type wsOut struct {
 	Input  rawValue `json:"input,omitzero"`
 	Output rawValue `json:"output,omitzero"`
 
-	Status    any          `json:"status,omitempty"`
-	Error     *hub.Problem `json:"error,omitempty"`
-	Message   string       `json:"message,omitempty"`
-	Timestamp string       `json:"timestamp,omitempty"`
+	Status    any           `json:"status,omitempty"`
+	Error     *lmos.Problem `json:"error,omitempty"`
+	Message   string        `json:"message,omitempty"`
+	Timestamp string        `json:"timestamp,omitempty"`
 
 	Type             string           `json:"type,omitempty"`
 	Title            string           `json:"title,omitempty"`
@@ -240,14 +241,14 @@ var cborEnc = func() cbor.EncMode {
 
 // encode serialises m in media; payloads in m must be in media already.
 func (m *wsOut) encode(media string) ([]byte, error) {
-	if media == hub.MediaCBOR {
+	if media == lmos.MediaCBOR {
 		return cborEnc.Marshal(m)
 	}
 	return json.Marshal(m)
 }
 
 // setProblem makes m an error message carrying p.
-func (m *wsOut) setProblem(p hub.Problem) {
+func (m *wsOut) setProblem(p lmos.Problem) {
 	m.MessageType = "error"
 	m.Type, m.Title, m.Status, m.Detail, m.Instance = p.Type, p.Title, p.Status, p.Detail, p.Instance
 	m.ValidationErrors = p.ValidationErrors

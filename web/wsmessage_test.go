@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -25,7 +26,7 @@ func TestDecodeMessageSpellings(t *testing.T) {
 		{frame: `{"messageType":"invokeAction","thingId":"urn:a","action":"add","input":{"a":1}}`, typ: mtInvokeAction, thing: "urn:a", name: "add", value: `{"a":1}`},
 		{frame: `{"messageType":"actionStatus","thingId":"urn:a","correlationID":"c","action":"add","status":"running","output":[1]}`, typ: mtActionStatus, thing: "urn:a", name: "add", value: `[1]`},
 	} {
-		m, err := decodeMessage([]byte(tc.frame), hub.MediaJSON)
+		m, err := decodeMessage([]byte(tc.frame), lmos.MediaJSON)
 		if err != nil {
 			t.Errorf("%s: %v", tc.frame, err)
 			continue
@@ -41,12 +42,12 @@ func TestDecodeMessageSpellings(t *testing.T) {
 	}
 	// The same object in CBOR.
 	b, _ := cbor.Marshal(map[string]any{"messageType": "invokeAction", "thingId": "urn:a", "action": "add", "input": map[string]any{"a": 1}})
-	m, err := decodeMessage(b, hub.MediaCBOR)
-	if err != nil || m.MessageType != mtInvokeAction || m.Name != "add" || !m.HasValue || m.Media != hub.MediaCBOR {
+	m, err := decodeMessage(b, lmos.MediaCBOR)
+	if err != nil || m.MessageType != mtInvokeAction || m.Name != "add" || !m.HasValue || m.Media != lmos.MediaCBOR {
 		t.Errorf("CBOR: %+v %v", m, err)
 	}
 	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, "\xff", "{\"messageType\":\"read\xffProperty\"}"} {
-		if _, err := decodeMessage([]byte(bad), hub.MediaJSON); !errors.Is(err, errUnparseable) {
+		if _, err := decodeMessage([]byte(bad), lmos.MediaJSON); !errors.Is(err, errUnparseable) {
 			t.Errorf("%q: %v, want unparseable", bad, err)
 		}
 	}
@@ -75,9 +76,9 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add([]byte{0xbf, 0x61, 0x61, 0x01, 0xff}, true)
 	f.Add([]byte{0xa1, 0x61, 0x61, 0xc1, 0x00}, true)
 	f.Fuzz(func(t *testing.T, frame []byte, binary bool) {
-		media := hub.MediaJSON
+		media := lmos.MediaJSON
 		if binary {
-			media = hub.MediaCBOR
+			media = lmos.MediaCBOR
 		}
 		m, err := decodeMessage(frame, media)
 		if errors.Is(err, errUnparseable) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 const (
@@ -365,9 +367,9 @@ func TestHealthMetricsStatus(t *testing.T) {
 
 // expectProblem checks status, problem body and a detail fragment, and
 // returns the problem for more checks.
-func expectProblem(t *testing.T, resp *http.Response, body []byte, status int, detail string) problem {
+func expectProblem(t *testing.T, resp *http.Response, body []byte, status int, detail string) lmos.Problem {
 	t.Helper()
-	var p problem
+	var p lmos.Problem
 	if resp.StatusCode != status {
 		t.Errorf("status %d, want %d: %s", resp.StatusCode, status, body)
 	}

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // /metrics counts the MQTT deliveries dropped, by reason, and the clients
@@ -28,7 +27,7 @@ func TestMQTTSlowClientMetrics(t *testing.T) {
 	const id = "urn:metrics-thing"
 	creds := h.mqttDial(nil).join(id, makeTD(id, "Metrics"))
 	th := h.mqttDial(&paho.Connect{CleanStart: true, Username: creds.Username, UsernameFlag: true, Password: []byte(creds.Password), PasswordFlag: true})
-	topic := "lmos/v1/things/" + hub.TopicKey(id) + "/events/e"
+	topic := "lmos/v1/things/" + lmos.TopicKey(id) + "/events/e"
 
 	// A raw MQTT 3.1.1 subscriber that reads its SUBACK and nothing more.
 	conn, err := net.Dial("tcp", h.Main.MQTTAddr.String())

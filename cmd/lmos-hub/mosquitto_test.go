@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // mosquittoTool returns the path of a mosquitto client (Debian
@@ -49,7 +49,7 @@ func TestMosquittoClients(t *testing.T) {
 	const jsID, goID = "urn:example:mosq-js", "urn:example:mosq-go"
 	jsAgent := startScript(t, ctx, "mqtt.js agent", "mqttjs-agent.mjs", url, jsID, "5", "1")
 	startGoCounter(t, ctx, url, goID)
-	topic := func(id, rest string) string { return "lmos/v1/things/" + hub.TopicKey(id) + "/" + rest }
+	topic := func(id, rest string) string { return "lmos/v1/things/" + lmos.TopicKey(id) + "/" + rest }
 	run := func(bin string, args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, bin, append([]string{"-h", host, "-p", port}, args...)...)

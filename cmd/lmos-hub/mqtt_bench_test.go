@@ -29,13 +29,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // mosquittoBin is where Debian's mosquitto package installs the broker.
@@ -105,7 +104,7 @@ func agentTD(id string) []byte {
 		"security":            "nosec_sc",
 		"actions": map[string]any{"echo": map[string]any{
 			"forms": []any{map[string]any{
-				"href":        "mqtt://127.0.0.1/lmos/v1/things/" + hub.TopicKey(id) + "/actions/echo",
+				"href":        "mqtt://127.0.0.1/lmos/v1/things/" + lmos.TopicKey(id) + "/actions/echo",
 				"op":          "invokeaction",
 				"contentType": "application/cbor",
 			}},
@@ -130,7 +129,7 @@ func joinThings(b *testing.B, addr string, ids []string) []joinCreds {
 	benchSubscribe(b, c, "lmos/v1/things/+/td/result", 1)
 	creds := make([]joinCreds, len(ids))
 	for i, id := range ids {
-		tid := hub.TopicKey(id)
+		tid := lmos.TopicKey(id)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := c.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + tid + "/td", QoS: 1, Retain: true, Payload: agentTD(id),
 			Properties: &paho.PublishProperties{ContentType: "application/td+json"}})
@@ -223,7 +222,7 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 	var seq uint64
 	invoke := func(qos byte) (time.Duration, error) {
 		seq++
-		tid := hub.TopicKey(ids[seq%agents])
+		tid := lmos.TopicKey(ids[seq%agents])
 		in, err := cbor.Marshal(echoInput{N: seq, Text: "hello agent"})
 		if err != nil {
 			return 0, err
@@ -320,7 +319,7 @@ func BenchmarkMQTTFanout50(b *testing.B) {
 	}
 	load := buildTool(b, "../../internal/mqttload", "mqttload")
 	const id = "urn:uuid:7e3a1c52-0000-4000-8000-f0f0f0f0f0f0"
-	topic := "lmos/v1/things/" + hub.TopicKey(id) + "/events/e"
+	topic := "lmos/v1/things/" + lmos.TopicKey(id) + "/events/e"
 	type totals struct {
 		deliveries int64
 		secs       float64

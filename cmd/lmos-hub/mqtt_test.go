@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // mqttClient is a paho MQTT 5 client of a test hub; every message it
@@ -101,7 +100,7 @@ type joinCreds struct {
 // join publishes td for id and returns the issued credentials.
 func (m *mqttClient) join(id string, td []byte) joinCreds {
 	m.t.Helper()
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	m.sub("lmos/v1/things/" + tid + "/td/result")
 	m.pub("lmos/v1/things/"+tid+"/td", td, true)
 	var res struct {
@@ -142,7 +141,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestMQTTJoinPresenceOverHTTP(t *testing.T) {
 	h := startHub(t, nil)
 	const id = "urn:uuid:5b0d6c1e-0000-4000-8000-0000000000aa"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	creds := h.mqttDial(nil).join(id, makeTD(id, "Thermostat"))
 	if creds.Username != tid {
 		t.Fatalf("username %q", creds.Username)
@@ -214,7 +213,7 @@ func TestMQTTMosquittoInterop(t *testing.T) {
 	dir := t.TempDir()
 	h := startHubIn(t, dir, nil)
 	const id = "urn:uuid:5b0d6c1e-0000-4000-8000-0000000000bb"
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	creds := h.mqttDial(nil).join(id, makeTD(id, "Sensor"))
 	th := h.mqttDial(&paho.Connect{CleanStart: true, Username: creds.Username, UsernameFlag: true, Password: []byte(creds.Password), PasswordFlag: true})
 	propTopic := "lmos/v1/things/" + tid + "/properties/temp"
@@ -280,7 +279,7 @@ func TestMQTTMosquittoFanOut(t *testing.T) {
 	_, subBin := requireMosquitto(t)
 	h := startHubIn(t, t.TempDir(), nil)
 	const id = "urn:uuid:5b0d6c1e-0000-4000-8000-0000000000cc"
-	topic := "lmos/v1/things/" + hub.TopicKey(id) + "/events/alarm"
+	topic := "lmos/v1/things/" + lmos.TopicKey(id) + "/events/alarm"
 	th := h.mqttDial(thingConnect(h.mqttDial(nil).join(id, makeTD(id, "Alarm"))))
 	host, port, _ := net.SplitHostPort(h.Main.MQTTAddr.String())
 	type sub struct {

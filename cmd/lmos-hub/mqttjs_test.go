@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // countTD is the Go agents' side of the action the mqtt.js scripts speak:
@@ -148,7 +148,7 @@ func TestMQTTJSLongSequence(t *testing.T) {
 	checkResults(t, consumer, batch(jsID, "a", 300, 2), 2, jsID, true)
 	checkResults(t, consumer, batch(goID, "g", 100, 2), 2, goID, true)
 
-	tick := "lmos/v1/things/" + hub.TopicKey(jsID) + "/events/tick"
+	tick := "lmos/v1/things/" + lmos.TopicKey(jsID) + "/events/tick"
 	consumer.do(5*time.Second, map[string]any{"cmd": "sub", "topic": tick, "qos": 1})
 	jsAgent.do(30*time.Second, map[string]any{"cmd": "emit", "from": 0, "n": 200})
 	checkTicks(t, consumer, tick, 0, 200)
@@ -158,7 +158,7 @@ func TestMQTTJSLongSequence(t *testing.T) {
 
 	// An MQTT 3.1.1 agent cannot see the Response Topic: fire-and-forget,
 	// observed through the done event it publishes instead.
-	done := "lmos/v1/things/" + hub.TopicKey(js3ID) + "/events/done"
+	done := "lmos/v1/things/" + lmos.TopicKey(js3ID) + "/events/done"
 	consumer.do(5*time.Second, map[string]any{"cmd": "sub", "topic": done, "qos": 1})
 	fired := tags("f", 50)
 	consumer.do(30*time.Second, map[string]any{"cmd": "fire", "thing": js3ID, "action": "count", "tags": fired, "n": 1, "qos": 1})
@@ -201,12 +201,12 @@ func TestPahoPythonClients(t *testing.T) {
 	checkResults(t, pyConsumer, batch(pyConsumer, jsID, "pj", 25, 2), 2, jsID, true)
 	checkResults(t, jsConsumer, batch(jsConsumer, pyID, "jp", 25, 2), 2, pyID, true)
 
-	tick := "lmos/v1/things/" + hub.TopicKey(pyID) + "/events/tick"
+	tick := "lmos/v1/things/" + lmos.TopicKey(pyID) + "/events/tick"
 	py3Consumer.do(5*time.Second, map[string]any{"cmd": "sub", "topic": tick})
 	pyAgent.do(10*time.Second, map[string]any{"cmd": "emit", "from": 0, "n": 30})
 	checkTicks(t, py3Consumer, tick, 0, 30)
 
-	done := "lmos/v1/things/" + hub.TopicKey(py3ID) + "/events/done"
+	done := "lmos/v1/things/" + lmos.TopicKey(py3ID) + "/events/done"
 	pyConsumer.do(5*time.Second, map[string]any{"cmd": "sub", "topic": done})
 	fired := tags("f", 20)
 	py3Consumer.do(10*time.Second, map[string]any{"cmd": "fire", "thing": py3ID, "action": "count", "tags": fired, "n": 1})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -32,7 +33,7 @@ func TestProxyReadPropertyUndecodableIs502(t *testing.T) {
 	} {
 		resp, body := h.request("GET", base+c.name, "", c.accept, nil, "")
 		p := expectProblem(t, resp, body, http.StatusBadGateway, "not valid")
-		if p.Type != hub.ErrorTypeBase+hub.EFAILED {
+		if p.Type != lmos.ErrorTypeBase+hub.EFAILED {
 			t.Errorf("%s as %q: type %q", c.name, c.accept, p.Type)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
 
@@ -23,7 +24,7 @@ import (
 // property and an event.
 func proxyTD(id string) []byte {
 	form := func(ct, topic string) []any {
-		return []any{map[string]any{"href": "mqtt://hub/lmos/v1/things/" + hub.TopicKey(id) + "/" + topic, "contentType": ct}}
+		return []any{map[string]any{"href": "mqtt://hub/lmos/v1/things/" + lmos.TopicKey(id) + "/" + topic, "contentType": ct}}
 	}
 	action := func(name, ct string) map[string]any { return map[string]any{"forms": form(ct, "actions/"+name)} }
 	b, _ := json.Marshal(map[string]any{
@@ -77,7 +78,7 @@ type proxyAgent struct {
 func (h *testHub) startAgent(id string) *proxyAgent {
 	h.t.Helper()
 	creds := h.mqttDial(nil).join(id, proxyTD(id))
-	tid := hub.TopicKey(id)
+	tid := lmos.TopicKey(id)
 	mc := h.mqttDial(&paho.Connect{CleanStart: true, Username: creds.Username, UsernameFlag: true,
 		Password: []byte(creds.Password), PasswordFlag: true,
 		WillMessage: &paho.WillMessage{Topic: "lmos/v1/things/" + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}})
@@ -304,7 +305,7 @@ func TestProxyInvokeTimeoutCleansUp(t *testing.T) {
 		start := time.Now()
 		resp, body := h.request("POST", actionPath(agentID, "never"), "application/json", "", []byte(`{}`), testToken)
 		p := expectProblem(t, resp, body, 504, "no final result")
-		if p.Type != hub.ErrorTypeBase+hub.ETIMEOUT {
+		if p.Type != lmos.ErrorTypeBase+hub.ETIMEOUT {
 			t.Errorf("type %q", p.Type)
 		}
 		if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {

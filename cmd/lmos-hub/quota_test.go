@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -333,7 +334,7 @@ func joinArgs(t *testing.T, joins []floodJoin, contentType bool) []string {
 		if err := os.WriteFile(f, j.payload, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "lmos/v1/things/"+hub.TopicKey(j.id)+"/td")
+		args = append(args, "lmos/v1/things/"+lmos.TopicKey(j.id)+"/td")
 		if contentType {
 			args = append(args, j.contentType)
 		}
@@ -414,7 +415,7 @@ func TestHeavyJoinFloodWithPaho(t *testing.T) {
 	const victim = "urn:example:legit"
 	worker := func(id string) uint32 {
 		f := fnv.New32a()
-		f.Write([]byte(hub.TopicKey(id)))
+		f.Write([]byte(lmos.TopicKey(id)))
 		return f.Sum32() % 8 // the broker's join workers
 	}
 	var flood []floodJoin

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/google/uuid"
 
@@ -709,7 +710,7 @@ func (c *pahoScenario) invoke(thing string, tags []string, n, qos int) error {
 			c.mu.Unlock()
 		}()
 		in, _ := json.Marshal(map[string]any{"n": n, "tag": tag})
-		err := c.publish(&paho.Publish{Topic: "lmos/v1/things/" + hub.TopicKey(thing) + "/actions/count", QoS: byte(qos), Payload: in,
+		err := c.publish(&paho.Publish{Topic: "lmos/v1/things/" + lmos.TopicKey(thing) + "/actions/count", QoS: byte(qos), Payload: in,
 			Properties: &paho.PublishProperties{ResponseTopic: c.inbox(), CorrelationData: []byte(tag), ContentType: "application/json",
 				User: paho.UserProperties{{Key: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}})
 		if err != nil {
@@ -748,16 +749,16 @@ func (c *pahoScenario) watch(topic string, on func(p *paho.Publish)) error {
 
 func (c *pahoScenario) subscribe(thing string) error {
 	c.l.subscribed("paho", thing)
-	return c.watch("lmos/v1/things/"+hub.TopicKey(thing)+"/events/tick", func(p *paho.Publish) { c.l.event("paho", thing, p.Payload) })
+	return c.watch("lmos/v1/things/"+lmos.TopicKey(thing)+"/events/tick", func(p *paho.Publish) { c.l.event("paho", thing, p.Payload) })
 }
 
 func (c *pahoScenario) observe(thing string) error {
 	c.l.observed("paho", thing)
-	return c.watch("lmos/v1/things/"+hub.TopicKey(thing)+"/properties/level", func(p *paho.Publish) { c.l.value("paho", thing, p.Payload) })
+	return c.watch("lmos/v1/things/"+lmos.TopicKey(thing)+"/properties/level", func(p *paho.Publish) { c.l.value("paho", thing, p.Payload) })
 }
 
 func (c *pahoScenario) write(thing string, v float64) error {
-	return c.publish(&paho.Publish{Topic: "lmos/v1/things/" + hub.TopicKey(thing) + "/properties/level/set", QoS: 1,
+	return c.publish(&paho.Publish{Topic: "lmos/v1/things/" + lmos.TopicKey(thing) + "/properties/level/set", QoS: 1,
 		Payload: []byte(fmt.Sprint(v)), Properties: &paho.PublishProperties{ContentType: "application/json"}})
 }
 
@@ -842,16 +843,16 @@ func (c *jsScenario) watch(topic string, on func([]byte)) error {
 
 func (c *jsScenario) subscribe(thing string) error {
 	c.l.subscribed("mqtt.js", thing)
-	return c.watch("lmos/v1/things/"+hub.TopicKey(thing)+"/events/tick", func(b []byte) { c.l.event("mqtt.js", thing, b) })
+	return c.watch("lmos/v1/things/"+lmos.TopicKey(thing)+"/events/tick", func(b []byte) { c.l.event("mqtt.js", thing, b) })
 }
 
 func (c *jsScenario) observe(thing string) error {
 	c.l.observed("mqtt.js", thing)
-	return c.watch("lmos/v1/things/"+hub.TopicKey(thing)+"/properties/level", func(b []byte) { c.l.value("mqtt.js", thing, b) })
+	return c.watch("lmos/v1/things/"+lmos.TopicKey(thing)+"/properties/level", func(b []byte) { c.l.value("mqtt.js", thing, b) })
 }
 
 func (c *jsScenario) write(thing string, v float64) error {
-	return c.p.doErr(5*time.Second, map[string]any{"cmd": "pub", "topic": "lmos/v1/things/" + hub.TopicKey(thing) + "/properties/level/set", "data": v})
+	return c.p.doErr(5*time.Second, map[string]any{"cmd": "pub", "topic": "lmos/v1/things/" + lmos.TopicKey(thing) + "/properties/level/set", "data": v})
 }
 
 func (c *jsScenario) read(string) (float64, error) { return 0, errors.ErrUnsupported }
@@ -1026,7 +1027,7 @@ func TestCrossTransportScenario(t *testing.T) {
 		t.Helper()
 		waitFor(t, 15*time.Second, thing+" online", func() bool {
 			th, err := h.Main.Registry.Get(thing)
-			return status.count(hub.TopicKey(thing), "online") >= n && err == nil && th.Meta.Presence.Status == hub.PresenceOnline
+			return status.count(lmos.TopicKey(thing), "online") >= n && err == nil && th.Meta.Presence.Status == hub.PresenceOnline
 		})
 	}
 

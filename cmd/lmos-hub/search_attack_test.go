@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Issue 12, point 1: "one query takes the hub down". Each test performs the
@@ -92,7 +92,7 @@ func pahoJoin(t *testing.T, h *testHub, id string, td []byte) []byte {
 	if err := os.WriteFile(file, td, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	topic := "lmos/v1/things/" + hub.TopicKey(id) + "/td"
+	topic := "lmos/v1/things/" + lmos.TopicKey(id) + "/td"
 	const script = `
 import sys, paho.mqtt.client as mqtt
 host, port, topic, file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]

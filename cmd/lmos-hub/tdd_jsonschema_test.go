@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // schemaInvalidCase is one TD of the issue 11 audit that the W3C TD 1.1 JSON
@@ -118,7 +119,7 @@ func TestTDD_validation_jsonschema(t *testing.T) {
 	for _, c := range cases {
 		payloads = append(payloads, "application/td+json", hex.EncodeToString(c.td(t, id)))
 	}
-	for i, res := range pahoJoins(t, h, "lmos/v1/things/"+hub.TopicKey(id)+"/td", payloads) {
+	for i, res := range pahoJoins(t, h, "lmos/v1/things/"+lmos.TopicKey(id)+"/td", payloads) {
 		expectSchemaField(t, "MQTT join "+cases[i].name, cases[i].field, res.Problem.ValidationErrors)
 	}
 	if after := h.snapshot(); after != before {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // expectRootValidationError checks a problem's validationErrors name the
@@ -57,7 +58,7 @@ func TestTDD_validation_response_not_an_object(t *testing.T) {
 	// MQTT join: Eclipse Paho (Python, MQTT 5) publishes each body on …/td
 	// and reads …/td/result on the same connection (results go only to the
 	// publisher); any disconnect or missing result fails it.
-	tid := hub.TopicKey("urn:example:mqtt-nobj")
+	tid := lmos.TopicKey("urn:example:mqtt-nobj")
 	bodies := []struct{ ctype, hex string }{
 		{"application/td+json", hex.EncodeToString([]byte(`[]`))},
 		{"application/td+json", hex.EncodeToString([]byte(`"a string"`))},

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 const thingsUsage = `usage: lmos-hub things <command> [flags] [arguments]
@@ -223,8 +224,6 @@ func (c *thingsClient) url(escapedPath string) string {
 	return strings.TrimRight(c.base.String(), "/") + escapedPath
 }
 
-func thingPath(id string) string { return "/things/" + url.PathEscape(id) }
-
 // do sends one request. The token, when given, goes with every request:
 // writes always need it and a hub with http.private needs it for reads.
 func (c *thingsClient) do(method, rawURL, contentType, accept string, body []byte) (*http.Response, []byte, error) {
@@ -279,28 +278,15 @@ func (c *thingsClient) transportError(err error) error {
 	return fmt.Errorf("cannot talk to the hub at %s: %v", hub, inner)
 }
 
-// problem is an RFC 9457 problem details body.
-type problem struct {
-	Type             string `json:"type"`
-	Title            string `json:"title"`
-	Status           int    `json:"status"`
-	Detail           string `json:"detail"`
-	Instance         string `json:"instance"`
-	ValidationErrors []struct {
-		Field       string `json:"field"`
-		Description string `json:"description"`
-	} `json:"validationErrors"`
-}
-
 // report writes a non-2xx answer to stderr as
 // `error: 400 Bad Request: <detail>` plus one line per validation error and
 // a hint where one helps; it returns errThingsReported.
 func (c *thingsClient) report(resp *http.Response, body []byte, what string) error {
 	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	var msgs []string
-	var p problem
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	isJSON := mt == "application/problem+json" || mt == "application/json" || strings.HasSuffix(mt, "+json")
+	var p lmos.Problem
+	mt := lmos.MediaType(resp.Header.Get("Content-Type"))
+	isJSON := mt == lmos.MediaProblem || mt == "application/json" || strings.HasSuffix(mt, "+json")
 	if isJSON && json.Unmarshal(body, &p) == nil {
 		if p.Title != "" && !strings.EqualFold(p.Title, http.StatusText(resp.StatusCode)) {
 			msgs = append(msgs, p.Title)
@@ -529,7 +515,7 @@ func printJSON(stdout io.Writer, body []byte) error {
 
 // get prints one Thing Description: the body exactly as the hub sends it.
 func (c *thingsClient) get(stdout io.Writer, id string, raw bool) error {
-	u := c.url(thingPath(id))
+	u := c.url(lmos.ThingPath(id))
 	if raw {
 		u += "?enriched=false"
 	}
@@ -607,7 +593,7 @@ func (c *thingsClient) put(stdout io.Writer, stdin io.Reader, file string) error
 	if err := json.Unmarshal(idRaw, &id); err != nil || id == "" {
 		return fmt.Errorf("%s: \"id\" must be a non-empty string (an absolute URI such as urn:uuid:…); leave it out to let the hub assign one", name)
 	}
-	resp, body, err := c.do(http.MethodPut, c.url(thingPath(id)), "application/td+json", "application/json", data)
+	resp, body, err := c.do(http.MethodPut, c.url(lmos.ThingPath(id)), "application/td+json", "application/json", data)
 	if err != nil {
 		return err
 	}
@@ -648,7 +634,7 @@ func idFromLocation(loc string) string {
 func (c *thingsClient) remove(stdout io.Writer, ids []string) error {
 	failed := false
 	for _, id := range ids {
-		resp, body, err := c.do(http.MethodDelete, c.url(thingPath(id)), "", "application/json", nil)
+		resp, body, err := c.do(http.MethodDelete, c.url(lmos.ThingPath(id)), "", "application/json", nil)
 		if err != nil {
 			// The hub is unreachable: the other ids would fail alike.
 			if len(ids) > 1 {

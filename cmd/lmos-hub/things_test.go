@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 func TestThingsUsageErrors(t *testing.T) {
@@ -103,7 +105,7 @@ func TestThingsHelpers(t *testing.T) {
 	if got := idFromLocation("http://hub:8080/things/https:%2F%2Fex.org%2Fa"); got != "https://ex.org/a" {
 		t.Errorf("idFromLocation(absolute, escaped) = %q", got)
 	}
-	if got := thingPath("https://ex.org/a b"); got != "/things/https:%2F%2Fex.org%2Fa%20b" {
+	if got := lmos.ThingPath("https://ex.org/a b"); got != "/things/https:%2F%2Fex.org%2Fa%20b" {
 		t.Errorf("thingPath = %q", got)
 	}
 	for in, want := range map[string]string{

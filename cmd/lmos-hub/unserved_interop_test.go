@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // runMQTTJS runs test/interop/mqttjs-checks.mjs and returns its JSON lines by
@@ -103,8 +103,8 @@ func TestUnservedRequestClients(t *testing.T) {
 		typ    string
 	}{
 		{"lmos/v1/things/urn:unserved:nobody/actions/run", 404, "not-found"},
-		{"lmos/v1/things/" + hub.TopicKey(goneID) + "/actions/fly", 404, "not-found"},
-		{"lmos/v1/things/" + hub.TopicKey(goneID) + "/actions/run", 503, "unavailable"},
+		{"lmos/v1/things/" + lmos.TopicKey(goneID) + "/actions/fly", 404, "not-found"},
+		{"lmos/v1/things/" + lmos.TopicKey(goneID) + "/actions/run", 503, "unavailable"},
 	}
 
 	t.Run("mqtt.js", func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestUnservedRequestClients(t *testing.T) {
 			res, _ := results[i]["result"].(map[string]any)
 			prob, _ := res["payload"].(map[string]any)
 			if results[i]["puback"] != float64(0x10) || res["status"] != "failed" || res["contentType"] != "application/json" ||
-				prob["status"] != r.status || prob["type"] != hub.ErrorTypeBase+r.typ {
+				prob["status"] != r.status || prob["type"] != lmos.ErrorTypeBase+r.typ {
 				t.Errorf("%s: %v, want PUBACK 0x10 and a failed %v", r.topic, results[i], r.status)
 			}
 		}
@@ -146,7 +146,7 @@ func TestUnservedRequestClients(t *testing.T) {
 				Status float64
 			}
 			if err := json.Unmarshal([]byte(payload), &prob); err != nil || !strings.Contains(user, "lmos-status:failed") ||
-				prob.Status != r.status || prob.Type != hub.ErrorTypeBase+r.typ {
+				prob.Status != r.status || prob.Type != lmos.ErrorTypeBase+r.typ {
 				t.Errorf("%s: mosquitto_rr got %q (%v), want a failed %v", r.topic, out, err, r.status)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Things of the conformance test: an MQTT agent that serves echo and has a
@@ -78,8 +78,8 @@ func TestWireConformance(t *testing.T) {
 	if err := gone.Close(); err != nil {
 		t.Fatal(err)
 	}
-	agentKey := hub.TopicKey(wireAgentID)
-	actions := func(id, name string) string { return "lmos/v1/things/" + hub.TopicKey(id) + "/actions/" + name }
+	agentKey := lmos.TopicKey(wireAgentID)
+	actions := func(id, name string) string { return "lmos/v1/things/" + lmos.TopicKey(id) + "/actions/" + name }
 	// SetProperty returned after the PUBACK: the level is retained.
 	waitFor(t, 5*time.Second, "the closed agent offline", func() bool {
 		status, _ := h.presenceOf(wireGoneID)
@@ -123,7 +123,7 @@ func TestWireConformance(t *testing.T) {
 			Detail string
 		}
 		if err := json.Unmarshal(p.Payload, &prob); err != nil || p.user("lmos-status") != "failed" ||
-			prob.Status != status || prob.Type != hub.ErrorTypeBase+typ || p.Properties["contentType"] != "application/json" {
+			prob.Status != status || prob.Type != lmos.ErrorTypeBase+typ || p.Properties["contentType"] != "application/json" {
 			w.t.Errorf("%s: failed result %s (%s), want %d %s", c, p, p.Payload, status, typ)
 		}
 	}
@@ -282,8 +282,8 @@ func TestWireConformance(t *testing.T) {
 				{actions(wireNobodyID, "run"), "n1", 404, "not-found"},
 				{actions(wireGoneID, "nope"), "n2", 404, "not-found"},
 				{actions(wireGoneID, "echo"), "n3", 503, "unavailable"},
-				{"lmos/v1/things/" + hub.TopicKey(wireGoneID) + "/properties/level/set", "n4", 503, "unavailable"},
-				{"lmos/v1/things/" + hub.TopicKey(wireGoneID) + "/properties/nope/set", "n5", 404, "not-found"},
+				{"lmos/v1/things/" + lmos.TopicKey(wireGoneID) + "/properties/level/set", "n4", 503, "unavailable"},
+				{"lmos/v1/things/" + lmos.TopicKey(wireGoneID) + "/properties/nope/set", "n5", 404, "not-found"},
 			}
 			for i, r := range rows {
 				var props map[string]any
@@ -551,10 +551,10 @@ func startPahoV311(t *testing.T, addr, clientID string) func() string {
 func wireJoin(w *wire, conn string, v int, id string) joinCreds {
 	w.t.Helper()
 	w.connect(conn, v, conn)
-	result := "lmos/v1/things/" + hub.TopicKey(id) + "/td/result"
+	result := "lmos/v1/things/" + lmos.TopicKey(id) + "/td/result"
 	w.send(conn, map[string]any{"cmd": "subscribe", "messageId": 1, "subscriptions": []any{map[string]any{"topic": result, "qos": 0}}})
 	w.expect(conn, "suback")
-	w.send(conn, map[string]any{"cmd": "publish", "topic": "lmos/v1/things/" + hub.TopicKey(id) + "/td", "qos": 0, "payload": string(makeTD(id, id))})
+	w.send(conn, map[string]any{"cmd": "publish", "topic": "lmos/v1/things/" + lmos.TopicKey(id) + "/td", "qos": 0, "payload": string(makeTD(id, id))})
 	d := w.expect(conn, "publish")
 	var res struct {
 		Status      string     `json:"status"`

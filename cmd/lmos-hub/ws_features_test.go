@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // kotlin-wot spells thingID/messageID, property for the name, data for
@@ -126,7 +125,7 @@ func TestWSStreamsAndActionControl(t *testing.T) {
 	}
 	ack(map[string]any{"messageType": "unobserveProperty", "thingId": a.id, "name": "temp"})
 	ack(map[string]any{"messageType": "subscribeAllEvents", "thingId": a.id})
-	topic := "lmos/v1/things/" + hub.TopicKey(a.id) + "/events/alarm"
+	topic := "lmos/v1/things/" + lmos.TopicKey(a.id) + "/events/alarm"
 	waitFor(t, 2*time.Second, "subscribed", func() bool { return h.Main.Broker.Subscribers(topic) == 1 })
 	a.emit("alarm", 1)
 	if r := w.next(func(m map[string]any) bool { return m["messageType"] == "event" }); r["data"] != 1.0 {
@@ -167,13 +166,13 @@ func TestWSAgentCloseIsOffline(t *testing.T) {
 	h := startHub(t, nil)
 	a := h.startWSAgent("urn:uuid:5b0d6c1e-0000-4000-8000-00000000d401", false)
 	mc := h.mqttDial(nil)
-	mc.sub("lmos/v1/things/" + hub.TopicKey(a.id) + "/status")
-	if p := mc.next("lmos/v1/things/" + hub.TopicKey(a.id) + "/status"); string(p.Payload) != "online" {
+	mc.sub("lmos/v1/things/" + lmos.TopicKey(a.id) + "/status")
+	if p := mc.next("lmos/v1/things/" + lmos.TopicKey(a.id) + "/status"); string(p.Payload) != "online" {
 		t.Errorf("retained status %q", p.Payload)
 	}
 	a.c.Close(websocket.StatusNormalClosure, "bye")
 	waitFor(t, 2*time.Second, "offline", func() bool { s, via := h.presenceOf(a.id); return s == "offline" && via == "ws" })
-	if p := mc.next("lmos/v1/things/" + hub.TopicKey(a.id) + "/status"); string(p.Payload) != "offline" {
+	if p := mc.next("lmos/v1/things/" + lmos.TopicKey(a.id) + "/status"); string(p.Payload) != "offline" {
 		t.Errorf("status %q", p.Payload)
 	}
 	resp, body := h.request("POST", actionPath(a.id, "add"), "application/json", "", []byte(`{"a":1,"b":2}`), testToken)
@@ -194,7 +193,7 @@ func TestWSAgentFromMQTT311(t *testing.T) {
 	mc := h.mqttDial(&paho.Connect{CleanStart: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := mc.c.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + hub.TopicKey(a.id) + "/actions/add", QoS: 1, Payload: []byte(`{"a":1,"b":2}`)}); err != nil {
+	if _, err := mc.c.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + lmos.TopicKey(a.id) + "/actions/add", QoS: 1, Payload: []byte(`{"a":1,"b":2}`)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "agent invoked", func() bool { return len(a.requests("invokeAction")) == 1 })

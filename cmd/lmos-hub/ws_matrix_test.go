@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // matrixAgent is an agent of either transport as the consumer matrix
@@ -77,7 +76,7 @@ func (h *testHub) httpConsumer() matrixConsumer {
 		subscribe: func(a matrixAgent) func() string {
 			s := h.openSSE(base(a)+"/events/alarm", "")
 			h.t.Cleanup(s.Close)
-			topic := "lmos/v1/things/" + hub.TopicKey(a.id) + "/events/alarm"
+			topic := "lmos/v1/things/" + lmos.TopicKey(a.id) + "/events/alarm"
 			waitFor(h.t, 2*time.Second, "stream subscribed", func() bool { return h.Main.Broker.Subscribers(topic) >= 1 })
 			return func() string { return s.next(5 * time.Second).Data }
 		},
@@ -87,7 +86,7 @@ func (h *testHub) httpConsumer() matrixConsumer {
 func (h *testHub) mqttConsumer(clientID string) matrixConsumer {
 	mc := h.mqttDial(&paho.Connect{CleanStart: true, ClientID: clientID})
 	mc.sub("lmos/v1/clients/" + clientID + "/#")
-	topic := func(a matrixAgent, rest string) string { return "lmos/v1/things/" + hub.TopicKey(a.id) + "/" + rest }
+	topic := func(a matrixAgent, rest string) string { return "lmos/v1/things/" + lmos.TopicKey(a.id) + "/" + rest }
 	return matrixConsumer{
 		read: func(a matrixAgent) string {
 			mc.sub(topic(a, "properties/temp"))

@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // expectWSError checks an error message: its problem members, the status
@@ -24,7 +23,7 @@ func expectWSError(t *testing.T, m map[string]any, status int, code, detail stri
 	if st, _ := m["status"].(float64); int(st) != status {
 		t.Errorf("error status %v, want %d: %v", m["status"], status, m)
 	}
-	if m["type"] != hub.ErrorTypeBase+code || m["title"] != http.StatusText(status) || m["instance"] != "/ws" {
+	if m["type"] != lmos.ErrorTypeBase+code || m["title"] != http.StatusText(status) || m["instance"] != "/ws" {
 		t.Errorf("error type/title/instance: %v, want code %s", m, code)
 	}
 	if d, _ := m["detail"].(string); !strings.Contains(d, detail) {
