@@ -21,6 +21,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
 // Config is what the HTTP adapter needs from the hub's configuration.
@@ -96,7 +97,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	started time.Time
-	limit   *hub.RateLimiter
+	limit   *ratelimit.Limiter
 	metrics *metrics.Set
 	mux     *http.ServeMux
 	sse     *metrics.Counter // event streams closed for a slow reader
@@ -138,7 +139,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s := &Server{
 		reg: reg, tokens: tokens, cfg: cfg, log: cfg.Logger,
 		started: cfg.Now(),
-		limit:   hub.NewRateLimiter(cfg.WriteRate, cfg.WriteBurst, cfg.Now),
+		limit:   ratelimit.New(cfg.WriteRate, cfg.WriteBurst, cfg.Now),
 		metrics: metrics.NewSet(),
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
