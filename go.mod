@@ -19,6 +19,7 @@ require (
 	golang.org/x/net v0.33.0
 	golang.org/x/sys v0.29.0
 	golang.org/x/text v0.21.0
+	golang.org/x/time v0.14.0
 	gopkg.in/cenkalti/backoff.v1 v1.1.0
 )
 

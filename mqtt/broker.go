@@ -33,6 +33,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
 // Limits of the broker. Per-client memory is dominated by mochi's write
@@ -141,7 +142,7 @@ type Broker struct {
 	cfg    Config
 	reg    *hub.Registry
 	creds  hub.CredentialStore
-	joins  *hub.RateLimiter // anonymous joins of new Things, per source address
+	joins  *ratelimit.Limiter // anonymous joins of new Things, per source address
 	log    *slog.Logger
 	server *mochi.Server
 	inline *mochi.Client
@@ -275,7 +276,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
-		joins:  hub.NewRateLimiter(max(cfg.JoinRate, 0), cfg.JoinBurst, nil),
+		joins:  ratelimit.New(max(cfg.JoinRate, 0), cfg.JoinBurst, nil),
 
 		forwards: make(chan struct{}, maxForwards),
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
 // Config is what the HTTP adapter needs from the hub's configuration.
@@ -97,7 +98,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	started time.Time
-	limit   *hub.RateLimiter
+	limit   *ratelimit.Limiter
 	metrics *metrics.Set
 	mux     *http.ServeMux
 	sse     *metrics.Counter // event streams closed for a slow reader
@@ -139,7 +140,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s := &Server{
 		reg: reg, tokens: tokens, cfg: cfg, log: cfg.Logger,
 		started: cfg.Now(),
-		limit:   hub.NewRateLimiter(cfg.WriteRate, cfg.WriteBurst, cfg.Now),
+		limit:   ratelimit.New(cfg.WriteRate, cfg.WriteBurst, cfg.Now),
 		metrics: metrics.NewSet(),
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),

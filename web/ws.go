@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
 // WSConfig tunes the WebSocket gateway (PROTOCOL §5, §10); zero values
@@ -63,8 +64,8 @@ type gateway struct {
 	streams   hub.Transport
 	conns     hub.ConnServer
 
-	joins   *hub.RateLimiter // anonymous registrations of new Things per address
-	origins []string         // Origin host patterns besides the hub's own host
+	joins   *ratelimit.Limiter // anonymous registrations of new Things per address
+	origins []string           // Origin host patterns besides the hub's own host
 
 	mu     sync.Mutex
 	agents map[string]*wsConn // Thing id → the connection it registered on
@@ -95,7 +96,7 @@ func newGateway(s *Server, cfg WSConfig) *gateway {
 	}
 	g := &gateway{
 		s: s, log: s.log.With("component", "ws"), cfg: cfg,
-		joins:   hub.NewRateLimiter(20, 100, nil),
+		joins:   ratelimit.New(20, 100, nil),
 		origins: originHosts(s.cfg.AllowedOrigins),
 		agents:  make(map[string]*wsConn),
 		open:    make(map[*wsConn]struct{}),
@@ -219,7 +220,7 @@ type wsConn struct {
 
 	lastRead atomic.Int64 // unix nanoseconds
 	inFlight chan struct{}
-	rate     *hub.RateLimiter
+	rate     *ratelimit.Limiter
 	closing  sync.Once
 	wg       sync.WaitGroup // the interactions and streams of this connection
 
@@ -253,7 +254,7 @@ func (g *gateway) serve(c *websocket.Conn, remote string) {
 		g: g, c: c, id: g.nextID.Add(1), remote: remote, ctx: ctx, cancel: cancel,
 		inFlight: make(chan struct{}, wsMaxInFlight),
 		wake:     make(chan struct{}, 1),
-		rate:     hub.NewRateLimiter(g.cfg.MessageRate, g.cfg.MessageBurst, nil),
+		rate:     ratelimit.New(g.cfg.MessageRate, g.cfg.MessageBurst, nil),
 		streams:  make(map[string]context.CancelFunc),
 		actions:  make(map[string]*wsInvocation),
 		things:   make(map[string]bool),
