@@ -31,12 +31,7 @@ func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, mtTD, td)
 }
 
-func (s *Server) brokerPort() int {
-	if s.cfg.BrokerPort == nil {
-		return 0
-	}
-	return s.cfg.BrokerPort()
-}
+func (s *Server) brokerPort() int { return s.cfg.BrokerPort }
 
 func (s *Server) directoryDoc(base string) map[string]any {
 	obj := func(kv ...any) map[string]any {

@@ -47,8 +47,17 @@ type Config struct {
 	// (default 30 s).
 	ProxyTimeout time.Duration
 	// BrokerPort is the MQTT broker's port for the directory TD's
-	// lmos:broker link; nil or 0 leaves the link out.
-	BrokerPort func() int
+	// lmos:broker link; 0 leaves the link out.
+	BrokerPort int
+	// Publisher carries what WebSocket agents emit to MQTT consumers;
+	// nil without a broker.
+	Publisher hub.Publisher
+	// Streams serves observations and event subscriptions of WebSocket
+	// agents (their values flow through Publisher); nil without a broker.
+	Streams hub.Transport
+	// Conns takes MQTT-over-WebSocket connections (/mqtt); nil without a
+	// broker.
+	Conns hub.ConnServer
 	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
 	// WriteTimeout bounds writing one ordinary response, from its first

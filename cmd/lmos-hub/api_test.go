@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
 )
 
 const (
@@ -588,7 +590,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 func TestDataDirInUse(t *testing.T) {
 	h := startHub(t, nil)
 	cfg := h.Main.Config
-	m := NewMain(cfg, nil, nil)
+	m := app.NewMain(cfg, nil, nil)
 	err := m.Run(t.Context())
 	if err == nil {
 		_ = m.Close(t.Context())

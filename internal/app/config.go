@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -531,8 +531,8 @@ func newServeFlagSet(name string) (*flag.FlagSet, *string) {
 	return fs, configPath
 }
 
-// printServeFlags writes the flag list of `lmos-hub [serve]` to w.
-func printServeFlags(w io.Writer) {
+// PrintServeFlags writes the flag list of `lmos-hub [serve]` to w.
+func PrintServeFlags(w io.Writer) {
 	fs, _ := newServeFlagSet("serve")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -544,7 +544,7 @@ func printServeFlags(w io.Writer) {
 // LMOS_HUB_CONFIG), LMOS_HUB_* environment variables, flags. args are the
 // arguments after the subcommand; getenv is os.Getenv in production. Unknown
 // YAML keys are an error naming the key. The result is validated. With -h or
-// --help the error is flag.ErrHelp (print printServeFlags then).
+// --help the error is flag.ErrHelp (print PrintServeFlags then).
 func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -706,66 +706,4 @@ func yamlConfigErrors(n *yaml.Node, t reflect.Type, prefix string) []error {
 		}
 	}
 	return errs
-}
-
-const configUsage = `usage: lmos-hub config print [serve flags]
-
-Prints the effective configuration (defaults < YAML file < LMOS_HUB_*
-environment variables < flags) as YAML, with the admin token redacted.
-
-Serve flags:
-`
-
-// runConfig implements `lmos-hub config print [serve flags]`: it prints the
-// effective, redacted configuration as YAML. Exit 0, or 2 on a bad
-// configuration or usage.
-func runConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing subcommand: lmos-hub config print")
-		fmt.Fprint(stderr, configUsage)
-		printServeFlags(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "print":
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, configUsage)
-		printServeFlags(stdout)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "error: unknown subcommand %q: lmos-hub config has only print\n", args[0])
-		fmt.Fprint(stderr, configUsage)
-		printServeFlags(stderr)
-		return 2
-	}
-	cfg, err := LoadConfig(args[1:], getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, configUsage)
-		printServeFlags(stdout)
-		return 0
-	}
-	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(stderr, "error:", line)
-		}
-		fmt.Fprintln(stderr, "run `lmos-hub config print --help` for the flags")
-		return 2
-	}
-	var buf bytes.Buffer
-	buf.WriteString("# effective lmos-hub configuration (defaults < file < LMOS_HUB_* environment < flags)\n")
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(cfg.Redacted()); err != nil {
-		fmt.Fprintln(stderr, "error: cannot encode the configuration:", err)
-		return 2
-	}
-	if err := enc.Close(); err != nil {
-		fmt.Fprintln(stderr, "error: cannot encode the configuration:", err)
-		return 2
-	}
-	if _, err := stdout.Write(buf.Bytes()); err != nil {
-		fmt.Fprintln(stderr, "error: cannot write the configuration:", err)
-		return 1
-	}
-	return 0
 }
