@@ -17,6 +17,9 @@ import (
 // wait bounds every request to the broker and every wait for a message.
 const wait = 5 * time.Second
 
+// queue is how many received messages a client holds for the test.
+const queue = 512
+
 // Client is a paho MQTT 5 client with every received message on Msgs.
 type Client struct {
 	tb   testing.TB
@@ -46,7 +49,15 @@ func DialFrom(tb testing.TB, from, addr string, cp *paho.Connect) (*Client, *pah
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &Client{tb: tb, Conn: conn, Msgs: make(chan *paho.Publish, 256)}
+	return Connect(tb, conn, cp)
+}
+
+// Connect connects with cp over conn, a connection the test made (a pipe,
+// a connection served through the broker's ServeConn); on an error conn is
+// closed.
+func Connect(tb testing.TB, conn net.Conn, cp *paho.Connect) (*Client, *paho.Connack, error) {
+	tb.Helper()
+	c := &Client{tb: tb, Conn: conn, Msgs: make(chan *paho.Publish, queue)}
 	c.C = paho.NewClient(paho.ClientConfig{
 		Conn: conn,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
