@@ -276,6 +276,29 @@ func (c Config) Validate() error {
 	}
 	bad("dataDir", checkNonEmpty(c.DataDir))
 	bad("hub.name", checkHubName(c.Hub.Name))
+	c.validateHTTP(bad)
+	c.validateMQTT(bad)
+	for i, name := range c.MDNS.Interfaces {
+		if strings.TrimSpace(name) == "" {
+			bad(fmt.Sprintf("mdns.interfaces[%d]", i), errors.New("must be an interface name such as eth0, not empty"))
+		}
+	}
+	if c.MDNS.ForgetAfter <= 0 {
+		bad("mdns.forgetAfter", fmt.Errorf("must be a duration greater than 0 such as \"24h\" (got %s)", c.MDNS.ForgetAfter))
+	}
+	bad("join.mode", checkOneOf(c.Join.Mode, joinModes))
+	bad("adminToken", checkToken(c.AdminToken))
+	bad("log.format", checkOneOf(c.Log.Format, logFormats))
+	bad("log.level", checkOneOf(c.Log.Level, logLevels))
+	c.validateLimits(bad)
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// validateHTTP checks the http settings; bad records a bad one.
+func (c Config) validateHTTP(bad func(string, error)) {
 	bad("http.addr", checkAddr(c.HTTP.Addr))
 	if c.HTTP.MaxBodyBytes <= 0 {
 		bad("http.maxBodyBytes", fmt.Errorf("must be greater than 0 (got %d)", c.HTTP.MaxBodyBytes))
@@ -298,6 +321,10 @@ func (c Config) Validate() error {
 	if c.HTTP.ProxyTimeout <= 0 {
 		bad("http.proxyTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.HTTP.ProxyTimeout))
 	}
+}
+
+// validateMQTT checks the mqtt settings; bad records a bad one.
+func (c Config) validateMQTT(bad func(string, error)) {
 	bad("mqtt.addr", checkAddr(c.MQTT.Addr))
 	if c.MQTT.MaxQueuedBytes < minQueuedBytes {
 		bad("mqtt.maxQueuedBytes", fmt.Errorf("must be at least %d bytes (got %d)", minQueuedBytes, c.MQTT.MaxQueuedBytes))
@@ -308,18 +335,11 @@ func (c Config) Validate() error {
 	if c.MQTT.SlowClientTimeout <= 0 {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
 	}
-	for i, name := range c.MDNS.Interfaces {
-		if strings.TrimSpace(name) == "" {
-			bad(fmt.Sprintf("mdns.interfaces[%d]", i), errors.New("must be an interface name such as eth0, not empty"))
-		}
-	}
-	if c.MDNS.ForgetAfter <= 0 {
-		bad("mdns.forgetAfter", fmt.Errorf("must be a duration greater than 0 such as \"24h\" (got %s)", c.MDNS.ForgetAfter))
-	}
-	bad("join.mode", checkOneOf(c.Join.Mode, joinModes))
-	bad("adminToken", checkToken(c.AdminToken))
-	bad("log.format", checkOneOf(c.Log.Format, logFormats))
-	bad("log.level", checkOneOf(c.Log.Level, logLevels))
+}
+
+// validateLimits checks the registry's and search's limits; bad records a
+// bad one.
+func (c Config) validateLimits(bad func(string, error)) {
 	if c.Registry.EventLogSize < 1 {
 		bad("registry.eventLogSize", fmt.Errorf("must be at least 1 (got %d)", c.Registry.EventLogSize))
 	}
@@ -352,10 +372,6 @@ func (c Config) Validate() error {
 	if c.Search.Timeout <= 0 {
 		bad("search.timeout", fmt.Errorf("must be a duration greater than 0 such as \"5s\" (got %s)", c.Search.Timeout))
 	}
-	if c.ShutdownTimeout <= 0 {
-		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
-	}
-	return errors.Join(errs...)
 }
 
 func checkNonEmpty(s string) error {
