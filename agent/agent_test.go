@@ -94,13 +94,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	hubtest.Eventually(t, d, what, cond)
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {

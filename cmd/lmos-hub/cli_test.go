@@ -24,25 +24,9 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
-// cliSyncBuffer is a bytes.Buffer safe for one writer goroutine and
-// concurrent readers (the log of a hub running in another goroutine or
-// process).
-type cliSyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *cliSyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *cliSyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// cliSyncBuffer is a buffer for the log of a hub running in another
+// goroutine or process.
+type cliSyncBuffer = hubtest.SyncBuffer
 
 // cliGetenv is a getenv backed by m, so the tests never see the real
 // environment's LMOS_HUB_* variables.

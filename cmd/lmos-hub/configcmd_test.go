@@ -13,11 +13,6 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
 )
 
-// envMap is a getenv backed by a map.
-func envMap(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
-}
-
 func writeConfigFile(t *testing.T, text string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "lmos-hub.yaml")
@@ -31,14 +26,14 @@ func TestRunConfigPrint(t *testing.T) {
 	path := writeConfigFile(t, "http:\n  allowedOrigins: [\"https://example.com\"]\nmdns:\n  interfaces: [eth0]\n")
 	env := map[string]string{"LMOS_HUB_ADMIN_TOKEN": "s3cret-s3cret-s3cret", "LMOS_HUB_CONFIG": path}
 	var stdout, stderr bytes.Buffer
-	code := runConfig([]string{"print", "--http-addr", "127.0.0.1:0", "--join-mode=approve"}, &stdout, &stderr, envMap(env))
+	code := runConfig([]string{"print", "--http-addr", "127.0.0.1:0", "--join-mode=approve"}, &stdout, &stderr, cliGetenv(env))
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 	if strings.Contains(stdout.String(), "s3cret") {
 		t.Errorf("the admin token is printed:\n%s", stdout.String())
 	}
-	want, err := app.LoadConfig([]string{"--http-addr", "127.0.0.1:0", "--join-mode=approve"}, envMap(env))
+	want, err := app.LoadConfig([]string{"--http-addr", "127.0.0.1:0", "--join-mode=approve"}, cliGetenv(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +52,7 @@ func TestRunConfigPrint(t *testing.T) {
 	}
 	// It is also a valid --config file (with the token left out).
 	path2 := writeConfigFile(t, strings.Replace(stdout.String(), "adminToken: <redacted>", "adminToken: \"\"", 1))
-	again, err := app.LoadConfig([]string{"--config", path2}, envMap(nil))
+	again, err := app.LoadConfig([]string{"--config", path2}, cliGetenv(nil))
 	if err != nil {
 		t.Fatalf("printed configuration does not load: %v", err)
 	}
@@ -80,13 +75,13 @@ func TestRunConfigErrors(t *testing.T) {
 		{[]string{"print", "--bogus"}, nil, "flag provided but not defined: -bogus"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := runConfig(tc.args, &stdout, &stderr, envMap(tc.env))
+		code := runConfig(tc.args, &stdout, &stderr, cliGetenv(tc.env))
 		if code != 2 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
 			t.Errorf("runConfig(%q): exit %d, stderr %q, stdout %q; want exit 2 and %q", tc.args, code, stderr.String(), stdout.String(), tc.want)
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := runConfig([]string{"print", "-h"}, &stdout, &stderr, envMap(nil)); code != 0 || !strings.Contains(stdout.String(), "-http-addr") {
+	if code := runConfig([]string{"print", "-h"}, &stdout, &stderr, cliGetenv(nil)); code != 0 || !strings.Contains(stdout.String(), "-http-addr") {
 		t.Errorf("config print -h: exit %d, stdout %q", code, stdout.String())
 	}
 }

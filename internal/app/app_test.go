@@ -1,14 +1,12 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -16,29 +14,11 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
-// lockedBuffer is a log sink written by the hub's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The components start in the order main has always started them (the
 // broker before HTTP serves, so /healthz and the WebSocket gateway find it)
 // and stop in reverse: HTTP first, the store last.
 func TestMainStartsAndStopsInOrder(t *testing.T) {
-	var logs lockedBuffer
+	var logs hubtest.SyncBuffer
 	cfg := hubtest.Config(t.TempDir())
 	m := app.NewMain(cfg, nil, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err := m.Run(t.Context()); err != nil {

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,6 +213,26 @@ func (h *Hub) Presence(id string) (status, via string) {
 	}
 	h.GetJSON("/things/"+url.PathEscape(id), http.StatusOK, &td)
 	return td.Presence.Status, td.Presence.Via
+}
+
+// SyncBuffer is a bytes.Buffer safe for one writer goroutine and
+// concurrent readers (the log of a hub running in another goroutine or
+// process).
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Eventually polls cond every 10 ms for up to d and fails the test with
