@@ -18,17 +18,16 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/mqtt"
-	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
-// testHub is the store, registry and broker wired as main wires them, on
+// testHub is the hub run as main runs it (internal/hubtest), on
 // 127.0.0.1:0 with the store in a temp dir.
 type testHub struct {
+	*hubtest.Hub
 	t    *testing.T
-	db   *store.DB
 	reg  *hub.Registry
-	b    *mqtt.Broker
 	addr string
 	log  *slog.Logger
 }
@@ -36,50 +35,15 @@ type testHub struct {
 func startHub(t *testing.T) *testHub {
 	t.Helper()
 	h := &testHub{t: t, log: testLogger(t)}
-	db, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: h.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.db, h.reg = db, reg
-	h.startBroker("127.0.0.1:0")
-	t.Cleanup(func() {
-		h.stopBroker()
-		reg.Close()
-		db.Close()
-	})
+	h.start(t.TempDir(), "127.0.0.1:0")
 	return h
 }
 
-func (h *testHub) startBroker(addr string) {
+// start runs the hub on dir with its broker on mqttAddr.
+func (h *testHub) start(dir, mqttAddr string) {
 	h.t.Helper()
-	b, err := mqtt.New(h.reg, h.db, h.db, mqtt.Config{Anonymous: true, Version: "test", Logger: h.log})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	bound, err := b.Listen(addr)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := b.Serve(); err != nil {
-		h.t.Fatal(err)
-	}
-	h.b, h.addr = b, bound.String()
-}
-
-func (h *testHub) stopBroker() {
-	if h.b == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.b.Close(ctx); err != nil {
-		h.t.Errorf("close broker: %v", err)
-	}
-	h.b = nil
+	h.Hub = hubtest.StartIn(h.t, dir, func(c *app.Config) { c.MQTT.Addr = mqttAddr })
+	h.reg, h.addr = h.Main.Registry, h.MQTTAddr()
 }
 
 func (h *testHub) url() string { return "mqtt://" + h.addr }
@@ -131,13 +95,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	hubtest.Eventually(t, d, what, cond)
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -557,7 +515,7 @@ func TestWillAndReconnect(t *testing.T) {
 	}
 }
 
-// The broker restarts on the same port and store: the agent reconnects,
+// The hub restarts on the same port and store: the agent reconnects,
 // re-joins with its credentials and serves again.
 func TestBrokerRestart(t *testing.T) {
 	h := startHub(t)
@@ -573,11 +531,12 @@ func TestBrokerRestart(t *testing.T) {
 	before, _ := h.reg.Get(id)
 
 	feed := presenceFeed(t, h, id)
-	addr := h.addr
-	h.stopBroker()
+	h.Close()
 	waitStatus(t, feed, hub.PresenceOffline, time.Second)
-	h.startBroker(addr)
-	waitStatus(t, feed, hub.PresenceOnline, 10*time.Second)
+	h.start(h.Dir, h.addr)
+	// A new registry: its feed may start after the agent is back, so the
+	// presence is read; Modified below shows the re-join.
+	waitFor(t, 10*time.Second, "online again", func() bool { return h.presence(id) == hub.PresenceOnline })
 
 	after, _ := h.reg.Get(id)
 	if !after.Meta.Modified.After(before.Meta.Modified) {

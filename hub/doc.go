@@ -1,7 +1,7 @@
 // Package hub is the domain of lmos-hub: the Thing Description model and its
 // validation, the Registry (TTL, search, change feed), admin tokens, the
 // interaction Router with JSON/CBOR transcoding, and the small interfaces
-// (Store, TokenStore, Transport, ConnServer, Publisher) that adapters
+// (Store, TokenStore, Transport, Publisher) that adapters
 // implement.
 //
 // It imports only the standard library, pure libraries and the wire

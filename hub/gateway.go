@@ -1,18 +1,5 @@
 package hub
 
-import (
-	"net"
-)
-
-// ConnServer takes a connection that is already open (an MQTT stream
-// carried in WebSocket frames) into a server, as if its own listener had
-// accepted it. The MQTT broker implements it for /mqtt; the HTTP adapter
-// accepts the WebSocket and hands the stream over (PROTOCOL §5).
-type ConnServer interface {
-	// ServeConn serves c until it closes and closes it.
-	ServeConn(c net.Conn) error
-}
-
 // Publisher makes what a Thing reached over one transport emits visible to
 // the consumers of another: the WebSocket gateway publishes its agents'
 // events, property values and presence through the MQTT broker, where MQTT

@@ -57,7 +57,7 @@ func TestAnonymousSessionNotPersistent(t *testing.T) {
 		t.Fatalf("got %q", m.Payload)
 	}
 	select {
-	case m := <-c.msgs:
+	case m := <-c.Msgs:
 		t.Fatalf("delivered %s %q", m.Topic, m.Payload)
 	default:
 	}

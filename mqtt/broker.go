@@ -7,7 +7,7 @@
 // interactions with MQTT agents on behalf of consumers (request/response
 // through the hub's reply inbox, retained property values, event streams).
 // Through hub interfaces it serves the other adapters too: it takes
-// MQTT-over-WebSocket connections (hub.ConnServer), carries what WebSocket
+// MQTT-over-WebSocket connections (web.ConnServer, wired by internal/app), carries what WebSocket
 // agents emit (hub.Publisher), and carries MQTT consumers' requests for
 // Things another transport reaches through the Router (Config.Forward).
 //

@@ -61,7 +61,7 @@ func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 	}
 
 	// Kill the connection without DISCONNECT: the will sets it offline.
-	th.conn.Close()
+	th.Conn.Close()
 	eventually(t, time.Second, "presence offline", func() bool {
 		got, _ := e.reg.Get(id)
 		return got.Meta.Presence.Status == hub.PresenceOffline
@@ -260,7 +260,7 @@ func TestWillOnOtherThingDropped(t *testing.T) {
 	watcher.mustSub("lmos/v1/things/+/status")
 	cp := &paho.Connect{CleanStart: true, WillMessage: &paho.WillMessage{Topic: "lmos/v1/things/urn:a/status", Payload: []byte("offline")}}
 	evil := mustDial(t, e.addr, cp)
-	evil.conn.Close()
+	evil.Conn.Close()
 	watcher.none("lmos/v1/things/urn:a/status", 300*time.Millisecond)
 }
 
@@ -427,7 +427,7 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOnline
 			})
-			th.conn.Close() // no DISCONNECT: the will is due in 1 s
+			th.Conn.Close() // no DISCONNECT: the will is due in 1 s
 			if c.reconnect {
 				time.Sleep(100 * time.Millisecond)
 				connect()

@@ -196,12 +196,12 @@ func TestForgedWillCarrierDropped(t *testing.T) {
 	owner, _ := joinOwner(t, e, id, nil)
 	topic := lmos.ThingsPrefix + tid + "/properties/p"
 	props := &paho.PublishProperties{User: paho.UserProperties{{Key: willKey, Value: `{"rt":"lmos/v1/things/` + tid + `/td","ct":"evil"}`}, {Key: "kept", Value: "yes"}}}
-	if _, err := owner.c.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`1`), QoS: 1, Retain: true, Properties: props}); err != nil {
+	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`1`), QoS: 1, Retain: true, Properties: props}); err != nil {
 		t.Fatal(err)
 	}
 	live := mustDial(t, e.addr, nil)
 	live.mustSub(topic)
-	if _, err := owner.c.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`2`), QoS: 1, Properties: props}); err != nil {
+	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`2`), QoS: 1, Properties: props}); err != nil {
 		t.Fatal(err)
 	}
 	late := mustDial(t, e.addr, nil)

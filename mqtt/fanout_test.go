@@ -204,7 +204,7 @@ func (c *client) subscribe(opts []paho.SubscribeOptions, id int) {
 	if id > 0 {
 		s.Properties = &paho.SubscribeProperties{SubscriptionIdentifier: &id}
 	}
-	ack, err := c.c.Subscribe(ctx, s)
+	ack, err := c.C.Subscribe(ctx, s)
 	if err != nil {
 		c.t.Fatalf("subscribe %+v: %v", opts, err)
 	}
@@ -492,9 +492,9 @@ func TestFanOutSharedSizeOrder(t *testing.T) {
 	ends := 0
 	for ends == 0 {
 		select {
-		case m := <-a.msgs:
+		case m := <-a.Msgs:
 			seen[string(bytes.TrimSpace(m.Payload))]++
-		case m := <-b.msgs:
+		case m := <-b.Msgs:
 			seen[string(bytes.TrimSpace(m.Payload))]++
 		case <-time.After(5 * time.Second):
 			t.Fatalf("group got %d of %d messages", len(seen), n+1)
@@ -502,11 +502,11 @@ func TestFanOutSharedSizeOrder(t *testing.T) {
 		ends = seen["end"]
 	}
 	time.Sleep(50 * time.Millisecond)
-	for len(a.msgs)+len(b.msgs) > 0 {
+	for len(a.Msgs)+len(b.Msgs) > 0 {
 		select {
-		case m := <-a.msgs:
+		case m := <-a.Msgs:
 			seen[string(bytes.TrimSpace(m.Payload))]++
-		case m := <-b.msgs:
+		case m := <-b.Msgs:
 			seen[string(bytes.TrimSpace(m.Payload))]++
 		}
 	}
@@ -642,17 +642,8 @@ func TestFanOutServeConn(t *testing.T) {
 // pipeClient is a paho client on a connection made by the test.
 func pipeClient(t *testing.T, conn net.Conn) *client {
 	t.Helper()
-	cl := &client{t: t, conn: conn, msgs: make(chan *paho.Publish, 512)}
-	cl.c = paho.NewClient(paho.ClientConfig{
-		Conn: conn,
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			cl.msgs <- pr.Packet
-			return true, nil
-		}},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cl.c.Connect(ctx, &paho.Connect{CleanStart: true, KeepAlive: 30}); err != nil {
+	cl, _, err := connectOver(t, conn, &paho.Connect{CleanStart: true, KeepAlive: 30})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cl

@@ -14,10 +14,7 @@ import (
 
 // The broker takes MQTT-over-WebSocket connections and carries what
 // WebSocket agents emit (PROTOCOL §5).
-var (
-	_ hub.ConnServer = (*Broker)(nil)
-	_ hub.Publisher  = (*Broker)(nil)
-)
+var _ hub.Publisher = (*Broker)(nil)
 
 // ServeConn serves an MQTT client on a connection accepted elsewhere (the
 // HTTP adapter's /mqtt), with the same authentication and ACL as the TCP

@@ -13,6 +13,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -106,12 +107,11 @@ func (w testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// client is a paho MQTT 5 client with every received message on msgs.
+// client is the shared MQTT test client (internal/hubtest/mqttclient) with
+// this package's shorthands.
 type client struct {
-	t    testing.TB
-	c    *paho.Client
-	conn net.Conn
-	msgs chan *paho.Publish
+	*mqttclient.Client
+	t testing.TB
 }
 
 // dial connects with cp (a fresh anonymous clean start when nil).
@@ -124,41 +124,22 @@ func dial(t testing.TB, addr string, cp *paho.Connect) (*client, *paho.Connack, 
 // as 127.0.0.2 is another source to the hub; "" lets the system choose).
 func dialFrom(t testing.TB, from, addr string, cp *paho.Connect) (*client, *paho.Connack, error) {
 	t.Helper()
-	var d net.Dialer
-	if from != "" {
-		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	return wrap(t)(mqttclient.DialFrom(t, from, addr, cp))
+}
+
+// connectOver connects with cp over conn, a connection the test made.
+func connectOver(t testing.TB, conn net.Conn, cp *paho.Connect) (*client, *paho.Connack, error) {
+	t.Helper()
+	return wrap(t)(mqttclient.Connect(t, conn, cp))
+}
+
+func wrap(t testing.TB) func(*mqttclient.Client, *paho.Connack, error) (*client, *paho.Connack, error) {
+	return func(c *mqttclient.Client, ack *paho.Connack, err error) (*client, *paho.Connack, error) {
+		if err != nil {
+			return nil, ack, err
+		}
+		return &client{c, t}, ack, nil
 	}
-	conn, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := &client{t: t, conn: conn, msgs: make(chan *paho.Publish, 256)}
-	cl.c = paho.NewClient(paho.ClientConfig{
-		Conn: conn,
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			select {
-			case cl.msgs <- pr.Packet:
-			default:
-				t.Errorf("test client queue full; dropped %s", pr.Packet.Topic)
-			}
-			return true, nil
-		}},
-	})
-	if cp == nil {
-		cp = &paho.Connect{CleanStart: true}
-	}
-	if cp.KeepAlive == 0 {
-		cp.KeepAlive = 30
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ack, err := cl.c.Connect(ctx, cp)
-	if err != nil {
-		conn.Close()
-		return nil, ack, err
-	}
-	t.Cleanup(func() { cl.close() })
-	return cl, ack, nil
 }
 
 func mustDial(t testing.TB, addr string, cp *paho.Connect) *client {
@@ -170,95 +151,45 @@ func mustDial(t testing.TB, addr string, cp *paho.Connect) *client {
 	return cl
 }
 
-func withCreds(c *credentials) *paho.Connect {
-	return &paho.Connect{CleanStart: true, Username: c.Username, UsernameFlag: true, Password: []byte(c.Password), PasswordFlag: true}
-}
+func withCreds(c *credentials) *paho.Connect { return mqttclient.WithCreds(c.Username, c.Password) }
 
-func (c *client) close() {
-	_ = c.c.Disconnect(&paho.Disconnect{})
-	c.conn.Close()
-}
+func (c *client) close() { c.Close() }
 
-func (c *client) sub(filter string) (*paho.Suback, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return c.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
-}
+func (c *client) sub(filter string) (*paho.Suback, error) { return c.Sub(filter) }
 
 func (c *client) mustSub(filter string) {
 	c.t.Helper()
-	if _, err := c.sub(filter); err != nil {
-		c.t.Fatalf("subscribe %s: %v", filter, err)
-	}
+	c.MustSub(filter)
 }
 
 func (c *client) pub(topic string, payload []byte, qos byte, retain bool, contentType string) (*paho.PublishResponse, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	p := &paho.Publish{Topic: topic, Payload: payload, QoS: qos, Retain: retain}
-	if contentType != "" {
-		p.Properties = &paho.PublishProperties{ContentType: contentType}
-	}
-	return c.c.Publish(ctx, p)
+	return c.Pub(topic, payload, qos, retain, contentType)
 }
 
 func (c *client) mustPub(topic string, payload []byte, qos byte, retain bool) {
 	c.t.Helper()
-	if _, err := c.pub(topic, payload, qos, retain, ""); err != nil {
-		c.t.Fatalf("publish %s: %v", topic, err)
-	}
+	c.MustPub(topic, payload, qos, retain)
 }
 
 // next returns the next message on topic, skipping others, or fails.
 func (c *client) next(topic string) *paho.Publish {
 	c.t.Helper()
-	timeout := time.After(5 * time.Second)
-	for {
-		select {
-		case m := <-c.msgs:
-			if m.Topic == topic {
-				return m
-			}
-		case <-timeout:
-			c.t.Fatalf("no message on %s within 5s", topic)
-			return nil
-		}
-	}
+	return c.Next(topic)
 }
 
 // none checks that no message arrives on topic within d.
 func (c *client) none(topic string, d time.Duration) {
 	c.t.Helper()
-	timeout := time.After(d)
-	for {
-		select {
-		case m := <-c.msgs:
-			if m.Topic == topic {
-				c.t.Fatalf("unexpected message on %s: %q", topic, m.Payload)
-			}
-		case <-timeout:
-			return
-		}
-	}
+	c.None(topic, d)
 }
 
 // join publishes td to its td topic and returns the result.
 func (c *client) join(tid string, td []byte, contentType string) joinResult {
 	c.t.Helper()
-	// A SUBSCRIBE to a td/result topic is refused (0x87) while the hub is
-	// still delivering an earlier result on it, which the test may already
-	// have received: retry.
-	eventually(c.t, 2*time.Second, "subscribed to td/result", func() bool {
-		_, err := c.sub(lmos.ThingsPrefix + tid + "/td/result")
-		return err == nil
-	})
-	if _, err := c.pub(lmos.ThingsPrefix+tid+"/td", td, 1, true, contentType); err != nil {
-		c.t.Fatalf("publish td: %v", err)
-	}
-	m := c.next(lmos.ThingsPrefix + tid + "/td/result")
+	p := c.Join(tid, td, contentType)
 	var res joinResult
-	if err := json.Unmarshal(m.Payload, &res); err != nil {
-		c.t.Fatalf("result %s: %v", m.Payload, err)
+	if err := json.Unmarshal(p, &res); err != nil {
+		c.t.Fatalf("result %s: %v", p, err)
 	}
 	return res
 }

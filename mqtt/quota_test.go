@@ -223,7 +223,7 @@ func TestHeavyJoinFloodDoesNotStarveOtherSources(t *testing.T) {
 		})
 		wg.Go(func() {
 			for range len(floodOf(flood, c, clients)) {
-				m := <-cl.msgs // the test's client queue; each result once
+				m := <-cl.Msgs // the test's client queue; each result once
 				var res joinResult
 				if err := json.Unmarshal(m.Payload, &res); err != nil || res.Status != "accepted" {
 					t.Errorf("flood join %s: %s %v", m.Topic, m.Payload, err)

@@ -241,13 +241,13 @@ func TestRetainedWillKeepsProperties(t *testing.T) {
 		deadline := time.Now().Add(5 * time.Second)
 		var got *paho.Publish
 		for got == nil && time.Now().Before(deadline) {
-			if _, err := sub.c.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: qos}}}); err != nil {
+			if _, err := sub.C.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: qos}}}); err != nil {
 				t.Fatal(err)
 			}
 			select {
-			case got = <-sub.msgs:
+			case got = <-sub.Msgs:
 			case <-time.After(200 * time.Millisecond): // the will is not retained yet
-				sub.c.Unsubscribe(context.Background(), &paho.Unsubscribe{Topics: []string{topic}})
+				sub.C.Unsubscribe(context.Background(), &paho.Unsubscribe{Topics: []string{topic}})
 			}
 		}
 		if got == nil {

@@ -70,7 +70,7 @@ func TestReuseClientIDReconnect(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := old.c.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: many}); err != nil {
+				if _, err := old.C.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: many}); err != nil {
 					t.Fatal(err)
 				}
 				if !takeover {
@@ -87,7 +87,7 @@ func TestReuseClientIDReconnect(t *testing.T) {
 				payload := []byte("round " + strconv.Itoa(i))
 				pub.mustPub(inbox, payload, 1, false)
 				select {
-				case m := <-cl.msgs:
+				case m := <-cl.Msgs:
 					if !bytes.Equal(m.Payload, payload) {
 						t.Errorf("%s round %d: got %q", c.name, i, m.Payload)
 					}
@@ -114,24 +114,10 @@ func gatewayDial(t *testing.T, e *env, cp *paho.Connect) (*client, *paho.Connack
 	t.Helper()
 	peer, server := loopbackPair(t)
 	go func() { _ = e.b.ServeConn(struct{ net.Conn }{server}) }()
-	cl := &client{t: t, conn: peer, msgs: make(chan *paho.Publish, 256)}
-	cl.c = paho.NewClient(paho.ClientConfig{
-		Conn: peer,
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			cl.msgs <- pr.Packet
-			return true, nil
-		}},
-	})
-	cp.KeepAlive = 30
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ack, err := cl.c.Connect(ctx, cp)
-	if err != nil {
-		peer.Close()
-		return nil, ack, err
+	if cp.KeepAlive == 0 {
+		cp.KeepAlive = 30
 	}
-	t.Cleanup(cl.close)
-	return cl, ack, nil
+	return connectOver(t, peer, cp)
 }
 
 // A persistent session taken over by a new connection (the old one still
@@ -188,7 +174,7 @@ func TestReuseClientIDPersistentTakeover(t *testing.T) {
 	seen := map[string]bool{}
 	for range 3 {
 		select {
-		case m := <-cl.msgs:
+		case m := <-cl.Msgs:
 			if !m.Duplicate() {
 				t.Errorf("redelivered %q without DUP", m.Payload)
 			}

@@ -38,7 +38,7 @@ func joinOwner(t *testing.T, e *env, id string, cp func(*paho.Connect)) (*client
 func pubProps(c *client, topic string, payload []byte, qos byte, props *paho.PublishProperties) (*paho.PublishResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return c.c.Publish(ctx, &paho.Publish{Topic: topic, Payload: payload, QoS: qos, Properties: props})
+	return c.C.Publish(ctx, &paho.Publish{Topic: topic, Payload: payload, QoS: qos, Properties: props})
 }
 
 // mustStayJoined checks that id is registered and still holds its credential.
@@ -223,7 +223,7 @@ func TestRetainStrippedWhereAnyoneMayPublish(t *testing.T) {
 	willer := mustDial(t, e.addr, cp)
 	watcher := mustDial(t, e.addr, &paho.Connect{ClientID: "other", CleanStart: true})
 	watcher.mustSub("lmos/v1/clients/other/#")
-	willer.conn.Close()
+	willer.Conn.Close()
 	if m := watcher.next("lmos/v1/clients/other/w"); m.Retain {
 		t.Fatal("will delivered as retained")
 	}

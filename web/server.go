@@ -3,7 +3,7 @@
 // proxy (/proxy, through hub.Router), the WebSocket gateway (/ws: the LMOS
 // envelope for consumers through hub.Router and for WebSocket agents, whose
 // hub.Transport it is), MQTT over WebSocket (/mqtt, into the broker through
-// hub.ConnServer), the hub API under /api, health and Prometheus metrics.
+// ConnServer), the hub API under /api, health and Prometheus metrics.
 package web
 
 import (
@@ -24,6 +24,17 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
+
+// ConnServer takes a connection that is already open (an MQTT stream
+// carried in WebSocket frames) into a server, as if its own listener had
+// accepted it. The MQTT broker implements it for /mqtt; this adapter
+// accepts the WebSocket and hands the stream over (PROTOCOL §5). It is
+// plumbing between two adapters, wired by the app, not a domain notion,
+// so it lives here rather than in hub.
+type ConnServer interface {
+	// ServeConn serves c until it closes and closes it.
+	ServeConn(c net.Conn) error
+}
 
 // Config is what the HTTP adapter needs from the hub's configuration.
 type Config struct {
@@ -49,8 +60,17 @@ type Config struct {
 	// (default 30 s).
 	ProxyTimeout time.Duration
 	// BrokerPort is the MQTT broker's port for the directory TD's
-	// lmos:broker link; nil or 0 leaves the link out.
-	BrokerPort func() int
+	// lmos:broker link; 0 leaves the link out.
+	BrokerPort int
+	// Publisher carries what WebSocket agents emit to MQTT consumers;
+	// nil without a broker.
+	Publisher hub.Publisher
+	// Streams serves observations and event subscriptions of WebSocket
+	// agents (their values flow through Publisher); nil without a broker.
+	Streams hub.Transport
+	// Conns takes MQTT-over-WebSocket connections (/mqtt); nil without a
+	// broker.
+	Conns ConnServer
 	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
 	// WriteTimeout bounds writing one ordinary response, from its first

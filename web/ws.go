@@ -59,10 +59,10 @@ type gateway struct {
 	log *slog.Logger
 	cfg WSConfig
 
-	// Set by Server.SetMQTT before serving; nil without a broker.
+	// From Config (Publisher, Streams, Conns); nil without a broker.
 	publisher hub.Publisher
 	streams   hub.Transport
-	conns     hub.ConnServer
+	conns     ConnServer
 
 	joins   *ratelimit.Limiter // anonymous registrations of new Things per address
 	origins []string           // Origin host patterns besides the hub's own host
@@ -98,8 +98,10 @@ func newGateway(s *Server, cfg WSConfig) *gateway {
 		s: s, log: s.log.With("component", "ws"), cfg: cfg,
 		joins:   ratelimit.New(20, 100, nil),
 		origins: originHosts(s.cfg.AllowedOrigins),
-		agents:  make(map[string]*wsConn),
-		open:    make(map[*wsConn]struct{}),
+
+		publisher: s.cfg.Publisher, streams: s.cfg.Streams, conns: s.cfg.Conns,
+		agents: make(map[string]*wsConn),
+		open:   make(map[*wsConn]struct{}),
 	}
 	s.metrics.NewGauge("lmos_ws_connections", func() float64 {
 		g.mu.Lock()
@@ -112,16 +114,8 @@ func newGateway(s *Server, cfg WSConfig) *gateway {
 	return g
 }
 
-// SetMQTT connects the gateway to the broker through hub interfaces: pub
-// carries what WebSocket agents emit, streams serves observations and
-// event subscriptions of WebSocket agents (their values flow through pub),
-// conns takes MQTT-over-WebSocket connections. Call it before serving.
-func (s *Server) SetMQTT(pub hub.Publisher, streams hub.Transport, conns hub.ConnServer) {
-	s.ws.publisher, s.ws.streams, s.ws.conns = pub, streams, conns
-}
-
 // WSTransport is the hub.Transport of the Things registered by WebSocket
-// agents; cmd/lmos-hub registers it with the Router for hub.SourceWS.
+// agents; internal/app registers it with the Router for hub.SourceWS.
 func (s *Server) WSTransport() hub.Transport { return s.ws }
 
 // ResetWSPresence sets every Thing that is online via WebSocket offline:

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -590,7 +591,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 func TestDataDirInUse(t *testing.T) {
 	h := startHub(t, nil)
 	cfg := h.Main.Config
-	m := NewMain(cfg, nil, nil)
+	m := app.NewMain(cfg, nil, nil)
 	err := m.Run(t.Context())
 	if err == nil {
 		_ = m.Close(t.Context())

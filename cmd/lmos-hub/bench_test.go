@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
@@ -50,7 +51,7 @@ func benchConfig(b *testing.B, dir string) Config {
 // takes a *testing.T). The returned func stops it.
 func startBenchHub(b *testing.B, dir string) (m *Main, baseURL string, stop func()) {
 	b.Helper()
-	m = NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
+	m = app.NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
 	if err := m.Run(context.Background()); err != nil {
 		b.Fatalf("start hub: %v", err)
 	}
@@ -259,7 +260,7 @@ func BenchmarkStartup10k(b *testing.B) {
 	var lat []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		m := NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
+		m := app.NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
 		if err := m.Run(context.Background()); err != nil {
 			b.Fatalf("start hub: %v", err)
 		}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,30 +17,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/store"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
-// cliSyncBuffer is a bytes.Buffer safe for one writer goroutine and
-// concurrent readers (the log of a hub running in another goroutine or
-// process).
-type cliSyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *cliSyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *cliSyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// cliSyncBuffer is a buffer for the log of a hub running in another
+// goroutine or process.
+type cliSyncBuffer = hubtest.SyncBuffer
 
 // cliGetenv is a getenv backed by m, so the tests never see the real
 // environment's LMOS_HUB_* variables.
@@ -599,19 +583,9 @@ func TestServeThroughRun(t *testing.T) {
 // stdout, as on a first start.
 func startFirstHub(t *testing.T, dir string, stdout io.Writer) *testHub {
 	t.Helper()
-	cfg := testConfig(dir)
-	cfg.AdminToken = ""
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := NewMain(cfg, stdout, logger)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("start hub: %v", err)
-	}
-	h := &testHub{t: t, Main: m, URL: "http://" + m.HTTPAddr.String(), Dir: dir}
-	t.Cleanup(h.Close)
-	return h
+	m := hubtest.NewMain(t, dir, func(c *Config) { c.AdminToken = "" })
+	m.Stdout = stdout
+	return runHub(t, m)
 }
 
 func TestFirstStartPrintsTokenOnce(t *testing.T) {

@@ -14,8 +14,14 @@ import (
 	"syscall"
 	"time"
 
+	"log/slog"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
 
 // Exit codes; the systemd unit and scripts rely on them.
 const (
@@ -73,10 +79,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 // serve runs the hub until SIGINT or SIGTERM, then shuts down within
 // shutdownTimeout; a second signal aborts the shutdown.
 func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	cfg, err := LoadConfig(args, getenv)
+	cfg, err := app.LoadConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, "usage: lmos-hub [serve] [flags]\n\n")
-		printServeFlags(stdout)
+		app.PrintServeFlags(stdout)
 		return exitOK
 	}
 	if err != nil {
@@ -90,7 +96,8 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	m := NewMain(cfg, stdout, logger)
+	m := app.NewMain(cfg, stdout, logger)
+	m.Version = version
 	if err := m.Run(context.Background()); err != nil {
 		logger.Error("cannot start", "err", err)
 		switch {
@@ -126,4 +133,15 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 		logger.Warn("second signal, aborting shutdown", "signal", s.String())
 		return exitAborted
 	}
+}
+
+// newLogger builds the process logger from the log settings.
+func newLogger(w io.Writer, cfg app.LogConfig) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Level)))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

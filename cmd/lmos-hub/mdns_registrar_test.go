@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
 )
 
@@ -55,7 +55,7 @@ func newRegistrar(t *testing.T, h *testHub, forget time.Duration) *mdns.Registra
 	t.Helper()
 	r := mdns.NewRegistrar(h.Main.Registry, mdns.RegistrarConfig{
 		ForgetAfter: forget, FetchTimeout: 300 * time.Millisecond, MaxTDBytes: 4096,
-		Logger: slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: hubtest.Logger(t),
 	})
 	t.Cleanup(func() { r.Close() })
 	return r

@@ -13,129 +13,45 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
-// mqttClient is a paho MQTT 5 client of a test hub; every message it
-// receives lands on msgs.
-type mqttClient struct {
-	t    *testing.T
-	c    *paho.Client
-	conn net.Conn
-	msgs chan *paho.Publish
-}
+// mqttClient is hubtest's MQTT client with the shorthands of this
+// package's tests (QoS 1, failing the test on an error).
+type mqttClient struct{ *mqttclient.Client }
 
 // mqttDial connects to the hub's broker; cp nil is an anonymous clean start.
 func (h *testHub) mqttDial(cp *paho.Connect) *mqttClient {
 	h.t.Helper()
-	conn, err := net.Dial("tcp", h.Main.MQTTAddr.String())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	m := &mqttClient{t: h.t, conn: conn, msgs: make(chan *paho.Publish, 64)}
-	m.c = paho.NewClient(paho.ClientConfig{
-		Conn: conn,
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			select {
-			case m.msgs <- pr.Packet:
-			default:
-			}
-			return true, nil
-		}},
-	})
-	if cp == nil {
-		cp = &paho.Connect{CleanStart: true}
-	}
-	cp.KeepAlive = 30
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := m.c.Connect(ctx, cp); err != nil {
-		conn.Close()
-		h.t.Fatalf("mqtt connect: %v", err)
-	}
-	h.t.Cleanup(func() { _ = m.c.Disconnect(&paho.Disconnect{}); conn.Close() })
-	return m
+	return &mqttClient{h.MQTT(cp)}
 }
 
-func (m *mqttClient) sub(filter string) {
-	m.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := m.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}}); err != nil {
-		m.t.Fatalf("subscribe %s: %v", filter, err)
-	}
-}
+func (m *mqttClient) sub(filter string) { m.MustSub(filter) }
 
 func (m *mqttClient) pub(topic string, payload []byte, retain bool) {
-	m.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := m.c.Publish(ctx, &paho.Publish{Topic: topic, Payload: payload, QoS: 1, Retain: retain}); err != nil {
-		m.t.Fatalf("publish %s: %v", topic, err)
-	}
+	m.MustPub(topic, payload, 1, retain)
 }
 
-func (m *mqttClient) next(topic string) *paho.Publish {
-	m.t.Helper()
-	timeout := time.After(5 * time.Second)
-	for {
-		select {
-		case p := <-m.msgs:
-			if p.Topic == topic {
-				return p
-			}
-		case <-timeout:
-			m.t.Fatalf("no message on %s within 5s", topic)
-			return nil
-		}
-	}
-}
+func (m *mqttClient) next(topic string) *paho.Publish { return m.Next(topic) }
 
-type joinCreds struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-}
+type joinCreds = mqttclient.Creds
 
 // join publishes td for id and returns the issued credentials.
-func (m *mqttClient) join(id string, td []byte) joinCreds {
-	m.t.Helper()
-	tid := lmos.TopicKey(id)
-	m.sub("lmos/v1/things/" + tid + "/td/result")
-	m.pub("lmos/v1/things/"+tid+"/td", td, true)
-	var res struct {
-		Status      string     `json:"status"`
-		Credentials *joinCreds `json:"credentials"`
-	}
-	p := m.next("lmos/v1/things/" + tid + "/td/result")
-	if err := json.Unmarshal(p.Payload, &res); err != nil || res.Status != "accepted" || res.Credentials == nil {
-		m.t.Fatalf("join result %s (%v)", p.Payload, err)
-	}
-	return *res.Credentials
-}
+func (m *mqttClient) join(id string, td []byte) joinCreds { return m.MustJoin(lmos.TopicKey(id), td) }
 
 // presenceOf reads lmos:presence from GET /things/{id}.
 func (h *testHub) presenceOf(id string) (status, via string) {
 	h.t.Helper()
-	var td struct {
-		Presence struct {
-			Status string `json:"status"`
-			Via    string `json:"via"`
-		} `json:"lmos:presence"`
-	}
-	h.getJSON("/things/"+pathEscape(id), http.StatusOK, &td)
-	return td.Presence.Status, td.Presence.Via
+	return h.Presence(id)
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	hubtest.Eventually(t, d, what, cond)
 }
 
 func TestMQTTJoinPresenceOverHTTP(t *testing.T) {
@@ -162,7 +78,7 @@ func TestMQTTJoinPresenceOverHTTP(t *testing.T) {
 	}
 
 	// Kill the TCP connection without DISCONNECT: the will marks it offline.
-	th.conn.Close()
+	th.Conn.Close()
 	waitFor(t, time.Second, "presence offline", func() bool {
 		s, _ := h.presenceOf(id)
 		return s == "offline"
@@ -308,7 +224,7 @@ func TestMQTTMosquittoFanOut(t *testing.T) {
 			t.Fatalf("mosquitto_sub did not read 3 events: v3.1.1 %q, v5 %q", v311.out.String(), v5.out.String())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := th.c.Publish(ctx, &paho.Publish{Topic: topic, QoS: 0, Payload: fmt.Appendf(nil, `{"n":%d}`, n), Properties: &paho.PublishProperties{
+		_, err := th.C.Publish(ctx, &paho.Publish{Topic: topic, QoS: 0, Payload: fmt.Appendf(nil, `{"n":%d}`, n), Properties: &paho.PublishProperties{
 			ContentType:   "application/json",
 			MessageExpiry: ptrTo(uint32(60)),
 			User:          paho.UserProperties{{Key: "traceparent", Value: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},

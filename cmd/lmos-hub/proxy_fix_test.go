@@ -86,7 +86,7 @@ func TestProxySlowSSEConsumerDoesNotStallAgent(t *testing.T) {
 	a.reply(p, "completed", "application/json", []byte(`1`))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if _, err := a.mc.c.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + a.tid + "/events/alarm", Payload: []byte(`1`), QoS: 1}); err != nil {
+	if _, err := a.mc.C.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + a.tid + "/events/alarm", Payload: []byte(`1`), QoS: 1}); err != nil {
 		t.Fatalf("the agent's connection is stalled by a slow SSE consumer: %v after %v", err, time.Since(start))
 	}
 	// The consumer now reads everything: the final result is its last event.

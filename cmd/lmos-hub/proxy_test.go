@@ -94,7 +94,7 @@ func (h *testHub) startAgent(id string) *proxyAgent {
 			select {
 			case <-a.stop:
 				return
-			case p := <-mc.msgs:
+			case p := <-mc.Msgs:
 				a.got <- p
 				a.serve(p)
 			}
@@ -113,7 +113,7 @@ func (a *proxyAgent) reply(p *paho.Publish, status, contentType string, payload 
 	defer cancel()
 	props := &paho.PublishProperties{CorrelationData: p.Properties.CorrelationData, ContentType: contentType,
 		User: paho.UserProperties{{Key: "lmos-status", Value: status}}}
-	if _, err := a.mc.c.Publish(ctx, &paho.Publish{Topic: p.Properties.ResponseTopic, Payload: payload, QoS: 1, Properties: props}); err != nil {
+	if _, err := a.mc.C.Publish(ctx, &paho.Publish{Topic: p.Properties.ResponseTopic, Payload: payload, QoS: 1, Properties: props}); err != nil {
 		a.t.Errorf("agent reply: %v", err)
 	}
 }
@@ -478,7 +478,7 @@ func TestProxyPropertiesAndEvents(t *testing.T) {
 	cb, _ := cbor.Marshal(map[string]int{"level": 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := a.mc.c.Publish(ctx, &paho.Publish{Topic: eventTopic, Payload: cb, QoS: 1,
+	if _, err := a.mc.C.Publish(ctx, &paho.Publish{Topic: eventTopic, Payload: cb, QoS: 1,
 		Properties: &paho.PublishProperties{ContentType: "application/cbor"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -1015,7 +1015,7 @@ func TestCrossTransportScenario(t *testing.T) {
 	sw := h.mqttDial(&paho.Connect{ClientID: "scenario-status", CleanStart: true})
 	sw.sub("lmos/v1/things/+/status")
 	go func() {
-		for p := range sw.msgs {
+		for p := range sw.Msgs {
 			key := strings.TrimSuffix(strings.TrimPrefix(p.Topic, "lmos/v1/things/"), "/status")
 			status.mu.Lock()
 			status.seen[key] = append(status.seen[key], string(p.Payload))

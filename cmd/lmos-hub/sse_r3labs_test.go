@@ -3,31 +3,23 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	sse "github.com/r3labs/sse/v2"
 	"gopkg.in/cenkalti/backoff.v1"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
 // startHubHeartbeat starts a hub as startHub does, with SSE keep-alives
 // every d, so a test sees many of them without waiting.
 func startHubHeartbeat(t *testing.T, d time.Duration) *testHub {
 	t.Helper()
-	cfg := testConfig(t.TempDir())
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	m.sseHeartbeat = d
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("start hub: %v", err)
-	}
-	h := &testHub{t: t, Main: m, URL: "http://" + m.HTTPAddr.String(), Dir: cfg.DataDir}
-	t.Cleanup(h.Close)
-	return h
+	m := hubtest.NewMain(t, t.TempDir(), nil)
+	m.SSEHeartbeat = d
+	return runHub(t, m)
 }
 
 // countingBody reports every read that returned bytes, so the test can wait

@@ -2,16 +2,16 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
 // slowSSE opens an event stream on a raw TCP connection with a small
@@ -61,14 +61,9 @@ func (h *testHub) slowConn() net.Conn {
 // Two directory streams and one proxied event stream stop reading; a
 // client that reads keeps its stream and is not counted.
 func TestSSESlowReadersCounted(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	m := NewMain(cfg, io.Discard, slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	m.sseWriteTimeout = 300 * time.Millisecond
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("start hub: %v", err)
-	}
-	h := &testHub{t: t, Main: m, URL: "http://" + m.HTTPAddr.String(), Dir: cfg.DataDir}
-	t.Cleanup(h.Close)
+	m := hubtest.NewMain(t, t.TempDir(), nil)
+	m.SSEWriteTimeout = 300 * time.Millisecond
+	h := runHub(t, m)
 	a := h.startAgent(agentID)
 	eventTopic := "lmos/v1/things/" + a.tid + "/events/alarm"
 
@@ -123,14 +118,9 @@ func TestSSESlowReadersCounted(t *testing.T) {
 // response must be taken within the write timeout, then the hub closes the
 // connection. Other clients are answered meanwhile.
 func TestHTTPResponseNotReadIsBounded(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	m := NewMain(cfg, io.Discard, slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	m.httpWriteTimeout = 500 * time.Millisecond
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatalf("start hub: %v", err)
-	}
-	h := &testHub{t: t, Main: m, URL: "http://" + m.HTTPAddr.String(), Dir: cfg.DataDir}
-	t.Cleanup(h.Close)
+	m := hubtest.NewMain(t, t.TempDir(), nil)
+	m.HTTPWriteTimeout = 500 * time.Millisecond
+	h := runHub(t, m)
 	// 24 Things of 240 KB: a list of ~5.8 MB, more than the socket
 	// buffers between the hub and a client that does not read.
 	for i := range 24 {

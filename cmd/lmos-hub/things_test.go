@@ -37,7 +37,7 @@ func TestThingsUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := runThings(tc.args, strings.NewReader(""), &stdout, &stderr, envMap(tc.env))
+			code := runThings(tc.args, strings.NewReader(""), &stdout, &stderr, cliGetenv(tc.env))
 			if code != 2 {
 				t.Errorf("exit %d, want 2; stderr %q", code, stderr.String())
 			}
@@ -57,7 +57,7 @@ func TestThingsUsageErrors(t *testing.T) {
 func TestThingsHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"--help"}, {"ls", "-h"}, {"get", "--help"}} {
 		var stdout, stderr bytes.Buffer
-		if code := runThings(args, nil, &stdout, &stderr, envMap(nil)); code != 0 {
+		if code := runThings(args, nil, &stdout, &stderr, cliGetenv(nil)); code != 0 {
 			t.Errorf("%q: exit %d, want 0", args, code)
 		}
 		if !strings.Contains(stdout.String(), "usage: lmos-hub things") {
@@ -84,7 +84,7 @@ func TestThingsPutBadFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			// The hub address is unroutable on purpose: no request may be sent.
-			code := runThings([]string{"put", "--hub", "http://127.0.0.1:1", tc.arg}, strings.NewReader(tc.stdin), &stdout, &stderr, envMap(nil))
+			code := runThings([]string{"put", "--hub", "http://127.0.0.1:1", tc.arg}, strings.NewReader(tc.stdin), &stdout, &stderr, cliGetenv(nil))
 			if code != 1 || !strings.Contains(stderr.String(), tc.want) || strings.Contains(stderr.String(), "cannot reach") {
 				t.Errorf("exit %d, stderr %q; want exit 1 and %q", code, stderr.String(), tc.want)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -48,7 +49,7 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	}
 	fs := flag.NewFlagSet("token "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), DefaultConfig().DataDir), "")
+	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), app.DefaultConfig().DataDir), "")
 	hubURL := fs.String("hub", getenv("LMOS_HUB_URL"), "")
 	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
 	name := fs.String("name", "", "")

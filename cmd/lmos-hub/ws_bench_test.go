@@ -23,6 +23,8 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/google/uuid"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
 )
 
 // startWSBenchHub is startBenchHub without the per-connection message rate
@@ -32,7 +34,7 @@ func startWSBenchHub(b *testing.B) (*Main, string, func()) {
 	cfg := benchConfig(b, b.TempDir())
 	cfg.HTTP.WebSocket.MessageRate = 1e9
 	cfg.HTTP.WebSocket.MessageBurst = 1 << 30
-	m := NewMain(cfg, io.Discard, slog.New(slog.DiscardHandler))
+	m := app.NewMain(cfg, io.Discard, slog.New(slog.DiscardHandler))
 	if err := m.Run(context.Background()); err != nil {
 		b.Fatal(err)
 	}

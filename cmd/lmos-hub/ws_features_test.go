@@ -193,7 +193,7 @@ func TestWSAgentFromMQTT311(t *testing.T) {
 	mc := h.mqttDial(&paho.Connect{CleanStart: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := mc.c.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + lmos.TopicKey(a.id) + "/actions/add", QoS: 1, Payload: []byte(`{"a":1,"b":2}`)}); err != nil {
+	if _, err := mc.C.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + lmos.TopicKey(a.id) + "/actions/add", QoS: 1, Payload: []byte(`{"a":1,"b":2}`)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "agent invoked", func() bool { return len(a.requests("invokeAction")) == 1 })

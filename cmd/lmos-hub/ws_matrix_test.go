@@ -97,7 +97,7 @@ func (h *testHub) mqttConsumer(clientID string) matrixConsumer {
 			replyTo := "lmos/v1/clients/" + clientID + "/r/1"
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := mc.c.Publish(ctx, &paho.Publish{Topic: topic(a, "actions/count"), QoS: 1,
+			if _, err := mc.C.Publish(ctx, &paho.Publish{Topic: topic(a, "actions/count"), QoS: 1,
 				Properties: &paho.PublishProperties{ResponseTopic: replyTo, CorrelationData: []byte("c1"), ContentType: "application/json"}}); err != nil {
 				h.t.Fatal(err)
 			}

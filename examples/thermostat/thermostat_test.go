@@ -9,41 +9,14 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/mqtt"
-	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
-// startHub wires store, registry and broker as main does, on 127.0.0.1:0.
+// startHub runs the hub as main does (internal/hubtest), on 127.0.0.1:0.
 func startHub(t *testing.T) (*hub.Registry, string) {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	db, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := mqtt.New(reg, db, db, mqtt.Config{Anonymous: true, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, err := b.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		b.Close(ctx)
-		reg.Close()
-		db.Close()
-	})
-	return reg, "mqtt://" + addr.String()
+	h := hubtest.Start(t, nil)
+	return h.Main.Registry, "mqtt://" + h.MQTTAddr()
 }
 
 func TestThermostat(t *testing.T) {

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -276,6 +276,29 @@ func (c Config) Validate() error {
 	}
 	bad("dataDir", checkNonEmpty(c.DataDir))
 	bad("hub.name", checkHubName(c.Hub.Name))
+	c.validateHTTP(bad)
+	c.validateMQTT(bad)
+	for i, name := range c.MDNS.Interfaces {
+		if strings.TrimSpace(name) == "" {
+			bad(fmt.Sprintf("mdns.interfaces[%d]", i), errors.New("must be an interface name such as eth0, not empty"))
+		}
+	}
+	if c.MDNS.ForgetAfter <= 0 {
+		bad("mdns.forgetAfter", fmt.Errorf("must be a duration greater than 0 such as \"24h\" (got %s)", c.MDNS.ForgetAfter))
+	}
+	bad("join.mode", checkOneOf(c.Join.Mode, joinModes))
+	bad("adminToken", checkToken(c.AdminToken))
+	bad("log.format", checkOneOf(c.Log.Format, logFormats))
+	bad("log.level", checkOneOf(c.Log.Level, logLevels))
+	c.validateLimits(bad)
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// validateHTTP checks the http settings; bad records a bad one.
+func (c Config) validateHTTP(bad func(string, error)) {
 	bad("http.addr", checkAddr(c.HTTP.Addr))
 	if c.HTTP.MaxBodyBytes <= 0 {
 		bad("http.maxBodyBytes", fmt.Errorf("must be greater than 0 (got %d)", c.HTTP.MaxBodyBytes))
@@ -298,6 +321,10 @@ func (c Config) Validate() error {
 	if c.HTTP.ProxyTimeout <= 0 {
 		bad("http.proxyTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.HTTP.ProxyTimeout))
 	}
+}
+
+// validateMQTT checks the mqtt settings; bad records a bad one.
+func (c Config) validateMQTT(bad func(string, error)) {
 	bad("mqtt.addr", checkAddr(c.MQTT.Addr))
 	if c.MQTT.MaxQueuedBytes < minQueuedBytes {
 		bad("mqtt.maxQueuedBytes", fmt.Errorf("must be at least %d bytes (got %d)", minQueuedBytes, c.MQTT.MaxQueuedBytes))
@@ -308,18 +335,11 @@ func (c Config) Validate() error {
 	if c.MQTT.SlowClientTimeout <= 0 {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
 	}
-	for i, name := range c.MDNS.Interfaces {
-		if strings.TrimSpace(name) == "" {
-			bad(fmt.Sprintf("mdns.interfaces[%d]", i), errors.New("must be an interface name such as eth0, not empty"))
-		}
-	}
-	if c.MDNS.ForgetAfter <= 0 {
-		bad("mdns.forgetAfter", fmt.Errorf("must be a duration greater than 0 such as \"24h\" (got %s)", c.MDNS.ForgetAfter))
-	}
-	bad("join.mode", checkOneOf(c.Join.Mode, joinModes))
-	bad("adminToken", checkToken(c.AdminToken))
-	bad("log.format", checkOneOf(c.Log.Format, logFormats))
-	bad("log.level", checkOneOf(c.Log.Level, logLevels))
+}
+
+// validateLimits checks the registry's and search's limits; bad records a
+// bad one.
+func (c Config) validateLimits(bad func(string, error)) {
 	if c.Registry.EventLogSize < 1 {
 		bad("registry.eventLogSize", fmt.Errorf("must be at least 1 (got %d)", c.Registry.EventLogSize))
 	}
@@ -352,10 +372,6 @@ func (c Config) Validate() error {
 	if c.Search.Timeout <= 0 {
 		bad("search.timeout", fmt.Errorf("must be a duration greater than 0 such as \"5s\" (got %s)", c.Search.Timeout))
 	}
-	if c.ShutdownTimeout <= 0 {
-		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
-	}
-	return errors.Join(errs...)
 }
 
 func checkNonEmpty(s string) error {
@@ -531,8 +547,8 @@ func newServeFlagSet(name string) (*flag.FlagSet, *string) {
 	return fs, configPath
 }
 
-// printServeFlags writes the flag list of `lmos-hub [serve]` to w.
-func printServeFlags(w io.Writer) {
+// PrintServeFlags writes the flag list of `lmos-hub [serve]` to w.
+func PrintServeFlags(w io.Writer) {
 	fs, _ := newServeFlagSet("serve")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -544,7 +560,7 @@ func printServeFlags(w io.Writer) {
 // LMOS_HUB_CONFIG), LMOS_HUB_* environment variables, flags. args are the
 // arguments after the subcommand; getenv is os.Getenv in production. Unknown
 // YAML keys are an error naming the key. The result is validated. With -h or
-// --help the error is flag.ErrHelp (print printServeFlags then).
+// --help the error is flag.ErrHelp (print PrintServeFlags then).
 func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -706,66 +722,4 @@ func yamlConfigErrors(n *yaml.Node, t reflect.Type, prefix string) []error {
 		}
 	}
 	return errs
-}
-
-const configUsage = `usage: lmos-hub config print [serve flags]
-
-Prints the effective configuration (defaults < YAML file < LMOS_HUB_*
-environment variables < flags) as YAML, with the admin token redacted.
-
-Serve flags:
-`
-
-// runConfig implements `lmos-hub config print [serve flags]`: it prints the
-// effective, redacted configuration as YAML. Exit 0, or 2 on a bad
-// configuration or usage.
-func runConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing subcommand: lmos-hub config print")
-		fmt.Fprint(stderr, configUsage)
-		printServeFlags(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "print":
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, configUsage)
-		printServeFlags(stdout)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "error: unknown subcommand %q: lmos-hub config has only print\n", args[0])
-		fmt.Fprint(stderr, configUsage)
-		printServeFlags(stderr)
-		return 2
-	}
-	cfg, err := LoadConfig(args[1:], getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, configUsage)
-		printServeFlags(stdout)
-		return 0
-	}
-	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(stderr, "error:", line)
-		}
-		fmt.Fprintln(stderr, "run `lmos-hub config print --help` for the flags")
-		return 2
-	}
-	var buf bytes.Buffer
-	buf.WriteString("# effective lmos-hub configuration (defaults < file < LMOS_HUB_* environment < flags)\n")
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(cfg.Redacted()); err != nil {
-		fmt.Fprintln(stderr, "error: cannot encode the configuration:", err)
-		return 2
-	}
-	if err := enc.Close(); err != nil {
-		fmt.Fprintln(stderr, "error: cannot encode the configuration:", err)
-		return 2
-	}
-	if _, err := stdout.Write(buf.Bytes()); err != nil {
-		fmt.Fprintln(stderr, "error: cannot write the configuration:", err)
-		return 1
-	}
-	return 0
 }
