@@ -1,4 +1,4 @@
-package mdns
+package dnssd
 
 import (
 	"fmt"
@@ -70,7 +70,8 @@ type Event struct {
 type BrowserConfig struct {
 	// Types to browse, e.g. "_wot._tcp", "_directory._sub._wot._tcp".
 	Types []string
-	// Interfaces to browse on; empty: every LAN interface.
+	// Interfaces to browse on; empty: every LAN interface. Only the
+	// Browse function uses it; Conn.Browse uses the Conn's.
 	Interfaces []string
 	// MaxRecords bounds the cache (default 4096); records beyond it are
 	// dropped, so a flood costs bounded memory.
@@ -109,7 +110,7 @@ const goodbyeHold = time.Second
 type Browser struct {
 	cfg   BrowserConfig
 	log   *slog.Logger
-	conn  *conn
+	conn  *Conn
 	inbox chan packet
 	types map[string]string // browsed name (lower) → subtype ("" for base types)
 	bases map[string]bool   // base service names (lower), "_wot._tcp.local."
@@ -131,23 +132,20 @@ type Browser struct {
 	once sync.Once
 }
 
-// Browse starts browsing.
+// Browse opens a Conn on cfg.Interfaces and browses on it (see
+// Conn.Browse); closing the Browser closes the Conn.
 func Browse(cfg BrowserConfig) (*Browser, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	ifs, err := selectInterfaces(cfg.Interfaces)
+	c, err := Listen(cfg.Interfaces, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	if len(ifs) == 0 {
+	if len(c.Interfaces()) == 0 {
 		cfg.Logger.Warn("no network interface to browse on", "interfaces", cfg.Interfaces)
 	}
-	c, err := openConn(ifs, cfg.Logger)
-	if err != nil {
-		return nil, err
-	}
-	b, err := browseOn(c, cfg)
+	b, err := c.Browse(cfg)
 	if err != nil {
 		c.close()
 		return nil, err
@@ -155,8 +153,9 @@ func Browse(cfg BrowserConfig) (*Browser, error) {
 	return b, nil
 }
 
-// browseOn starts browsing on an open conn, which it shares.
-func browseOn(c *conn, cfg BrowserConfig) (*Browser, error) {
+// Browse starts browsing on c, which it shares. cfg.Interfaces is not
+// used: the Browser follows the Conn's interfaces.
+func (c *Conn) Browse(cfg BrowserConfig) (*Browser, error) {
 	b, err := newBrowser(cfg)
 	if err != nil {
 		return nil, err
@@ -224,7 +223,7 @@ func (b *Browser) run() {
 	defer tick.Stop()
 	poll := time.NewTicker(2 * time.Second)
 	defer poll.Stop()
-	sig := signature(b.conn.interfaces())
+	sig := signature(b.conn.Interfaces())
 	// Browse queries at 0, 1, 3, 7 … s, doubling up to an hour (RFC 6762 §5.2).
 	next, gap := time.Now(), time.Second
 	// hold fires when the earliest goodbye hold ends: the tick alone
@@ -249,7 +248,7 @@ func (b *Browser) run() {
 			}
 			b.maintain(now)
 		case <-poll.C:
-			ifs, err := selectInterfaces(b.cfg.Interfaces)
+			ifs, err := selectInterfaces(b.conn.names)
 			if err == nil {
 				if s := signature(ifs); s != sig {
 					sig = s
