@@ -598,18 +598,29 @@ func (a *Advertiser) handle(p packet) {
 	if ifi == nil {
 		return
 	}
+	answers, extra := answersFor(p.msg, a.records(ifi, false))
+	if len(answers) == 0 {
+		return
+	}
+	if p.from.Port != mdnsPort {
+		a.answerLegacy(p, answers, extra)
+		return
+	}
 	// A probe by someone else for one of our names: defend it now.
-	defend := len(p.msg.Ns) > 0
-	legacy := p.from.Port != mdnsPort
-	all := a.records(ifi, false)
-	var answers, extra []dns.RR
-	for _, q := range p.msg.Question {
+	a.answerMulticast(ifi, answers, extra, len(p.msg.Ns) > 0)
+}
+
+// answersFor returns the records of all that answer the query's questions
+// (less its known answers) and the additional records: for a PTR the
+// instance's SRV and TXT, and for an SRV its host's addresses.
+func answersFor(query *dns.Msg, all []dns.RR) (answers, extra []dns.RR) {
+	for _, q := range query.Question {
 		for _, rr := range all {
 			h := rr.Header()
 			if !strings.EqualFold(h.Name, q.Name) || (q.Qtype != dns.TypeANY && q.Qtype != h.Rrtype) {
 				continue
 			}
-			if knownAnswer(p.msg.Answer, rr) {
+			if knownAnswer(query.Answer, rr) {
 				continue
 			}
 			answers = appendRR(answers, rr)
@@ -622,9 +633,6 @@ func (a *Advertiser) handle(p packet) {
 			}
 		}
 	}
-	if len(answers) == 0 {
-		return
-	}
 	for _, x := range slices.Clone(extra) {
 		if srv, ok := x.(*dns.SRV); ok {
 			for _, y := range all {
@@ -634,31 +642,38 @@ func (a *Advertiser) handle(p packet) {
 			}
 		}
 	}
+	return answers, extra
+}
+
+// answerLegacy answers a plain DNS resolver asking port 5353 (RFC 6762
+// §6.7) directly, with its id and question, short TTLs, no flush bits.
+func (a *Advertiser) answerLegacy(p packet, answers, extra []dns.RR) {
 	m := new(dns.Msg)
 	m.Response, m.Authoritative = true, true
-	if legacy {
-		// A plain DNS resolver asking port 5353 (RFC 6762 §6.7): answer it
-		// directly, with its id and question, short TTLs, no flush bits.
-		m.Id = p.msg.Id
-		m.Question = p.msg.Question
-		for _, rr := range append(answers, extra...) {
-			rr = dns.Copy(rr)
-			rr.Header().Class &^= 1 << 15
-			rr.Header().Ttl = min(rr.Header().Ttl, 10)
-			if len(m.Answer) < len(answers) {
-				m.Answer = append(m.Answer, rr)
-			} else {
-				m.Extra = append(m.Extra, rr)
-			}
+	m.Id = p.msg.Id
+	m.Question = p.msg.Question
+	for _, rr := range append(answers, extra...) {
+		rr = dns.Copy(rr)
+		rr.Header().Class &^= 1 << 15
+		rr.Header().Ttl = min(rr.Header().Ttl, 10)
+		if len(m.Answer) < len(answers) {
+			m.Answer = append(m.Answer, rr)
+		} else {
+			m.Extra = append(m.Extra, rr)
 		}
-		if err := a.conn.sendTo(m, p.from, p.ifIndex); err != nil {
-			a.log.Debug("cannot answer legacy query", "err", err)
-		}
-		return
 	}
-	// A record is multicast at most once a second per interface (RFC 6762
-	// §6), once per 250 ms when defending a probe: a query flood costs
-	// bounded work and traffic.
+	if err := a.conn.sendTo(m, p.from, p.ifIndex); err != nil {
+		a.log.Debug("cannot answer legacy query", "err", err)
+	}
+}
+
+// answerMulticast multicasts the answers on ifi. A record is multicast at
+// most once a second per interface (RFC 6762 §6), once per 250 ms when
+// defending a probe: a query flood costs bounded work and traffic.
+// Callers hold a.mu.
+func (a *Advertiser) answerMulticast(ifi *net.Interface, answers, extra []dns.RR, defend bool) {
+	m := new(dns.Msg)
+	m.Response, m.Authoritative = true, true
 	now := time.Now()
 	gap := time.Second
 	if defend {
