@@ -6,7 +6,9 @@
 // goodbyes) and a Browser (a cache with cache-flush, goodbye hold, expiry
 // and refresh queries that reports instances added, updated, seen and
 // removed). The hub's adapter (package mdns) and the agent library both
-// build on it, so an agent binary carries none of the hub.
+// build on it, so an agent binary carries none of the hub. The one piece
+// of WoT it knows is Entry.TDURL, the TD address an instance's TXT record
+// names (td and scheme keys, PROTOCOL §8), which all three users read.
 //
 // Messages are packed and parsed by github.com/miekg/dns; the protocol is
 // written here because neither github.com/grandcat/zeroconf v1.0.0 nor
