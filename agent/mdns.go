@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/mdns"
+	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 )
 
 // HubInfo is a hub found on the LAN.
@@ -42,7 +42,7 @@ func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	b, err := mdns.Browse(mdns.BrowserConfig{
+	b, err := dnssd.Browse(dnssd.BrowserConfig{
 		Types:      []string{"_directory._sub._wot._tcp", "_mqtt._tcp"},
 		Interfaces: opts.Interfaces,
 		Logger:     opts.Logger,
@@ -78,7 +78,7 @@ func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
 	}
 }
 
-func hubInfo(ctx context.Context, dir mdns.Entry, entries []mdns.Entry) (HubInfo, error) {
+func hubInfo(ctx context.Context, dir dnssd.Entry, entries []dnssd.Entry) (HubInfo, error) {
 	u, err := dir.TDURL()
 	if err != nil {
 		return HubInfo{}, err
@@ -154,7 +154,7 @@ type AdvertiseOptions struct {
 // _wot._tcp Thing, for hubs that only browse mDNS (PROTOCOL §8).
 type Advertisement struct {
 	srv *http.Server
-	adv *mdns.Advertiser
+	adv *dnssd.Advertiser
 	// Addr is the bound HTTP address.
 	Addr net.Addr
 
@@ -199,12 +199,12 @@ func Advertise(ctx context.Context, opts AdvertiseOptions) (*Advertisement, erro
 	})
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go a.srv.Serve(ln)
-	a.adv, err = mdns.Advertise(ctx, mdns.AdvertiserConfig{
+	a.adv, err = dnssd.Advertise(ctx, dnssd.AdvertiserConfig{
 		Host:       opts.Name,
 		Interfaces: opts.Interfaces,
 		TTL:        uint32((opts.TTL + time.Second - 1) / time.Second),
 		Logger:     opts.Logger,
-	}, mdns.Service{Instance: opts.Name, Type: "_wot._tcp", Port: ln.Addr().(*net.TCPAddr).Port, Text: a.text()})
+	}, dnssd.Service{Instance: opts.Name, Type: "_wot._tcp", Port: ln.Addr().(*net.TCPAddr).Port, Text: a.text()})
 	if err != nil {
 		a.srv.Close()
 		return nil, fmt.Errorf("cannot advertise: %w", err)

@@ -1,14 +1,12 @@
-// Package mdns is lmos-hub's DNS-SD over multicast DNS adapter (PROTOCOL §8):
-// an Advertiser that announces the hub's directory (_wot._tcp with subtype
-// _directory) and broker (_mqtt._tcp), a Browser that follows _wot._tcp
-// instances on the LAN (added, updated, removed by goodbye or TTL expiry),
-// and a Registrar that turns browsed Things into registry entries.
+// Package mdns is lmos-hub's mDNS adapter (PROTOCOL §8): Open advertises the
+// hub's directory (_wot._tcp with subtype _directory) and broker
+// (_mqtt._tcp) and browses _wot._tcp on one shared socket pair, and the
+// Registrar turns the browsed Things into registry entries (it fetches
+// each announced TD, validates and stores it with origin mdns, and follows
+// the instance's lifecycle as its presence).
 //
-// Messages are packed and parsed by github.com/miekg/dns; the protocol
-// itself (probing, conflict renaming, announcements, goodbyes, the cache
-// with its expiry and refresh queries) is written here, because neither
-// github.com/grandcat/zeroconf v1.0.0 nor github.com/brutella/dnssd v1.2.14
-// can deliver what the contract asks through their APIs (see README).
-//
-// Only hub is imported; cmd/lmos-hub wires the adapter.
+// The DNS-SD stack itself (sockets, probing, announcing, the browser's
+// cache) is internal/dnssd, which knows nothing of the hub; this package
+// is only the hub's use of it. Only hub and internal/dnssd are imported;
+// cmd/lmos-hub wires the adapter.
 package mdns

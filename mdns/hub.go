@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 )
 
 // Config configures the hub's mDNS adapter.
@@ -31,13 +32,13 @@ type Config struct {
 // announced on the LAN.
 type Hub struct {
 	log       *slog.Logger
-	browser   *Browser
+	browser   *dnssd.Browser
 	Registrar *Registrar
 
 	host string // the host label asked for, before any rename
 
 	mu   sync.Mutex
-	adv  *Advertiser
+	adv  *dnssd.Advertiser
 	ctx  context.Context
 	stop context.CancelFunc
 	done chan struct{}
@@ -52,39 +53,35 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 	if cfg.Scheme == "" {
 		cfg.Scheme = "http"
 	}
-	h := &Hub{log: cfg.Logger, host: hostLabel(cfg.Host), done: make(chan struct{})}
-	ifs, err := selectInterfaces(cfg.Interfaces)
-	if err != nil {
-		return nil, fmt.Errorf("cannot browse mdns: %w", err)
-	}
-	if len(ifs) == 0 {
-		h.log.Warn("no network interface for mdns", "interfaces", cfg.Interfaces)
-	}
+	h := &Hub{log: cfg.Logger, host: dnssd.HostLabel(cfg.Host), done: make(chan struct{})}
 	// One socket pair for browsing and advertising: with two, the kernel
 	// would hand each unicast query to one of them at random.
-	c, err := openConn(ifs, cfg.Logger)
+	c, err := dnssd.Listen(cfg.Interfaces, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("cannot browse mdns: %w", err)
 	}
+	if len(c.Interfaces()) == 0 {
+		h.log.Warn("no network interface for mdns", "interfaces", cfg.Interfaces)
+	}
 	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Logger: cfg.Logger})
-	b, err := browseOn(c, BrowserConfig{Types: []string{"_wot._tcp"}, Interfaces: cfg.Interfaces, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
+	b, err := c.Browse(dnssd.BrowserConfig{Types: []string{"_wot._tcp"}, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
 	if err != nil {
-		c.close()
+		c.Close()
 		h.Registrar.Close()
 		return nil, fmt.Errorf("cannot browse mdns: %w", err)
 	}
 	h.browser = b
-	services := []Service{{
+	services := []dnssd.Service{{
 		Instance: cfg.Name, Type: "_wot._tcp", Subtypes: []string{"_directory"}, Port: cfg.HTTPPort,
 		Text: []string{"td=/.well-known/wot", "type=Directory", "scheme=" + cfg.Scheme},
 	}}
 	if cfg.MQTTPort > 0 {
-		services = append(services, Service{Instance: cfg.Name, Type: "_mqtt._tcp", Port: cfg.MQTTPort})
+		services = append(services, dnssd.Service{Instance: cfg.Name, Type: "_mqtt._tcp", Port: cfg.MQTTPort})
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	go func() {
 		defer close(h.done)
-		a, err := advertiseOn(h.ctx, c, AdvertiserConfig{Host: cfg.Host, Interfaces: cfg.Interfaces, Logger: cfg.Logger}, services...)
+		a, err := c.Advertise(h.ctx, dnssd.AdvertiserConfig{Host: cfg.Host, Logger: cfg.Logger}, services...)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				h.log.Error("cannot advertise the hub over mdns", "err", err)
@@ -102,7 +99,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 }
 
 // Advertiser returns the advertiser once the names are settled, else nil.
-func (h *Hub) Advertiser() *Advertiser {
+func (h *Hub) Advertiser() *dnssd.Advertiser {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.adv
@@ -119,7 +116,7 @@ func (h *Hub) HostName() string {
 }
 
 // Browser returns the browser of _wot._tcp.
-func (h *Hub) Browser() *Browser { return h.browser }
+func (h *Hub) Browser() *dnssd.Browser { return h.browser }
 
 // Close sends the goodbyes and stops browsing and registering.
 func (h *Hub) Close(ctx context.Context) error {

@@ -10,13 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 )
 
 // RegistrarConfig configures a Registrar.
@@ -65,7 +65,7 @@ type Registrar struct {
 	// pending holds the latest event per instance key; an instance's
 	// events are handled one at a time, in order, so a goodbye that
 	// arrives during a fetch is applied after it.
-	pending map[string]Event
+	pending map[string]dnssd.Event
 	order   []string
 	busy    map[string]bool
 	// things by instance key; owners by Thing id → instance binding.
@@ -122,7 +122,7 @@ func NewRegistrar(reg *hub.Registry, cfg RegistrarConfig) *Registrar {
 	}
 	r := &Registrar{
 		reg: reg, cfg: cfg, log: cfg.Logger,
-		pending: map[string]Event{}, busy: map[string]bool{},
+		pending: map[string]dnssd.Event{}, busy: map[string]bool{},
 		things: map[string]*mdnsThing{}, owners: map[string]string{},
 		absent: map[string]time.Time{}, problems: map[string]error{},
 		stop: make(chan struct{}),
@@ -166,7 +166,7 @@ func (r *Registrar) Stats() RegistrarStats {
 	}
 }
 
-// Problem returns why the last announcement of the instance (Entry.Key)
+// Problem returns why the last announcement of the instance (dnssd.Entry.Key)
 // was refused, or nil.
 func (r *Registrar) Problem(key string) error {
 	r.mu.Lock()
@@ -174,8 +174,8 @@ func (r *Registrar) Problem(key string) error {
 	return r.problems[key]
 }
 
-// Handle takes a browser event; it never blocks (BrowserConfig.OnEvent).
-func (r *Registrar) Handle(ev Event) {
+// Handle takes a browser event; it never blocks (dnssd.BrowserConfig.OnEvent).
+func (r *Registrar) Handle(ev dnssd.Event) {
 	e := ev.Entry
 	if e.Service != "_wot._tcp" {
 		return
@@ -186,9 +186,9 @@ func (r *Registrar) Handle(ev Event) {
 	}
 	key := e.Key()
 	switch ev.Kind {
-	case Added, Updated:
+	case dnssd.Added, dnssd.Updated:
 		r.enqueue(key, ev)
-	case Removed:
+	case dnssd.Removed:
 		r.mu.Lock()
 		_, known := r.things[key]
 		_, queued := r.pending[key]
@@ -196,7 +196,7 @@ func (r *Registrar) Handle(ev Event) {
 		if known || queued {
 			r.enqueue(key, ev)
 		}
-	case Seen:
+	case dnssd.Seen:
 		r.mu.Lock()
 		th := r.things[key]
 		var wasAbsent bool
@@ -207,12 +207,12 @@ func (r *Registrar) Handle(ev Event) {
 		// Seen again after it was set offline (an expiry the agent
 		// survived): fetch again, which sets it online.
 		if wasAbsent {
-			r.enqueue(key, Event{Kind: Updated, Entry: e})
+			r.enqueue(key, dnssd.Event{Kind: dnssd.Updated, Entry: e})
 		}
 	}
 }
 
-func (r *Registrar) enqueue(key string, ev Event) {
+func (r *Registrar) enqueue(key string, ev dnssd.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -235,7 +235,7 @@ func (r *Registrar) work() {
 	for {
 		r.mu.Lock()
 		var key string
-		var ev Event
+		var ev dnssd.Event
 		for {
 			if r.closed {
 				r.mu.Unlock()
@@ -260,7 +260,7 @@ func (r *Registrar) work() {
 		th := r.things[key]
 		r.mu.Unlock()
 		e := ev.Entry
-		if ev.Kind == Removed {
+		if ev.Kind == dnssd.Removed {
 			if th != nil {
 				r.setOffline(th.id, ev.Reason)
 			}
@@ -291,10 +291,10 @@ func (r *Registrar) work() {
 }
 
 // binding identifies an announcing instance: its name and host.
-func binding(e Entry) string { return e.Key() + "@" + strings.ToLower(e.Host) }
+func binding(e dnssd.Entry) string { return e.Key() + "@" + strings.ToLower(e.Host) }
 
 // register fetches, validates and stores the TD of e.
-func (r *Registrar) register(key string, e Entry) error {
+func (r *Registrar) register(key string, e dnssd.Entry) error {
 	raw, u, err := r.fetch(e)
 	if err != nil {
 		return err
@@ -359,41 +359,11 @@ func (r *Registrar) register(key string, e Entry) error {
 	return nil
 }
 
-// TDURL is scheme://address:port{td} for e; the address is the first
-// announced one (IPv4 first), with the zone for IPv6 link-local.
-func (e Entry) TDURL() (string, error) {
-	txt := e.TXT()
-	path, ok := txt["td"]
-	if !ok {
-		return "", hub.Errorf(hub.EINVALID, "the TXT record has no td key (PROTOCOL §8 needs td=/path/of/the/TD)")
-	}
-	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n#") || len(path) > 1024 {
-		return "", hub.Errorf(hub.EINVALID, "td=%q is not an absolute path", path)
-	}
-	scheme := strings.ToLower(txt["scheme"])
-	switch scheme {
-	case "":
-		scheme = "http"
-	case "http", "https":
-	default:
-		return "", hub.Errorf(hub.EINVALID, "scheme=%q is not http or https", txt["scheme"])
-	}
-	if len(e.IPs) == 0 {
-		return "", hub.Errorf(hub.EINVALID, "the instance has no address")
-	}
-	ip := e.IPs[0]
-	host := ip.String()
-	if ip.To4() == nil && ip.IsLinkLocalUnicast() {
-		host += "%" + e.Iface
-	}
-	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(e.Port)) + path, nil
-}
-
 // fetch GETs the TD within the timeout and size limit.
-func (r *Registrar) fetch(e Entry) (raw []byte, u string, err error) {
+func (r *Registrar) fetch(e dnssd.Entry) (raw []byte, u string, err error) {
 	u, err = e.TDURL()
 	if err != nil {
-		return nil, u, err
+		return nil, u, &hub.Error{Code: hub.EINVALID, Err: err}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FetchTimeout)
 	defer cancel()

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/mdns"
+	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 )
 
 // runDiscover browses mDNS for a while and prints the hubs and Things it
@@ -42,7 +42,7 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 			names = append(names, n)
 		}
 	}
-	b, err := mdns.Browse(mdns.BrowserConfig{
+	b, err := dnssd.Browse(dnssd.BrowserConfig{
 		Types:      []string{"_wot._tcp", "_mqtt._tcp"},
 		Interfaces: names,
 		Logger:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -58,7 +58,7 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func printDiscovered(w io.Writer, entries []mdns.Entry) {
+func printDiscovered(w io.Writer, entries []dnssd.Entry) {
 	brokers := map[string]string{} // instance → mqtt URL
 	for _, e := range entries {
 		if e.Service == "_mqtt._tcp" && len(e.IPs) > 0 {
@@ -109,7 +109,7 @@ func printDiscovered(w io.Writer, entries []mdns.Entry) {
 	}
 }
 
-func hostOf(e mdns.Entry) string {
+func hostOf(e dnssd.Entry) string {
 	ip := e.IPs[0]
 	if ip.To4() == nil && ip.IsLinkLocalUnicast() {
 		return ip.String() + "%" + e.Iface

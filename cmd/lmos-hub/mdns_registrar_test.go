@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
 )
@@ -46,8 +47,8 @@ func tdServer(t *testing.T, docs map[string][]byte) (*httptest.Server, int) {
 	return srv, srv.Listener.Addr().(*net.TCPAddr).Port
 }
 
-func entry(name, host string, port int, txt ...string) mdns.Entry {
-	return mdns.Entry{Instance: name, Service: "_wot._tcp", Host: host + ".local.", Port: port,
+func entry(name, host string, port int, txt ...string) dnssd.Entry {
+	return dnssd.Entry{Instance: name, Service: "_wot._tcp", Host: host + ".local.", Port: port,
 		Text: txt, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Iface: "lo"}
 }
 
@@ -90,7 +91,7 @@ func TestMDNSRegistrarBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := r.Stats().Rejected
 			e := entry(c.name, "h", port, c.txt...)
-			r.Handle(mdns.Event{Kind: mdns.Added, Entry: e})
+			r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: e})
 			waitFor(t, 10*time.Second, "the rejection", func() bool { return r.Stats().Rejected > before })
 			if err := r.Problem(e.Key()); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("problem = %v, want it to say %q", err, c.want)
@@ -104,7 +105,7 @@ func TestMDNSRegistrarBadInput(t *testing.T) {
 		t.Errorf("stats = %+v", s)
 	}
 	// Another directory (type=Directory) is not registered, nor counted.
-	r.Handle(mdns.Event{Kind: mdns.Added, Entry: entry("other hub", "h", port, "td=/.well-known/wot", "type=Directory")})
+	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry("other hub", "h", port, "td=/.well-known/wot", "type=Directory")})
 	time.Sleep(50 * time.Millisecond)
 	if s := r.Stats(); s.Registered != 0 || s.Rejected != uint64(len(cases)) {
 		t.Errorf("after a directory: stats = %+v", s)
@@ -123,7 +124,7 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 	reg := h.Main.Registry
 	lamp := entry("Lamp", "lamp-host", port, "td=/td", "type=Thing")
 
-	r.Handle(mdns.Event{Kind: mdns.Added, Entry: lamp})
+	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: lamp})
 	waitFor(t, 10*time.Second, "registration", func() bool { _, err := reg.Get("urn:test:lamp"); return err == nil })
 	th, _ := reg.Get("urn:test:lamp")
 	if th.Meta.Origin.Source != hub.SourceMDNS {
@@ -137,8 +138,8 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 	// A spoofed announcement of the same id by another instance on
 	// another host is refused; the stored TD stays.
 	rej := r.Stats().Rejected
-	r.Handle(mdns.Event{Kind: mdns.Added, Entry: entry("Lamp", "evil-host", port, "td=/spoof")})
-	r.Handle(mdns.Event{Kind: mdns.Added, Entry: entry("Evil", "evil-host", port, "td=/spoof")})
+	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry("Lamp", "evil-host", port, "td=/spoof")})
+	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry("Evil", "evil-host", port, "td=/spoof")})
 	waitFor(t, 10*time.Second, "two rejections", func() bool { return r.Stats().Rejected >= rej+2 })
 	if raw, _ := reg.Raw("urn:test:lamp"); !bytes.Contains(raw, []byte(`"Lamp"`)) {
 		t.Errorf("spoof overwrote the TD: %s", raw)
@@ -146,7 +147,7 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 	// A Thing registered over HTTP is not taken over by mDNS.
 	h.put("urn:test:http-thing", tdFor("urn:test:http-thing", "Mine"))
 	rej = r.Stats().Rejected
-	r.Handle(mdns.Event{Kind: mdns.Added, Entry: entry("Thief", "t", port, "td=/taken")})
+	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry("Thief", "t", port, "td=/taken")})
 	waitFor(t, 10*time.Second, "rejection", func() bool { return r.Stats().Rejected > rej })
 	if raw, _ := reg.Raw("urn:test:http-thing"); !bytes.Contains(raw, []byte(`"Mine"`)) {
 		t.Errorf("mDNS overwrote an HTTP Thing: %s", raw)
@@ -154,11 +155,11 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 
 	// TXT change → re-fetched.
 	lamp2 := entry("Lamp", "lamp-host", port, "td=/td2", "type=Thing")
-	r.Handle(mdns.Event{Kind: mdns.Updated, Entry: lamp2})
+	r.Handle(dnssd.Event{Kind: dnssd.Updated, Entry: lamp2})
 	waitFor(t, 10*time.Second, "re-fetch", func() bool { raw, _ := reg.Raw("urn:test:lamp"); return bytes.Contains(raw, []byte("Lamp v2")) })
 
 	// Goodbye → offline; unseen for forgetAfter → removed.
-	r.Handle(mdns.Event{Kind: mdns.Removed, Entry: lamp2, Reason: "goodbye"})
+	r.Handle(dnssd.Event{Kind: dnssd.Removed, Entry: lamp2, Reason: "goodbye"})
 	waitFor(t, 10*time.Second, "offline", func() bool {
 		th, err := reg.Get("urn:test:lamp")
 		return err == nil && th.Meta.Presence.Status == hub.PresenceOffline
@@ -190,7 +191,7 @@ func TestMDNSRegistrarFlood(t *testing.T) {
 	base := runtime.NumGoroutine()
 	peak := 0
 	for i := 0; i < 5000; i++ {
-		r.Handle(mdns.Event{Kind: mdns.Added, Entry: entry(fmt.Sprint("flood ", i), "f", port, "td=/td")})
+		r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry(fmt.Sprint("flood ", i), "f", port, "td=/td")})
 		if i%100 == 0 {
 			peak = max(peak, runtime.NumGoroutine())
 		}
@@ -228,7 +229,7 @@ func TestDiscoverUsage(t *testing.T) {
 func TestPrintDiscovered(t *testing.T) {
 	ip := net.IPv4(169, 254, 1, 1)
 	var b strings.Builder
-	printDiscovered(&b, []mdns.Entry{
+	printDiscovered(&b, []dnssd.Entry{
 		{Instance: "Home", Service: "_wot._tcp", Port: 8080, IPs: []net.IP{ip}, Iface: "eth0", Text: []string{"td=/.well-known/wot", "type=Directory", "scheme=http"}},
 		{Instance: "Home", Service: "_mqtt._tcp", Port: 1883, IPs: []net.IP{ip}, Iface: "eth0"},
 		{Instance: "Lamp", Service: "_wot._tcp", Port: 8000, IPs: []net.IP{net.IPv4(169, 254, 1, 2)}, Iface: "eth0", Text: []string{"td=/td"}},

@@ -1,4 +1,4 @@
-package mdns
+package dnssd
 
 import (
 	"fmt"
@@ -173,7 +173,7 @@ func TestConnOnLinkBySource(t *testing.T) {
 	lan4.IP = net.ParseIP("192.168.1.10").To4()
 	_, lan6, _ := net.ParseCIDR("2001:db8:1::10/64")
 	in := make(chan packet, 16)
-	c := &conn{log: slog.New(slog.DiscardHandler), nets: map[int][]*net.IPNet{2: {lan4, lan6}}, inboxes: []chan packet{in}}
+	c := &Conn{log: slog.New(slog.DiscardHandler), nets: map[int][]*net.IPNet{2: {lan4, lan6}}, inboxes: []chan packet{in}}
 	m := new(dns.Msg)
 	m.SetQuestion("_wot._tcp.local.", dns.TypePTR)
 	raw, err := m.Pack()

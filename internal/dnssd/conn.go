@@ -1,4 +1,4 @@
-package mdns
+package dnssd
 
 import (
 	"context"
@@ -37,19 +37,22 @@ type packet struct {
 	ifIndex int
 }
 
-// conn is a pair of multicast sockets (IPv4, and IPv6 when the host has
+// Conn is a pair of multicast sockets (IPv4, and IPv6 when the host has
 // it) on port 5353 of the selected interfaces. Port 5353 is shared with
 // other responders on the host (Avahi, other agents) through SO_REUSEADDR.
 //
-// One conn serves every user in a process that needs the port (the hub's
+// One Conn serves every user in a process that needs the port (the hub's
 // browser and advertiser): each received packet goes to every user's
 // inbox. Two sockets of one process would split unicast datagrams between
 // them (SO_REUSEPORT balances them by hash), and a legacy unicast query
 // landing on the browser's socket would go unanswered.
-type conn struct {
+type Conn struct {
 	log *slog.Logger
 	v4  *ipv4.PacketConn
 	v6  *ipv6.PacketConn
+	// names are the interfaces asked for (empty: every LAN interface);
+	// the users' interface polls select with them.
+	names []string
 
 	mu     sync.Mutex
 	ifaces []net.Interface
@@ -83,10 +86,30 @@ func reuse(_, _ string, c syscall.RawConn) error {
 	return serr
 }
 
+// Listen opens the sockets on the interfaces named (empty: every LAN
+// interface; docker, veth, tun … skipped) and joins the mDNS groups there.
+// Browsers and Advertisers started on it share it; it closes with the last
+// of them, or at Close.
+func Listen(interfaces []string, log *slog.Logger) (*Conn, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	ifs, err := selectInterfaces(interfaces)
+	if err != nil {
+		return nil, err
+	}
+	c, err := openConn(ifs, log)
+	if err != nil {
+		return nil, err
+	}
+	c.names = slices.Clone(interfaces)
+	return c, nil
+}
+
 // openConn opens the sockets and joins the groups on ifaces. Hosts without
 // IPv6 work with IPv4 only.
-func openConn(ifaces []net.Interface, log *slog.Logger) (*conn, error) {
-	c := &conn{log: log, joined: map[string]bool{}}
+func openConn(ifaces []net.Interface, log *slog.Logger) (*Conn, error) {
+	c := &Conn{log: log, joined: map[string]bool{}}
 	lc := net.ListenConfig{Control: reuse}
 	var errs []error
 	if pc, err := lc.ListenPacket(context.Background(), "udp4", fmt.Sprintf("0.0.0.0:%d", mdnsPort)); err != nil {
@@ -127,7 +150,7 @@ func openConn(ifaces []net.Interface, log *slog.Logger) (*conn, error) {
 // setInterfaces joins the groups on new interfaces; the previous ones stay
 // joined (leaving would need their index, which may be gone) but packets
 // from interfaces no longer selected are ignored.
-func (c *conn) setInterfaces(ifaces []net.Interface) {
+func (c *Conn) setInterfaces(ifaces []net.Interface) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ifaces = ifaces
@@ -152,15 +175,15 @@ func (c *conn) setInterfaces(ifaces []net.Interface) {
 	}
 }
 
-// interfaces returns the selected interfaces.
-func (c *conn) interfaces() []net.Interface {
+// Interfaces returns the selected interfaces.
+func (c *Conn) Interfaces() []net.Interface {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ifaces
 }
 
 // subscribe returns a new inbox that receives every packet from now on.
-func (c *conn) subscribe() chan packet {
+func (c *Conn) subscribe() chan packet {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := make(chan packet, inboxSize)
@@ -171,7 +194,7 @@ func (c *conn) subscribe() chan packet {
 }
 
 // release ends a subscription; the last one closes the sockets.
-func (c *conn) release(ch chan packet) {
+func (c *Conn) release(ch chan packet) {
 	c.mu.Lock()
 	c.inboxes = slices.DeleteFunc(slices.Clone(c.inboxes), func(x chan packet) bool { return x == ch })
 	c.users--
@@ -183,7 +206,7 @@ func (c *conn) release(ch chan packet) {
 }
 
 // addresses returns the cached IPv4 and IPv6 addresses of an interface.
-func (c *conn) addresses(index int) (v4, v6 []net.IP) {
+func (c *Conn) addresses(index int) (v4, v6 []net.IP) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return splitNets(c.nets[index])
@@ -196,7 +219,7 @@ var linkLocal4 = &net.IPNet{IP: net.IPv4(169, 254, 0, 0).To4(), Mask: net.CIDRMa
 // link-local address, or one in a subnet of the interface's addresses
 // (RFC 6762 §11). The IP TTL does not decide it: 255 is only what senders
 // SHOULD use, and common stacks send 1. Callers hold c.mu.
-func (c *conn) onLink(index int, ip net.IP) bool {
+func (c *Conn) onLink(index int, ip net.IP) bool {
 	if ip4 := ip.To4(); ip4 != nil {
 		if linkLocal4.Contains(ip4) {
 			return true
@@ -212,7 +235,7 @@ func (c *conn) onLink(index int, ip net.IP) bool {
 	return false
 }
 
-func (c *conn) selected(index int) *net.Interface {
+func (c *Conn) selected(index int) *net.Interface {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.ifaces {
@@ -224,7 +247,7 @@ func (c *conn) selected(index int) *net.Interface {
 	return nil
 }
 
-func (c *conn) read4() {
+func (c *Conn) read4() {
 	defer c.wg.Done()
 	buf := make([]byte, maxPacket)
 	for {
@@ -242,7 +265,7 @@ func (c *conn) read4() {
 	}
 }
 
-func (c *conn) read6() {
+func (c *Conn) read6() {
 	defer c.wg.Done()
 	buf := make([]byte, maxPacket)
 	for {
@@ -263,7 +286,7 @@ func (c *conn) read6() {
 // deliver hands a packet from a selected interface to every inbox, if its
 // source is on that interface's link: what comes from off the link (routed
 // to us) is neither cached nor answered.
-func (c *conn) deliver(b []byte, from net.Addr, ifIndex int) {
+func (c *Conn) deliver(b []byte, from net.Addr, ifIndex int) {
 	udp, ok := from.(*net.UDPAddr)
 	if !ok {
 		return
@@ -309,7 +332,7 @@ func parseMessage(b []byte) (*dns.Msg, error) {
 }
 
 // send multicasts m on ifi over IPv4 and IPv6.
-func (c *conn) send(m *dns.Msg, ifi *net.Interface) error {
+func (c *Conn) send(m *dns.Msg, ifi *net.Interface) error {
 	b, err := m.Pack()
 	if err != nil {
 		return fmt.Errorf("cannot pack mdns message: %w", err)
@@ -332,8 +355,8 @@ func (c *conn) send(m *dns.Msg, ifi *net.Interface) error {
 }
 
 // sendAll multicasts m on every selected interface.
-func (c *conn) sendAll(m *dns.Msg) {
-	for _, ifi := range c.interfaces() {
+func (c *Conn) sendAll(m *dns.Msg) {
+	for _, ifi := range c.Interfaces() {
 		if err := c.send(m, &ifi); err != nil {
 			c.log.Debug("cannot send", "err", err)
 		}
@@ -341,7 +364,7 @@ func (c *conn) sendAll(m *dns.Msg) {
 }
 
 // sendTo answers a legacy unicast query (source port not 5353) directly.
-func (c *conn) sendTo(m *dns.Msg, to *net.UDPAddr, ifIndex int) error {
+func (c *Conn) sendTo(m *dns.Msg, to *net.UDPAddr, ifIndex int) error {
 	b, err := m.Pack()
 	if err != nil {
 		return fmt.Errorf("cannot pack mdns message: %w", err)
@@ -354,7 +377,14 @@ func (c *conn) sendTo(m *dns.Msg, to *net.UDPAddr, ifIndex int) error {
 	return err
 }
 
-func (c *conn) close() {
+// Close closes the sockets at once, under every Browser and Advertiser
+// still using them.
+func (c *Conn) Close() error {
+	c.close()
+	return nil
+}
+
+func (c *Conn) close() {
 	if c.closed.Swap(true) {
 		return
 	}

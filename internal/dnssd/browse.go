@@ -1,4 +1,4 @@
-package mdns
+package dnssd
 
 import (
 	"fmt"
@@ -70,7 +70,8 @@ type Event struct {
 type BrowserConfig struct {
 	// Types to browse, e.g. "_wot._tcp", "_directory._sub._wot._tcp".
 	Types []string
-	// Interfaces to browse on; empty: every LAN interface.
+	// Interfaces to browse on; empty: every LAN interface. Only the
+	// Browse function uses it; Conn.Browse uses the Conn's.
 	Interfaces []string
 	// MaxRecords bounds the cache (default 4096); records beyond it are
 	// dropped, so a flood costs bounded memory.
@@ -109,7 +110,7 @@ const goodbyeHold = time.Second
 type Browser struct {
 	cfg   BrowserConfig
 	log   *slog.Logger
-	conn  *conn
+	conn  *Conn
 	inbox chan packet
 	types map[string]string // browsed name (lower) → subtype ("" for base types)
 	bases map[string]bool   // base service names (lower), "_wot._tcp.local."
@@ -131,23 +132,20 @@ type Browser struct {
 	once sync.Once
 }
 
-// Browse starts browsing.
+// Browse opens a Conn on cfg.Interfaces and browses on it (see
+// Conn.Browse); closing the Browser closes the Conn.
 func Browse(cfg BrowserConfig) (*Browser, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	ifs, err := selectInterfaces(cfg.Interfaces)
+	c, err := Listen(cfg.Interfaces, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	if len(ifs) == 0 {
+	if len(c.Interfaces()) == 0 {
 		cfg.Logger.Warn("no network interface to browse on", "interfaces", cfg.Interfaces)
 	}
-	c, err := openConn(ifs, cfg.Logger)
-	if err != nil {
-		return nil, err
-	}
-	b, err := browseOn(c, cfg)
+	b, err := c.Browse(cfg)
 	if err != nil {
 		c.close()
 		return nil, err
@@ -155,8 +153,9 @@ func Browse(cfg BrowserConfig) (*Browser, error) {
 	return b, nil
 }
 
-// browseOn starts browsing on an open conn, which it shares.
-func browseOn(c *conn, cfg BrowserConfig) (*Browser, error) {
+// Browse starts browsing on c, which it shares. cfg.Interfaces is not
+// used: the Browser follows the Conn's interfaces.
+func (c *Conn) Browse(cfg BrowserConfig) (*Browser, error) {
 	b, err := newBrowser(cfg)
 	if err != nil {
 		return nil, err
@@ -224,7 +223,7 @@ func (b *Browser) run() {
 	defer tick.Stop()
 	poll := time.NewTicker(2 * time.Second)
 	defer poll.Stop()
-	sig := signature(b.conn.interfaces())
+	sig := signature(b.conn.Interfaces())
 	// Browse queries at 0, 1, 3, 7 … s, doubling up to an hour (RFC 6762 §5.2).
 	next, gap := time.Now(), time.Second
 	// hold fires when the earliest goodbye hold ends: the tick alone
@@ -249,7 +248,7 @@ func (b *Browser) run() {
 			}
 			b.maintain(now)
 		case <-poll.C:
-			ifs, err := selectInterfaces(b.cfg.Interfaces)
+			ifs, err := selectInterfaces(b.conn.names)
 			if err == nil {
 				if s := signature(ifs); s != sig {
 					sig = s
@@ -306,11 +305,6 @@ func (b *Browser) handle(p packet, now time.Time) {
 	}
 	changed := false
 	inPacket := map[string]bool{}
-	type flushKey struct {
-		ifIndex int
-		name    string
-		typ     uint16
-	}
 	flush := map[flushKey]bool{}
 	seen := map[string]bool{}
 	evicted := false
@@ -368,17 +362,8 @@ func (b *Browser) handle(p packet, now time.Time) {
 		b.records[key] = &cached{rr: rr, ifIndex: p.ifIndex, received: now, expires: exp}
 		changed = true
 	}
-	// A unique record with the cache-flush bit replaces the others of its
-	// name and type on that interface (RFC 6762 §10.2): a new TXT or
-	// address wins at once.
-	if len(flush) > 0 {
-		for key, c := range b.records {
-			h := c.rr.Header()
-			if flush[flushKey{c.ifIndex, strings.ToLower(h.Name), h.Rrtype}] && !inPacket[key] {
-				delete(b.records, key)
-				changed = true
-			}
-		}
+	if b.flush(flush, inPacket) {
+		changed = true
 	}
 	if changed {
 		b.update(now)
@@ -388,6 +373,34 @@ func (b *Browser) handle(p packet, now time.Time) {
 			b.cfg.OnEvent(Event{Kind: Seen, Entry: e})
 		}
 	}
+}
+
+// flushKey is a record set: the records of one name and type on one
+// interface.
+type flushKey struct {
+	ifIndex int
+	name    string
+	typ     uint16
+}
+
+// flush drops the cached records of the sets a packet flushed, except
+// those it carried (keys in inPacket): a unique record with the
+// cache-flush bit replaces the others of its name and type on that
+// interface (RFC 6762 §10.2), so a new TXT or address wins at once. It
+// reports whether any record was dropped.
+func (b *Browser) flush(sets map[flushKey]bool, inPacket map[string]bool) bool {
+	if len(sets) == 0 {
+		return false
+	}
+	dropped := false
+	for key, c := range b.records {
+		h := c.rr.Header()
+		if sets[flushKey{c.ifIndex, strings.ToLower(h.Name), h.Rrtype}] && !inPacket[key] {
+			delete(b.records, key)
+			dropped = true
+		}
+	}
+	return dropped
 }
 
 // evict drops addresses no SRV names, to make room.
@@ -542,42 +555,97 @@ func (b *Browser) askMissing(now time.Time, ask map[int][]dns.Question) {
 // update recomputes the instances from the cache and reports the
 // differences.
 func (b *Browser) update(now time.Time) {
-	// Index the cache once.
-	type idx struct {
-		ifIndex int
-		name    string
+	views := b.instances()
+	old := b.views
+	b.views = views
+	for k, e := range views {
+		o, ok := old[k]
+		switch {
+		case !ok:
+			delete(b.goodbyes, k)
+			b.cfg.OnEvent(Event{Kind: Added, Entry: e})
+		case !o.equal(e):
+			b.cfg.OnEvent(Event{Kind: Updated, Entry: e})
+		}
 	}
-	srvs := map[idx]*cached{}
-	txts := map[idx]*cached{}
-	addrs := map[idx][]net.IP{}
-	type ptrRef struct {
-		ifIndex int
-		subtype string
+	for k, o := range old {
+		if _, ok := views[k]; !ok {
+			reason := "expired"
+			if b.goodbyes[k] {
+				reason = "goodbye"
+			}
+			delete(b.goodbyes, k)
+			b.cfg.OnEvent(Event{Kind: Removed, Entry: o, Reason: reason})
+		}
 	}
-	ptrs := map[string][]ptrRef{}
+	if len(b.goodbyes) > 4096 {
+		clear(b.goodbyes)
+	}
+	snap := make([]Entry, 0, len(views))
+	for _, e := range views {
+		snap = append(snap, e)
+	}
+	slices.SortFunc(snap, func(a, c Entry) int { return strings.Compare(a.Key(), c.Key()) })
+	b.mu.Lock()
+	b.snapshot = snap
+	b.mu.Unlock()
+}
+
+// nameOn is a record name (lower case) as cached on one interface.
+type nameOn struct {
+	ifIndex int
+	name    string
+}
+
+// ptrRef is where a PTR for an instance was cached, and for which browsed
+// subtype ("" for the base type).
+type ptrRef struct {
+	ifIndex int
+	subtype string
+}
+
+// cacheIndex is the cache indexed by name, built once per update: the
+// latest SRV and TXT per name, the addresses per host name, and the PTRs
+// per instance name.
+type cacheIndex struct {
+	srvs, txts map[nameOn]*cached
+	addrs      map[nameOn][]net.IP
+	ptrs       map[string][]ptrRef
+}
+
+func (b *Browser) index() cacheIndex {
+	ix := cacheIndex{srvs: map[nameOn]*cached{}, txts: map[nameOn]*cached{},
+		addrs: map[nameOn][]net.IP{}, ptrs: map[string][]ptrRef{}}
 	for _, c := range b.records {
 		name := strings.ToLower(c.rr.Header().Name)
-		k := idx{c.ifIndex, name}
+		k := nameOn{c.ifIndex, name}
 		switch rr := c.rr.(type) {
 		case *dns.PTR:
 			inst := strings.ToLower(rr.Ptr)
-			ptrs[inst] = append(ptrs[inst], ptrRef{c.ifIndex, b.types[name]})
+			ix.ptrs[inst] = append(ix.ptrs[inst], ptrRef{c.ifIndex, b.types[name]})
 		case *dns.SRV:
-			if o := srvs[k]; o == nil || c.received.After(o.received) {
-				srvs[k] = c
+			if o := ix.srvs[k]; o == nil || c.received.After(o.received) {
+				ix.srvs[k] = c
 			}
 		case *dns.TXT:
-			if o := txts[k]; o == nil || c.received.After(o.received) {
-				txts[k] = c
+			if o := ix.txts[k]; o == nil || c.received.After(o.received) {
+				ix.txts[k] = c
 			}
 		case *dns.A:
-			addrs[k] = append(addrs[k], rr.A)
+			ix.addrs[k] = append(ix.addrs[k], rr.A)
 		case *dns.AAAA:
-			addrs[k] = append(addrs[k], rr.AAAA)
+			ix.addrs[k] = append(ix.addrs[k], rr.AAAA)
 		}
 	}
+	return ix
+}
+
+// instances builds the complete instances (PTR, SRV, TXT and an address
+// on one interface) from the cache, by instance key.
+func (b *Browser) instances() map[string]Entry {
+	ix := b.index()
 	views := map[string]Entry{}
-	for inst, refs := range ptrs {
+	for inst, refs := range ix.ptrs {
 		label, rest, err := splitFirstLabel(inst)
 		if err != nil {
 			continue
@@ -590,12 +658,12 @@ func (b *Browser) update(now time.Time) {
 			if r.subtype != "" && !slices.Contains(subtypes, r.subtype) {
 				subtypes = append(subtypes, r.subtype)
 			}
-			srv, txt := srvs[idx{r.ifIndex, inst}], txts[idx{r.ifIndex, inst}]
+			srv, txt := ix.srvs[nameOn{r.ifIndex, inst}], ix.txts[nameOn{r.ifIndex, inst}]
 			if srv == nil || txt == nil {
 				continue
 			}
 			target := strings.ToLower(srv.rr.(*dns.SRV).Target)
-			ips := addrs[idx{r.ifIndex, target}]
+			ips := ix.addrs[nameOn{r.ifIndex, target}]
 			if len(ips) == 0 {
 				continue
 			}
@@ -635,39 +703,7 @@ func (b *Browser) update(now time.Time) {
 			views[inst] = *best
 		}
 	}
-	old := b.views
-	b.views = views
-	for k, e := range views {
-		o, ok := old[k]
-		switch {
-		case !ok:
-			delete(b.goodbyes, k)
-			b.cfg.OnEvent(Event{Kind: Added, Entry: e})
-		case !o.equal(e):
-			b.cfg.OnEvent(Event{Kind: Updated, Entry: e})
-		}
-	}
-	for k, o := range old {
-		if _, ok := views[k]; !ok {
-			reason := "expired"
-			if b.goodbyes[k] {
-				reason = "goodbye"
-			}
-			delete(b.goodbyes, k)
-			b.cfg.OnEvent(Event{Kind: Removed, Entry: o, Reason: reason})
-		}
-	}
-	if len(b.goodbyes) > 4096 {
-		clear(b.goodbyes)
-	}
-	snap := make([]Entry, 0, len(views))
-	for _, e := range views {
-		snap = append(snap, e)
-	}
-	slices.SortFunc(snap, func(a, c Entry) int { return strings.Compare(a.Key(), c.Key()) })
-	b.mu.Lock()
-	b.snapshot = snap
-	b.mu.Unlock()
+	return views
 }
 
 // sortIPs orders addresses IPv4 first, then by value, without duplicates.

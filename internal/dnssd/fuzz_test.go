@@ -1,4 +1,4 @@
-package mdns
+package dnssd
 
 import (
 	"net"

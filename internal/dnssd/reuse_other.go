@@ -1,6 +1,6 @@
 //go:build !linux
 
-package mdns
+package dnssd
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package mdns
+package dnssd
 
 import (
 	"errors"
@@ -104,9 +104,10 @@ func parseTXT(txt []string) map[string]string {
 	return out
 }
 
-// hostLabel turns a host or hub name into a valid host label: letters,
-// digits and hyphens, at most 63 bytes.
-func hostLabel(s string) string {
+// HostLabel turns a host or hub name into a valid host label (what an
+// Advertiser probes for before any rename): letters, digits and hyphens,
+// at most 63 bytes.
+func HostLabel(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
 		switch {

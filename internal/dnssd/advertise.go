@@ -1,4 +1,4 @@
-package mdns
+package dnssd
 
 import (
 	"bytes"
@@ -41,7 +41,8 @@ type AdvertiserConfig struct {
 	// Host is the host label (without .local); on a conflict it becomes
 	// host-2, host-3 ….
 	Host string
-	// Interfaces to advertise on; empty: every LAN interface.
+	// Interfaces to advertise on; empty: every LAN interface. Only the
+	// Advertise function uses it; Conn.Advertise uses the Conn's.
 	Interfaces []string
 	// TTL overrides every record's TTL when positive (tests of expiry).
 	TTL    uint32
@@ -55,7 +56,7 @@ type AdvertiserConfig struct {
 type Advertiser struct {
 	cfg   AdvertiserConfig
 	log   *slog.Logger
-	conn  *conn
+	conn  *Conn
 	inbox chan packet
 
 	mu       sync.Mutex
@@ -74,28 +75,17 @@ type Advertiser struct {
 	once sync.Once
 }
 
-// Advertise probes for the names of services, announces them and keeps
-// answering for them until Close. It returns once the names are settled and
-// the first announcement is sent.
+// Advertise opens a Conn on cfg.Interfaces and advertises services on it
+// (see Conn.Advertise); closing the Advertiser closes the Conn.
 func Advertise(ctx context.Context, cfg AdvertiserConfig, services ...Service) (*Advertiser, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Host == "" {
-		cfg.Host = "lmos"
-	}
 	if err := checkServices(services); err != nil {
 		return nil, err
 	}
-	ifs, err := selectInterfaces(cfg.Interfaces)
+	c, err := Listen(cfg.Interfaces, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	c, err := openConn(ifs, cfg.Logger)
-	if err != nil {
-		return nil, err
-	}
-	a, err := advertiseOn(ctx, c, cfg, services...)
+	a, err := c.Advertise(ctx, cfg, services...)
 	if err != nil {
 		c.close()
 		return nil, err
@@ -115,9 +105,11 @@ func checkServices(services []Service) error {
 	return nil
 }
 
-// advertiseOn advertises on an open conn, which it shares; cfg.Interfaces
-// still drives the interface poll.
-func advertiseOn(ctx context.Context, c *conn, cfg AdvertiserConfig, services ...Service) (*Advertiser, error) {
+// Advertise probes for the names of services, announces them and keeps
+// answering for them on c until Close. It returns once the names are
+// settled and the first announcement is sent. cfg.Interfaces is not used:
+// the Advertiser follows the Conn's interfaces.
+func (c *Conn) Advertise(ctx context.Context, cfg AdvertiserConfig, services ...Service) (*Advertiser, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -127,10 +119,10 @@ func advertiseOn(ctx context.Context, c *conn, cfg AdvertiserConfig, services ..
 	if err := checkServices(services); err != nil {
 		return nil, err
 	}
-	ifs := c.interfaces()
+	ifs := c.Interfaces()
 	a := &Advertiser{
 		cfg: cfg, log: cfg.Logger, conn: c, inbox: c.subscribe(),
-		host:     hostLabel(cfg.Host),
+		host:     HostLabel(cfg.Host),
 		services: slices.Clone(services),
 		renamed:  make(chan struct{}, 1),
 		lastSent: map[string]time.Time{},
@@ -140,7 +132,7 @@ func advertiseOn(ctx context.Context, c *conn, cfg AdvertiserConfig, services ..
 	}
 	a.announced = a.currentAddrs()
 	if len(ifs) == 0 {
-		a.log.Warn("no network interface to advertise on", "interfaces", cfg.Interfaces)
+		a.log.Warn("no network interface to advertise on", "interfaces", c.names)
 	}
 	if err := a.probe(ctx); err != nil {
 		c.release(a.inbox)
@@ -280,7 +272,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (a *Advertiser) probeOnce(ctx context.Context) (bool, error) {
 	for i := 0; i < 3; i++ {
 		a.mu.Lock()
-		for _, ifi := range a.conn.interfaces() {
+		for _, ifi := range a.conn.Interfaces() {
 			m := new(dns.Msg)
 			for _, n := range a.uniqueNames() {
 				q := dns.Question{Name: n, Qtype: dns.TypeANY, Qclass: dns.ClassINET}
@@ -488,7 +480,7 @@ func (a *Advertiser) Announce() { a.announce() }
 func (a *Advertiser) announce() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, ifi := range a.conn.interfaces() {
+	for _, ifi := range a.conn.Interfaces() {
 		m := new(dns.Msg)
 		m.Response, m.Authoritative = true, true
 		m.Answer = a.records(&ifi, false)
@@ -534,7 +526,7 @@ func (a *Advertiser) run() {
 
 // watchInterfaces re-announces when interfaces or their addresses change.
 func (a *Advertiser) watchInterfaces() {
-	ifs, err := selectInterfaces(a.cfg.Interfaces)
+	ifs, err := selectInterfaces(a.conn.names)
 	if err != nil {
 		return
 	}
@@ -579,7 +571,7 @@ func (a *Advertiser) watchInterfaces() {
 // currentAddrs returns the addresses of the selected interfaces.
 func (a *Advertiser) currentAddrs() map[int][]net.IP {
 	out := map[int][]net.IP{}
-	for _, ifi := range a.conn.interfaces() {
+	for _, ifi := range a.conn.Interfaces() {
 		v4, v6 := a.conn.addresses(ifi.Index)
 		out[ifi.Index] = slices.Concat(v4, v6)
 	}
@@ -606,18 +598,29 @@ func (a *Advertiser) handle(p packet) {
 	if ifi == nil {
 		return
 	}
+	answers, extra := answersFor(p.msg, a.records(ifi, false))
+	if len(answers) == 0 {
+		return
+	}
+	if p.from.Port != mdnsPort {
+		a.answerLegacy(p, answers, extra)
+		return
+	}
 	// A probe by someone else for one of our names: defend it now.
-	defend := len(p.msg.Ns) > 0
-	legacy := p.from.Port != mdnsPort
-	all := a.records(ifi, false)
-	var answers, extra []dns.RR
-	for _, q := range p.msg.Question {
+	a.answerMulticast(ifi, answers, extra, len(p.msg.Ns) > 0)
+}
+
+// answersFor returns the records of all that answer the query's questions
+// (less its known answers) and the additional records: for a PTR the
+// instance's SRV and TXT, and for an SRV its host's addresses.
+func answersFor(query *dns.Msg, all []dns.RR) (answers, extra []dns.RR) {
+	for _, q := range query.Question {
 		for _, rr := range all {
 			h := rr.Header()
 			if !strings.EqualFold(h.Name, q.Name) || (q.Qtype != dns.TypeANY && q.Qtype != h.Rrtype) {
 				continue
 			}
-			if knownAnswer(p.msg.Answer, rr) {
+			if knownAnswer(query.Answer, rr) {
 				continue
 			}
 			answers = appendRR(answers, rr)
@@ -630,9 +633,6 @@ func (a *Advertiser) handle(p packet) {
 			}
 		}
 	}
-	if len(answers) == 0 {
-		return
-	}
 	for _, x := range slices.Clone(extra) {
 		if srv, ok := x.(*dns.SRV); ok {
 			for _, y := range all {
@@ -642,31 +642,38 @@ func (a *Advertiser) handle(p packet) {
 			}
 		}
 	}
+	return answers, extra
+}
+
+// answerLegacy answers a plain DNS resolver asking port 5353 (RFC 6762
+// §6.7) directly, with its id and question, short TTLs, no flush bits.
+func (a *Advertiser) answerLegacy(p packet, answers, extra []dns.RR) {
 	m := new(dns.Msg)
 	m.Response, m.Authoritative = true, true
-	if legacy {
-		// A plain DNS resolver asking port 5353 (RFC 6762 §6.7): answer it
-		// directly, with its id and question, short TTLs, no flush bits.
-		m.Id = p.msg.Id
-		m.Question = p.msg.Question
-		for _, rr := range append(answers, extra...) {
-			rr = dns.Copy(rr)
-			rr.Header().Class &^= 1 << 15
-			rr.Header().Ttl = min(rr.Header().Ttl, 10)
-			if len(m.Answer) < len(answers) {
-				m.Answer = append(m.Answer, rr)
-			} else {
-				m.Extra = append(m.Extra, rr)
-			}
+	m.Id = p.msg.Id
+	m.Question = p.msg.Question
+	for _, rr := range append(answers, extra...) {
+		rr = dns.Copy(rr)
+		rr.Header().Class &^= 1 << 15
+		rr.Header().Ttl = min(rr.Header().Ttl, 10)
+		if len(m.Answer) < len(answers) {
+			m.Answer = append(m.Answer, rr)
+		} else {
+			m.Extra = append(m.Extra, rr)
 		}
-		if err := a.conn.sendTo(m, p.from, p.ifIndex); err != nil {
-			a.log.Debug("cannot answer legacy query", "err", err)
-		}
-		return
 	}
-	// A record is multicast at most once a second per interface (RFC 6762
-	// §6), once per 250 ms when defending a probe: a query flood costs
-	// bounded work and traffic.
+	if err := a.conn.sendTo(m, p.from, p.ifIndex); err != nil {
+		a.log.Debug("cannot answer legacy query", "err", err)
+	}
+}
+
+// answerMulticast multicasts the answers on ifi. A record is multicast at
+// most once a second per interface (RFC 6762 §6), once per 250 ms when
+// defending a probe: a query flood costs bounded work and traffic.
+// Callers hold a.mu.
+func (a *Advertiser) answerMulticast(ifi *net.Interface, answers, extra []dns.RR, defend bool) {
+	m := new(dns.Msg)
+	m.Response, m.Authoritative = true, true
 	now := time.Now()
 	gap := time.Second
 	if defend {
@@ -719,7 +726,7 @@ func (a *Advertiser) Close() error {
 		close(a.stop)
 		<-a.done
 		a.mu.Lock()
-		for _, ifi := range a.conn.interfaces() {
+		for _, ifi := range a.conn.Interfaces() {
 			m := new(dns.Msg)
 			m.Response, m.Authoritative = true, true
 			m.Answer = a.records(&ifi, true)
