@@ -9,7 +9,6 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
 // fakeTransport is a hub.Transport that answers from a script: it records
@@ -62,16 +61,7 @@ type routerEnv struct {
 
 func newRouterEnv(t *testing.T) *routerEnv {
 	t.Helper()
-	db, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
+	reg := newRegistry(t, openStore(t), hub.RegistryOptions{})
 	e := &routerEnv{reg: reg, router: hub.NewRouter(reg), mqtt: newFake(), ws: newFake()}
 	e.router.Handle(hub.SourceMQTT, e.mqtt)
 	e.router.Handle(hub.SourceWS, e.ws)

@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/transporttest"
@@ -16,15 +15,6 @@ func TestBrokerIsATransport(t *testing.T) {
 		id := "urn:uuid:7d1c0e52-0000-4000-8000-0000000000a1"
 		actions := lmos.ThingsPrefix + lmos.TopicKey(id) + "/actions/" + transporttest.ActionCount
 		a := transporttest.StartMQTTAgent(t, e.addr, id, func() bool { return e.b.Subscribers(actions) == 0 })
-		return transporttest.Env{
-			Transport: e.b,
-			Registry:  e.reg,
-			ThingID:   id,
-			Agent:     a,
-			Idle: func() (bool, string) {
-				inv, streams := e.b.Interactions()
-				return inv == 0 && streams == 0, fmt.Sprintf("%d invocations, %d streams", inv, streams)
-			},
-		}
+		return transporttest.Env{Transport: e.b, Registry: e.reg, ThingID: id, Agent: a, Idle: transporttest.IdleOf(e.b.Interactions)}
 	})
 }

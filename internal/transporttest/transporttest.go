@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -228,6 +229,16 @@ func oneFinalLast(t *testing.T, out []hub.Result) {
 	}
 }
 
+// noFinal fails if an invocation nobody answered got a final result.
+func noFinal(t *testing.T, out []hub.Result) {
+	t.Helper()
+	for _, r := range out {
+		if r.Final() {
+			t.Fatalf("a final result (%s) for an invocation nobody answered", r.Status)
+		}
+	}
+}
+
 func statuses(out []hub.Result) []string {
 	s := make([]string, len(out))
 	for i, r := range out {
@@ -372,11 +383,7 @@ func cancelInvocation(t *testing.T, e Env) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Deliver = %v, want the context's error", err)
 	}
-	for _, r := range out {
-		if r.Final() {
-			t.Fatalf("a final result (%s) for an invocation nobody answered", r.Status)
-		}
-	}
+	noFinal(t, out)
 	e.idle(t, before)
 	// The agent stays usable.
 	if err, out := e.start(context.Background(), e.interaction(t, hub.OpInvokeAction, ActionCount, "1")).end(t); err != nil || len(out) == 0 || out[len(out)-1].Status != hub.StatusCompleted {
@@ -392,11 +399,7 @@ func deadline(t *testing.T, e Env) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Deliver = %v, want one wrapping context.DeadlineExceeded (the Router makes it ETIMEOUT)", err)
 	}
-	for _, r := range out {
-		if r.Final() {
-			t.Fatalf("a final result (%s) for an invocation nobody answered", r.Status)
-		}
-	}
+	noFinal(t, out)
 	e.idle(t, before)
 }
 
@@ -444,5 +447,23 @@ func agentLeft(t *testing.T, e Env) {
 		if len(out) != 0 {
 			t.Fatalf("%s: results %q after the agent left", op.op, statuses(out))
 		}
+	}
+}
+
+// Offline is the condition Leave waits for when the hub takes a Thing
+// offline as its agent leaves (WebSocket agents).
+func Offline(reg *hub.Registry, id string) func() bool {
+	return func() bool {
+		th, err := reg.Get(id)
+		return err == nil && th.Meta.Presence.Status == hub.PresenceOffline
+	}
+}
+
+// IdleOf is an Env.Idle from a count of the invocations and streams in
+// progress (the broker's Interactions).
+func IdleOf(interactions func() (invocations, streams int)) func() (bool, string) {
+	return func() (bool, string) {
+		inv, streams := interactions()
+		return inv == 0 && streams == 0, fmt.Sprintf("%d invocations, %d streams", inv, streams)
 	}
 }
