@@ -225,7 +225,11 @@ func (a *wsAgent) serve(t *testing.T, done chan struct{}) {
 		case "invokeAction":
 			a.invoke(m, answer)
 		default:
-			a.acks <- m
+			select {
+			case a.acks <- m:
+			default:
+				t.Errorf("unexpected message from the hub: %v", m)
+			}
 		}
 	}
 }
