@@ -143,6 +143,9 @@ func (r *Registry) apply(batch []*op) {
 			delete(puts, o.id)
 		}
 		ev, rec, del, res := r.prepare(o, now)
+		if o.credHash != "" && (res.err == nil || res.err == errUnchanged) {
+			b.Credentials = append(b.Credentials, CredentialRecord{ThingID: o.id, Hash: o.credHash})
+		}
 		if res.err == errUnchanged {
 			continue // nothing to store or announce; the caller succeeded
 		}
@@ -178,7 +181,7 @@ func (r *Registry) apply(batch []*op) {
 			b.Puts = append(b.Puts, puts[id])
 		}
 	}
-	if len(live) > 0 {
+	if len(live) > 0 || len(b.Credentials) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
 			for i := len(r.undo) - 1; i >= 0; i-- {

@@ -33,7 +33,6 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
 // Limits of the broker. Per-client memory is dominated by mochi's write
@@ -110,6 +109,10 @@ type Config struct {
 	// a hundred agents at once. A negative JoinRate disables the limit.
 	JoinRate  float64
 	JoinBurst int
+	// Admission is the hub's join policy shared with the other doors
+	// (internal/app builds one); nil builds one from JoinMode, JoinRate
+	// and JoinBurst for this broker alone.
+	Admission *hub.Admission
 	// Forward carries requests MQTT consumers publish for Things that
 	// another transport reaches (WebSocket agents); the Router. Nil: such
 	// requests only reach MQTT subscribers.
@@ -142,7 +145,7 @@ type Broker struct {
 	cfg    Config
 	reg    *hub.Registry
 	creds  hub.CredentialStore
-	joins  *ratelimit.Limiter // anonymous joins of new Things, per source address
+	adm    *hub.Admission // the join policy (hub/join.go)
 	log    *slog.Logger
 	server *mochi.Server
 	inline *mochi.Client
@@ -198,24 +201,18 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if reg == nil || bs == nil || creds == nil {
 		return nil, errors.New("cannot create mqtt broker: registry and stores are required")
 	}
-	switch cfg.JoinMode {
-	case "":
-		cfg.JoinMode = "open"
-	case "open", "approve", "closed":
-	default:
-		return nil, fmt.Errorf("cannot create mqtt broker: unknown join mode %q", cfg.JoinMode)
+	adm := cfg.Admission
+	if adm == nil {
+		var err error
+		if adm, err = hub.NewAdmission(reg, creds, cfg.JoinMode, cfg.JoinRate, cfg.JoinBurst); err != nil {
+			return nil, fmt.Errorf("cannot create mqtt broker: %w", err)
+		}
 	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = 200 * time.Millisecond
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
-	}
-	if cfg.JoinRate == 0 {
-		cfg.JoinRate = 20
-	}
-	if cfg.JoinBurst <= 0 {
-		cfg.JoinBurst = 100
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -276,7 +273,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
-		joins:  ratelimit.New(max(cfg.JoinRate, 0), cfg.JoinBurst, nil),
+		adm:    adm,
 
 		forwards: make(chan struct{}, maxForwards),
 	}

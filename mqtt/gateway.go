@@ -127,11 +127,7 @@ func (b *Broker) forward(id string, t thingTopic, pk packets.Packet) bool {
 		problem := func(p lmos.Problem) []byte { return problemPayload(p, ct) }
 		err := b.cfg.Forward.Deliver(ctx, in, func(res hub.Result) error {
 			if res.Status == hub.StatusFailed {
-				p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
-				if res.Problem != nil {
-					p = *res.Problem
-				}
-				send(res.Status, problem(p))
+				send(res.Status, problem(hub.ThingProblem(res.Problem)))
 				return nil
 			}
 			send(res.Status, res.Data)

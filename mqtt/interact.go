@@ -167,7 +167,7 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 // EFAILED (502): a malformed or missing one is replaced, members of the
 // wrong type are dropped, and long texts are cut.
 func decodeProblem(payload []byte, contentType string) *lmos.Problem {
-	const why = "the Thing reported a failure"
+	const why = hub.ThingFailure
 	if len(payload) == 0 {
 		return agentProblem(why)
 	}

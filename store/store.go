@@ -321,7 +321,7 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 // log. Event seqs must be strictly increasing and above LastSeq; otherwise
 // nothing is applied, because feed readers rely on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
-	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events) == 0 {
+	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials) == 0 {
 		return nil
 	}
 	// Encode before the transaction to keep the writer lock short.
@@ -374,6 +374,9 @@ func (s *DB) Commit(b *hub.Batch) error {
 			if err := thingMeta.Delete([]byte(id)); err != nil {
 				return fmt.Errorf("thing %q: %w", id, err)
 			}
+		}
+		if err := putCredentials(tx, b.Credentials); err != nil {
+			return err
 		}
 		if len(b.Events) == 0 {
 			return nil

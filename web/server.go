@@ -96,12 +96,10 @@ type Config struct {
 	// HostNames returns the hub's own names (host name, hub name, .local
 	// names); it is called for each request whose Host is a name.
 	HostNames func() []string
-	// JoinMode is the join policy (open, approve, closed) for WebSocket
-	// agents, as for MQTT ones.
-	JoinMode string
-	// Credentials are the MQTT credentials: an id joined over MQTT
-	// (holding one) cannot be taken by a WebSocket agent.
-	Credentials hub.CredentialStore
+	// Admission is the hub's join policy for WebSocket agents, the same
+	// one the MQTT broker applies (mode, takeover rules, join rate). Nil:
+	// open, and no Thing holds a credential.
+	Admission *hub.Admission
 	// WS tunes the WebSocket gateway.
 	WS WSConfig
 	// Metrics write other adapters' figures (Prometheus text format)

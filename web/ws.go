@@ -64,8 +64,8 @@ type gateway struct {
 	streams   hub.Transport
 	conns     ConnServer
 
-	joins   *ratelimit.Limiter // anonymous registrations of new Things per address
-	origins []string           // Origin host patterns besides the hub's own host
+	adm     *hub.Admission // the join policy of registerThing
+	origins []string       // Origin host patterns besides the hub's own host
 
 	mu     sync.Mutex
 	agents map[string]*wsConn // Thing id → the connection it registered on
@@ -96,12 +96,15 @@ func newGateway(s *Server, cfg WSConfig) *gateway {
 	}
 	g := &gateway{
 		s: s, log: s.log.With("component", "ws"), cfg: cfg,
-		joins:   ratelimit.New(20, 100, nil),
+		adm:     s.cfg.Admission,
 		origins: originHosts(s.cfg.AllowedOrigins),
 
 		publisher: s.cfg.Publisher, streams: s.cfg.Streams, conns: s.cfg.Conns,
 		agents: make(map[string]*wsConn),
 		open:   make(map[*wsConn]struct{}),
+	}
+	if g.adm == nil {
+		g.adm, _ = hub.NewAdmission(s.reg, nil, "open", 0, 0) // "open" cannot fail
 	}
 	s.metrics.NewGauge("lmos_ws_connections", func() float64 {
 		g.mu.Lock()
@@ -728,10 +731,7 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 		out := reply(m, outActionStatus)
 		out.Action, out.Status, out.Output, out.Timestamp = m.Name, res.Status, rawValue(res.Data), now
 		if res.Status == hub.StatusFailed {
-			p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
-			if res.Problem != nil {
-				p = *res.Problem
-			}
+			p := hub.ThingProblem(res.Problem)
 			p.Status, p.Instance = http.StatusBadGateway, "/ws"
 			out.Error = &p
 		}
@@ -747,7 +747,7 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 // status of EFAILED (502).
 func problemError(p *lmos.Problem) error {
 	if p == nil {
-		return hub.Errorf(hub.EFAILED, "the Thing reported a failure")
+		return hub.Errorf(hub.EFAILED, hub.ThingFailure)
 	}
 	return &problemErr{p: *p}
 }

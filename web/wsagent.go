@@ -104,41 +104,11 @@ func (wc *wsConn) register(m *wsMessage) {
 	wc.ack(m, "registered")
 }
 
-// admit applies the join policy to a registration of id by this
+// admit applies the hub's join policy to a registration of id by this
 // connection; again is a re-registration on the same connection.
 func (wc *wsConn) admit(id string, again bool) error {
-	g := wc.g
-	if g.s.cfg.Credentials != nil {
-		_, err := g.s.cfg.Credentials.CredentialHash(id)
-		switch hub.ErrorCode(err) {
-		case "":
-			return hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only that agent may replace it", id)
-		case hub.ENOTFOUND:
-		default:
-			return &hub.Error{Code: hub.EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
-		}
-	}
-	t, err := g.s.reg.Get(id)
-	switch hub.ErrorCode(err) {
-	case "":
-		if t.Meta.Origin.Source != hub.SourceWS {
-			return hub.Errorf(hub.EFORBIDDEN, "the Thing %q is registered by other means (%s): it cannot be taken over WebSocket", id, t.Meta.Origin.Source)
-		}
-		return nil // a WebSocket agent coming back (or updating itself)
-	case hub.ENOTFOUND:
-	default:
-		return err
-	}
-	if again {
-		return nil
-	}
-	if err := hub.CheckJoinMode(g.s.cfg.JoinMode); err != nil {
-		return err
-	}
-	if ok, wait := g.joins.Allow(hub.SourceOf(wc.remote)); !ok {
-		return hub.Errorf(hub.ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond))
-	}
-	return nil
+	_, err := wc.g.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, Again: again})
+	return err
 }
 
 // release undoes the reservation of id unless it was this connection's
@@ -345,7 +315,7 @@ func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub
 // reported is the failure an agent reported, with its problem's type,
 // title and detail where it sent them.
 func reported(m *wsMessage) hub.Result {
-	p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
+	p := hub.ThingProblem(nil)
 	if m.Problem != nil {
 		if m.Problem.Type != "" {
 			p.Type = m.Problem.Type

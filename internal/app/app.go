@@ -56,6 +56,9 @@ type Main struct {
 	Registry *hub.Registry
 	Tokens   *hub.Tokens
 	Router   *hub.Router
+	// Admission is the join policy both doors that admit Things (MQTT,
+	// WebSocket) apply, with one join rate per source.
+	Admission *hub.Admission
 	// HTTPAddr is the address the HTTP listener actually bound.
 	HTTPAddr net.Addr
 	Broker   *mqtt.Broker
@@ -153,7 +156,9 @@ func (m *Main) openRegistry(context.Context) error {
 		m.Logger.Warn("cannot release the store's start-up pages", "err", err)
 	}
 	m.Router = hub.NewRouter(reg)
-	return nil
+	// The join rate keeps the defaults (hub.DefaultJoinRate, …Burst).
+	m.Admission, err = hub.NewAdmission(reg, m.DB, cfg.Join.Mode, 0, 0)
+	return err
 }
 
 // openTokens opens the admin tokens and installs or creates the first one.
@@ -181,6 +186,7 @@ func (m *Main) openBroker(context.Context) error {
 	b, err := mqtt.New(m.Registry, m.DB, m.DB, mqtt.Config{
 		Anonymous:    cfg.MQTT.Anonymous,
 		JoinMode:     cfg.Join.Mode,
+		Admission:    m.Admission,
 		HubID:        m.DB.HubID(),
 		Version:      m.Version,
 		DirectoryURL: directoryURL(m.HTTPAddr),
@@ -269,8 +275,7 @@ func (m *Main) webConfig() web.Config {
 		AllowedOrigins: cfg.HTTP.AllowedOrigins,
 		AllowedHosts:   cfg.HTTP.AllowedHosts,
 		HostNames:      m.names.get,
-		JoinMode:       cfg.Join.Mode,
-		Credentials:    db,
+		Admission:      m.Admission,
 		WS: web.WSConfig{
 			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
 			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),
