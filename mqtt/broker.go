@@ -7,7 +7,7 @@
 // interactions with MQTT agents on behalf of consumers (request/response
 // through the hub's reply inbox, retained property values, event streams).
 // Through hub interfaces it serves the other adapters too: it takes
-// MQTT-over-WebSocket connections (web.ConnServer, wired by internal/app), carries what WebSocket
+// MQTT-over-WebSocket connections (ws.ConnServer of web/ws, wired by internal/app), carries what WebSocket
 // agents emit (hub.Publisher), and carries MQTT consumers' requests for
 // Things another transport reaches through the Router (Config.Forward).
 //
@@ -178,8 +178,8 @@ type Broker struct {
 	// (reuse.go).
 	gates         idGates
 	reuseTimeouts atomic.Uint64
-	// gateway holds the connections ServeConn serves (MQTT over WebSocket).
-	gateway  connSet
+	// wsConns holds the connections ServeConn serves (MQTT over WebSocket).
+	wsConns  connSet
 	served   atomic.Bool
 	closed   atomic.Bool
 	stopOnce sync.Once
@@ -381,7 +381,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.gateway.close()
+		b.wsConns.close()
 		if b.served.Load() {
 			_ = b.server.Close() // always nil; closes listeners and clients
 		} else if b.ln != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
 	"github.com/eclipse-lmos/lmos-hub/store"
 	"github.com/eclipse-lmos/lmos-hub/web"
+	"github.com/eclipse-lmos/lmos-hub/web/ws"
 )
 
 // Main is the hub process: it opens the adapters in order, wires them, and
@@ -180,7 +181,7 @@ func (m *Main) openListeners(context.Context) error {
 }
 
 // openBroker starts the embedded MQTT broker on cfg.MQTT.Addr, before HTTP
-// serves, so /healthz and the WebSocket gateway find it running.
+// serves, so /healthz and the WebSocket transport find it running.
 func (m *Main) openBroker(context.Context) error {
 	cfg := m.Config
 	b, err := mqtt.New(m.Registry, m.DB, m.DB, mqtt.Config{
@@ -276,7 +277,7 @@ func (m *Main) webConfig() web.Config {
 		AllowedHosts:   cfg.HTTP.AllowedHosts,
 		HostNames:      m.names.get,
 		Admission:      m.Admission,
-		WS: web.WSConfig{
+		WS: ws.Options{
 			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
 			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),
 			MessageRate:  cfg.HTTP.WebSocket.MessageRate,

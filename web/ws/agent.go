@@ -1,21 +1,19 @@
-package web
+package ws
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// The gateway is the hub's transport to WebSocket agents.
-var _ hub.Transport = (*gateway)(nil)
+// Transport is the hub's transport to WebSocket agents.
+var _ hub.Transport = (*Transport)(nil)
 
 // agentReplyBuffer is how many intermediate results of one request may
 // wait; beyond it they are dropped, as for MQTT agents. The final result
@@ -81,7 +79,7 @@ func (wc *wsConn) register(m *wsMessage) {
 	}
 	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := g.s.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS, Addr: wc.remote}); err != nil {
+	if _, err := g.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS, Addr: wc.remote}); err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
 		return
@@ -92,7 +90,7 @@ func (wc *wsConn) register(m *wsMessage) {
 		wc.media = m.Media
 	}
 	wc.mu.Unlock()
-	if err := g.s.reg.SetPresence(ctx, id, hub.PresenceOnline, hub.SourceWS); err != nil {
+	if err := g.reg.SetPresence(ctx, id, hub.PresenceOnline, hub.SourceWS); err != nil {
 		wc.log.Warn("cannot record presence", "id", id, "err", err)
 	}
 	if g.publisher != nil {
@@ -144,7 +142,7 @@ func (wc *wsConn) unregister() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, id := range ids {
-		if err := g.s.reg.SetPresence(ctx, id, hub.PresenceOffline, hub.SourceWS); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+		if err := g.reg.SetPresence(ctx, id, hub.PresenceOffline, hub.SourceWS); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
 			wc.log.Warn("cannot record presence", "id", id, "err", err)
 		}
 		if g.publisher != nil {
@@ -232,7 +230,7 @@ func agentFinal(op hub.Op, m *wsMessage) bool {
 // become requests on its socket in its encoding, answered by correlationId;
 // observations and event subscriptions are served by the broker's streams,
 // which carry what the agent emits.
-func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.Result) error) error {
+func (g *Transport) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.Result) error) error {
 	if in.Op.Streaming() {
 		if g.streams == nil {
 			return hub.Errorf(hub.EUNAVAILABLE, "the hub has no broker to carry values of WebSocket agents")
@@ -360,33 +358,4 @@ func agentResult(op hub.Op, m *wsMessage, accept string) hub.Result {
 		return failed("the Thing sent a value the consumer's encoding cannot carry")
 	}
 	return hub.Result{Status: status, Data: data, ContentType: accept}
-}
-
-// serveMQTT is GET /mqtt: MQTT over WebSocket (subprotocol mqtt) into the
-// same broker, with its authentication and ACL, after the Origin check
-// (mochi's own WebSocket listener accepts any Origin).
-func (s *Server) serveMQTT(w http.ResponseWriter, r *http.Request) {
-	if s.ws.conns == nil {
-		s.writeError(w, r, hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is not running"))
-		return
-	}
-	c, err := s.accept(w, r, []string{"mqtt"})
-	if err != nil {
-		s.log.Debug("mqtt websocket refused", "remote", r.RemoteAddr, "err", err)
-		return
-	}
-	if c.Subprotocol() != "mqtt" {
-		_ = c.Close(websocket.StatusPolicyViolation, "the subprotocol must be mqtt")
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
-	// The MQTT CONNECT must come within the handshake timeout; the broker
-	// then sets the deadlines of the client's keep-alive.
-	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	// The broker closes these connections when it stops (after HTTP).
-	if err := s.ws.conns.ServeConn(nc); err != nil {
-		s.log.Debug("mqtt websocket connection ended", "remote", r.RemoteAddr, "err", err)
-	}
 }

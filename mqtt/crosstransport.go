@@ -25,10 +25,10 @@ func (b *Broker) ServeConn(c net.Conn) error {
 		c.Close()
 		return err
 	}
-	if !b.gateway.add(c) {
+	if !b.wsConns.add(c) {
 		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is closed")
 	}
-	defer b.gateway.remove(c)
+	defer b.wsConns.remove(c)
 	oc := newOutConn(c, b.cfg.MaxQueuedBytes, 3*b.cfg.SlowClientTimeout, b.stalled)
 	b.awaitConnect(oc)
 	return b.establish(oc, func() error { return b.server.EstablishConnection("ws", oc) })
