@@ -293,19 +293,7 @@ func (g *Transport) Deliver(ctx context.Context, in hub.Interaction, emit func(h
 				return err
 			}
 		case final := <-req.final:
-			for {
-				select {
-				case m := <-req.ch:
-					if done, err := pass(m); done || err != nil {
-						return err
-					}
-					continue
-				default:
-				}
-				break
-			}
-			_, err := pass(final)
-			return err
+			return hub.PassFinal(req.ch, final, pass)
 		}
 	}
 }
