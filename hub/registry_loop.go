@@ -105,6 +105,10 @@ func (r *Registry) liveCount(now time.Time) int {
 	return n
 }
 
+// apply commits one batch of ops. It is long because the order of its steps
+// (prepare each op, keep only each id's final state, commit, undo on
+// failure, publish) is the registry's consistency rule, read best in one
+// place.
 func (r *Registry) apply(batch []*op) {
 	if len(batch) == 0 {
 		return

@@ -196,7 +196,8 @@ type Broker struct {
 }
 
 // New builds a broker over the registry and stores. It loads nothing and
-// opens no socket yet: Listen then Serve.
+// opens no socket yet: Listen then Serve. It is long because it is the
+// defaults and mochi's capabilities, one setting a line.
 func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg Config) (*Broker, error) {
 	if reg == nil || bs == nil || creds == nil {
 		return nil, errors.New("cannot create mqtt broker: registry and stores are required")

@@ -378,29 +378,35 @@ func (s *DB) Commit(b *hub.Batch) error {
 		if err := putCredentials(tx, b.Credentials); err != nil {
 			return err
 		}
-		if len(b.Events) == 0 {
-			return nil
-		}
-		meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents)
-		last := getU64(meta.Get(keyLastSeq))
-		for i, e := range b.Events {
-			if e.Seq <= last {
-				return fmt.Errorf("event seq %d is not above %d", e.Seq, last)
-			}
-			last = e.Seq
-			if err := log.Put(u64(e.Seq), events[i]); err != nil {
-				return fmt.Errorf("event %d: %w", e.Seq, err)
-			}
-		}
-		if err := meta.Put(keyLastSeq, u64(last)); err != nil {
-			return fmt.Errorf("cannot update last seq: %w", err)
-		}
-		return s.trim(log, last)
+		return s.appendEvents(tx, b.Events, events)
 	})
 	if err != nil {
 		return fmt.Errorf("cannot commit batch: %w", err)
 	}
 	return nil
+}
+
+// appendEvents appends a batch's events (encoded) to the event log in tx
+// and trims it.
+func (s *DB) appendEvents(tx *bolt.Tx, evs []hub.Event, events [][]byte) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents)
+	last := getU64(meta.Get(keyLastSeq))
+	for i, e := range evs {
+		if e.Seq <= last {
+			return fmt.Errorf("event seq %d is not above %d", e.Seq, last)
+		}
+		last = e.Seq
+		if err := log.Put(u64(e.Seq), events[i]); err != nil {
+			return fmt.Errorf("event %d: %w", e.Seq, err)
+		}
+	}
+	if err := meta.Put(keyLastSeq, u64(last)); err != nil {
+		return fmt.Errorf("cannot update last seq: %w", err)
+	}
+	return s.trim(log, last)
 }
 
 // A thingmeta value is the metadata as JSON or, when the registry gave a
