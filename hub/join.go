@@ -50,11 +50,11 @@ func NewAdmission(reg *Registry, creds CredentialStore, mode string, rate float6
 // Mode is the join mode: open, approve or closed.
 func (a *Admission) Mode() string { return a.mode }
 
-// CheckJoinMode says whether a new Thing may join on its own (over MQTT or
+// checkJoinMode says whether a new Thing may join on its own (over MQTT or
 // WebSocket) under join mode (PROTOCOL §4.4): nil for open (and ""), a
 // forbidden error for closed, unavailable for approve, which parks joins
 // for an admin and has no queue yet.
-func CheckJoinMode(mode string) error {
+func checkJoinMode(mode string) error {
 	switch mode {
 	case "", "open":
 		return nil
@@ -111,7 +111,7 @@ func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
 	if r.Door == SourceWS {
 		return false, a.admitAgent(r)
 	}
-	if err := CheckJoinMode(a.mode); err != nil {
+	if err := checkJoinMode(a.mode); err != nil {
 		return false, err
 	}
 	if err := a.notOtherMeans(r); err != nil {
@@ -140,7 +140,7 @@ func (a *Admission) admitAgent(r JoinRequest) error {
 	if r.Again {
 		return nil
 	}
-	if err := CheckJoinMode(a.mode); err != nil {
+	if err := checkJoinMode(a.mode); err != nil {
 		return err
 	}
 	return a.allow(r.Addr)
