@@ -15,19 +15,3 @@ type Publisher interface {
 	// where consumers of the other transport read it.
 	PublishPresence(thingID, status string) error
 }
-
-// CheckJoinMode says whether a new Thing may join on its own (over MQTT or
-// WebSocket) under join mode (PROTOCOL §4.4): nil for open (and ""), a
-// forbidden error for closed, unavailable for approve, which parks joins
-// for an admin and has no queue yet.
-func CheckJoinMode(mode string) error {
-	switch mode {
-	case "", "open":
-		return nil
-	case "closed":
-		return Errorf(EFORBIDDEN, "joining is closed on this hub")
-	case "approve":
-		return Errorf(EUNAVAILABLE, "join mode approve is not available yet")
-	}
-	return Errorf(EINTERNAL, "unknown join mode %q", mode)
-}

@@ -135,7 +135,10 @@ type op struct {
 	// cond is checked against the current version in the write loop, so
 	// no other write can come between the check and this one.
 	cond Precondition
-	done chan opResult
+	// credHash is the hash of a credential issued by a join, committed
+	// with the description (Registry.putJoined).
+	credHash string
+	done     chan opResult
 }
 
 type opResult struct {
@@ -404,11 +407,17 @@ func (r *Registry) PutPrepared(ctx context.Context, id string, p *PreparedTD, or
 }
 
 func (r *Registry) putPrepared(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition) (bool, error) {
+	return r.putPreparedWith(ctx, id, p, origin, c, "")
+}
+
+// putPreparedWith is putPrepared committing credHash (when not empty) with
+// the description (Admission.Register).
+func (r *Registry) putPreparedWith(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition, credHash string) (bool, error) {
 	if got, _ := p.doc["id"].(string); got != id {
 		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(p.doc["id"]), id)}}}
 	}
-	res := r.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin, cond: c})
+	res := r.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin, cond: c, credHash: credHash})
 	return res.created, res.err
 }
 

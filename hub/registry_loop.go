@@ -105,6 +105,10 @@ func (r *Registry) liveCount(now time.Time) int {
 	return n
 }
 
+// apply commits one batch of ops. It is long because the order of its steps
+// (prepare each op, keep only each id's final state, commit, undo on
+// failure, publish) is the registry's consistency rule, read best in one
+// place.
 func (r *Registry) apply(batch []*op) {
 	if len(batch) == 0 {
 		return
@@ -143,6 +147,9 @@ func (r *Registry) apply(batch []*op) {
 			delete(puts, o.id)
 		}
 		ev, rec, del, res := r.prepare(o, now)
+		if o.credHash != "" && (res.err == nil || res.err == errUnchanged) {
+			b.Credentials = append(b.Credentials, CredentialRecord{ThingID: o.id, Hash: o.credHash})
+		}
 		if res.err == errUnchanged {
 			continue // nothing to store or announce; the caller succeeded
 		}
@@ -178,7 +185,7 @@ func (r *Registry) apply(batch []*op) {
 			b.Puts = append(b.Puts, puts[id])
 		}
 	}
-	if len(live) > 0 {
+	if len(live) > 0 || len(b.Credentials) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
 			for i := len(r.undo) - 1; i >= 0; i-- {

@@ -113,6 +113,16 @@ type Batch struct {
 	Puts    []ThingRecord
 	Deletes []string
 	Events  []Event
+	// Credentials are MQTT credentials issued with a join (hub/join.go),
+	// stored in the same transaction as the joined Thing's description, so
+	// no crash or failure can leave one without the other.
+	Credentials []CredentialRecord
+}
+
+// CredentialRecord is the password hash (HashToken) of a joined Thing.
+type CredentialRecord struct {
+	ThingID string
+	Hash    string
 }
 
 // Store keeps Things and the change-feed log durably. Commit is called by

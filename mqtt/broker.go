@@ -7,7 +7,7 @@
 // interactions with MQTT agents on behalf of consumers (request/response
 // through the hub's reply inbox, retained property values, event streams).
 // Through hub interfaces it serves the other adapters too: it takes
-// MQTT-over-WebSocket connections (web.ConnServer, wired by internal/app), carries what WebSocket
+// MQTT-over-WebSocket connections (ws.ConnServer of web/ws, wired by internal/app), carries what WebSocket
 // agents emit (hub.Publisher), and carries MQTT consumers' requests for
 // Things another transport reaches through the Router (Config.Forward).
 //
@@ -33,7 +33,6 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
 // Limits of the broker. Per-client memory is dominated by mochi's write
@@ -110,6 +109,10 @@ type Config struct {
 	// a hundred agents at once. A negative JoinRate disables the limit.
 	JoinRate  float64
 	JoinBurst int
+	// Admission is the hub's join policy shared with the other doors
+	// (internal/app builds one); nil builds one from JoinMode, JoinRate
+	// and JoinBurst for this broker alone.
+	Admission *hub.Admission
 	// Forward carries requests MQTT consumers publish for Things that
 	// another transport reaches (WebSocket agents); the Router. Nil: such
 	// requests only reach MQTT subscribers.
@@ -142,7 +145,7 @@ type Broker struct {
 	cfg    Config
 	reg    *hub.Registry
 	creds  hub.CredentialStore
-	joins  *ratelimit.Limiter // anonymous joins of new Things, per source address
+	adm    *hub.Admission // the join policy (hub/join.go)
 	log    *slog.Logger
 	server *mochi.Server
 	inline *mochi.Client
@@ -175,8 +178,8 @@ type Broker struct {
 	// (reuse.go).
 	gates         idGates
 	reuseTimeouts atomic.Uint64
-	// gateway holds the connections ServeConn serves (MQTT over WebSocket).
-	gateway  connSet
+	// wsConns holds the connections ServeConn serves (MQTT over WebSocket).
+	wsConns  connSet
 	served   atomic.Bool
 	closed   atomic.Bool
 	stopOnce sync.Once
@@ -193,29 +196,24 @@ type Broker struct {
 }
 
 // New builds a broker over the registry and stores. It loads nothing and
-// opens no socket yet: Listen then Serve.
+// opens no socket yet: Listen then Serve. It is long because it is the
+// defaults and mochi's capabilities, one setting a line.
 func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg Config) (*Broker, error) {
 	if reg == nil || bs == nil || creds == nil {
 		return nil, errors.New("cannot create mqtt broker: registry and stores are required")
 	}
-	switch cfg.JoinMode {
-	case "":
-		cfg.JoinMode = "open"
-	case "open", "approve", "closed":
-	default:
-		return nil, fmt.Errorf("cannot create mqtt broker: unknown join mode %q", cfg.JoinMode)
+	adm := cfg.Admission
+	if adm == nil {
+		var err error
+		if adm, err = hub.NewAdmission(reg, creds, cfg.JoinMode, cfg.JoinRate, cfg.JoinBurst); err != nil {
+			return nil, fmt.Errorf("cannot create mqtt broker: %w", err)
+		}
 	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = 200 * time.Millisecond
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
-	}
-	if cfg.JoinRate == 0 {
-		cfg.JoinRate = 20
-	}
-	if cfg.JoinBurst <= 0 {
-		cfg.JoinBurst = 100
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -276,7 +274,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
-		joins:  ratelimit.New(max(cfg.JoinRate, 0), cfg.JoinBurst, nil),
+		adm:    adm,
 
 		forwards: make(chan struct{}, maxForwards),
 	}
@@ -384,7 +382,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.gateway.close()
+		b.wsConns.close()
 		if b.served.Load() {
 			_ = b.server.Close() // always nil; closes listeners and clients
 		} else if b.ln != nil {

@@ -167,7 +167,7 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 // EFAILED (502): a malformed or missing one is replaced, members of the
 // wrong type are dropped, and long texts are cut.
 func decodeProblem(payload []byte, contentType string) *lmos.Problem {
-	const why = "the Thing reported a failure"
+	const why = hub.ThingFailure
 	if len(payload) == 0 {
 		return agentProblem(why)
 	}
@@ -332,21 +332,7 @@ func (b *Broker) invoke(ctx context.Context, topic string, in hub.Interaction, a
 				return err
 			}
 		case final := <-rt.final:
-			// The agent sent every intermediate result before the final
-			// one, on the same connection: they are all queued by now.
-			for {
-				select {
-				case res := <-rt.ch:
-					if done, err := pass(res); done {
-						return err
-					}
-					continue
-				default:
-				}
-				break
-			}
-			_, err := pass(final)
-			return err
+			return hub.PassFinal(rt.ch, final, pass)
 		}
 	}
 }

@@ -249,45 +249,10 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	if !ok {
 		return rejected("", hub.Errorf(hub.EINVALID, "the topic key %q is not the topic key of a valid Thing id (PROTOCOL §1)", j.tid))
 	}
-	hasCred, err := b.hasCredential(id)
+	del := len(j.payload) == 0
+	hasCred, err := b.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceMQTT, Holder: j.self == j.tid, Deregister: del, Addr: j.remote})
 	if err != nil {
 		return rejected(id, err)
-	}
-	del := len(j.payload) == 0
-	if hasCred {
-		if j.self != j.tid {
-			if del {
-				return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may deregister it", id))
-			}
-			return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined with credentials: only a client connected with them may replace its description", id))
-		}
-	} else {
-		// Not a member joined over MQTT: the join mode decides first, for
-		// deregistrations too, and nothing runs before it.
-		switch b.cfg.JoinMode {
-		case "closed":
-			return rejected(id, hub.Errorf(hub.EFORBIDDEN, "joining is closed on this hub"))
-		case "approve":
-			return rejected(id, hub.Errorf(hub.EUNAVAILABLE, "join mode approve is not available over MQTT yet"))
-		}
-		// A Thing registered by other means (HTTP, mDNS, sync) holds no
-		// credential: an anonymous join must not take it over.
-		th, err := b.reg.Get(id)
-		switch hub.ErrorCode(err) {
-		case "":
-			return rejected(id, hub.Errorf(hub.EFORBIDDEN, "the Thing %q is registered by other means (%s), not joined over MQTT: it cannot be replaced or deregistered over MQTT", id, th.Meta.Origin.Source))
-		case hub.ENOTFOUND:
-		default:
-			return rejected(id, err)
-		}
-		if del {
-			return rejected(id, hub.Errorf(hub.ENOTFOUND, "the Thing %q is not registered", id))
-		}
-		// A new Thing joining anonymously costs durable writes: bound how
-		// fast one address can ask for them.
-		if ok, wait := b.joins.Allow(hub.SourceOf(j.remote)); !ok {
-			return rejected(id, hub.Errorf(hub.ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond)))
-		}
 	}
 	if del {
 		return b.deregister(id, j)
@@ -300,30 +265,23 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	}
 	raw := j.prep.Raw()
 	origin := hub.Origin{Source: hub.SourceMQTT}
+	res := joinResult{Status: "accepted", ID: id}
+	var hash string
 	if !hasCred {
 		// A new Thing, or one without credentials: written anonymously,
-		// it counts against its address (registry.maxThingsPerSource).
+		// it counts against its address (registry.maxThingsPerSource),
+		// and gets a credential, stored in the same commit.
 		origin.Addr = j.remote
-	}
-	if _, err := b.reg.PutPrepared(b.ctx, id, j.prep, origin); err != nil {
-		return rejected(id, err)
-	}
-	res := joinResult{Status: "accepted", ID: id}
-	if !hasCred {
 		secret, err := newSecret()
-		if err == nil {
-			err = b.creds.PutCredential(id, hub.HashToken(secret))
-		}
 		if err != nil {
 			b.log.Error("cannot issue mqtt credential", "id", id, "err", err)
-			// Undo the registration: a Thing without a credential is one
-			// registered by other means, which nobody could join again.
-			if derr := b.reg.Delete(b.ctx, id); derr != nil && hub.ErrorCode(derr) != hub.ENOTFOUND {
-				b.log.Error("cannot undo a registration without credentials", "id", id, "err", derr)
-			}
-			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "the Thing's credentials could not be stored, so it was not registered; publish the description again", Err: err})
+			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "the Thing's credentials could not be created, so it was not registered; publish the description again", Err: err})
 		}
+		hash = hub.HashToken(secret)
 		res.Credentials = &credentials{Username: j.tid, Password: secret}
+	}
+	if _, err := b.adm.Register(b.ctx, id, j.prep, origin, hash); err != nil {
+		return rejected(id, err)
 	}
 	// Published live to subscribers of …/td, not retained: later
 	// subscribers get the registry's document (retainedtd.go).
@@ -352,17 +310,6 @@ func (b *Broker) forget(tid string) {
 	if err := b.publish(lmos.ThingsPrefix+tid+"/td", nil, false, 1, ""); err != nil {
 		b.log.Warn("cannot publish a description's removal", "tid", tid, "err", err)
 	}
-}
-
-func (b *Broker) hasCredential(id string) (bool, error) {
-	_, err := b.creds.CredentialHash(id)
-	switch hub.ErrorCode(err) {
-	case "":
-		return true, nil
-	case hub.ENOTFOUND:
-		return false, nil
-	}
-	return false, &hub.Error{Code: hub.EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
 }
 
 func rejected(id string, err error) joinResult {

@@ -77,7 +77,7 @@ func joinSource(j *joinRequest) string {
 func (b *Broker) enqueueJoin(j *joinRequest) {
 	// A join the join mode refuses anyway costs no parsing; nor does a
 	// deregistration.
-	if len(j.payload) == 0 || (j.self == "" && (b.cfg.JoinMode == "closed" || b.cfg.JoinMode == "approve")) {
+	if len(j.payload) == 0 || (j.self == "" && (b.adm.Mode() == "closed" || b.adm.Mode() == "approve")) {
 		b.enqueue(j.tid, func() { b.join(j) })
 		return
 	}

@@ -38,7 +38,7 @@ func (b *Broker) queueRegistryTDs(h *binding, cl *mochi.Client, conn *outConn, f
 		if !topicMatches(filter, topic) {
 			return
 		}
-		if has, err := b.hasCredential(id); !has {
+		if has, err := b.adm.HasCredential(id); !has {
 			if err != nil {
 				b.log.Warn("cannot read mqtt credential", "id", id, "err", err)
 			}

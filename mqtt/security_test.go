@@ -166,7 +166,9 @@ func TestDeregistrationObeysJoinMode(t *testing.T) {
 }
 
 // Fix 2: a failed credential write leaves no Thing without a credential
-// behind (it could never be joined again).
+// behind (it could never be joined again): the credential is written in
+// the Thing's own commit (hub.Admission.Register), so the store failing
+// that commit stores neither.
 func TestJoinUndoneWhenCredentialFails(t *testing.T) {
 	e := newEnv(t, nil)
 	e.stop()
@@ -175,12 +177,12 @@ func TestJoinUndoneWhenCredentialFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{})
+	reg, err := hub.NewRegistry(failingCreds{db}, hub.RegistryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	b, err := New(reg, db, failingCreds{db}, Config{Anonymous: true})
+	b, err := New(reg, db, db, Config{Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +201,20 @@ func TestJoinUndoneWhenCredentialFails(t *testing.T) {
 	if _, err := reg.Get("urn:a"); hub.ErrorCode(err) != hub.ENOTFOUND {
 		t.Fatalf("registered without credential: %v", err)
 	}
+	if _, err := db.CredentialHash("urn:a"); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Fatalf("credential stored without its Thing: %v", err)
+	}
 }
 
-type failingCreds struct{ hub.CredentialStore }
+// failingCreds is the store failing every commit that writes a credential.
+type failingCreds struct{ *store.DB }
 
-func (failingCreds) PutCredential(string, string) error { return errors.New("disk full") }
+func (s failingCreds) Commit(b *hub.Batch) error {
+	if len(b.Credentials) > 0 {
+		return errors.New("disk full")
+	}
+	return s.DB.Commit(b)
+}
 
 // Fix 3: nothing anyone may publish is retained: invocations, writes and
 // replies (wills too); a Thing's own properties are.

@@ -132,14 +132,31 @@ func (s *DB) PutCredential(thingID, hash string) error {
 		return hub.Errorf(hub.EINVALID, "credential needs a thing id and a hash")
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketCredentials)
-		if err != nil {
-			return fmt.Errorf("cannot create bucket %s: %w", bucketCredentials, err)
-		}
-		return b.Put([]byte(thingID), []byte(hash))
+		return putCredentials(tx, []hub.CredentialRecord{{ThingID: thingID, Hash: hash}})
 	})
 	if err != nil {
 		return fmt.Errorf("cannot store credential: %w", err)
+	}
+	return nil
+}
+
+// putCredentials writes credentials in tx (PutCredential, and Commit for
+// the ones a join issues with its Thing).
+func putCredentials(tx *bolt.Tx, creds []hub.CredentialRecord) error {
+	if len(creds) == 0 {
+		return nil
+	}
+	b, err := tx.CreateBucketIfNotExists(bucketCredentials)
+	if err != nil {
+		return fmt.Errorf("cannot create bucket %s: %w", bucketCredentials, err)
+	}
+	for _, c := range creds {
+		if c.ThingID == "" || c.Hash == "" {
+			return fmt.Errorf("credential of thing %q: needs a thing id and a hash", c.ThingID)
+		}
+		if err := b.Put([]byte(c.ThingID), []byte(c.Hash)); err != nil {
+			return fmt.Errorf("credential of thing %q: %w", c.ThingID, err)
+		}
 	}
 	return nil
 }

@@ -321,7 +321,7 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 // log. Event seqs must be strictly increasing and above LastSeq; otherwise
 // nothing is applied, because feed readers rely on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
-	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events) == 0 {
+	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials) == 0 {
 		return nil
 	}
 	// Encode before the transaction to keep the writer lock short.
@@ -375,29 +375,38 @@ func (s *DB) Commit(b *hub.Batch) error {
 				return fmt.Errorf("thing %q: %w", id, err)
 			}
 		}
-		if len(b.Events) == 0 {
-			return nil
+		if err := putCredentials(tx, b.Credentials); err != nil {
+			return err
 		}
-		meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents)
-		last := getU64(meta.Get(keyLastSeq))
-		for i, e := range b.Events {
-			if e.Seq <= last {
-				return fmt.Errorf("event seq %d is not above %d", e.Seq, last)
-			}
-			last = e.Seq
-			if err := log.Put(u64(e.Seq), events[i]); err != nil {
-				return fmt.Errorf("event %d: %w", e.Seq, err)
-			}
-		}
-		if err := meta.Put(keyLastSeq, u64(last)); err != nil {
-			return fmt.Errorf("cannot update last seq: %w", err)
-		}
-		return s.trim(log, last)
+		return s.appendEvents(tx, b.Events, events)
 	})
 	if err != nil {
 		return fmt.Errorf("cannot commit batch: %w", err)
 	}
 	return nil
+}
+
+// appendEvents appends a batch's events (encoded) to the event log in tx
+// and trims it.
+func (s *DB) appendEvents(tx *bolt.Tx, evs []hub.Event, events [][]byte) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketEvents)
+	last := getU64(meta.Get(keyLastSeq))
+	for i, e := range evs {
+		if e.Seq <= last {
+			return fmt.Errorf("event seq %d is not above %d", e.Seq, last)
+		}
+		last = e.Seq
+		if err := log.Put(u64(e.Seq), events[i]); err != nil {
+			return fmt.Errorf("event %d: %w", e.Seq, err)
+		}
+	}
+	if err := meta.Put(keyLastSeq, u64(last)); err != nil {
+		return fmt.Errorf("cannot update last seq: %w", err)
+	}
+	return s.trim(log, last)
 }
 
 // A thingmeta value is the metadata as JSON or, when the registry gave a

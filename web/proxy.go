@@ -205,10 +205,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 // hub's, for a payload of the Thing that does not decode): its
 // type, title and detail are kept, status is 502 and instance the request.
 func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *lmos.Problem) {
-	out := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
-	if p != nil {
-		out = *p
-	}
+	out := hub.ThingProblem(p)
 	out.Status = http.StatusBadGateway
 	out.Instance = r.URL.RequestURI()
 	out.ValidationErrors = nil

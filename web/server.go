@@ -1,12 +1,12 @@
 // Package web is the hub's HTTP adapter: the W3C WoT Discovery directory API
 // (/things, search, SSE change events, the directory TD), the interaction
-// proxy (/proxy, through hub.Router), the WebSocket gateway (/ws: the LMOS
-// envelope for consumers through hub.Router and for WebSocket agents, whose
-// hub.Transport it is), MQTT over WebSocket (/mqtt, into the broker through
-// ConnServer), the hub API under /api, health and Prometheus metrics.
+// proxy (/proxy, through hub.Router), the hub API under /api, health and
+// Prometheus metrics. It mounts the WebSocket transport of package web/ws
+// on /ws and /mqtt.
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,21 +20,11 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/web/ws"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
-
-// ConnServer takes a connection that is already open (an MQTT stream
-// carried in WebSocket frames) into a server, as if its own listener had
-// accepted it. The MQTT broker implements it for /mqtt; this adapter
-// accepts the WebSocket and hands the stream over (PROTOCOL §5). It is
-// plumbing between two adapters, wired by the app, not a domain notion,
-// so it lives here rather than in hub.
-type ConnServer interface {
-	// ServeConn serves c until it closes and closes it.
-	ServeConn(c net.Conn) error
-}
 
 // Config is what the HTTP adapter needs from the hub's configuration.
 type Config struct {
@@ -70,7 +60,7 @@ type Config struct {
 	Streams hub.Transport
 	// Conns takes MQTT-over-WebSocket connections (/mqtt); nil without a
 	// broker.
-	Conns ConnServer
+	Conns ws.ConnServer
 	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
 	// WriteTimeout bounds writing one ordinary response, from its first
@@ -96,14 +86,12 @@ type Config struct {
 	// HostNames returns the hub's own names (host name, hub name, .local
 	// names); it is called for each request whose Host is a name.
 	HostNames func() []string
-	// JoinMode is the join policy (open, approve, closed) for WebSocket
-	// agents, as for MQTT ones.
-	JoinMode string
-	// Credentials are the MQTT credentials: an id joined over MQTT
-	// (holding one) cannot be taken by a WebSocket agent.
-	Credentials hub.CredentialStore
-	// WS tunes the WebSocket gateway.
-	WS WSConfig
+	// Admission is the hub's join policy for WebSocket agents, the same
+	// one the MQTT broker applies (mode, takeover rules, join rate). Nil:
+	// open, and no Thing holds a credential.
+	Admission *hub.Admission
+	// WS tunes the WebSocket transport (web/ws).
+	WS ws.Options
 	// Metrics write other adapters' figures (Prometheus text format)
 	// after the HTTP ones on /metrics.
 	Metrics []func(io.Writer)
@@ -122,7 +110,7 @@ type Server struct {
 	metrics *metrics.Set
 	mux     *http.ServeMux
 	sse     *metrics.Counter // event streams closed for a slow reader
-	ws      *gateway
+	ws      *ws.Transport
 	// streams bounds open event streams per client address.
 	streams        *streamSlots
 	hosts          *hostCheck
@@ -175,7 +163,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s.metrics.NewGauge("lmos_uptime_seconds", func() float64 { return cfg.Now().Sub(s.started).Seconds() })
 	s.sse = s.metrics.NewCounter("lmos_sse_dropped_total")
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
-	s.ws = newGateway(s, cfg.WS)
+	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout,
+		Admission: cfg.Admission, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns,
+		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})
 	s.routes()
 	return s
 }
@@ -201,9 +191,27 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))
 	s.proxyRoutes()
-	m.HandleFunc("GET /ws", s.read(s.serveWS))
+	m.HandleFunc("GET /ws", s.read(func(w http.ResponseWriter, r *http.Request) { s.ws.ServeWS(w, r, clientAddr(r)) }))
 	m.HandleFunc("GET /mqtt", s.serveMQTT)
 }
+
+// serveMQTT is GET /mqtt, MQTT over WebSocket (ws.Transport.ServeMQTT),
+// while the broker runs.
+func (s *Server) serveMQTT(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Conns == nil {
+		s.writeError(w, r, hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is not running"))
+		return
+	}
+	s.ws.ServeMQTT(w, r)
+}
+
+// WSTransport is the hub.Transport of the Things registered by WebSocket
+// agents; internal/app registers it with the Router for hub.SourceWS.
+func (s *Server) WSTransport() *ws.Transport { return s.ws }
+
+// ResetWSPresence sets every Thing that is online via WebSocket offline:
+// at start no agent is connected yet (after a crash, say).
+func (s *Server) ResetWSPresence(ctx context.Context) { s.ws.ResetPresence(ctx) }
 
 // CloseStreams ends every open event stream; call it before
 // http.Server.Shutdown, which does not wait for them otherwise.
@@ -212,7 +220,7 @@ func (s *Server) routes() {
 func (s *Server) CloseStreams() {
 	s.once.Do(func() {
 		close(s.closing)
-		s.ws.closeAll(2 * time.Second)
+		s.ws.CloseAll(2 * time.Second)
 	})
 }
 

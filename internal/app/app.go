@@ -27,6 +27,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
 	"github.com/eclipse-lmos/lmos-hub/store"
 	"github.com/eclipse-lmos/lmos-hub/web"
+	"github.com/eclipse-lmos/lmos-hub/web/ws"
 )
 
 // Main is the hub process: it opens the adapters in order, wires them, and
@@ -56,6 +57,9 @@ type Main struct {
 	Registry *hub.Registry
 	Tokens   *hub.Tokens
 	Router   *hub.Router
+	// Admission is the join policy both doors that admit Things (MQTT,
+	// WebSocket) apply, with one join rate per source.
+	Admission *hub.Admission
 	// HTTPAddr is the address the HTTP listener actually bound.
 	HTTPAddr net.Addr
 	Broker   *mqtt.Broker
@@ -153,7 +157,9 @@ func (m *Main) openRegistry(context.Context) error {
 		m.Logger.Warn("cannot release the store's start-up pages", "err", err)
 	}
 	m.Router = hub.NewRouter(reg)
-	return nil
+	// The join rate keeps the defaults (hub.DefaultJoinRate, …Burst).
+	m.Admission, err = hub.NewAdmission(reg, m.DB, cfg.Join.Mode, 0, 0)
+	return err
 }
 
 // openTokens opens the admin tokens and installs or creates the first one.
@@ -175,12 +181,13 @@ func (m *Main) openListeners(context.Context) error {
 }
 
 // openBroker starts the embedded MQTT broker on cfg.MQTT.Addr, before HTTP
-// serves, so /healthz and the WebSocket gateway find it running.
+// serves, so /healthz and the WebSocket transport find it running.
 func (m *Main) openBroker(context.Context) error {
 	cfg := m.Config
 	b, err := mqtt.New(m.Registry, m.DB, m.DB, mqtt.Config{
 		Anonymous:    cfg.MQTT.Anonymous,
 		JoinMode:     cfg.Join.Mode,
+		Admission:    m.Admission,
 		HubID:        m.DB.HubID(),
 		Version:      m.Version,
 		DirectoryURL: directoryURL(m.HTTPAddr),
@@ -269,9 +276,8 @@ func (m *Main) webConfig() web.Config {
 		AllowedOrigins: cfg.HTTP.AllowedOrigins,
 		AllowedHosts:   cfg.HTTP.AllowedHosts,
 		HostNames:      m.names.get,
-		JoinMode:       cfg.Join.Mode,
-		Credentials:    db,
-		WS: web.WSConfig{
+		Admission:      m.Admission,
+		WS: ws.Options{
 			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
 			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),
 			MessageRate:  cfg.HTTP.WebSocket.MessageRate,

@@ -25,10 +25,10 @@ func (b *Broker) ServeConn(c net.Conn) error {
 		c.Close()
 		return err
 	}
-	if !b.gateway.add(c) {
+	if !b.wsConns.add(c) {
 		return hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is closed")
 	}
-	defer b.gateway.remove(c)
+	defer b.wsConns.remove(c)
 	oc := newOutConn(c, b.cfg.MaxQueuedBytes, 3*b.cfg.SlowClientTimeout, b.stalled)
 	b.awaitConnect(oc)
 	return b.establish(oc, func() error { return b.server.EstablishConnection("ws", oc) })
@@ -127,11 +127,7 @@ func (b *Broker) forward(id string, t thingTopic, pk packets.Packet) bool {
 		problem := func(p lmos.Problem) []byte { return problemPayload(p, ct) }
 		err := b.cfg.Forward.Deliver(ctx, in, func(res hub.Result) error {
 			if res.Status == hub.StatusFailed {
-				p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
-				if res.Problem != nil {
-					p = *res.Problem
-				}
-				send(res.Status, problem(p))
+				send(res.Status, problem(hub.ThingProblem(res.Problem)))
 				return nil
 			}
 			send(res.Status, res.Data)

@@ -1,21 +1,19 @@
-package web
+package ws
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// The gateway is the hub's transport to WebSocket agents.
-var _ hub.Transport = (*gateway)(nil)
+// Transport is the hub's transport to WebSocket agents.
+var _ hub.Transport = (*Transport)(nil)
 
 // agentReplyBuffer is how many intermediate results of one request may
 // wait; beyond it they are dropped, as for MQTT agents. The final result
@@ -81,7 +79,7 @@ func (wc *wsConn) register(m *wsMessage) {
 	}
 	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := g.s.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS, Addr: wc.remote}); err != nil {
+	if _, err := g.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS, Addr: wc.remote}); err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
 		return
@@ -92,7 +90,7 @@ func (wc *wsConn) register(m *wsMessage) {
 		wc.media = m.Media
 	}
 	wc.mu.Unlock()
-	if err := g.s.reg.SetPresence(ctx, id, hub.PresenceOnline, hub.SourceWS); err != nil {
+	if err := g.reg.SetPresence(ctx, id, hub.PresenceOnline, hub.SourceWS); err != nil {
 		wc.log.Warn("cannot record presence", "id", id, "err", err)
 	}
 	if g.publisher != nil {
@@ -104,41 +102,11 @@ func (wc *wsConn) register(m *wsMessage) {
 	wc.ack(m, "registered")
 }
 
-// admit applies the join policy to a registration of id by this
+// admit applies the hub's join policy to a registration of id by this
 // connection; again is a re-registration on the same connection.
 func (wc *wsConn) admit(id string, again bool) error {
-	g := wc.g
-	if g.s.cfg.Credentials != nil {
-		_, err := g.s.cfg.Credentials.CredentialHash(id)
-		switch hub.ErrorCode(err) {
-		case "":
-			return hub.Errorf(hub.EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only that agent may replace it", id)
-		case hub.ENOTFOUND:
-		default:
-			return &hub.Error{Code: hub.EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
-		}
-	}
-	t, err := g.s.reg.Get(id)
-	switch hub.ErrorCode(err) {
-	case "":
-		if t.Meta.Origin.Source != hub.SourceWS {
-			return hub.Errorf(hub.EFORBIDDEN, "the Thing %q is registered by other means (%s): it cannot be taken over WebSocket", id, t.Meta.Origin.Source)
-		}
-		return nil // a WebSocket agent coming back (or updating itself)
-	case hub.ENOTFOUND:
-	default:
-		return err
-	}
-	if again {
-		return nil
-	}
-	if err := hub.CheckJoinMode(g.s.cfg.JoinMode); err != nil {
-		return err
-	}
-	if ok, wait := g.joins.Allow(hub.SourceOf(wc.remote)); !ok {
-		return hub.Errorf(hub.ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond))
-	}
-	return nil
+	_, err := wc.g.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, Again: again})
+	return err
 }
 
 // release undoes the reservation of id unless it was this connection's
@@ -174,7 +142,7 @@ func (wc *wsConn) unregister() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, id := range ids {
-		if err := g.s.reg.SetPresence(ctx, id, hub.PresenceOffline, hub.SourceWS); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+		if err := g.reg.SetPresence(ctx, id, hub.PresenceOffline, hub.SourceWS); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
 			wc.log.Warn("cannot record presence", "id", id, "err", err)
 		}
 		if g.publisher != nil {
@@ -262,7 +230,7 @@ func agentFinal(op hub.Op, m *wsMessage) bool {
 // become requests on its socket in its encoding, answered by correlationId;
 // observations and event subscriptions are served by the broker's streams,
 // which carry what the agent emits.
-func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.Result) error) error {
+func (g *Transport) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.Result) error) error {
 	if in.Op.Streaming() {
 		if g.streams == nil {
 			return hub.Errorf(hub.EUNAVAILABLE, "the hub has no broker to carry values of WebSocket agents")
@@ -325,19 +293,7 @@ func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub
 				return err
 			}
 		case final := <-req.final:
-			for {
-				select {
-				case m := <-req.ch:
-					if done, err := pass(m); done || err != nil {
-						return err
-					}
-					continue
-				default:
-				}
-				break
-			}
-			_, err := pass(final)
-			return err
+			return hub.PassFinal(req.ch, final, pass)
 		}
 	}
 }
@@ -345,7 +301,7 @@ func (g *gateway) Deliver(ctx context.Context, in hub.Interaction, emit func(hub
 // reported is the failure an agent reported, with its problem's type,
 // title and detail where it sent them.
 func reported(m *wsMessage) hub.Result {
-	p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
+	p := hub.ThingProblem(nil)
 	if m.Problem != nil {
 		if m.Problem.Type != "" {
 			p.Type = m.Problem.Type
@@ -390,33 +346,4 @@ func agentResult(op hub.Op, m *wsMessage, accept string) hub.Result {
 		return failed("the Thing sent a value the consumer's encoding cannot carry")
 	}
 	return hub.Result{Status: status, Data: data, ContentType: accept}
-}
-
-// serveMQTT is GET /mqtt: MQTT over WebSocket (subprotocol mqtt) into the
-// same broker, with its authentication and ACL, after the Origin check
-// (mochi's own WebSocket listener accepts any Origin).
-func (s *Server) serveMQTT(w http.ResponseWriter, r *http.Request) {
-	if s.ws.conns == nil {
-		s.writeError(w, r, hub.Errorf(hub.EUNAVAILABLE, "the mqtt broker is not running"))
-		return
-	}
-	c, err := s.accept(w, r, []string{"mqtt"})
-	if err != nil {
-		s.log.Debug("mqtt websocket refused", "remote", r.RemoteAddr, "err", err)
-		return
-	}
-	if c.Subprotocol() != "mqtt" {
-		_ = c.Close(websocket.StatusPolicyViolation, "the subprotocol must be mqtt")
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
-	// The MQTT CONNECT must come within the handshake timeout; the broker
-	// then sets the deadlines of the client's keep-alive.
-	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	// The broker closes these connections when it stops (after HTTP).
-	if err := s.ws.conns.ServeConn(nc); err != nil {
-		s.log.Debug("mqtt websocket connection ended", "remote", r.RemoteAddr, "err", err)
-	}
 }

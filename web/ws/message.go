@@ -1,4 +1,4 @@
-package web
+package ws
 
 import (
 	"encoding/json"
@@ -97,7 +97,8 @@ func frameType(media string) websocket.MessageType {
 
 // decodeMessage decodes one frame: JSON text or CBOR binary (with the hub's
 // CBOR limits) holding an object. A frame that does not decode to an object
-// is errUnparseable; members of the wrong type are EINVALID.
+// is errUnparseable; members of the wrong type are EINVALID. It is long
+// because it checks each member of the envelope in turn.
 func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 	// encoding/json would replace invalid UTF-8 silently (RFC 6455 requires
 	// UTF-8 in text frames, coder/websocket does not check it).

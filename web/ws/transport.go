@@ -1,10 +1,17 @@
-package web
+// Package ws is the hub's WebSocket transport, part of the HTTP adapter
+// (web mounts it): the LMOS envelope on /ws (PROTOCOL §5) for consumers,
+// whose interactions go through hub.Router, and for WebSocket agents, whose
+// Things it registers under the hub's join policy (hub.Admission) and whose
+// hub.Transport it is; and MQTT over WebSocket on /mqtt (mqtt.go), handed
+// to the broker as a plain connection (ConnServer).
+package ws
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,9 +28,9 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
-// WSConfig tunes the WebSocket gateway (PROTOCOL §5, §10); zero values
+// Options tunes the WebSocket transport (PROTOCOL §5, §10); zero values
 // take the defaults.
-type WSConfig struct {
+type Options struct {
 	// PingInterval is how often the hub pings each connection (30 s); a
 	// ping unanswered within it closes the connection.
 	PingInterval time.Duration
@@ -39,6 +46,42 @@ type WSConfig struct {
 	SendQueue int
 }
 
+// ConnServer serves connections handed over by another adapter: the MQTT
+// broker takes MQTT-over-WebSocket connections (/mqtt) this way.
+type ConnServer interface {
+	// ServeConn serves c until it closes and closes it.
+	ServeConn(c net.Conn) error
+}
+
+// Config is what the transport needs from the hub; the HTTP adapter (web)
+// builds it and mounts ServeWS and ServeMQTT.
+type Config struct {
+	Options
+	Registry *hub.Registry
+	// Router carries consumers' interactions; nil: the proxy is not running.
+	Router *hub.Router
+	// ProxyTimeout bounds one interaction a consumer asks for.
+	ProxyTimeout time.Duration
+	// Admission is the hub's join policy (as for MQTT); nil: open, and no
+	// Thing holds a credential.
+	Admission *hub.Admission
+	// Publisher carries what agents emit to MQTT consumers, Streams serves
+	// observations and event subscriptions of agents' Things, Conns takes
+	// /mqtt connections; nil without a broker.
+	Publisher hub.Publisher
+	Streams   hub.Transport
+	Conns     ConnServer
+	// AllowedOrigins are the origins (https://host:port, or *) besides the
+	// hub's own host that /ws and /mqtt accept.
+	AllowedOrigins []string
+	Logger         *slog.Logger
+	// Metrics is the set /metrics serves.
+	Metrics *metrics.Set
+	// Closing is closed when the hub stops: connections opening then are
+	// closed at once.
+	Closing <-chan struct{}
+}
+
 // wsMaxMessage is the largest frame /ws reads (1 MiB, close 1009 beyond).
 const wsMaxMessage = 1 << 20
 
@@ -52,20 +95,23 @@ const wsMaxStreams = 256
 // wsWriteTimeout bounds one frame write; a peer that takes longer is gone.
 const wsWriteTimeout = 10 * time.Second
 
-// gateway is the WebSocket gateway: consumers and agents on /ws, and the
-// hub.Transport for the Things those agents registered.
-type gateway struct {
-	s   *Server
-	log *slog.Logger
-	cfg WSConfig
+// Transport is the WebSocket transport: consumers and agents on /ws, and
+// the hub.Transport for the Things those agents registered.
+type Transport struct {
+	reg     *hub.Registry
+	rt      *hub.Router
+	log     *slog.Logger
+	cfg     Config
+	metrics *metrics.Set
+	closing <-chan struct{}
 
 	// From Config (Publisher, Streams, Conns); nil without a broker.
 	publisher hub.Publisher
 	streams   hub.Transport
 	conns     ConnServer
 
-	joins   *ratelimit.Limiter // anonymous registrations of new Things per address
-	origins []string           // Origin host patterns besides the hub's own host
+	adm     *hub.Admission // the join policy of registerThing
+	origins []string       // Origin host patterns besides the hub's own host
 
 	mu     sync.Mutex
 	agents map[string]*wsConn // Thing id → the connection it registered on
@@ -78,7 +124,9 @@ type gateway struct {
 	slowClosed  *metrics.Counter // connections closed because their queue was full
 }
 
-func newGateway(s *Server, cfg WSConfig) *gateway {
+// New returns the WebSocket transport; register it with the Router for
+// hub.SourceWS.
+func New(cfg Config) *Transport {
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 30 * time.Second
 	}
@@ -94,15 +142,26 @@ func newGateway(s *Server, cfg WSConfig) *gateway {
 	if cfg.SendQueue <= 0 {
 		cfg.SendQueue = 256
 	}
-	g := &gateway{
-		s: s, log: s.log.With("component", "ws"), cfg: cfg,
-		joins:   ratelimit.New(20, 100, nil),
-		origins: originHosts(s.cfg.AllowedOrigins),
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	g := &Transport{
+		reg: cfg.Registry, rt: cfg.Router, log: cfg.Logger.With("component", "ws"), cfg: cfg,
+		metrics: cfg.Metrics, closing: cfg.Closing,
+		adm:     cfg.Admission,
+		origins: originHosts(cfg.AllowedOrigins),
 
-		publisher: s.cfg.Publisher, streams: s.cfg.Streams, conns: s.cfg.Conns,
+		publisher: cfg.Publisher, streams: cfg.Streams, conns: cfg.Conns,
 		agents: make(map[string]*wsConn),
 		open:   make(map[*wsConn]struct{}),
 	}
+	if g.adm == nil {
+		g.adm, _ = hub.NewAdmission(g.reg, nil, "open", 0, 0) // "open" cannot fail
+	}
+	s := g
 	s.metrics.NewGauge("lmos_ws_connections", func() float64 {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -114,13 +173,9 @@ func newGateway(s *Server, cfg WSConfig) *gateway {
 	return g
 }
 
-// WSTransport is the hub.Transport of the Things registered by WebSocket
-// agents; internal/app registers it with the Router for hub.SourceWS.
-func (s *Server) WSTransport() hub.Transport { return s.ws }
-
-// ResetWSPresence sets every Thing that is online via WebSocket offline:
+// ResetPresence sets every Thing that is online via WebSocket offline:
 // at start no agent is connected yet (after a crash, say).
-func (s *Server) ResetWSPresence(ctx context.Context) {
+func (s *Transport) ResetPresence(ctx context.Context) {
 	things, _ := s.reg.List(0, 0)
 	for _, t := range things {
 		if t.Meta.Presence.Via == hub.SourceWS && t.Meta.Presence.Status == hub.PresenceOnline {
@@ -133,7 +188,7 @@ func (s *Server) ResetWSPresence(ctx context.Context) {
 
 // closeAll ends every connection (going away) and waits for their
 // goroutines, at most d.
-func (g *gateway) closeAll(d time.Duration) {
+func (g *Transport) closeAll(d time.Duration) {
 	g.mu.Lock()
 	conns := make([]*wsConn, 0, len(g.open))
 	for c := range g.open {
@@ -156,13 +211,13 @@ func (g *gateway) closeAll(d time.Duration) {
 // hub's own host or one of http.allowedOrigins; programs that send no
 // Origin (not browsers) pass. The HTTP server's read and write deadlines
 // are cleared first: they would end a long-lived socket.
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, subprotocols []string) (*websocket.Conn, error) {
+func (t *Transport) accept(w http.ResponseWriter, r *http.Request, subprotocols []string) (*websocket.Conn, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 	return websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:   subprotocols,
-		OriginPatterns: s.ws.origins,
+		OriginPatterns: t.origins,
 	})
 }
 
@@ -182,19 +237,38 @@ func originHosts(origins []string) []string {
 	return out
 }
 
-// serveWS is GET /ws: the LMOS WebSocket subprotocol (PROTOCOL §5).
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	c, err := s.accept(w, r, []string{"lmosprotocol", "webthingprotocol"})
+// ServeWS is GET /ws: the LMOS WebSocket subprotocol (PROTOCOL §5).
+// remote is the client's address as the HTTP adapter names it (one per
+// IPv4 address or IPv6 /64): the join rate and quotas count by it.
+func (t *Transport) ServeWS(w http.ResponseWriter, r *http.Request, remote string) {
+	c, err := t.accept(w, r, []string{"lmosprotocol", "webthingprotocol"})
 	if err != nil {
-		s.log.Debug("websocket refused", "remote", r.RemoteAddr, "err", err)
+		t.log.Debug("websocket refused", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	s.ws.serve(c, clientAddr(r))
+	t.serve(c, remote)
+}
+
+// CloseAll ends every connection (going away) and waits for their
+// goroutines, at most d.
+func (t *Transport) CloseAll(d time.Duration) { t.closeAll(d) }
+
+func (t *Transport) router() (*hub.Router, error) {
+	if t.rt == nil {
+		return nil, hub.Errorf(hub.EUNAVAILABLE, "the interaction proxy is not running")
+	}
+	return t.rt, nil
+}
+
+// countRefusal counts a refused message by reason, as every door does
+// (lmos_ws_refused_total, PROTOCOL §10.0).
+func (t *Transport) countRefusal(err error) {
+	t.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_ws_refused_total{reason=%q}`, hub.RefusalReason(err))).Inc()
 }
 
 // wsConn is one /ws connection: a consumer, an agent, or both.
 type wsConn struct {
-	g      *gateway
+	g      *Transport
 	c      *websocket.Conn
 	id     uint64
 	remote string
@@ -241,7 +315,7 @@ func (inv *wsInvocation) stop() {
 	inv.cancel()
 }
 
-func (g *gateway) serve(c *websocket.Conn, remote string) {
+func (g *Transport) serve(c *websocket.Conn, remote string) {
 	c.SetReadLimit(wsMaxMessage)
 	ctx, cancel := context.WithCancel(context.Background())
 	wc := &wsConn{
@@ -263,7 +337,7 @@ func (g *gateway) serve(c *websocket.Conn, remote string) {
 	g.wg.Add(1)
 	defer g.wg.Done()
 	select {
-	case <-g.s.closing:
+	case <-g.closing:
 		wc.close(websocket.StatusGoingAway, "the hub is stopping")
 	default:
 	}
@@ -532,7 +606,7 @@ func (wc *wsConn) replyError(m *wsMessage, err error) {
 	}
 	if pe == nil || pe.own {
 		// A Thing's own failure is passed on, not refused by the hub.
-		wc.g.s.countRefusal("ws", err)
+		wc.g.countRefusal(err)
 	}
 	p.Instance = "/ws"
 	if p.Status >= 500 && p.Status != 502 && p.Status != 503 && p.Status != 504 {
@@ -654,7 +728,7 @@ func (wc *wsConn) interaction(m *wsMessage, op hub.Op) (hub.Interaction, error) 
 	return in, nil
 }
 
-func (wc *wsConn) router() (*hub.Router, error) { return wc.g.s.router() }
+func (wc *wsConn) router() (*hub.Router, error) { return wc.g.router() }
 
 // interact runs readProperty, writeProperty or invokeAction.
 func (wc *wsConn) interact(m *wsMessage, inv *wsInvocation) {
@@ -678,7 +752,7 @@ func (wc *wsConn) interact(m *wsMessage, inv *wsInvocation) {
 		wc.replyError(m, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(wc.ctx, wc.g.s.cfg.ProxyTimeout)
+	ctx, cancel := context.WithTimeout(wc.ctx, wc.g.cfg.ProxyTimeout)
 	defer cancel()
 	if inv != nil {
 		inv.mu.Lock()
@@ -728,10 +802,7 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 		out := reply(m, outActionStatus)
 		out.Action, out.Status, out.Output, out.Timestamp = m.Name, res.Status, rawValue(res.Data), now
 		if res.Status == hub.StatusFailed {
-			p := hub.ProblemOf(hub.Errorf(hub.EFAILED, "the Thing reported a failure"))
-			if res.Problem != nil {
-				p = *res.Problem
-			}
+			p := hub.ThingProblem(res.Problem)
 			p.Status, p.Instance = http.StatusBadGateway, "/ws"
 			out.Error = &p
 		}
@@ -747,7 +818,7 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 // status of EFAILED (502).
 func problemError(p *lmos.Problem) error {
 	if p == nil {
-		return hub.Errorf(hub.EFAILED, "the Thing reported a failure")
+		return hub.Errorf(hub.EFAILED, hub.ThingFailure)
 	}
 	return &problemErr{p: *p}
 }
@@ -871,7 +942,7 @@ func (wc *wsConn) subscribeAll(m *wsMessage) {
 			Fields: []hub.FieldError{{Field: "/thingId", Description: "is required"}}})
 		return
 	}
-	raw, err := wc.g.s.reg.Raw(m.ThingID)
+	raw, err := wc.g.reg.Raw(m.ThingID)
 	if err != nil {
 		wc.replyError(m, err)
 		return

@@ -1,0 +1,211 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
+)
+
+// Defaults of the anonymous join rate per source (NewAdmission).
+const (
+	DefaultJoinRate  = 20  // new Things per second and source
+	DefaultJoinBurst = 100 // a source's burst: a gateway bringing up its agents at once
+)
+
+// Admission is the join policy of the doors where Things register
+// themselves (MQTT joins, WebSocket registerThing; PROTOCOL §4.4, §5): the
+// join mode, who may replace or deregister a Thing, the rate of anonymous
+// joins per source, and the write of a joined Thing together with the
+// credential it is issued. One Admission serves every door, so the rules
+// and the rate budget are the same wherever a Thing knocks.
+type Admission struct {
+	mode  string
+	reg   *Registry
+	creds CredentialStore // nil: no door issues credentials
+	rate  *ratelimit.Limiter
+}
+
+// NewAdmission returns the join policy for mode (open, approve or closed;
+// "" is open). rate and burst bound anonymous joins of new Things per
+// source: 0 takes the defaults, a negative rate disables the limit.
+func NewAdmission(reg *Registry, creds CredentialStore, mode string, rate float64, burst int) (*Admission, error) {
+	switch mode {
+	case "":
+		mode = "open"
+	case "open", "approve", "closed":
+	default:
+		return nil, fmt.Errorf("unknown join mode %q", mode)
+	}
+	if rate == 0 {
+		rate = DefaultJoinRate
+	}
+	if burst <= 0 {
+		burst = DefaultJoinBurst
+	}
+	return &Admission{mode: mode, reg: reg, creds: creds, rate: ratelimit.New(max(rate, 0), burst, nil)}, nil
+}
+
+// Mode is the join mode: open, approve or closed.
+func (a *Admission) Mode() string { return a.mode }
+
+// checkJoinMode says whether a new Thing may join on its own (over MQTT or
+// WebSocket) under join mode (PROTOCOL §4.4): nil for open (and ""), a
+// forbidden error for closed, unavailable for approve, which parks joins
+// for an admin and has no queue yet.
+func checkJoinMode(mode string) error {
+	switch mode {
+	case "", "open":
+		return nil
+	case "closed":
+		return Errorf(EFORBIDDEN, "joining is closed on this hub")
+	case "approve":
+		return Errorf(EUNAVAILABLE, "join mode approve is not available yet")
+	}
+	return Errorf(EINTERNAL, "unknown join mode %q", mode)
+}
+
+// JoinRequest is one Thing asking a door to register, replace or
+// deregister it.
+type JoinRequest struct {
+	ID   string
+	Door Source // SourceMQTT or SourceWS
+	// Holder says the requester is authenticated with the Thing's own
+	// credential (an MQTT connection whose username is the Thing).
+	Holder bool
+	// Deregister asks for the Thing's removal instead of a registration.
+	Deregister bool
+	// Addr is the requester's address: the anonymous join rate and the
+	// per-source quota count by it.
+	Addr string
+	// Again is a re-registration by the live connection the id is bound to
+	// (WebSocket): the Thing is that connection's already.
+	Again bool
+}
+
+// Admit applies the join policy to r. It reports whether the Thing holds a
+// credential (a member joined over MQTT, admitted only for its Holder);
+// otherwise the request is an anonymous one and was admitted under the
+// join mode and the rate.
+//
+// The order of the checks is part of the wire contract: over MQTT the join
+// mode decides first, so a closed hub tells an anonymous client nothing
+// about which ids exist; over WebSocket a Thing registered over WebSocket
+// may come back (its agent reconnecting) whatever the mode.
+func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
+	held, err := a.HasCredential(r.ID)
+	if err != nil {
+		return false, err
+	}
+	if held {
+		if r.Holder {
+			return true, nil
+		}
+		verb := "replace its description"
+		if r.Deregister {
+			verb = "deregister it"
+		}
+		return true, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them may %s", r.ID, verb)
+	}
+	if r.Door == SourceWS {
+		return false, a.admitAgent(r)
+	}
+	if err := checkJoinMode(a.mode); err != nil {
+		return false, err
+	}
+	if err := a.notOtherMeans(r); err != nil {
+		return false, err
+	}
+	if r.Deregister {
+		return false, Errorf(ENOTFOUND, "the Thing %q is not registered", r.ID)
+	}
+	return false, a.allow(r.Addr)
+}
+
+// admitAgent is Admit for a Thing without a credential at a door whose
+// agents stay connected (WebSocket): the Thing's own door may resume it.
+func (a *Admission) admitAgent(r JoinRequest) error {
+	t, err := a.reg.Get(r.ID)
+	switch ErrorCode(err) {
+	case "":
+		if t.Meta.Origin.Source == r.Door {
+			return nil // an agent coming back (or updating itself)
+		}
+		return otherMeans(r.ID, t.Meta.Origin.Source, r.Door)
+	case ENOTFOUND:
+	default:
+		return err
+	}
+	if r.Again {
+		return nil
+	}
+	if err := checkJoinMode(a.mode); err != nil {
+		return err
+	}
+	return a.allow(r.Addr)
+}
+
+// notOtherMeans refuses an anonymous request for a Thing registered by
+// other means (HTTP, mDNS, sync, another door): it holds no credential, and
+// an anonymous join must not take it over.
+func (a *Admission) notOtherMeans(r JoinRequest) error {
+	t, err := a.reg.Get(r.ID)
+	switch ErrorCode(err) {
+	case "":
+		return otherMeans(r.ID, t.Meta.Origin.Source, r.Door)
+	case ENOTFOUND:
+		return nil
+	}
+	return err
+}
+
+func otherMeans(id string, by, door Source) error {
+	return Errorf(EFORBIDDEN, "the Thing %q is registered by other means (%s): it cannot be replaced or deregistered over %s", id, by, doorName(door))
+}
+
+func doorName(door Source) string {
+	switch door {
+	case SourceMQTT:
+		return "MQTT"
+	case SourceWS:
+		return "WebSocket"
+	}
+	return string(door)
+}
+
+// allow spends one anonymous join of a new Thing from addr: each costs
+// durable writes, so one address may ask only so fast.
+func (a *Admission) allow(addr string) error {
+	if ok, wait := a.rate.Allow(SourceOf(addr)); !ok {
+		return Errorf(ERATELIMIT, "too many new Things join from this address; retry in %s", wait.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// HasCredential reports whether the Thing id holds a credential: a member
+// joined over MQTT.
+func (a *Admission) HasCredential(id string) (bool, error) {
+	if a.creds == nil {
+		return false, nil
+	}
+	_, err := a.creds.CredentialHash(id)
+	switch ErrorCode(err) {
+	case "":
+		return true, nil
+	case ENOTFOUND:
+		return false, nil
+	}
+	return false, &Error{Code: EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
+}
+
+// Register writes an admitted Thing. credHash, when not empty, is the hash
+// of the credential issued with the join: it is stored in the same durable
+// commit as the description, so a Thing is never left registered without
+// the credential its agent was given, nor a credential without its Thing.
+func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+	if err := ValidateID(id); err != nil {
+		return false, err
+	}
+	return a.reg.putPreparedWith(ctx, id, p, origin, Precondition{}, credHash)
+}
