@@ -1,13 +1,13 @@
 package hub
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
-	"reflect"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 )
 
 // CheckValue checks a JSON data-model value (numbers as json.Number,
@@ -39,13 +39,13 @@ func checkSchema(s map[string]any, v any, at string, out *[]FieldError, depth in
 		fail("must be of type %s", t)
 		return
 	}
-	if c, ok := s["const"]; ok && !sameValue(c, v) {
+	if c, ok := s["const"]; ok && !jsonx.Equal(c, v) {
 		fail("must be the constant value")
 	}
 	if e, ok := s["enum"].([]any); ok {
 		found := false
 		for _, x := range e {
-			found = found || sameValue(x, v)
+			found = found || jsonx.Equal(x, v)
 		}
 		if !found {
 			fail("must be one of the enumerated values")
@@ -69,18 +69,18 @@ func checkSchema(s map[string]any, v any, at string, out *[]FieldError, depth in
 	switch x := v.(type) {
 	case string:
 		n := float64(utf8.RuneCountInString(x))
-		if m, ok := number(s["minLength"]); ok && n < m {
+		if m, ok := jsonx.Number(s["minLength"]); ok && n < m {
 			fail("must have at least %v characters", m)
 		}
-		if m, ok := number(s["maxLength"]); ok && n > m {
+		if m, ok := jsonx.Number(s["maxLength"]); ok && n > m {
 			fail("must have at most %v characters", m)
 		}
 	case []any:
 		n := float64(len(x))
-		if m, ok := number(s["minItems"]); ok && n < m {
+		if m, ok := jsonx.Number(s["minItems"]); ok && n < m {
 			fail("must have at least %v items", m)
 		}
-		if m, ok := number(s["maxItems"]); ok && n > m {
+		if m, ok := jsonx.Number(s["maxItems"]); ok && n > m {
 			fail("must have at most %v items", m)
 		}
 		if items, ok := s["items"].(map[string]any); ok {
@@ -93,7 +93,7 @@ func checkSchema(s map[string]any, v any, at string, out *[]FieldError, depth in
 			for _, r := range req {
 				if name, ok := r.(string); ok {
 					if _, has := x[name]; !has {
-						*out = append(*out, FieldError{Field: pointerAppend(at, name), Description: "is required"})
+						*out = append(*out, FieldError{Field: jsonx.PointerAppend(at, name), Description: "is required"})
 					}
 				}
 			}
@@ -103,22 +103,22 @@ func checkSchema(s map[string]any, v any, at string, out *[]FieldError, depth in
 				psm, ok := ps.(map[string]any)
 				e, has := x[name]
 				if ok && has {
-					checkSchema(psm, e, pointerAppend(at, name), out, depth+1)
+					checkSchema(psm, e, jsonx.PointerAppend(at, name), out, depth+1)
 				}
 			}
 		}
 	default:
-		if f, ok := number(v); ok {
-			if m, ok := number(s["minimum"]); ok && f < m {
+		if f, ok := jsonx.Number(v); ok {
+			if m, ok := jsonx.Number(s["minimum"]); ok && f < m {
 				fail("must be at least %v", m)
 			}
-			if m, ok := number(s["maximum"]); ok && f > m {
+			if m, ok := jsonx.Number(s["maximum"]); ok && f > m {
 				fail("must be at most %v", m)
 			}
-			if m, ok := number(s["exclusiveMinimum"]); ok && f <= m {
+			if m, ok := jsonx.Number(s["exclusiveMinimum"]); ok && f <= m {
 				fail("must be more than %v", m)
 			}
-			if m, ok := number(s["exclusiveMaximum"]); ok && f >= m {
+			if m, ok := jsonx.Number(s["exclusiveMaximum"]); ok && f >= m {
 				fail("must be less than %v", m)
 			}
 		}
@@ -144,72 +144,15 @@ func schemaType(v any, t string) bool {
 	case "null":
 		return v == nil
 	case "number":
-		_, ok := number(v)
+		_, ok := jsonx.Number(v)
 		return ok
 	case "integer":
 		switch v.(type) {
 		case int64, uint64, *big.Int:
 			return true
 		}
-		f, ok := number(v)
+		f, ok := jsonx.Number(v)
 		return ok && f == math.Trunc(f) && !math.IsInf(f, 0)
 	}
 	return true
-}
-
-// number reads any numeric representation of the JSON data model.
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case *big.Int:
-		f, _ := new(big.Float).SetInt(x).Float64()
-		return f, true
-	}
-	return 0, false
-}
-
-// sameValue compares two data-model values, numbers by value.
-func sameValue(a, b any) bool {
-	fa, aNum := number(a)
-	fb, bNum := number(b)
-	if aNum || bNum {
-		return aNum && bNum && fa == fb
-	}
-	switch x := a.(type) {
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !sameValue(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, e := range x {
-			if f, ok := y[k]; !ok || !sameValue(e, f) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
 }

@@ -650,3 +650,12 @@ func checkValidDoc(t *testing.T, doc map[string]any) {
 		}
 	}
 }
+
+// TestParseDocumentRefusesDuplicateMember: a duplicate member name is
+// refused with its pointer (the scan itself is tested in internal/jsonx).
+func TestParseDocumentRefusesDuplicateMember(t *testing.T) {
+	_, err := ParseDocument([]byte(`{"id":"urn:a","title":"t","id":"urn:b"}`))
+	if ErrorCode(err) != EINVALID || len(ErrorFields(err)) != 1 || ErrorFields(err)[0].Field != "/id" {
+		t.Errorf("ParseDocument with a duplicate id: %v %v", err, ErrorFields(err))
+	}
+}
