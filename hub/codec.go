@@ -1,169 +1,48 @@
 package hub
 
 import (
-	"bytes"
-	"encoding/json"
-	"math"
-	"math/big"
-	"strings"
+	"errors"
 
-	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/fxamacker/cbor/v2"
+	"github.com/eclipse-lmos/lmos-hub/internal/codec"
 )
 
-// cborOut encodes JSON values as CBOR: shortest floats, and integers where
-// a JSON number is integral.
-var cborOut = func() cbor.EncMode {
-	em, err := cbor.EncOptions{ShortestFloat: cbor.ShortestFloat16, Sort: cbor.SortNone}.EncMode()
-	if err != nil {
-		panic(err)
-	}
-	return em
-}()
-
 // DecodeValue decodes a JSON or CBOR payload (per contentType) into a JSON
-// data-model value, with the CBOR limits above. Errors are EINVALID.
+// data-model value (internal/codec), a JSON one nested at most a little
+// deeper than a TD may be. Errors are EINVALID.
 func DecodeValue(data []byte, contentType string) (any, error) {
-	var v any
-	if lmos.MediaOf(contentType) == lmos.MediaCBOR {
-		if err := lmos.DecodeCBOR(data, &v); err != nil {
-			return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
-		}
-		return jsonModel(v)
-	}
-	// encoding/json nests up to 10,000 levels; bound it near the CBOR
-	// limit before building maps.
-	if err := checkDepthLimit(data, MaxDepth()+payloadDepthSlack); err != nil {
-		return nil, err
-	}
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		return nil, &Error{Code: EINVALID, Message: "invalid JSON payload", Err: err}
-	}
-	if d.More() {
-		return nil, Errorf(EINVALID, "invalid JSON payload: data after the value")
-	}
-	return v, nil
-}
-
-// jsonModel checks that a decoded CBOR value fits the JSON data model:
-// byte strings become base64 text (as encoding/json does), undefined
-// becomes null; nothing else is needed since map keys are text already.
-func jsonModel(v any) (any, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			m, err := jsonModel(e)
-			if err != nil {
-				return nil, err
-			}
-			x[k] = m
-		}
-	case []any:
-		for i, e := range x {
-			m, err := jsonModel(e)
-			if err != nil {
-				return nil, err
-			}
-			x[i] = m
-		}
-	case cbor.SimpleValue:
-		return nil, Errorf(EINVALID, "invalid CBOR payload: simple value %d has no JSON form", x)
-	}
-	return v, nil
+	v, err := codec.Decode(data, contentType, MaxDepth()+payloadDepthSlack)
+	return v, codecError(err)
 }
 
 // EncodeValue encodes a JSON data-model value as JSON or CBOR. A JSON
 // number out of the float64 range (1e400) has no CBOR form this hub reads
 // back: it is refused (EINVALID) rather than sent as text.
 func EncodeValue(v any, contentType string) ([]byte, error) {
-	if lmos.MediaOf(contentType) == lmos.MediaCBOR {
-		v, err := cborNumbers(v)
-		if err != nil {
-			return nil, err
-		}
-		b, err := cborOut.Marshal(v)
-		if err != nil {
-			return nil, &Error{Code: EINVALID, Message: "cannot encode the payload as CBOR", Err: err}
-		}
-		return b, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, &Error{Code: EINVALID, Message: "cannot encode the payload as JSON", Err: err}
-	}
-	return b, nil
-}
-
-// cborNumbers replaces json.Number (which CBOR would encode as text) by an
-// integer or a float.
-func cborNumbers(v any) (any, error) {
-	var err error
-	switch x := v.(type) {
-	case json.Number:
-		return numberValue(x)
-	case map[string]any:
-		for k, e := range x {
-			if x[k], err = cborNumbers(e); err != nil {
-				return nil, err
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if x[i], err = cborNumbers(e); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return v, nil
-}
-
-func numberValue(n json.Number) (any, error) {
-	if i, err := n.Int64(); err == nil {
-		if i == 0 && strings.HasPrefix(string(n), "-") {
-			return math.Copysign(0, -1), nil // -0 is a float
-		}
-		return i, nil
-	}
-	if !strings.ContainsAny(string(n), ".eE") {
-		// An integer beyond int64 that CBOR holds natively (-2^64 … 2^64-1)
-		// stays exact; larger ones become floats, as JSON numbers are.
-		if b, ok := new(big.Int).SetString(string(n), 10); ok {
-			if b.IsUint64() || new(big.Int).Not(b).IsUint64() {
-				return b, nil
-			}
-		}
-	}
-	f, err := n.Float64()
-	if err != nil || math.IsInf(f, 0) {
-		return nil, Errorf(EINVALID, "cannot encode the payload as CBOR: the number %.32s is out of range", string(n))
-	}
-	return f, nil
+	b, err := codec.Encode(v, contentType)
+	return b, codecError(err)
 }
 
 // Transcode converts a payload between JSON and CBOR (PROTOCOL §4.2). Same
-// encodings pass through untouched once the payload is checked (valid JSON;
-// well-formed CBOR within the limits above); an empty payload stays empty.
-// Errors are EINVALID.
+// encodings pass through untouched once the payload is checked; an empty
+// payload stays empty. Errors are EINVALID.
 func Transcode(data []byte, from, to string) ([]byte, error) {
-	from, to = lmos.MediaOf(from), lmos.MediaOf(to)
-	if len(data) == 0 {
-		return data, nil
+	b, err := codec.Transcode(data, from, to, MaxDepth()+payloadDepthSlack)
+	return b, codecError(err)
+}
+
+// codecError gives the codec's refusals the hub's code: EINVALID, and a
+// payload nested too deep is refused like a TD (registry.maxDepth).
+func codecError(err error) error {
+	if err == nil {
+		return nil
 	}
-	if from == to {
-		if from == lmos.MediaCBOR {
-			if err := lmos.WellformedCBOR(data); err != nil {
-				return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
-			}
-		} else if !json.Valid(data) {
-			return nil, Errorf(EINVALID, "invalid JSON payload")
-		}
-		return data, nil
+	var d *codec.DepthError
+	if errors.As(err, &d) {
+		return depthError(d.Pointer, d.Limit)
 	}
-	v, err := DecodeValue(data, from)
-	if err != nil {
-		return nil, err
+	var e *codec.Error
+	if errors.As(err, &e) {
+		return &Error{Code: EINVALID, Message: e.Message, Err: e.Err}
 	}
-	return EncodeValue(v, to)
+	return err
 }
