@@ -138,3 +138,31 @@ func schemaValue(v any) any {
 	}
 	return v
 }
+
+// checkInput checks a written value or an action's input against the data
+// schema the TD gives for it (a property's own schema, an action's
+// "input"), so that no consumer, whatever its transport, reaches an agent
+// with a value the TD rules out.
+func checkInput(in Interaction) error {
+	var schema map[string]any
+	var key string
+	switch in.Op {
+	case OpWriteProperty:
+		schema, key = in.Affordance, "properties/"+in.Name
+	case OpInvokeAction:
+		schema, _ = in.Affordance["input"].(map[string]any)
+		key = "actions/" + in.Name
+	}
+	if schema == nil || len(in.Input) == 0 {
+		return nil
+	}
+	v, err := DecodeValue(in.Input, in.ContentType)
+	if err != nil {
+		return err
+	}
+	var cache *dataSchemas
+	if in.Thing != nil && in.Thing.Summary != nil {
+		cache = in.Thing.Summary.schemas
+	}
+	return checkDataSchema(cache, key, schema, v)
+}

@@ -42,15 +42,6 @@ type RegistryOptions struct {
 	Search SearchLimits
 }
 
-// Thing is a read-only snapshot of a registered Thing. Summary is shared
-// with the registry and must not be modified; the document itself is read
-// from the store when needed (Registry.Raw, Registry.Document).
-type Thing struct {
-	ID      string
-	Summary *Summary
-	Meta    ThingMeta
-}
-
 // Registry holds the registered Things in memory (their metadata and a
 // compact Summary of each document, for fast reads and search) and in a
 // Store (durably, with the documents). All writes go through one loop that
