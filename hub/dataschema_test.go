@@ -7,9 +7,9 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
-// TestCheckValue checks values the way checkInput does (the JSON Schema
-// validator, see checkDataSchema).
-func TestCheckValue(t *testing.T) {
+// TestCheckDataSchema checks values the way checkInput does (the JSON
+// Schema validator, see checkDataSchema).
+func TestCheckDataSchema(t *testing.T) {
 	schema := func(s string) map[string]any {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(s), &m); err != nil {
@@ -71,6 +71,18 @@ func TestCheckValue(t *testing.T) {
 		// falls back to the basic terms.
 		{`{"type":"string","items":{"$ref":"https://example.invalid/x"}}`, `"x"`, true, ""},
 		{`{"type":"string","items":{"$ref":"https://example.invalid/x"}}`, `1`, false, ""},
+		// So does a pattern Go's regexp refuses; terms whose values draft-07
+		// rules out are left out of the basic terms, the others still hold.
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)y"}},"required":["a","a",1]}`, `{"a":"z"}`, true, ""},
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)y"}},"required":["a","a",1]}`, `{"a":1}`, false, "/a"},
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)y"}},"required":["a","a",1]}`, `{}`, false, ""},
+		{`{"type":"string","minLength":2.5,"maxLength":-1,"pattern":"(?<=x)y","enum":["ab","c"]}`, `"c"`, true, ""},
+		{`{"type":"string","minLength":2.5,"maxLength":-1,"pattern":"(?<=x)y","enum":["ab","c"]}`, `"d"`, false, ""},
+		{`{"type":"wat","pattern":"(?<=x)y","oneOf":[{"type":"string"},{"type":"number"},7]}`, `true`, false, ""},
+		{`{"type":"wat","pattern":"(?<=x)y","oneOf":[{"type":"string"},{"type":"number"},7]}`, `"s"`, true, ""},
+		{`{"type":"integer","pattern":"(?<=x)y","minimum":"0","maximum":10}`, `11`, false, ""},
+		{`{"type":"integer","pattern":"(?<=x)y","minimum":"0","maximum":10}`, `-1`, true, ""},
+		{`{"type":"object","pattern":"(?<=x)y","required":[1]}`, `[]`, false, ""},
 	} {
 		err := checkDataSchema(nil, "", schema(tc.schema), value(tc.value))
 		if tc.ok {

@@ -5,24 +5,17 @@ import (
 	"reflect"
 )
 
-// Equal reports whether two data-model values are equal with numbers
-// compared by value, whatever their representation (1, 1.0 and 1e0 are
-// equal): what JSON Schema's const and enum mean.
-func Equal(a, b any) bool { return equal(a, b, false) }
-
-// Identical reports whether two decoded JSON values are equal with two
-// json.Numbers compared by their text, so a number rewritten in another
-// form (1 → 1.0) is a change: what a merge patch must carry.
-func Identical(a, b any) bool { return equal(a, b, true) }
-
-// equal is the one walk both answers share; byText only decides how two
-// json.Numbers compare.
-func equal(a, b any, byText bool) bool {
-	if byText {
-		if an, ok := a.(json.Number); ok {
-			bn, ok := b.(json.Number)
-			return ok && an == bn
-		}
+// Equal reports whether two decoded JSON values are equal. Two json.Numbers
+// compare by their text, so a number rewritten in another form (1 → 1.0)
+// is a change, which is what a merge patch must carry; other numeric
+// representations (built by hand or by the CBOR decoder) compare by value.
+func Equal(a, b any) bool {
+	if an, ok := a.(json.Number); ok {
+		bn, ok := b.(json.Number)
+		return ok && an == bn
+	}
+	if _, ok := b.(json.Number); ok {
+		return false
 	}
 	fa, aNum := Number(a)
 	fb, bNum := Number(b)
@@ -44,7 +37,7 @@ func equal(a, b any, byText bool) bool {
 			return false
 		}
 		for i := range x {
-			if !equal(x[i], y[i], byText) {
+			if !Equal(x[i], y[i]) {
 				return false
 			}
 		}
@@ -55,7 +48,7 @@ func equal(a, b any, byText bool) bool {
 			return false
 		}
 		for k, e := range x {
-			if f, ok := y[k]; !ok || !equal(e, f, byText) {
+			if f, ok := y[k]; !ok || !Equal(e, f) {
 				return false
 			}
 		}

@@ -62,7 +62,7 @@ func CreateMergePatch(from, to map[string]any) map[string]any {
 			// Merging an object into a non-object starts from {}, so the
 			// full object (minus its nulls) is the patch, even when empty.
 			patch[k] = CreateMergePatch(nil, tm)
-		case !inFrom || !Identical(fv, tv):
+		case !inFrom || !Equal(fv, tv):
 			patch[k] = tv
 		}
 	}
