@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 	"github.com/google/uuid"
 )
 
@@ -650,8 +651,8 @@ func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.
 	if reg == nil {
 		return 0, time.Time{}
 	}
-	if n, ok := reg["ttl"].(json.Number); ok {
-		if f, err := n.Float64(); err == nil && f > 0 {
+	if f, ok := jsonx.Number(reg["ttl"]); ok {
+		if f > 0 && !math.IsInf(f, 0) {
 			ttl = int64(math.Ceil(f)) // whole seconds, rounded up; Validate bounds f
 			return ttl, now.Add(time.Duration(ttl) * time.Second)
 		}
