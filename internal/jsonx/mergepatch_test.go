@@ -3,10 +3,10 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
 
 // decodeJSON decodes any JSON value with UseNumber, as ParseDocument does.
@@ -201,16 +201,12 @@ const baseTD = `{
 
 func TestCreateMergePatchSampleTDs(t *testing.T) {
 	docs := map[string]map[string]any{"base": asObject(t, baseTD)}
-	files, _ := filepath.Glob("../../testdata/tds/*.json")
-	if len(files) == 0 {
-		t.Fatal("no sample TDs in testdata/tds")
+	samples, err := tdgen.Samples("../../testdata/tds")
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("no sample TDs in testdata/tds: %v", err)
 	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs[filepath.Base(f)] = asObject(t, string(raw))
+	for name, raw := range samples {
+		docs[name] = asObject(t, string(raw))
 	}
 	for fromName, from := range docs {
 		for toName, to := range docs {
