@@ -191,7 +191,18 @@ func basicTerms(s map[string]any, depth int) map[string]any {
 		out["const"] = c
 	}
 	if e, ok := s["enum"].([]any); ok {
-		out["enum"] = e
+		// draft-07 wants enum's values unique (by value: 1 and 1.0 are
+		// one) and at least one; as a choice of constants the same rule
+		// needs neither, and an empty enum allows nothing.
+		alts := make([]any, len(e))
+		for i, x := range e {
+			alts[i] = map[string]any{"const": x}
+		}
+		if len(alts) == 0 {
+			out["not"] = map[string]any{}
+		} else {
+			out["anyOf"] = alts
+		}
 	}
 	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
 		if _, ok := jsonx.Number(s[k]); ok {

@@ -83,6 +83,11 @@ func TestCheckDataSchema(t *testing.T) {
 		{`{"type":"integer","pattern":"(?<=x)y","minimum":"0","maximum":10}`, `11`, false, ""},
 		{`{"type":"integer","pattern":"(?<=x)y","minimum":"0","maximum":10}`, `-1`, true, ""},
 		{`{"type":"object","pattern":"(?<=x)y","required":[1]}`, `[]`, false, ""},
+		{`{"enum":[],"pattern":"(?<=x)y"}`, `"x"`, false, ""},
+		{`{"enum":[1,1.0,"x"],"const":"x","pattern":"(?<=x)y"}`, `"x"`, true, ""},
+		{`{"enum":[1,1.0,"x"],"pattern":"(?<=x)y"}`, `1`, true, ""},
+		{`{"enum":[1,1.0,"x"],"pattern":"(?<=x)y"}`, `2`, false, ""},
+		{`{"type":"object","required":["a","a"],"pattern":"(?<=x)y"}`, `{}`, false, "/a"},
 	} {
 		err := checkDataSchema(nil, "", schema(tc.schema), value(tc.value))
 		if tc.ok {
@@ -181,4 +186,28 @@ func BenchmarkCheckInput(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzBasicTermsCompile: whatever data schema a TD holds, its basic terms
+// compile, so a value is never let through unchecked because the fallback
+// failed too.
+func FuzzBasicTermsCompile(f *testing.F) {
+	for _, s := range []string{`{"type":"wat","enum":[],"required":[1,"a","a"],"minLength":2.5}`,
+		`{"enum":[1,1.0],"oneOf":[],"items":{"maxItems":-1},"properties":{"a":{"minimum":"0"}}}`,
+		`{"type":"string","minLength":2.0,"maxLength":1e400,"const":{"a":[1]}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		doc, err := ParseDocument([]byte(`{"s":` + s + `}`))
+		if err != nil {
+			return
+		}
+		schema, ok := doc["s"].(map[string]any)
+		if !ok {
+			return
+		}
+		if compileDataSchema(mustJSON(basicTerms(schema, 0))) == nil {
+			t.Fatalf("basic terms of %s do not compile: %s", s, mustJSON(basicTerms(schema, 0)))
+		}
+	})
 }

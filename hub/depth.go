@@ -9,7 +9,7 @@ import (
 
 // DefaultMaxDepth is the deepest nesting of objects and arrays a Thing
 // Description may have (the root object is level 1). Real TDs stay below
-// 10 levels; the CBOR decoder allows the same 32 (codec.go), so a TD is
+// 10 levels; the CBOR decoder allows the same 32 (package lmos), so a TD is
 // refused alike whichever encoding carried it. Deep documents make every
 // later step (decoding, schema validation, JSONPath descendant segments)
 // cost more per byte, so the limit comes first.
