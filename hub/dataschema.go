@@ -1,215 +1,262 @@
 package hub
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
-	"reflect"
-	"strconv"
-	"unicode/utf8"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// CheckValue checks a JSON data-model value (numbers as json.Number,
-// float64, int64 or *big.Int) against a W3C WoT data schema: type, const,
-// enum, minimum/maximum (also exclusive), minLength/maxLength,
-// minItems/maxItems, items, properties, required, oneOf. Terms it does not
-// know are ignored, as a consumer must. A violation is EINVALID with the
-// field (JSON pointer into the value) that fails.
-func CheckValue(schema map[string]any, v any) error {
-	var fields []FieldError
-	checkSchema(schema, v, "", &fields, 0)
-	if len(fields) == 0 {
+// dataSchemaURL names an affordance's data schema while it is compiled; the
+// host is reserved (RFC 2606), and nothing is ever fetched from it.
+const dataSchemaURL = "https://lmos-hub.invalid/dataschema.json"
+
+// maxDataSchemaErrors bounds the validationErrors of one refused value.
+const maxDataSchemaErrors = 16
+
+// dataSchemas caches the compiled data schemas of one Thing version's
+// affordances. It lives in the version's Summary, so it is freed with it
+// when the Thing changes or goes; each entry also keeps the bytes it was
+// compiled from, so a document read in a race with a write is never checked
+// against another version's schema.
+type dataSchemas struct {
+	mu sync.Mutex
+	m  map[string]*compiledDataSchema
+}
+
+type compiledDataSchema struct {
+	src []byte
+	// schema is the basic terms of the data schema (basicTerms) when the
+	// validator cannot compile the whole (an unresolvable $ref, a pattern
+	// Go's regexp refuses, a term whose value draft-07 rules out).
+	schema *jsonschema.Schema
+}
+
+// checkDataSchema checks v against the TD data schema s with the JSON
+// Schema validator, compiled once per Thing version (key names the
+// affordance in cache; cache may be nil).
+func checkDataSchema(cache *dataSchemas, key string, s map[string]any, v any) error {
+	src, err := json.Marshal(s)
+	if err != nil {
+		src = nil // no compiled form: checked with the basic terms below
+	}
+	var c *compiledDataSchema
+	if cache != nil {
+		cache.mu.Lock()
+		c = cache.m[key]
+		cache.mu.Unlock()
+	}
+	if c == nil || !bytes.Equal(c.src, src) {
+		c = &compiledDataSchema{src: src, schema: compileDataSchema(src)}
+		if c.schema == nil {
+			c.schema = compileDataSchema(mustJSON(basicTerms(s, 0)))
+		}
+		if cache != nil {
+			cache.mu.Lock()
+			if cache.m == nil {
+				cache.m = make(map[string]*compiledDataSchema)
+			}
+			cache.m[key] = c
+			cache.mu.Unlock()
+		}
+	}
+	if c.schema == nil {
+		return nil // cannot happen: basicTerms keeps only what draft-07 accepts
+	}
+	err = c.schema.Validate(schemaValue(v))
+	if err == nil {
 		return nil
+	}
+	var fields []FieldError
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		var issues []schemaIssue
+		collectSchemaErrors(ve, &issues)
+		for _, i := range issues {
+			if len(fields) == maxDataSchemaErrors {
+				break
+			}
+			// The mapping is shared with TD validation; here the schema is
+			// the affordance's.
+			i.Description = strings.Replace(i.Description, "the TD 1.1 JSON Schema allows", "the data schema allows", 1)
+			fields = append(fields, i.FieldError)
+		}
+	}
+	if len(fields) == 0 {
+		fields = []FieldError{{Field: "", Description: "does not match the data schema"}}
 	}
 	return &Error{Code: EINVALID, Message: "the input does not match the affordance's data schema", Fields: fields}
 }
 
-// maxSchemaDepth bounds recursion through nested schemas.
-const maxSchemaDepth = 32
+// compileDataSchema compiles a TD data schema as a draft-07 JSON Schema:
+// TD 1.1 §5.3.2 takes its terms from JSON Schema, and in draft-07 an
+// "items" array is a tuple, as in TD (draft 2020-12 renamed it
+// prefixItems). TD-only terms (unit, readOnly, forms, …) are annotations to
+// the validator. Nothing is loaded from outside; nil if it does not compile.
+func compileDataSchema(src []byte) *jsonschema.Schema {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(src))
+	if err != nil {
+		return nil
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft7)
+	c.UseLoader(refuseLoader{})
+	if err := c.AddResource(dataSchemaURL, doc); err != nil {
+		return nil
+	}
+	s, err := c.Compile(dataSchemaURL)
+	if err != nil {
+		return nil
+	}
+	return s
+}
 
-func checkSchema(s map[string]any, v any, at string, out *[]FieldError, depth int) {
-	if depth > maxSchemaDepth || len(*out) >= 16 {
-		return
+// refuseLoader keeps a data schema's $ref from reaching the network or the
+// file system.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("hub: data schemas load nothing (%s)", url)
+}
+
+// schemaValue gives v in the number types the validator knows: big
+// integers (CBOR) become json.Number. Other values are returned as they are.
+func schemaValue(v any) any {
+	switch x := v.(type) {
+	case *big.Int:
+		return json.Number(x.String())
+	case []any:
+		for i, e := range x {
+			x[i] = schemaValue(e)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = schemaValue(e)
+		}
 	}
-	fail := func(format string, args ...any) {
-		*out = append(*out, FieldError{Field: at, Description: fmt.Sprintf(format, args...)})
+	return v
+}
+
+// checkInput checks a written value or an action's input against the data
+// schema the TD gives for it (a property's own schema, an action's
+// "input"), so that no consumer, whatever its transport, reaches an agent
+// with a value the TD rules out.
+func checkInput(in Interaction) error {
+	var schema map[string]any
+	var key string
+	switch in.Op {
+	case OpWriteProperty:
+		schema, key = in.Affordance, "properties/"+in.Name
+	case OpInvokeAction:
+		schema, _ = in.Affordance["input"].(map[string]any)
+		key = "actions/" + in.Name
 	}
-	if t, ok := s["type"].(string); ok && !schemaType(v, t) {
-		fail("must be of type %s", t)
-		return
+	if schema == nil || len(in.Input) == 0 {
+		return nil
 	}
-	if c, ok := s["const"]; ok && !sameValue(c, v) {
-		fail("must be the constant value")
+	v, err := DecodeValue(in.Input, in.ContentType)
+	if err != nil {
+		return err
+	}
+	var cache *dataSchemas
+	if in.Thing != nil && in.Thing.Summary != nil {
+		cache = in.Thing.Summary.schemas
+	}
+	return checkDataSchema(cache, key, schema, v)
+}
+
+// basicTerms is the part of the data schema s the hub checks when the
+// whole does not compile: type, const, enum, the numeric and length
+// bounds, items (one schema), properties, required and oneOf, each kept
+// only when its value is one draft-07 accepts, so the result always
+// compiles. Other terms, and terms below maxSchemaDepth, are left out, as a
+// consumer ignores what it does not know.
+func basicTerms(s map[string]any, depth int) map[string]any {
+	out := map[string]any{}
+	if depth > maxSchemaDepth {
+		return out
+	}
+	if t, ok := s["type"].(string); ok && slices.Contains(schemaTypes, t) {
+		out["type"] = t
+	}
+	if c, ok := s["const"]; ok {
+		out["const"] = c
 	}
 	if e, ok := s["enum"].([]any); ok {
-		found := false
-		for _, x := range e {
-			found = found || sameValue(x, v)
+		// draft-07 wants enum's values unique (by value: 1 and 1.0 are
+		// one) and at least one; as a choice of constants the same rule
+		// needs neither, and an empty enum allows nothing.
+		alts := make([]any, len(e))
+		for i, x := range e {
+			alts[i] = map[string]any{"const": x}
 		}
-		if !found {
-			fail("must be one of the enumerated values")
+		if len(alts) == 0 {
+			out["not"] = map[string]any{}
+		} else {
+			out["anyOf"] = alts
 		}
 	}
-	if alts, ok := s["oneOf"].([]any); ok && len(alts) > 0 {
-		matches := 0
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if _, ok := jsonx.Number(s[k]); ok {
+			out[k] = s[k]
+		}
+	}
+	for _, k := range []string{"minLength", "maxLength", "minItems", "maxItems"} {
+		if f, ok := jsonx.Number(s[k]); ok && f >= 0 && f == math.Trunc(f) && !math.IsInf(f, 0) {
+			out[k] = s[k]
+		}
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		out["items"] = basicTerms(items, depth+1)
+	}
+	if props, ok := s["properties"].(map[string]any); ok {
+		p := make(map[string]any, len(props))
+		for name, ps := range props {
+			if psm, ok := ps.(map[string]any); ok {
+				p[name] = basicTerms(psm, depth+1)
+			}
+		}
+		out["properties"] = p
+	}
+	if req, ok := s["required"].([]any); ok {
+		names := []any{}
+		for _, r := range req {
+			if n, ok := r.(string); ok && !slices.Contains(names, any(n)) {
+				names = append(names, n)
+			}
+		}
+		out["required"] = names
+	}
+	if alts, ok := s["oneOf"].([]any); ok {
+		var subs []any
 		for _, a := range alts {
 			if as, ok := a.(map[string]any); ok {
-				var sub []FieldError
-				checkSchema(as, v, at, &sub, depth+1)
-				if len(sub) == 0 {
-					matches++
-				}
+				subs = append(subs, basicTerms(as, depth+1))
 			}
 		}
-		if matches != 1 {
-			fail("must match exactly one schema of oneOf")
+		if len(subs) > 0 {
+			out["oneOf"] = subs
 		}
 	}
-	switch x := v.(type) {
-	case string:
-		n := float64(utf8.RuneCountInString(x))
-		if m, ok := number(s["minLength"]); ok && n < m {
-			fail("must have at least %v characters", m)
-		}
-		if m, ok := number(s["maxLength"]); ok && n > m {
-			fail("must have at most %v characters", m)
-		}
-	case []any:
-		n := float64(len(x))
-		if m, ok := number(s["minItems"]); ok && n < m {
-			fail("must have at least %v items", m)
-		}
-		if m, ok := number(s["maxItems"]); ok && n > m {
-			fail("must have at most %v items", m)
-		}
-		if items, ok := s["items"].(map[string]any); ok {
-			for i, e := range x {
-				checkSchema(items, e, at+"/"+strconv.Itoa(i), out, depth+1)
-			}
-		}
-	case map[string]any:
-		if req, ok := s["required"].([]any); ok {
-			for _, r := range req {
-				if name, ok := r.(string); ok {
-					if _, has := x[name]; !has {
-						*out = append(*out, FieldError{Field: pointerAppend(at, name), Description: "is required"})
-					}
-				}
-			}
-		}
-		if props, ok := s["properties"].(map[string]any); ok {
-			for name, ps := range props {
-				psm, ok := ps.(map[string]any)
-				e, has := x[name]
-				if ok && has {
-					checkSchema(psm, e, pointerAppend(at, name), out, depth+1)
-				}
-			}
-		}
-	default:
-		if f, ok := number(v); ok {
-			if m, ok := number(s["minimum"]); ok && f < m {
-				fail("must be at least %v", m)
-			}
-			if m, ok := number(s["maximum"]); ok && f > m {
-				fail("must be at most %v", m)
-			}
-			if m, ok := number(s["exclusiveMinimum"]); ok && f <= m {
-				fail("must be more than %v", m)
-			}
-			if m, ok := number(s["exclusiveMaximum"]); ok && f >= m {
-				fail("must be less than %v", m)
-			}
-		}
-	}
+	return out
 }
 
-// schemaType reports whether v is of the data schema type t; unknown types
-// pass.
-func schemaType(v any, t string) bool {
-	switch t {
-	case "object":
-		_, ok := v.(map[string]any)
-		return ok
-	case "array":
-		_, ok := v.([]any)
-		return ok
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "boolean":
-		_, ok := v.(bool)
-		return ok
-	case "null":
-		return v == nil
-	case "number":
-		_, ok := number(v)
-		return ok
-	case "integer":
-		switch v.(type) {
-		case int64, uint64, *big.Int:
-			return true
-		}
-		f, ok := number(v)
-		return ok && f == math.Trunc(f) && !math.IsInf(f, 0)
-	}
-	return true
-}
+// maxSchemaDepth bounds the recursion of basicTerms through nested schemas.
+const maxSchemaDepth = 32
 
-// number reads any numeric representation of the JSON data model.
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case *big.Int:
-		f, _ := new(big.Float).SetInt(x).Float64()
-		return f, true
-	}
-	return 0, false
-}
+// schemaTypes are the JSON Schema type names; another "type" is ignored.
+var schemaTypes = []string{"object", "array", "string", "boolean", "null", "number", "integer"}
 
-// sameValue compares two data-model values, numbers by value.
-func sameValue(a, b any) bool {
-	fa, aNum := number(a)
-	fb, bNum := number(b)
-	if aNum || bNum {
-		return aNum && bNum && fa == fb
-	}
-	switch x := a.(type) {
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !sameValue(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, e := range x {
-			if f, ok := y[k]; !ok || !sameValue(e, f) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
+// mustJSON encodes basic terms, which hold only decoded JSON values.
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
-// TestCheckValue checks values the way checkInput does (the JSON Schema
-// validator, see checkDataSchema).
-func TestCheckValue(t *testing.T) {
+// TestCheckDataSchema checks values the way checkInput does (the JSON
+// Schema validator, see checkDataSchema).
+func TestCheckDataSchema(t *testing.T) {
 	schema := func(s string) map[string]any {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(s), &m); err != nil {
@@ -71,6 +71,23 @@ func TestCheckValue(t *testing.T) {
 		// falls back to the basic terms.
 		{`{"type":"string","items":{"$ref":"https://example.invalid/x"}}`, `"x"`, true, ""},
 		{`{"type":"string","items":{"$ref":"https://example.invalid/x"}}`, `1`, false, ""},
+		// So does a pattern Go's regexp refuses; terms whose values draft-07
+		// rules out are left out of the basic terms, the others still hold.
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)y"}},"required":["a","a",1]}`, `{"a":"z"}`, true, ""},
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)y"}},"required":["a","a",1]}`, `{"a":1}`, false, "/a"},
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)y"}},"required":["a","a",1]}`, `{}`, false, ""},
+		{`{"type":"string","minLength":2.5,"maxLength":-1,"pattern":"(?<=x)y","enum":["ab","c"]}`, `"c"`, true, ""},
+		{`{"type":"string","minLength":2.5,"maxLength":-1,"pattern":"(?<=x)y","enum":["ab","c"]}`, `"d"`, false, ""},
+		{`{"type":"wat","pattern":"(?<=x)y","oneOf":[{"type":"string"},{"type":"number"},7]}`, `true`, false, ""},
+		{`{"type":"wat","pattern":"(?<=x)y","oneOf":[{"type":"string"},{"type":"number"},7]}`, `"s"`, true, ""},
+		{`{"type":"integer","pattern":"(?<=x)y","minimum":"0","maximum":10}`, `11`, false, ""},
+		{`{"type":"integer","pattern":"(?<=x)y","minimum":"0","maximum":10}`, `-1`, true, ""},
+		{`{"type":"object","pattern":"(?<=x)y","required":[1]}`, `[]`, false, ""},
+		{`{"enum":[],"pattern":"(?<=x)y"}`, `"x"`, false, ""},
+		{`{"enum":[1,1.0,"x"],"const":"x","pattern":"(?<=x)y"}`, `"x"`, true, ""},
+		{`{"enum":[1,1.0,"x"],"pattern":"(?<=x)y"}`, `1`, true, ""},
+		{`{"enum":[1,1.0,"x"],"pattern":"(?<=x)y"}`, `2`, false, ""},
+		{`{"type":"object","required":["a","a"],"pattern":"(?<=x)y"}`, `{}`, false, "/a"},
 	} {
 		err := checkDataSchema(nil, "", schema(tc.schema), value(tc.value))
 		if tc.ok {
@@ -169,4 +186,28 @@ func BenchmarkCheckInput(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzBasicTermsCompile: whatever data schema a TD holds, its basic terms
+// compile, so a value is never let through unchecked because the fallback
+// failed too.
+func FuzzBasicTermsCompile(f *testing.F) {
+	for _, s := range []string{`{"type":"wat","enum":[],"required":[1,"a","a"],"minLength":2.5}`,
+		`{"enum":[1,1.0],"oneOf":[],"items":{"maxItems":-1},"properties":{"a":{"minimum":"0"}}}`,
+		`{"type":"string","minLength":2.0,"maxLength":1e400,"const":{"a":[1]}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		doc, err := ParseDocument([]byte(`{"s":` + s + `}`))
+		if err != nil {
+			return
+		}
+		schema, ok := doc["s"].(map[string]any)
+		if !ok {
+			return
+		}
+		if compileDataSchema(mustJSON(basicTerms(schema, 0))) == nil {
+			t.Fatalf("basic terms of %s do not compile: %s", s, mustJSON(basicTerms(schema, 0)))
+		}
+	})
 }

@@ -1,11 +1,20 @@
-// Package hub is the domain of lmos-hub: the Thing Description model and its
-// validation, the Registry (TTL, search, change feed), admin tokens, the
-// interaction Router with JSON/CBOR transcoding, and the small interfaces
-// (Store, TokenStore, Transport, Publisher) that adapters
-// implement.
+// Package hub is the domain of lmos-hub, one file per concept: the Thing
+// and its metadata (thing.go), the change events and their feed
+// (event.go), the Store interface the registry persists through
+// (store.go), admin tokens (token.go), the Thing Description's validation
+// (validate.go, tdschema.go, depth.go) and enrichment (enrich*.go), the
+// Registry with its write loop, pages, preconditions, summaries and search
+// (registry*.go, page.go, precondition.go, summary.go, search*.go),
+// interactions (interaction.go: Op, Interaction, Result, Transport) and the
+// Router that checks them against the TD's data schemas (router.go,
+// dataschema.go) and the payloads' encoding (payload.go), and the hub's
+// errors and problems (errors.go, problem.go). The small interfaces the
+// adapters implement live next to what uses them (Store, TokenStore,
+// BrokerStore, CredentialStore, Transport, Publisher).
 //
-// It imports only the standard library, pure libraries and the wire
-// contract (package lmos: problems, topic keys, media types, CBOR limits);
-// it does not import net/http. Adapters (store, web, mqtt, mdns, sync)
+// It imports only the standard library, pure libraries, the wire contract
+// (package lmos: problems, topic keys, media types, CBOR limits) and the
+// JSON and JSON/CBOR utilities of internal/jsonx and internal/codec; it
+// does not import net or net/http. Adapters (store, web, mqtt, mdns)
 // import hub and never each other.
 package hub

@@ -1,11 +1,11 @@
 package hub
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"sync"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 )
 
 // AppendEnrichedJSON appends the enriched TD of t as JSON to dst, built from
@@ -14,7 +14,7 @@ import (
 // are encoded. This is what GET /things serves; it costs a fraction of
 // marshalling the parsed document.
 func (t *Thing) AppendEnrichedJSON(dst, raw []byte, now time.Time) []byte {
-	members, err := topLevelMembers(raw)
+	members, err := jsonx.Members(raw)
 	if err != nil {
 		// Stored documents were parsed when accepted; should one not scan,
 		// the parsed form still gives a correct answer.
@@ -34,9 +34,9 @@ func (t *Thing) AppendEnrichedJSON(dst, raw []byte, now time.Time) []byte {
 		first = false
 	}
 	for _, m := range members {
-		switch string(m.key) { // no allocation: the compiler compares in place
+		switch string(m.Key) { // no allocation: the compiler compares in place
 		case "@context":
-			b, ok := enrichedContextJSON(raw[m.valueStart:m.end])
+			b, ok := enrichedContextJSON(raw[m.ValueStart:m.End])
 			if !ok {
 				continue
 			}
@@ -47,7 +47,7 @@ func (t *Thing) AppendEnrichedJSON(dst, raw []byte, now time.Time) []byte {
 			// The hub's say replaces the client's.
 		default:
 			sep()
-			dst = appendCompact(dst, raw[m.start:m.end])
+			dst = jsonx.AppendCompact(dst, raw[m.Start:m.End])
 		}
 	}
 	b, _ := json.Marshal(t.enrichment(now))
@@ -138,147 +138,4 @@ func (t *Thing) enrichment(now time.Time) enrichmentJSON {
 		e.Registration.TTL = json.Number(jsonInt(t.Meta.TTL))
 	}
 	return e
-}
-
-type jsonMember struct {
-	key        []byte
-	start      int // the opening quote of the key
-	valueStart int
-	end        int // just after the value
-}
-
-var errScan = errors.New("not a JSON object")
-
-// topLevelMembers finds the members of the JSON object raw without
-// decoding their values.
-func topLevelMembers(raw []byte) ([]jsonMember, error) {
-	i := skipWS(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, errScan
-	}
-	i = skipWS(raw, i+1)
-	if i < len(raw) && raw[i] == '}' {
-		return nil, nil
-	}
-	var out []jsonMember
-	for {
-		if i >= len(raw) || raw[i] != '"' {
-			return nil, errScan
-		}
-		ks := i
-		ke, ok := skipString(raw, i)
-		if !ok {
-			return nil, errScan
-		}
-		// Only a few key names matter to callers; copying every key into a
-		// string would be most of the scan's cost, so keys stay bytes.
-		key := raw[ks+1 : ke-1]
-		if bytes.IndexByte(key, '\\') >= 0 { // escaped key: let encoding/json decode it
-			var k string
-			if json.Unmarshal(raw[ks:ke], &k) != nil {
-				return nil, errScan
-			}
-			key = []byte(k)
-		}
-		i = skipWS(raw, ke)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, errScan
-		}
-		vs := skipWS(raw, i+1)
-		ve, ok := skipValue(raw, vs)
-		if !ok {
-			return nil, errScan
-		}
-		out = append(out, jsonMember{key: key, start: ks, valueStart: vs, end: ve})
-		i = skipWS(raw, ve)
-		if i >= len(raw) {
-			return nil, errScan
-		}
-		switch raw[i] {
-		case ',':
-			i = skipWS(raw, i+1)
-		case '}':
-			return out, nil
-		default:
-			return nil, errScan
-		}
-	}
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] == '"'.
-func skipString(b []byte, i int) (int, bool) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
-		}
-	}
-	return 0, false
-}
-
-// skipValue returns the index after the JSON value starting at b[i].
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, ok := skipString(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-			j++
-		}
-		return j, j > i
-	}
-}
-
-// appendCompact appends src without whitespace outside strings.
-func appendCompact(dst, src []byte) []byte {
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '"':
-			end, ok := skipString(src, i)
-			if !ok {
-				return append(dst, src[i:]...)
-			}
-			dst = append(dst, src[i:end]...)
-			i = end - 1
-			continue
-		}
-		dst = append(dst, c)
-	}
-	return dst
 }

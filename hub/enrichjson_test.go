@@ -3,11 +3,11 @@ package hub
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
 
 func decodeNumbers(t *testing.T, b []byte) any {
@@ -50,15 +50,11 @@ func checkSplice(t *testing.T, raw []byte) {
 }
 
 func TestEnrichedJSONSamples(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/tds/*.json")
-	if len(files) == 0 {
-		t.Fatal("no sample TDs in ../testdata/tds")
+	samples, err := tdgen.Samples("../testdata/tds")
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("no sample TDs in ../testdata/tds: %v", err)
 	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for f, raw := range samples {
 		checkSplice(t, raw)
 		// Member order is the submitted one: @type stays before id.
 		out := (&Thing{Meta: testMeta()}).AppendEnrichedJSON(nil, raw, time.Now())
@@ -69,11 +65,9 @@ func TestEnrichedJSONSamples(t *testing.T) {
 }
 
 func FuzzEnrichedJSON(f *testing.F) {
-	files, _ := filepath.Glob("../testdata/tds/*.json")
-	for _, p := range files {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
+	samples, _ := tdgen.Samples("../testdata/tds")
+	for _, b := range samples {
+		f.Add(b)
 	}
 	for _, s := range []string{`{}`, `{"@context":"https://www.w3.org/2022/wot/td/v1.1"}`,
 		`{"\u0040context":["a",{"x":"y"}],"registration":{"ttl":5},"lmos:verified":"did:x","a":[1.0,"}",{"b":"\"{"}]}`,

@@ -6,12 +6,6 @@ import (
 	"time"
 )
 
-// ErrStale is returned by a Store's ThingsRawAt when the store no longer
-// holds the state the caller read: a newer batch has been committed (a
-// reader can see it in the store just before the registry installs it in
-// its index; Page.Installed says when that happened).
-var ErrStale = errors.New("the collection changed since the page was read")
-
 // Page is one consistent read of the collection: the Things of one
 // installed revision, filtered by expiry at one instant, with the tag
 // that names exactly that state.

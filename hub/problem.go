@@ -3,9 +3,11 @@ package hub
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -42,7 +44,8 @@ func PeerProblem(obj map[string]any) lmos.Problem {
 	case string:
 		p.Status, _ = strconv.Atoi(s)
 	default:
-		if f, ok := number(s); ok {
+		// A status beyond any int (1e400 reads as +Inf) is no status.
+		if f, ok := jsonx.Number(s); ok && !math.IsInf(f, 0) {
 			p.Status = int(f)
 		}
 	}

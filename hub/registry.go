@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 	"github.com/google/uuid"
 )
 
@@ -40,15 +41,6 @@ type RegistryOptions struct {
 	SubscriberBuffer int
 	// Search bounds each search's cost (zero values take the defaults).
 	Search SearchLimits
-}
-
-// Thing is a read-only snapshot of a registered Thing. Summary is shared
-// with the registry and must not be modified; the document itself is read
-// from the store when needed (Registry.Raw, Registry.Document).
-type Thing struct {
-	ID      string
-	Summary *Summary
-	Meta    ThingMeta
 }
 
 // Registry holds the registered Things in memory (their metadata and a
@@ -668,8 +660,8 @@ func registrationOf(doc map[string]any, now time.Time) (ttl int64, expires time.
 	if reg == nil {
 		return 0, time.Time{}
 	}
-	if n, ok := reg["ttl"].(json.Number); ok {
-		if f, err := n.Float64(); err == nil && f > 0 {
+	if f, ok := jsonx.Number(reg["ttl"]); ok {
+		if f > 0 && !math.IsInf(f, 0) {
 			ttl = int64(math.Ceil(f)) // whole seconds, rounded up; Validate bounds f
 			return ttl, now.Add(time.Duration(ttl) * time.Second)
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 )
 
 // loop is the only writer. Taking every queued op into one batch turns N
@@ -304,7 +306,7 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		if err != nil {
 			return ev, rec, false, opResult{err: err}
 		}
-		merged, ok := MergePatch(oldDoc, o.patch).(map[string]any)
+		merged, ok := jsonx.MergePatch(oldDoc, o.patch).(map[string]any)
 		if !ok {
 			return ev, rec, false, opResult{err: Errorf(EINVALID, "the patch must leave a JSON object")}
 		}
@@ -344,7 +346,7 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 	if err != nil {
 		return ev, rec, false, opResult{err: err}
 	}
-	patch := CreateMergePatch(oldDoc, o.doc)
+	patch := jsonx.CreateMergePatch(oldDoc, o.doc)
 	patch["id"] = o.id
 	pb, err := json.Marshal(patch)
 	if err != nil {

@@ -539,8 +539,4 @@ func hasType(types []string, want string) bool {
 	return false
 }
 
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
 func itoa(i int) string { return jsonInt(int64(i)) }

@@ -1,65 +1,12 @@
 package hub
 
-import (
-	"encoding/json"
-	"time"
-)
+import "errors"
 
-// Source says where a Thing's description came from (lmos:origin.source).
-type Source string
-
-// Sources of a description.
-const (
-	SourceHTTP   Source = "http"
-	SourceMQTT   Source = "mqtt"
-	SourceWS     Source = "ws"
-	SourceMDNS   Source = "mdns"
-	SourceRemote Source = "remote"
-)
-
-// Origin is the hub extension lmos:origin.
-type Origin struct {
-	Source Source `json:"source"`
-	Hub    string `json:"hub,omitempty"`
-	// Addr is the address of an anonymous writer ("" when the writer
-	// was authenticated: an admin token, a Thing's own credentials). It
-	// counts against registry.maxThingsPerSource and is never shown.
-	Addr string `json:"-"`
-}
-
-// Presence status values.
-const (
-	PresenceOnline  = "online"
-	PresenceOffline = "offline"
-	PresenceUnknown = "unknown"
-)
-
-// Presence is the hub extension lmos:presence.
-type Presence struct {
-	Status string    `json:"status"`
-	Since  time.Time `json:"since"`
-	Via    Source    `json:"via,omitempty"`
-}
-
-// ThingMeta is what the hub knows about a Thing besides its document.
-type ThingMeta struct {
-	Created  time.Time `json:"created"`
-	Modified time.Time `json:"modified"`
-	// Expires is zero when the registration never expires.
-	Expires time.Time `json:"expires,omitzero"`
-	// TTL in seconds from registration.ttl; 0 when none was given.
-	TTL      int64    `json:"ttl,omitempty"`
-	Origin   Origin   `json:"origin"`
-	Presence Presence `json:"presence"`
-	// Verified is the DID whose proof verified, if any.
-	Verified string `json:"verified,omitempty"`
-	// Size is the stored document's length in bytes (registry.maxBytes).
-	Size int64 `json:"size,omitempty"`
-	// Anon is the address that wrote the Thing anonymously, "" when an
-	// authenticated writer did (registry.maxThingsPerSource). Stored, so
-	// the count per source survives restarts.
-	Anon string `json:"anon,omitempty"`
-}
+// ErrStale is returned by a Store's ThingsRawAt when the store no longer
+// holds the state the caller read: a newer batch has been committed (a
+// reader can see it in the store just before the registry installs it in
+// its index; Page.Installed says when that happened).
+var ErrStale = errors.New("the collection changed since the page was read")
 
 // ThingRecord is one stored Thing: the submitted bytes, kept exactly, the
 // hub's metadata, and the encoded Summary of the document (EncodeSummary;
@@ -70,42 +17,6 @@ type ThingRecord struct {
 	Raw     []byte
 	Meta    ThingMeta
 	Summary []byte
-}
-
-// EventType names a change-feed event, as the W3C WoT Discovery SSE API does.
-type EventType string
-
-// Registry change events.
-const (
-	EventCreated EventType = "thing_created"
-	EventUpdated EventType = "thing_updated"
-	EventDeleted EventType = "thing_deleted"
-	// EventPresence reports a change of lmos:presence. It is a hub event
-	// (/api/events, lmos/v1/hub/events), not a W3C WoT Discovery one.
-	EventPresence EventType = "presence"
-)
-
-// IsDirectoryEvent reports whether t is one of the W3C WoT Discovery
-// directory events.
-func (t EventType) IsDirectoryEvent() bool {
-	return t == EventCreated || t == EventUpdated || t == EventDeleted
-}
-
-// Event is one entry of the change feed. Seq increases by one per event and
-// never repeats, across restarts too.
-type Event struct {
-	Seq  uint64    `json:"seq"`
-	Type EventType `json:"type"`
-	ID   string    `json:"id"`
-	Time time.Time `json:"time"`
-	// TD is the submitted document of a created Thing (for diff=true). Only
-	// live events carry it; the event log does not store it.
-	TD json.RawMessage `json:"td,omitempty"`
-	// Patch is the RFC 7396 merge patch from the old to the new document of
-	// an updated Thing, including "id" (for diff=true).
-	Patch json.RawMessage `json:"patch,omitempty"`
-	// Presence is the new lmos:presence of a presence event.
-	Presence *Presence `json:"presence,omitempty"`
 }
 
 // Batch is a set of changes committed in one durable transaction.
@@ -151,24 +62,4 @@ type Store interface {
 	LastSeq() (uint64, error)
 	// EventsAfter calls fn for each logged event with Seq > seq, in order.
 	EventsAfter(seq uint64, fn func(Event) error) error
-}
-
-// Token is an admin bearer token as stored: never the secret, only its hash.
-type Token struct {
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Hash    string    `json:"hash"` // hex SHA-256 of the secret
-	Created time.Time `json:"created"`
-	// Revoked is zero while the token is valid.
-	Revoked time.Time `json:"revoked,omitzero"`
-}
-
-// TokenStore keeps admin tokens.
-type TokenStore interface {
-	// PutToken stores t (insert or replace by ID).
-	PutToken(t Token) error
-	// TokenByHash finds a token by the hash of its secret, or ENOTFOUND.
-	TokenByHash(hash string) (Token, error)
-	// Tokens lists every token (revoked ones included), oldest first.
-	Tokens() ([]Token, error)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"strings"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 )
 
 // Summary is what the registry keeps in memory about a Thing's document
@@ -281,7 +283,7 @@ func (s *Summary) fieldPointer(kind byte, a, c int) string {
 	case fieldDescription:
 		return "/description"
 	case fieldAffordanceName, fieldAffordanceTitle, fieldAffordanceDescription:
-		p := "/" + affordanceMembers[a] + "/" + escapePointer(s.names[a][c])
+		p := "/" + affordanceMembers[a] + "/" + jsonx.EscapePointer(s.names[a][c])
 		switch kind {
 		case fieldAffordanceTitle:
 			p += "/title"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -106,7 +107,7 @@ func collectSchemaErrors(e *jsonschema.ValidationError, out *[]schemaIssue) {
 		// A missing member is reported where it should be, as Validate's
 		// own rules do ("/title": "is required").
 		for _, m := range k.Missing {
-			*out = append(*out, schemaIssue{FieldError: FieldError{Field: pointerAppend(here, m), Description: "is required"}})
+			*out = append(*out, schemaIssue{FieldError: FieldError{Field: jsonx.PointerAppend(here, m), Description: "is required"}})
 		}
 		return
 	case *kind.Const, *kind.Enum, *kind.Type, *kind.Pattern:
@@ -224,7 +225,7 @@ func noneMatches(field string, branches [][]schemaIssue, which func(schemaIssue)
 func schemaPointer(loc []string) string {
 	p := ""
 	for _, t := range loc {
-		p = pointerAppend(p, t)
+		p = jsonx.PointerAppend(p, t)
 	}
 	return p
 }

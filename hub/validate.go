@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 )
 
 // maxIDBytes is the longest Thing id accepted (PROTOCOL §1).
@@ -48,7 +50,7 @@ func ParseDocument(raw []byte) (map[string]any, error) {
 	if !ok {
 		return nil, notObjectError(errNotObject, v)
 	}
-	if ptr, dup := duplicateMember(raw); dup {
+	if ptr, dup := jsonx.DuplicateMember(raw); dup {
 		return nil, &Error{Code: EINVALID, Message: "invalid JSON: a member name occurs twice in one object",
 			Fields: []FieldError{{Field: ptr, Description: "occurs more than once in its object"}}}
 	}
@@ -212,19 +214,6 @@ func (v *tdValidator) add(field, desc string) {
 	v.fields = append(v.fields, FieldError{Field: field, Description: desc})
 }
 
-// pointerAppend appends one reference token to a JSON pointer (RFC 6901 §3 escaping).
-func pointerAppend(base, token string) string {
-	if strings.ContainsAny(token, "~/") {
-		token = strings.ReplaceAll(token, "~", "~0")
-		token = strings.ReplaceAll(token, "/", "~1")
-	}
-	return base + "/" + token
-}
-
-func pointerIndex(base string, i int) string {
-	return base + "/" + strconv.Itoa(i)
-}
-
 func isTDContextURI(v any) bool {
 	s, ok := v.(string)
 	return ok && (s == ContextTD11 || s == ContextTD10)
@@ -254,7 +243,7 @@ func (v *tdValidator) context(doc map[string]any) {
 			switch c[i].(type) {
 			case string, map[string]any:
 			default:
-				v.add(pointerIndex("/@context", i), "must be a string or an object")
+				v.add(jsonx.PointerIndex("/@context", i), "must be a string or an object")
 			}
 		}
 	default:
@@ -272,7 +261,7 @@ func (v *tdValidator) types(doc map[string]any) {
 	case []any:
 		for i, e := range t {
 			if _, isStr := e.(string); !isStr {
-				v.add(pointerIndex("/@type", i), "must be a string")
+				v.add(jsonx.PointerIndex("/@type", i), "must be a string")
 			}
 		}
 	default:
@@ -282,7 +271,7 @@ func (v *tdValidator) types(doc map[string]any) {
 
 // requiredString checks obj[key] (obj at pointer base) is a non-empty string.
 func (v *tdValidator) requiredString(obj map[string]any, base, key string) {
-	p := pointerAppend(base, key)
+	p := jsonx.PointerAppend(base, key)
 	val, ok := obj[key]
 	if !ok {
 		v.add(p, "is required")
@@ -300,7 +289,7 @@ func (v *tdValidator) requiredString(obj map[string]any, base, key string) {
 func (v *tdValidator) optionalString(obj map[string]any, base, key string) {
 	if val, ok := obj[key]; ok {
 		if _, isStr := val.(string); !isStr {
-			v.add(pointerAppend(base, key), "must be a string")
+			v.add(jsonx.PointerAppend(base, key), "must be a string")
 		}
 	}
 }
@@ -311,7 +300,7 @@ func (v *tdValidator) stringMap(doc map[string]any, key string) {
 	if !ok {
 		return
 	}
-	p := pointerAppend("", key)
+	p := jsonx.PointerAppend("", key)
 	m, isObj := val.(map[string]any)
 	if !isObj {
 		v.add(p, "must be an object")
@@ -319,7 +308,7 @@ func (v *tdValidator) stringMap(doc map[string]any, key string) {
 	}
 	for lang, s := range m {
 		if _, isStr := s.(string); !isStr {
-			v.add(pointerAppend(p, lang), "must be a string")
+			v.add(jsonx.PointerAppend(p, lang), "must be a string")
 		}
 	}
 }
@@ -342,7 +331,7 @@ func (v *tdValidator) security(doc map[string]any) {
 			v.add("/securityDefinitions", "must define at least one security scheme")
 		}
 		for name, def := range m {
-			p := pointerAppend("/securityDefinitions", name)
+			p := jsonx.PointerAppend("/securityDefinitions", name)
 			d, isObj := def.(map[string]any)
 			if !isObj {
 				v.add(p, "must be an object")
@@ -378,7 +367,7 @@ func (v *tdValidator) security(doc map[string]any) {
 			v.add("/security", "must name at least one security definition")
 		}
 		for i, name := range sec {
-			checkName(pointerIndex("/security", i), name)
+			checkName(jsonx.PointerIndex("/security", i), name)
 		}
 	default:
 		v.add("/security", "must be a string or an array of strings")
@@ -392,20 +381,20 @@ func (v *tdValidator) affordances(doc map[string]any, kind string) {
 	if !ok {
 		return
 	}
-	p := pointerAppend("", kind)
+	p := jsonx.PointerAppend("", kind)
 	m, isObj := val.(map[string]any)
 	if !isObj {
 		v.add(p, "must be an object")
 		return
 	}
 	for name, aff := range m {
-		ap := pointerAppend(p, name)
+		ap := jsonx.PointerAppend(p, name)
 		a, isObj := aff.(map[string]any)
 		if !isObj {
 			v.add(ap, "must be an object")
 			continue
 		}
-		fp := pointerAppend(ap, "forms")
+		fp := jsonx.PointerAppend(ap, "forms")
 		forms, ok := a["forms"]
 		if !ok {
 			v.add(fp, "is required")
@@ -429,7 +418,7 @@ func (v *tdValidator) hrefList(doc map[string]any, key string) {
 	if !ok {
 		return
 	}
-	p := pointerAppend("", key)
+	p := jsonx.PointerAppend("", key)
 	arr, isArr := val.([]any)
 	if !isArr {
 		v.add(p, "must be an array")
@@ -442,7 +431,7 @@ func (v *tdValidator) hrefList(doc map[string]any, key string) {
 // with a non-empty string href (an empty href points nowhere useful).
 func (v *tdValidator) hrefEntries(base string, arr []any) {
 	for i, e := range arr {
-		ep := pointerIndex(base, i)
+		ep := jsonx.PointerIndex(base, i)
 		obj, isObj := e.(map[string]any)
 		if !isObj {
 			v.add(ep, "must be an object")
@@ -469,7 +458,7 @@ func (v *tdValidator) registration(doc map[string]any) {
 		return
 	}
 	if ttl, ok := reg["ttl"]; ok {
-		if n, isNum := jsonNumberValue(ttl); !isNum {
+		if n, isNum := jsonx.Number(ttl); !isNum {
 			v.add("/registration/ttl", "must be a number")
 		} else if n <= 0 {
 			// A TTL of 0 would expire the Thing before anyone could read it;
@@ -517,27 +506,4 @@ func ParseDateTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("not an RFC 3339 date-time: %w", err)
 	}
 	return t, nil
-}
-
-// jsonNumberValue returns the value of a JSON number, accepting float64 as well as
-// json.Number so documents decoded without UseNumber validate the same.
-// Numbers too large for float64 come back as ±Inf, which still has the
-// right sign.
-func jsonNumberValue(val any) (float64, bool) {
-	switch n := val.(type) {
-	case json.Number:
-		f, err := strconv.ParseFloat(string(n), 64)
-		if err != nil {
-			var ne *strconv.NumError
-			if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
-				return f, true
-			}
-			return 0, false
-		}
-		return f, true
-	case float64:
-		return n, true
-	default:
-		return 0, false
-	}
 }

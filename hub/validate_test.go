@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -353,19 +354,17 @@ func TestValidateDoesNotMutate(t *testing.T) {
 
 func readSampleTDs(t testing.TB) map[string][]byte {
 	t.Helper()
-	files := sampleTDFiles()
-	if len(files) == 0 {
-		t.Skipf("no sample TDs in %v", sampleTDDirs)
-	}
-	out := map[string][]byte{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, dir := range sampleTDDirs {
+		samples, err := tdgen.Samples(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[filepath.Base(f)] = b
+		if len(samples) > 0 {
+			return samples
+		}
 	}
-	return out
+	t.Skipf("no sample TDs in %v", sampleTDDirs)
+	return nil
 }
 
 func TestValidateSampleTDs(t *testing.T) {
@@ -648,5 +647,14 @@ func checkValidDoc(t *testing.T, doc map[string]any) {
 				}
 			}
 		}
+	}
+}
+
+// TestParseDocumentRefusesDuplicateMember: a duplicate member name is
+// refused with its pointer (the scan itself is tested in internal/jsonx).
+func TestParseDocumentRefusesDuplicateMember(t *testing.T) {
+	_, err := ParseDocument([]byte(`{"id":"urn:a","title":"t","id":"urn:b"}`))
+	if ErrorCode(err) != EINVALID || len(ErrorFields(err)) != 1 || ErrorFields(err)[0].Field != "/id" {
+		t.Errorf("ParseDocument with a duplicate id: %v %v", err, ErrorFields(err))
 	}
 }

@@ -5,6 +5,8 @@ package tdgen
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/uuid"
@@ -83,4 +85,23 @@ func Generate(n int) []TD {
 		tds[i] = TD{ID: id, Title: title, Raw: []byte(raw)}
 	}
 	return tds
+}
+
+// Samples reads the sample Thing Descriptions of dir (the repository's
+// testdata/tds), keyed by file name; tests in every package read them the
+// same way. An empty map with no error means dir holds none.
+func Samples(dir string) (map[string][]byte, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out[filepath.Base(f)] = b
+	}
+	return out, nil
 }

@@ -1,5 +1,46 @@
 package hub
 
+import (
+	"encoding/json"
+	"time"
+)
+
+// EventType names a change-feed event, as the W3C WoT Discovery SSE API does.
+type EventType string
+
+// Registry change events.
+const (
+	EventCreated EventType = "thing_created"
+	EventUpdated EventType = "thing_updated"
+	EventDeleted EventType = "thing_deleted"
+	// EventPresence reports a change of lmos:presence. It is a hub event
+	// (/api/events, lmos/v1/hub/events), not a W3C WoT Discovery one.
+	EventPresence EventType = "presence"
+)
+
+// IsDirectoryEvent reports whether t is one of the W3C WoT Discovery
+// directory events.
+func (t EventType) IsDirectoryEvent() bool {
+	return t == EventCreated || t == EventUpdated || t == EventDeleted
+}
+
+// Event is one entry of the change feed. Seq increases by one per event and
+// never repeats, across restarts too.
+type Event struct {
+	Seq  uint64    `json:"seq"`
+	Type EventType `json:"type"`
+	ID   string    `json:"id"`
+	Time time.Time `json:"time"`
+	// TD is the submitted document of a created Thing (for diff=true). Only
+	// live events carry it; the event log does not store it.
+	TD json.RawMessage `json:"td,omitempty"`
+	// Patch is the RFC 7396 merge patch from the old to the new document of
+	// an updated Thing, including "id" (for diff=true).
+	Patch json.RawMessage `json:"patch,omitempty"`
+	// Presence is the new lmos:presence of a presence event.
+	Presence *Presence `json:"presence,omitempty"`
+}
+
 // Subscription receives change-feed events in sequence order. C is closed
 // when the subscription ends: by Cancel, by Registry.Close, or because the
 // subscriber fell SubscriberBuffer events behind (Dropped then reports true;

@@ -1,9 +1,4 @@
-package hub
-
-import (
-	"encoding/json"
-	"reflect"
-)
+package jsonx
 
 // MergePatch applies an RFC 7396 JSON merge patch to target and returns the result. It never mutates target
 // or patch (copy what you change). If patch is not an object the result is patch itself.
@@ -67,57 +62,9 @@ func CreateMergePatch(from, to map[string]any) map[string]any {
 			// Merging an object into a non-object starts from {}, so the
 			// full object (minus its nulls) is the patch, even when empty.
 			patch[k] = CreateMergePatch(nil, tm)
-		case !inFrom || !jsonEqual(fv, tv):
+		case !inFrom || !Equal(fv, tv):
 			patch[k] = tv
 		}
 	}
 	return patch
-}
-
-// jsonEqual compares two decoded JSON values. json.Number compares by text,
-// so a number rewritten in another form (1 → 1.0) counts as a change and the
-// patch carries the new text.
-func jsonEqual(a, b any) bool {
-	switch a := a.(type) {
-	case nil:
-		return b == nil
-	case string:
-		bs, ok := b.(string)
-		return ok && a == bs
-	case bool:
-		bb, ok := b.(bool)
-		return ok && a == bb
-	case json.Number:
-		bn, ok := b.(json.Number)
-		return ok && a == bn
-	case float64:
-		bf, ok := b.(float64)
-		return ok && a == bf
-	case map[string]any:
-		bm, ok := b.(map[string]any)
-		if !ok || len(a) != len(bm) {
-			return false
-		}
-		for k, av := range a {
-			bv, ok := bm[k]
-			if !ok || !jsonEqual(av, bv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		bs, ok := b.([]any)
-		if !ok || len(a) != len(bs) {
-			return false
-		}
-		for i := range a {
-			if !jsonEqual(a[i], bs[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		// Values built by hand rather than decoded (ints, typed slices…).
-		return reflect.DeepEqual(a, b)
-	}
 }

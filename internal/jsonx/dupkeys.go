@@ -1,25 +1,26 @@
-package hub
+package jsonx
 
 import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 )
 
-// duplicateMember returns the JSON pointer of the first member name that
+// DuplicateMember returns the JSON pointer of the first member name that
 // occurs twice in one object of raw, which must be valid JSON. Parsers
 // disagree on which duplicate wins, so a document that has them could be
 // validated as one thing and read by a consumer as another.
-func duplicateMember(raw []byte) (string, bool) {
+func DuplicateMember(raw []byte) (string, bool) {
 	var path []string // member names and indexes down to the duplicate
-	if _, dup := scanDupes(raw, skipWS(raw, 0), &path); !dup {
+	if _, dup := scanDupes(raw, SkipWS(raw, 0), &path); !dup {
 		return "", false
 	}
 	var b strings.Builder
 	for i := len(path) - 1; i >= 0; i-- { // path is collected innermost first
 		b.WriteByte('/')
-		b.WriteString(escapePointer(path[i]))
+		b.WriteString(EscapePointer(path[i]))
 	}
 	return b.String(), true
 }
@@ -35,13 +36,13 @@ func scanDupes(b []byte, i int, path *[]string) (int, bool) {
 		// (a hostile 1 MB object has ~100k members).
 		var seen [][]byte
 		var set map[string]struct{}
-		i = skipWS(b, i+1)
+		i = SkipWS(b, i+1)
 		if b[i] == '}' {
 			return i + 1, false
 		}
 		for {
 			ks := i
-			ke, _ := skipString(b, ks)
+			ke, _ := SkipString(b, ks)
 			key := b[ks+1 : ke-1]
 			if bytes.IndexByte(key, '\\') >= 0 {
 				var k string
@@ -52,38 +53,38 @@ func scanDupes(b []byte, i int, path *[]string) (int, bool) {
 				*path = append(*path, string(key))
 				return 0, true
 			}
-			i = skipWS(b, ke)
-			i = skipWS(b, i+1) // past ':'
+			i = SkipWS(b, ke)
+			i = SkipWS(b, i+1) // past ':'
 			end, dup := scanDupes(b, i, path)
 			if dup {
 				*path = append(*path, string(key))
 				return 0, true
 			}
-			i = skipWS(b, end)
+			i = SkipWS(b, end)
 			if b[i] == '}' {
 				return i + 1, false
 			}
-			i = skipWS(b, i+1) // past ','
+			i = SkipWS(b, i+1) // past ','
 		}
 	case '[':
-		i = skipWS(b, i+1)
+		i = SkipWS(b, i+1)
 		if b[i] == ']' {
 			return i + 1, false
 		}
 		for n := 0; ; n++ {
 			end, dup := scanDupes(b, i, path)
 			if dup {
-				*path = append(*path, itoa(n))
+				*path = append(*path, strconv.Itoa(n))
 				return 0, true
 			}
-			i = skipWS(b, end)
+			i = SkipWS(b, end)
 			if b[i] == ']' {
 				return i + 1, false
 			}
-			i = skipWS(b, i+1)
+			i = SkipWS(b, i+1)
 		}
 	default:
-		end, _ := skipValue(b, i)
+		end, _ := SkipValue(b, i)
 		return end, false
 	}
 }

@@ -1,12 +1,19 @@
-package hub
+// Package codec turns payloads between JSON and CBOR for the hub's
+// interactions (PROTOCOL §4.2): it decodes either into the JSON data model,
+// encodes that model as either, and transcodes, with the wire's CBOR limits
+// (package lmos) and a nesting bound on JSON. It knows nothing of Things;
+// the hub maps its errors to problems.
+package codec
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/big"
 	"strings"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/fxamacker/cbor/v2"
 )
@@ -21,28 +28,60 @@ var cborOut = func() cbor.EncMode {
 	return em
 }()
 
-// DecodeValue decodes a JSON or CBOR payload (per contentType) into a JSON
-// data-model value, with the CBOR limits above. Errors are EINVALID.
-func DecodeValue(data []byte, contentType string) (any, error) {
+// Error is a payload the codec refuses. Message is safe to show to a
+// client; Err is the cause for logs, if any.
+type Error struct {
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Message
+	}
+	return e.Message + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(format string, args ...any) *Error {
+	return &Error{Message: fmt.Sprintf(format, args...)}
+}
+
+// DepthError is a JSON payload nested deeper than the limit Decode was
+// given; Pointer names the first container that is too deep.
+type DepthError struct {
+	Pointer string
+	Limit   int
+}
+
+func (e *DepthError) Error() string {
+	return fmt.Sprintf("the payload nests deeper than %d levels at %q", e.Limit, e.Pointer)
+}
+
+// Decode decodes a JSON or CBOR payload (per contentType) into a JSON
+// data-model value: CBOR with the wire's limits, JSON nested at most
+// maxDepth levels. Errors are *Error or *DepthError.
+func Decode(data []byte, contentType string, maxDepth int) (any, error) {
 	var v any
 	if lmos.MediaOf(contentType) == lmos.MediaCBOR {
 		if err := lmos.DecodeCBOR(data, &v); err != nil {
-			return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
+			return nil, &Error{Message: "invalid CBOR payload", Err: err}
 		}
 		return jsonModel(v)
 	}
-	// encoding/json nests up to 10,000 levels; bound it near the CBOR
-	// limit before building maps.
-	if err := checkDepthLimit(data, MaxDepth()+payloadDepthSlack); err != nil {
-		return nil, err
+	// encoding/json nests up to 10,000 levels; bound it before building
+	// maps.
+	if ptr, deep := jsonx.TooDeep(data, maxDepth); deep {
+		return nil, &DepthError{Pointer: ptr, Limit: maxDepth}
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	if err := d.Decode(&v); err != nil {
-		return nil, &Error{Code: EINVALID, Message: "invalid JSON payload", Err: err}
+		return nil, &Error{Message: "invalid JSON payload", Err: err}
 	}
 	if d.More() {
-		return nil, Errorf(EINVALID, "invalid JSON payload: data after the value")
+		return nil, errorf("invalid JSON payload: data after the value")
 	}
 	return v, nil
 }
@@ -69,15 +108,15 @@ func jsonModel(v any) (any, error) {
 			x[i] = m
 		}
 	case cbor.SimpleValue:
-		return nil, Errorf(EINVALID, "invalid CBOR payload: simple value %d has no JSON form", x)
+		return nil, errorf("invalid CBOR payload: simple value %d has no JSON form", x)
 	}
 	return v, nil
 }
 
-// EncodeValue encodes a JSON data-model value as JSON or CBOR. A JSON
-// number out of the float64 range (1e400) has no CBOR form this hub reads
-// back: it is refused (EINVALID) rather than sent as text.
-func EncodeValue(v any, contentType string) ([]byte, error) {
+// Encode encodes a JSON data-model value as JSON or CBOR. A JSON number out
+// of the float64 range (1e400) has no CBOR form this hub reads back: it is
+// refused rather than sent as text. Errors are *Error.
+func Encode(v any, contentType string) ([]byte, error) {
 	if lmos.MediaOf(contentType) == lmos.MediaCBOR {
 		v, err := cborNumbers(v)
 		if err != nil {
@@ -85,13 +124,13 @@ func EncodeValue(v any, contentType string) ([]byte, error) {
 		}
 		b, err := cborOut.Marshal(v)
 		if err != nil {
-			return nil, &Error{Code: EINVALID, Message: "cannot encode the payload as CBOR", Err: err}
+			return nil, &Error{Message: "cannot encode the payload as CBOR", Err: err}
 		}
 		return b, nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, &Error{Code: EINVALID, Message: "cannot encode the payload as JSON", Err: err}
+		return nil, &Error{Message: "cannot encode the payload as JSON", Err: err}
 	}
 	return b, nil
 }
@@ -102,7 +141,7 @@ func cborNumbers(v any) (any, error) {
 	var err error
 	switch x := v.(type) {
 	case json.Number:
-		return numberValue(x)
+		return cborNumber(x)
 	case map[string]any:
 		for k, e := range x {
 			if x[k], err = cborNumbers(e); err != nil {
@@ -119,7 +158,10 @@ func cborNumbers(v any) (any, error) {
 	return v, nil
 }
 
-func numberValue(n json.Number) (any, error) {
+// cborNumber gives the JSON number n the CBOR form that reads back as the
+// same number: an integer when it is one CBOR holds, else a float. (It is a
+// conversion, not a reader: jsonx.Number reads any number as a float64.)
+func cborNumber(n json.Number) (any, error) {
 	if i, err := n.Int64(); err == nil {
 		if i == 0 && strings.HasPrefix(string(n), "-") {
 			return math.Copysign(0, -1), nil // -0 is a float
@@ -137,7 +179,7 @@ func numberValue(n json.Number) (any, error) {
 	}
 	f, err := n.Float64()
 	if err != nil || math.IsInf(f, 0) {
-		return nil, Errorf(EINVALID, "cannot encode the payload as CBOR: the number %.32s is out of range", string(n))
+		return nil, errorf("cannot encode the payload as CBOR: the number %.32s is out of range", string(n))
 	}
 	return f, nil
 }
@@ -145,8 +187,8 @@ func numberValue(n json.Number) (any, error) {
 // Transcode converts a payload between JSON and CBOR (PROTOCOL §4.2). Same
 // encodings pass through untouched once the payload is checked (valid JSON;
 // well-formed CBOR within the limits above); an empty payload stays empty.
-// Errors are EINVALID.
-func Transcode(data []byte, from, to string) ([]byte, error) {
+// A JSON payload nests at most maxDepth levels. Errors are as Decode's.
+func Transcode(data []byte, from, to string, maxDepth int) ([]byte, error) {
 	from, to = lmos.MediaOf(from), lmos.MediaOf(to)
 	if len(data) == 0 {
 		return data, nil
@@ -154,16 +196,16 @@ func Transcode(data []byte, from, to string) ([]byte, error) {
 	if from == to {
 		if from == lmos.MediaCBOR {
 			if err := lmos.WellformedCBOR(data); err != nil {
-				return nil, &Error{Code: EINVALID, Message: "invalid CBOR payload", Err: err}
+				return nil, &Error{Message: "invalid CBOR payload", Err: err}
 			}
 		} else if !json.Valid(data) {
-			return nil, Errorf(EINVALID, "invalid JSON payload")
+			return nil, errorf("invalid JSON payload")
 		}
 		return data, nil
 	}
-	v, err := DecodeValue(data, from)
+	v, err := Decode(data, from, maxDepth)
 	if err != nil {
 		return nil, err
 	}
-	return EncodeValue(v, to)
+	return Encode(v, to)
 }

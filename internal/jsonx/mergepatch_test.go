@@ -1,10 +1,12 @@
-package hub
+package jsonx
 
 import (
 	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
 
 // decodeJSON decodes any JSON value with UseNumber, as ParseDocument does.
@@ -184,9 +186,25 @@ func dropNullMembers(m map[string]any) map[string]any {
 	return out
 }
 
+// baseTD has nested objects, arrays and numbers, as a TD does.
+const baseTD = `{
+  "@context": ["https://www.w3.org/2022/wot/td/v1.1", {"lmos": "https://eclipse.dev/lmos/protocol/v1"}],
+  "id": "urn:uuid:9e4f1d2c-3b6a-4f8e-8c71-0a2b3c4d5e03",
+  "title": "Base agent",
+  "securityDefinitions": {"nosec_sc": {"scheme": "nosec"}},
+  "security": ["nosec_sc"],
+  "properties": {"temp": {"type": "number", "forms": [{"href": "https://x.example/temp"}]}},
+  "actions": {"chat": {"forms": [{"href": "ws://x.example/ws", "op": "invokeaction"}]}},
+  "registration": {"ttl": 60, "expires": "2030-01-02T03:04:05Z"},
+  "lmos:metadata": 42
+}`
+
 func TestCreateMergePatchSampleTDs(t *testing.T) {
-	samples := readSampleTDs(t)
 	docs := map[string]map[string]any{"base": asObject(t, baseTD)}
+	samples, err := tdgen.Samples("../../testdata/tds")
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("no sample TDs in testdata/tds: %v", err)
+	}
 	for name, raw := range samples {
 		docs[name] = asObject(t, string(raw))
 	}
@@ -203,8 +221,8 @@ func TestCreateMergePatchSampleTDs(t *testing.T) {
 	from := asObject(t, baseTD)
 	to := asObject(t, baseTD)
 	to["title"] = "Renamed"
-	member(t, to, "registration")["ttl"] = json.Number("120")
-	delete(member(t, to, "actions"), "chat")
+	to["registration"].(map[string]any)["ttl"] = json.Number("120")
+	delete(to["actions"].(map[string]any), "chat")
 	want := asObject(t, `{"title":"Renamed","registration":{"ttl":120},"actions":{"chat":null}}`)
 	if got := CreateMergePatch(from, to); !reflect.DeepEqual(got, want) {
 		t.Errorf("patch = %#v, want %#v", got, want)

@@ -129,3 +129,23 @@ func (m *Tokens) ActiveCount() (int, error) {
 	}
 	return n, err
 }
+
+// Token is an admin bearer token as stored: never the secret, only its hash.
+type Token struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Hash    string    `json:"hash"` // hex SHA-256 of the secret
+	Created time.Time `json:"created"`
+	// Revoked is zero while the token is valid.
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// TokenStore keeps admin tokens.
+type TokenStore interface {
+	// PutToken stores t (insert or replace by ID).
+	PutToken(t Token) error
+	// TokenByHash finds a token by the hash of its secret, or ENOTFOUND.
+	TokenByHash(hash string) (Token, error)
+	// Tokens lists every token (revoked ones included), oldest first.
+	Tokens() ([]Token, error)
+}

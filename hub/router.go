@@ -1,0 +1,122 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Router is the Transport consumers use (the HTTP proxy, the WebSocket
+// gateway): it checks that the Thing and its affordance exist and that the
+// Thing is not offline, then hands the interaction to the transport that
+// reaches the Thing: the one its lmos:presence came through, else the one
+// its description came through. internal/app registers the transports.
+type Router struct {
+	reg *Registry
+
+	mu         sync.RWMutex
+	transports map[Source]Transport
+}
+
+var _ Transport = (*Router)(nil)
+
+// NewRouter returns a Router over reg with no transports yet.
+func NewRouter(reg *Registry) *Router {
+	return &Router{reg: reg, transports: make(map[Source]Transport)}
+}
+
+// Handle makes t the transport for Things reached through src.
+func (r *Router) Handle(src Source, t Transport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.transports[src] = t
+}
+
+// Check validates in without delivering it and returns the transport that
+// would carry it: ENOTFOUND for an unknown Thing or affordance, EUNAVAILABLE
+// for an offline Thing or one no transport reaches. Streams call it before
+// committing to a response.
+func (r *Router) Check(in Interaction) (Transport, Thing, error) {
+	t, err := r.reg.Get(in.ThingID)
+	if err != nil {
+		return nil, Thing{}, err
+	}
+	member := in.Op.affordances()
+	if member == "" {
+		return nil, Thing{}, Errorf(EINVALID, "unknown operation %q", in.Op)
+	}
+	if !t.Summary.HasAffordance(member, in.Name) {
+		return nil, Thing{}, Errorf(ENOTFOUND, "Thing %q has no %s %q", in.ThingID, singular(member), in.Name)
+	}
+	if t.Meta.Presence.Status == PresenceOffline {
+		return nil, Thing{}, Errorf(EUNAVAILABLE, "Thing %q is offline", in.ThingID)
+	}
+	r.mu.RLock()
+	tr := r.transports[t.Meta.Presence.Via]
+	if tr == nil {
+		tr = r.transports[t.Meta.Origin.Source]
+	}
+	r.mu.RUnlock()
+	if tr == nil {
+		return nil, Thing{}, Errorf(EUNAVAILABLE, "the hub has no transport that reaches Thing %q", in.ThingID)
+	}
+	return tr, t, nil
+}
+
+// Deliver checks in (see Check) and delivers it. A one-shot interaction
+// whose ctx expires before its final result fails with ETIMEOUT; a stream
+// whose ctx ends returns nil.
+func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) error) error {
+	tr, t, err := r.Check(in)
+	if err != nil {
+		return err
+	}
+	in.Thing = &t
+	doc, err := r.reg.Document(in.ThingID)
+	if err != nil {
+		return err
+	}
+	affs, _ := doc[in.Op.affordances()].(map[string]any)
+	if in.Affordance, _ = affs[in.Name].(map[string]any); in.Affordance == nil {
+		// Replaced since Check without this affordance.
+		return Errorf(ENOTFOUND, "Thing %q has no %s %q", in.ThingID, singular(in.Op.affordances()), in.Name)
+	}
+	// The Thing would refuse these anyway, or never answer: say why now.
+	if in.Op == OpWriteProperty && in.Affordance["readOnly"] == true {
+		return Errorf(EMETHOD, "property %q of Thing %q is read-only", in.Name, in.ThingID)
+	}
+	if (in.Op == OpReadProperty || in.Op == OpObserveProperty) && in.Affordance["writeOnly"] == true {
+		return Errorf(EMETHOD, "property %q of Thing %q is write-only", in.Name, in.ThingID)
+	}
+	if err := checkInput(in); err != nil {
+		return err
+	}
+	final := false
+	err = tr.Deliver(ctx, in, func(res Result) error {
+		final = final || res.Final()
+		return emit(res)
+	})
+	switch {
+	case in.Op.Streaming() && err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return nil
+	case err == nil && !final && !in.Op.Streaming():
+		return Errorf(EINTERNAL, "the transport ended %s without a final result", in.Op)
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: ETIMEOUT, Message: fmt.Sprintf("Thing %q gave no final result in time", in.ThingID), Err: err}
+	case err != nil:
+		return fmt.Errorf("cannot %s %s of %s: %w", in.Op, in.Name, in.ThingID, err)
+	}
+	return nil
+}
+
+// singular names one affordance of a TD member in messages.
+func singular(member string) string {
+	switch member {
+	case "properties":
+		return "property"
+	case "actions":
+		return "action"
+	}
+	return "event"
+}

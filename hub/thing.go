@@ -1,0 +1,68 @@
+package hub
+
+import "time"
+
+// Thing is a read-only snapshot of a registered Thing. Summary is shared
+// with the registry and must not be modified; the document itself is read
+// from the store when needed (Registry.Raw, Registry.Document).
+type Thing struct {
+	ID      string
+	Summary *Summary
+	Meta    ThingMeta
+}
+
+// Source says where a Thing's description came from (lmos:origin.source).
+type Source string
+
+// Sources of a description.
+const (
+	SourceHTTP   Source = "http"
+	SourceMQTT   Source = "mqtt"
+	SourceWS     Source = "ws"
+	SourceMDNS   Source = "mdns"
+	SourceRemote Source = "remote"
+)
+
+// Origin is the hub extension lmos:origin.
+type Origin struct {
+	Source Source `json:"source"`
+	Hub    string `json:"hub,omitempty"`
+	// Addr is the address of an anonymous writer ("" when the writer
+	// was authenticated: an admin token, a Thing's own credentials). It
+	// counts against registry.maxThingsPerSource and is never shown.
+	Addr string `json:"-"`
+}
+
+// Presence status values.
+const (
+	PresenceOnline  = "online"
+	PresenceOffline = "offline"
+	PresenceUnknown = "unknown"
+)
+
+// Presence is the hub extension lmos:presence.
+type Presence struct {
+	Status string    `json:"status"`
+	Since  time.Time `json:"since"`
+	Via    Source    `json:"via,omitempty"`
+}
+
+// ThingMeta is what the hub knows about a Thing besides its document.
+type ThingMeta struct {
+	Created  time.Time `json:"created"`
+	Modified time.Time `json:"modified"`
+	// Expires is zero when the registration never expires.
+	Expires time.Time `json:"expires,omitzero"`
+	// TTL in seconds from registration.ttl; 0 when none was given.
+	TTL      int64    `json:"ttl,omitempty"`
+	Origin   Origin   `json:"origin"`
+	Presence Presence `json:"presence"`
+	// Verified is the DID whose proof verified, if any.
+	Verified string `json:"verified,omitempty"`
+	// Size is the stored document's length in bytes (registry.maxBytes).
+	Size int64 `json:"size,omitempty"`
+	// Anon is the address that wrote the Thing anonymously, "" when an
+	// authenticated writer did (registry.maxThingsPerSource). Stored, so
+	// the count per source survives restarts.
+	Anon string `json:"anon,omitempty"`
+}
