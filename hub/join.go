@@ -209,3 +209,14 @@ func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, orig
 	}
 	return a.reg.putPreparedWith(ctx, id, p, origin, Precondition{}, credHash)
 }
+
+// CredentialStore keeps the MQTT credentials the hub issues to joined
+// Things: only the SHA-256 of each password, as for admin tokens.
+type CredentialStore interface {
+	// PutCredential stores the password hash for a Thing id (replacing any).
+	PutCredential(thingID, hash string) error
+	// CredentialHash returns the stored hash, or ENOTFOUND.
+	CredentialHash(thingID string) (string, error)
+	// DeleteCredential forgets a Thing's credential; absent is fine.
+	DeleteCredential(thingID string) error
+}
