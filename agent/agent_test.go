@@ -65,6 +65,9 @@ func (h *testHub) connect(id string, edit func(*Options)) *Agent {
 	return a
 }
 
+// mqttOf is the MQTT link of an agent connected to an mqtt:// URL.
+func mqttOf(a *Agent) *mqttLink { return a.link.(*mqttLink) }
+
 func (h *testHub) presence(id string) string {
 	th, err := h.reg.Get(id)
 	if err != nil {
@@ -307,11 +310,11 @@ func TestInvokeNoMatchingSubscribersWithoutResult(t *testing.T) {
 	h := startHub(t)
 	cli := h.connect("urn:test:consumer", nil)
 	ctx := ctxT(t, 10*time.Second)
-	c, err := cli.client(ctx)
+	c, err := mqttOf(cli).client(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{cli.inbox + "#"}}); err != nil {
+	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{mqttOf(cli).inbox + "#"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = cli.Invoke(ctx, "urn:test:nobody", "add", nil)
@@ -504,9 +507,10 @@ func TestWillAndReconnect(t *testing.T) {
 	serveTestActions(a)
 	waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
 	feed := presenceFeed(t, h, id)
-	a.mu.Lock()
-	a.conn.Close()
-	a.mu.Unlock()
+	l := mqttOf(a)
+	l.mu.Lock()
+	l.conn.Close()
+	l.mu.Unlock()
 	waitStatus(t, feed, hub.PresenceOffline, time.Second)
 	waitStatus(t, feed, hub.PresenceOnline, 5*time.Second)
 	cli := h.connect("urn:test:will-client", nil)

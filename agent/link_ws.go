@@ -25,6 +25,7 @@ import (
 // requests for it on the socket, and the agent's own requests (Invoke,
 // ReadProperty …) go out as consumer messages.
 type wsLink struct {
+	a      *Agent
 	url    string
 	binary bool // CBOR frames (Options.ContentType application/cbor)
 
@@ -33,6 +34,7 @@ type wsLink struct {
 	up      chan struct{}   // closed while c != nil
 	pending map[string]chan wsFrame
 	watches map[string]map[uint64]func(Value) // "e|thing|event", "p|thing|property"
+	nextID  uint64
 }
 
 // wsFrame is one received envelope with its members kept encoded, so
@@ -136,8 +138,9 @@ func isWS(raw string) bool {
 	return strings.HasPrefix(raw, "ws://") || strings.HasPrefix(raw, "wss://")
 }
 
-// connectWS is Connect for a ws:// or wss:// URL (the hub's /ws).
-func connectWS(ctx context.Context, opts Options) (*Agent, error) {
+// newWSAgent is the Agent of Connect for a ws:// or wss:// URL (the
+// hub's /ws), not connected yet.
+func newWSAgent(opts Options) (*Agent, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("invalid hub URL %q: want ws://host:port/ws", opts.URL)
@@ -150,38 +153,31 @@ func connectWS(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("cannot prepare the Thing Description: %w", err)
 	}
 	if opts.ClientID == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		opts.ClientID = "lmos-agent-" + hex.EncodeToString(b[:])
+		opts.ClientID = randomClientID()
 	}
-	a := &Agent{
-		opts:     opts,
-		clientID: opts.ClientID,
-		td:       td,
-		tid:      lmos.TopicKey(td.id),
-		log:      opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"),
-		closed:   make(chan struct{}),
-		done:     make(chan struct{}),
-		up:       make(chan struct{}),
-		actions:  make(map[string]StreamHandler),
-		writes:   make(map[string]WriteHandler),
-		props:    make(map[string]any),
-		running:  make(chan struct{}, maxHandlers),
-		refusing: make(chan struct{}, maxRefusals),
-		ws: &wsLink{url: u.String(), binary: isCBOR(opts.ContentType), up: make(chan struct{}),
-			pending: make(map[string]chan wsFrame), watches: make(map[string]map[uint64]func(Value))},
+	a := newAgent(opts, td, opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"))
+	a.link = &wsLink{a: a, url: u.String(), binary: isCBOR(opts.ContentType), up: make(chan struct{}),
+		pending: make(map[string]chan wsFrame), watches: make(map[string]map[uint64]func(Value))}
+	return a, nil
+}
+
+// connect makes the first connection and registration.
+func (l *wsLink) connect() (func(), error) {
+	c, err := l.wsEstablish(true)
+	if err != nil {
+		return nil, err
 	}
-	return start(ctx, a, opts.URL, a.wsEstablish, a.wsRun)
+	return func() { l.wsRun(c) }, nil
 }
 
 // wsEstablish dials and registers, retrying network failures with backoff
-// until a.ctx ends; a refused registration is returned at once, except on
+// until l.a.ctx ends; a refused registration is returned at once, except on
 // a reconnect a refusal that passes by itself: 409 (the hub still holds
 // the agent's old socket, which it notices gone only when it fails a ping
 // or a write), 429 and 503.
-func (a *Agent) wsEstablish(initial bool) (*websocket.Conn, error) {
+func (l *wsLink) wsEstablish(initial bool) (*websocket.Conn, error) {
 	for n := 0; ; n++ {
-		c, err := a.wsDialRegister()
+		c, err := l.wsDialRegister()
 		if err == nil {
 			return c, nil
 		}
@@ -189,26 +185,26 @@ func (a *Agent) wsEstablish(initial bool) (*websocket.Conn, error) {
 		if errors.As(err, &p) && (initial || p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable) {
 			return nil, err
 		}
-		a.log.Debug("websocket connect failed", "err", err, "initial", initial)
+		l.a.log.Debug("websocket connect failed", "err", err, "initial", initial)
 		select {
-		case <-a.ctx.Done():
-			return nil, errors.Join(err, a.ctx.Err())
-		case <-time.After(backoff(n, a.opts.MaxBackoff)):
+		case <-l.a.ctx.Done():
+			return nil, errors.Join(err, l.a.ctx.Err())
+		case <-time.After(backoff(n, l.a.opts.MaxBackoff)):
 		}
 	}
 }
 
-func (a *Agent) wsDialRegister() (*websocket.Conn, error) {
-	ctx, cancel := context.WithTimeout(a.ctx, a.opts.Timeout)
+func (l *wsLink) wsDialRegister() (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, a.ws.url, &websocket.DialOptions{Subprotocols: []string{"lmosprotocol"}})
+	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{"lmosprotocol"}})
 	if err != nil {
 		return nil, err
 	}
 	c.SetReadLimit(1 << 20)
 	id := newMessageID()
-	msg := map[string]any{"messageType": "registerThing", "messageId": id, "thingId": a.td.id, "td": json.RawMessage(a.td.doc)}
-	if err := a.wsWrite(ctx, c, msg); err != nil {
+	msg := map[string]any{"messageType": "registerThing", "messageId": id, "thingId": l.a.td.id, "td": json.RawMessage(l.a.td.doc)}
+	if err := l.wsWrite(ctx, c, msg); err != nil {
 		c.CloseNow()
 		return nil, err
 	}
@@ -233,8 +229,8 @@ func (a *Agent) wsDialRegister() (*websocket.Conn, error) {
 
 // wsWrite sends one message as JSON text or CBOR binary; json.RawMessage
 // members (payloads, the TD) are embedded as they are, transcoded for CBOR.
-func (a *Agent) wsWrite(ctx context.Context, c *websocket.Conn, msg map[string]any) error {
-	if a.ws.binary {
+func (l *wsLink) wsWrite(ctx context.Context, c *websocket.Conn, msg map[string]any) error {
+	if l.binary {
 		for k, v := range msg {
 			if raw, ok := v.(json.RawMessage); ok {
 				var x any
@@ -258,44 +254,44 @@ func (a *Agent) wsWrite(ctx context.Context, c *websocket.Conn, msg map[string]a
 }
 
 // wsSend sends msg on the current connection.
-func (a *Agent) wsSend(ctx context.Context, msg map[string]any) error {
-	a.ws.mu.Lock()
-	c := a.ws.c
-	a.ws.mu.Unlock()
+func (l *wsLink) wsSend(ctx context.Context, msg map[string]any) error {
+	l.mu.Lock()
+	c := l.c
+	l.mu.Unlock()
 	if c == nil {
 		return ErrNotConnected
 	}
-	ctx, cancel := a.withTimeout(ctx)
+	ctx, cancel := l.a.withTimeout(ctx)
 	defer cancel()
-	return a.wsWrite(ctx, c, msg)
+	return l.wsWrite(ctx, c, msg)
 }
 
 // wsRun reads until the connection drops, then reconnects, registers
 // again, restores observations and republishes properties, until Close.
-func (a *Agent) wsRun(c *websocket.Conn) {
-	defer close(a.done)
+func (l *wsLink) wsRun(c *websocket.Conn) {
+	defer close(l.a.done)
 	for {
-		a.ws.mu.Lock()
-		a.ws.c = c
-		close(a.ws.up)
-		a.ws.mu.Unlock()
-		a.wsRestore()
-		a.wsRead(c)
-		a.ws.mu.Lock()
-		a.ws.c = nil
-		a.ws.up = make(chan struct{})
-		for id, ch := range a.ws.pending {
+		l.mu.Lock()
+		l.c = c
+		close(l.up)
+		l.mu.Unlock()
+		l.wsRestore()
+		l.wsRead(c)
+		l.mu.Lock()
+		l.c = nil
+		l.up = make(chan struct{})
+		for id, ch := range l.pending {
 			close(ch) // the requests fail: their replies are lost
-			delete(a.ws.pending, id)
+			delete(l.pending, id)
 		}
-		a.ws.mu.Unlock()
+		l.mu.Unlock()
 		c.CloseNow()
-		if a.ctx.Err() != nil {
+		if l.a.ctx.Err() != nil {
 			return
 		}
 		var err error
-		if c, err = a.wsEstablish(false); err != nil {
-			a.log.Warn("cannot reconnect to the hub", "err", err)
+		if c, err = l.wsEstablish(false); err != nil {
+			l.a.log.Warn("cannot reconnect to the hub", "err", err)
 			return
 		}
 	}
@@ -303,78 +299,78 @@ func (a *Agent) wsRun(c *websocket.Conn) {
 
 // wsRestore re-subscribes observations and republishes properties after
 // a (re)connect.
-func (a *Agent) wsRestore() {
-	a.ws.mu.Lock()
-	keys := make([]string, 0, len(a.ws.watches))
-	for k := range a.ws.watches {
+func (l *wsLink) wsRestore() {
+	l.mu.Lock()
+	keys := make([]string, 0, len(l.watches))
+	for k := range l.watches {
 		keys = append(keys, k)
 	}
-	a.ws.mu.Unlock()
+	l.mu.Unlock()
 	for _, k := range keys {
 		go func() {
-			if err := a.wsWatchRequest(a.ctx, k, true); err != nil {
-				a.log.Warn("cannot restore a subscription", "key", k, "err", err)
+			if err := l.wsWatchRequest(l.a.ctx, k, true); err != nil {
+				l.a.log.Warn("cannot restore a subscription", "key", k, "err", err)
 			}
 		}()
 	}
-	a.mu.Lock()
-	props := maps.Clone(a.props)
-	a.mu.Unlock()
+	l.a.mu.Lock()
+	props := maps.Clone(l.a.props)
+	l.a.mu.Unlock()
 	for name, v := range props {
-		if err := a.wsProperty(name, v, ""); err != nil {
-			a.log.Debug("cannot republish a property", "name", name, "err", err)
+		if err := l.wsProperty(name, v); err != nil {
+			l.a.log.Debug("cannot republish a property", "name", name, "err", err)
 		}
 	}
 }
 
-func (a *Agent) wsRead(c *websocket.Conn) {
+func (l *wsLink) wsRead(c *websocket.Conn) {
 	for {
-		typ, data, err := c.Read(a.ctx)
+		typ, data, err := c.Read(l.a.ctx)
 		if err != nil {
-			if a.ctx.Err() == nil {
-				a.log.Info("websocket connection lost", "err", err)
+			if l.a.ctx.Err() == nil {
+				l.a.log.Info("websocket connection lost", "err", err)
 			}
 			return
 		}
 		f, err := decodeFrame(typ, data)
 		if err != nil {
-			a.log.Debug("undecodable frame from the hub", "err", err)
+			l.a.log.Debug("undecodable frame from the hub", "err", err)
 			continue
 		}
-		a.wsDispatch(f)
+		l.wsDispatch(f)
 	}
 }
 
-func (a *Agent) wsDispatch(f wsFrame) {
+func (l *wsLink) wsDispatch(f wsFrame) {
 	typ := f.typ()
 	switch typ {
 	case "invokeaction", "writeproperty", "readproperty":
-		a.mu.Lock()
-		closing := a.closing
-		a.mu.Unlock()
+		l.a.mu.Lock()
+		closing := l.a.closing
+		l.a.mu.Unlock()
 		if closing {
 			return
 		}
 		select {
-		case a.running <- struct{}{}:
-			a.handlers.Go(func() {
-				defer func() { <-a.running }()
-				a.wsServe(typ, f)
+		case l.a.running <- struct{}{}:
+			l.a.handlers.Go(func() {
+				defer func() { <-l.a.running }()
+				l.wsServe(typ, f)
 			})
 		default:
-			a.wsReplyError(f, NewProblem(http.StatusServiceUnavailable, "the agent is busy: too many requests in progress"))
+			l.wsReplyError(f, NewProblem(http.StatusServiceUnavailable, "the agent is busy: too many requests in progress"))
 		}
 		return
 	}
 	if corr := f.str("correlationId"); corr != "" {
-		a.ws.mu.Lock()
-		ch := a.ws.pending[corr]
-		a.ws.mu.Unlock()
+		l.mu.Lock()
+		ch := l.pending[corr]
+		l.mu.Unlock()
 		if ch != nil {
 			select {
 			case ch <- f:
 			default:
-				a.log.Debug("dropping a reply: the requester is behind")
+				l.a.log.Debug("dropping a reply: the requester is behind")
 			}
 			return
 		}
@@ -394,36 +390,36 @@ func (a *Agent) wsDispatch(f wsFrame) {
 	if typ == "propertyreading" {
 		v, _ = f.value("value", "data")
 	}
-	a.ws.mu.Lock()
-	fns := make([]func(Value), 0, len(a.ws.watches[key]))
-	for _, fn := range a.ws.watches[key] {
+	l.mu.Lock()
+	fns := make([]func(Value), 0, len(l.watches[key]))
+	for _, fn := range l.watches[key] {
 		fns = append(fns, fn)
 	}
-	a.ws.mu.Unlock()
+	l.mu.Unlock()
 	for _, fn := range fns {
 		fn(v)
 	}
 }
 
 // wsReply answers a request of the hub.
-func (a *Agent) wsReply(req wsFrame, msg map[string]any) {
-	msg["thingId"], msg["correlationId"], msg["messageId"] = a.td.id, req.str("messageId", "messageID"), newMessageID()
+func (l *wsLink) wsReply(req wsFrame, msg map[string]any) {
+	msg["thingId"], msg["correlationId"], msg["messageId"] = l.a.td.id, req.str("messageId", "messageID"), newMessageID()
 	if tp := req.str("traceparent"); tp != "" {
 		msg["traceparent"] = tp
 	}
-	ctx, cancel := context.WithTimeout(a.hctx, a.opts.Timeout)
+	ctx, cancel := context.WithTimeout(l.a.hctx, l.a.opts.Timeout)
 	defer cancel()
-	if err := a.wsSend(ctx, msg); err != nil {
-		a.log.Debug("cannot answer the hub", "type", msg["messageType"], "err", err)
+	if err := l.wsSend(ctx, msg); err != nil {
+		l.a.log.Debug("cannot answer the hub", "type", msg["messageType"], "err", err)
 	}
 }
 
-func (a *Agent) wsReplyError(req wsFrame, p *Problem) {
-	a.wsReply(req, map[string]any{"messageType": "error", "type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail})
+func (l *wsLink) wsReplyError(req wsFrame, p *Problem) {
+	l.wsReply(req, map[string]any{"messageType": "error", "type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail})
 }
 
 // wsPayload encodes v for a message member in the agent's encoding.
-func (a *Agent) wsPayload(v any) (json.RawMessage, error) {
+func (l *wsLink) wsPayload(v any) (json.RawMessage, error) {
 	b, err := encode(v, JSON)
 	if err != nil || b == nil {
 		return nil, err
@@ -432,25 +428,25 @@ func (a *Agent) wsPayload(v any) (json.RawMessage, error) {
 }
 
 // wsServe runs the handler of a request of the hub and answers it.
-func (a *Agent) wsServe(typ string, f wsFrame) {
+func (l *wsLink) wsServe(typ string, f wsFrame) {
 	switch typ {
 	case "invokeaction":
 		name := f.str("action", "name")
-		a.mu.Lock()
-		h := a.actions[name]
-		a.mu.Unlock()
+		l.a.mu.Lock()
+		h := l.a.actions[name]
+		l.a.mu.Unlock()
 		status := func(st string, out any) {
 			msg := map[string]any{"messageType": "actionStatus", "action": name, "status": st}
 			if st == StatusFailed {
 				p := problemOf(out.(error))
 				msg["error"] = p
-			} else if raw, err := a.wsPayload(out); err != nil {
-				a.log.Warn("cannot encode an action result", "action", name, "err", err)
+			} else if raw, err := l.wsPayload(out); err != nil {
+				l.a.log.Warn("cannot encode an action result", "action", name, "err", err)
 				return
 			} else if raw != nil {
 				msg["output"] = raw
 			}
-			a.wsReply(f, msg)
+			l.wsReply(f, msg)
 		}
 		if h == nil {
 			status(StatusFailed, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no action %q", name)))
@@ -458,7 +454,7 @@ func (a *Agent) wsServe(typ string, f wsFrame) {
 		}
 		in, _ := f.value("input")
 		emit := func(partial any) error { status(StatusRunning, partial); return nil }
-		out, err := call(func() (any, error) { return h(a.hctx, in, emit) })
+		out, err := call(func() (any, error) { return h(l.a.hctx, in, emit) })
 		if err != nil {
 			status(StatusFailed, err)
 			return
@@ -466,55 +462,55 @@ func (a *Agent) wsServe(typ string, f wsFrame) {
 		status(StatusCompleted, out)
 	case "writeproperty":
 		name := f.str("name", "property")
-		a.mu.Lock()
-		h := a.writes[name]
-		a.mu.Unlock()
+		l.a.mu.Lock()
+		h := l.a.writes[name]
+		l.a.mu.Unlock()
 		if h == nil {
-			a.wsReplyError(f, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no writable property %q", name)))
+			l.wsReplyError(f, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no writable property %q", name)))
 			return
 		}
 		v, _ := f.value("value", "data")
-		if _, err := call(func() (any, error) { return nil, h(a.hctx, v) }); err != nil {
-			a.wsReplyError(f, problemOf(err))
+		if _, err := call(func() (any, error) { return nil, h(l.a.hctx, v) }); err != nil {
+			l.wsReplyError(f, problemOf(err))
 			return
 		}
-		a.wsReply(f, map[string]any{"messageType": "acknowledgement", "message": "written"})
+		l.wsReply(f, map[string]any{"messageType": "acknowledgement", "message": "written"})
 	case "readproperty":
 		name := f.str("name", "property")
-		a.mu.Lock()
-		v, ok := a.props[name]
-		a.mu.Unlock()
+		l.a.mu.Lock()
+		v, ok := l.a.props[name]
+		l.a.mu.Unlock()
 		if !ok {
-			a.wsReplyError(f, NewProblem(http.StatusServiceUnavailable, fmt.Sprintf("the agent has set no value of %q yet", name)))
+			l.wsReplyError(f, NewProblem(http.StatusServiceUnavailable, fmt.Sprintf("the agent has set no value of %q yet", name)))
 			return
 		}
-		raw, err := a.wsPayload(v)
+		raw, err := l.wsPayload(v)
 		if err != nil {
-			a.wsReplyError(f, problemOf(err))
+			l.wsReplyError(f, problemOf(err))
 			return
 		}
-		a.wsReply(f, map[string]any{"messageType": "propertyReading", "name": name, "value": raw,
+		l.wsReply(f, map[string]any{"messageType": "propertyReading", "name": name, "value": raw,
 			"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 	}
 }
 
 // wsProperty publishes a property value (an unsolicited propertyReading).
-func (a *Agent) wsProperty(name string, value any, _ string) error {
-	raw, err := a.wsPayload(value)
+func (l *wsLink) wsProperty(name string, value any) error {
+	raw, err := l.wsPayload(value)
 	if err != nil {
 		return fmt.Errorf("cannot set property %s: %w", name, err)
 	}
-	return a.wsSend(a.ctx, map[string]any{"messageType": "propertyReading", "messageId": newMessageID(), "thingId": a.td.id,
+	return l.wsSend(l.a.ctx, map[string]any{"messageType": "propertyReading", "messageId": newMessageID(), "thingId": l.a.td.id,
 		"name": name, "value": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 }
 
-// wsEmit sends an event.
-func (a *Agent) wsEmit(event string, data any) error {
-	raw, err := a.wsPayload(data)
+// emit sends an event.
+func (l *wsLink) emit(event string, data any) error {
+	raw, err := l.wsPayload(data)
 	if err != nil {
 		return fmt.Errorf("cannot emit %s: %w", event, err)
 	}
-	if err := a.wsSend(a.ctx, map[string]any{"messageType": "event", "messageId": newMessageID(), "thingId": a.td.id,
+	if err := l.wsSend(l.a.ctx, map[string]any{"messageType": "event", "messageId": newMessageID(), "thingId": l.a.td.id,
 		"event": event, "data": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
 		return fmt.Errorf("cannot emit %s: %w", event, err)
 	}
@@ -523,28 +519,28 @@ func (a *Agent) wsEmit(event string, data any) error {
 
 // wsRequest sends a consumer message and passes every reply to each until
 // it returns true (the final one) or ctx ends.
-func (a *Agent) wsRequest(ctx context.Context, msg map[string]any, each func(wsFrame) (bool, error)) error {
-	ctx, cancel := a.withTimeout(ctx)
+func (l *wsLink) wsRequest(ctx context.Context, msg map[string]any, each func(wsFrame) (bool, error)) error {
+	ctx, cancel := l.a.withTimeout(ctx)
 	defer cancel()
 	id := newMessageID()
 	msg["messageId"] = id
 	ch := make(chan wsFrame, 64)
-	a.ws.mu.Lock()
-	a.ws.pending[id] = ch
-	a.ws.mu.Unlock()
+	l.mu.Lock()
+	l.pending[id] = ch
+	l.mu.Unlock()
 	defer func() {
-		a.ws.mu.Lock()
-		delete(a.ws.pending, id)
-		a.ws.mu.Unlock()
+		l.mu.Lock()
+		delete(l.pending, id)
+		l.mu.Unlock()
 	}()
-	if err := a.wsSend(ctx, msg); err != nil {
+	if err := l.wsSend(ctx, msg); err != nil {
 		return err
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-a.closed:
+		case <-l.a.closed:
 			return ErrClosed
 		case f, ok := <-ch:
 			if !ok {
@@ -561,8 +557,8 @@ func (a *Agent) wsRequest(ctx context.Context, msg map[string]any, each func(wsF
 	}
 }
 
-func (a *Agent) wsInvoke(ctx context.Context, thingID, action string, input any, cfg invokeConfig) (Output, error) {
-	raw, err := a.wsPayload(input)
+func (l *wsLink) invoke(ctx context.Context, thingID, action string, input any, cfg invokeConfig) (Output, error) {
+	raw, err := l.wsPayload(input)
 	if err != nil {
 		return Output{}, err
 	}
@@ -571,7 +567,7 @@ func (a *Agent) wsInvoke(ctx context.Context, thingID, action string, input any,
 		msg["input"] = raw
 	}
 	var out Output
-	err = a.wsRequest(ctx, msg, func(f wsFrame) (bool, error) {
+	err = l.wsRequest(ctx, msg, func(f wsFrame) (bool, error) {
 		if f.typ() != "actionstatus" {
 			return false, nil
 		}
@@ -592,18 +588,50 @@ func (a *Agent) wsInvoke(ctx context.Context, thingID, action string, input any,
 	return out, err
 }
 
-func (a *Agent) wsWriteProperty(ctx context.Context, thingID, name string, value any) error {
-	raw, err := a.wsPayload(value)
+// writeProperty sends writeProperty and waits for the hub's answer (the
+// acknowledgement or an error), with or without WithAck.
+func (l *wsLink) writeProperty(ctx context.Context, thingID, name string, value any, _ invokeConfig) error {
+	return l.wsWriteProperty(ctx, thingID, name, value)
+}
+
+func (l *wsLink) readProperty(ctx context.Context, thingID, name string) (Value, error) {
+	v, err := l.wsReadProperty(ctx, thingID, name)
+	if err != nil {
+		return v, fmt.Errorf("cannot read %s of %s: %w", name, thingID, err)
+	}
+	return v, nil
+}
+
+// observe watches the key "p|thing|property" or "e|thing|event".
+func (l *wsLink) observe(ctx context.Context, thingID, kind, name string, fn func(Value)) (func(), error) {
+	k := "e"
+	if kind == "properties" {
+		k = "p"
+	}
+	return l.wsWatch(ctx, k+"|"+thingID+"|"+name, fn)
+}
+
+// setProperty sends an unsolicited propertyReading; while reconnecting
+// the value waits for wsRestore.
+func (l *wsLink) setProperty(name string, value any) error {
+	if err := l.wsProperty(name, value); err != nil && !errors.Is(err, ErrNotConnected) {
+		return err
+	}
+	return nil
+}
+
+func (l *wsLink) wsWriteProperty(ctx context.Context, thingID, name string, value any) error {
+	raw, err := l.wsPayload(value)
 	if err != nil {
 		return err
 	}
-	return a.wsRequest(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw},
+	return l.wsRequest(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw},
 		func(wsFrame) (bool, error) { return true, nil })
 }
 
-func (a *Agent) wsReadProperty(ctx context.Context, thingID, name string) (Value, error) {
+func (l *wsLink) wsReadProperty(ctx context.Context, thingID, name string) (Value, error) {
 	var v Value
-	err := a.wsRequest(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name},
+	err := l.wsRequest(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name},
 		func(f wsFrame) (bool, error) {
 			if f.typ() != "propertyreading" {
 				return false, nil
@@ -616,34 +644,34 @@ func (a *Agent) wsReadProperty(ctx context.Context, thingID, name string) (Value
 
 // wsWatch adds an observer of key ("e|thing|event" or "p|thing|property")
 // and subscribes for the first one.
-func (a *Agent) wsWatch(ctx context.Context, key string, fn func(Value)) (func(), error) {
-	a.ws.mu.Lock()
-	first := len(a.ws.watches[key]) == 0
+func (l *wsLink) wsWatch(ctx context.Context, key string, fn func(Value)) (func(), error) {
+	l.mu.Lock()
+	first := len(l.watches[key]) == 0
 	if first {
-		a.ws.watches[key] = make(map[uint64]func(Value))
+		l.watches[key] = make(map[uint64]func(Value))
 	}
-	a.nextID++
-	id := a.nextID
-	a.ws.watches[key][id] = fn
-	a.ws.mu.Unlock()
+	l.nextID++
+	id := l.nextID
+	l.watches[key][id] = fn
+	l.mu.Unlock()
 	stop := func() {
-		a.ws.mu.Lock()
-		delete(a.ws.watches[key], id)
-		last := len(a.ws.watches[key]) == 0
+		l.mu.Lock()
+		delete(l.watches[key], id)
+		last := len(l.watches[key]) == 0
 		if last {
-			delete(a.ws.watches, key)
+			delete(l.watches, key)
 		}
-		a.ws.mu.Unlock()
+		l.mu.Unlock()
 		if last {
-			ctx, cancel := context.WithTimeout(context.Background(), a.opts.Timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), l.a.opts.Timeout)
 			defer cancel()
-			if err := a.wsWatchRequest(ctx, key, false); err != nil {
-				a.log.Debug("cannot unsubscribe", "key", key, "err", err)
+			if err := l.wsWatchRequest(ctx, key, false); err != nil {
+				l.a.log.Debug("cannot unsubscribe", "key", key, "err", err)
 			}
 		}
 	}
 	if first {
-		if err := a.wsWatchRequest(ctx, key, true); err != nil {
+		if err := l.wsWatchRequest(ctx, key, true); err != nil {
 			stop()
 			return nil, err
 		}
@@ -653,7 +681,7 @@ func (a *Agent) wsWatch(ctx context.Context, key string, fn func(Value)) (func()
 
 // wsWatchRequest subscribes (on) or unsubscribes key and waits for the
 // acknowledgement.
-func (a *Agent) wsWatchRequest(ctx context.Context, key string, on bool) error {
+func (l *wsLink) wsWatchRequest(ctx context.Context, key string, on bool) error {
 	kind, rest, _ := strings.Cut(key, "|")
 	i := strings.LastIndexByte(rest, '|')
 	thing, name := rest[:i], rest[i+1:]
@@ -668,21 +696,22 @@ func (a *Agent) wsWatchRequest(ctx context.Context, key string, on bool) error {
 	default:
 		msg["messageType"], msg["name"] = "unobserveProperty", name
 	}
-	return a.wsRequest(ctx, msg, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
+	return l.wsRequest(ctx, msg, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
 }
 
-// wsClose unregisters by closing the socket (the hub sets the Thing
+// close unregisters by closing the socket (the hub sets the Thing
 // offline) after the handlers finished.
-func (a *Agent) wsClose() {
-	a.ws.mu.Lock()
-	c := a.ws.c
-	a.ws.mu.Unlock()
-	a.cancel()
+func (l *wsLink) close() error {
+	l.mu.Lock()
+	c := l.c
+	l.mu.Unlock()
+	l.a.cancel()
 	if c != nil {
 		_ = c.Close(websocket.StatusNormalClosure, "agent closing")
 	}
-	<-a.done
-	a.stopHandlers()
+	<-l.a.done
+	l.a.stopHandlers()
+	return nil
 }
 
 func newMessageID() string {
