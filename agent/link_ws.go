@@ -163,21 +163,21 @@ func newWSAgent(opts Options) (*Agent, error) {
 
 // connect makes the first connection and registration.
 func (l *wsLink) connect() (func(), error) {
-	c, err := l.wsEstablish(true)
+	c, err := l.establish(true)
 	if err != nil {
 		return nil, err
 	}
-	return func() { l.wsRun(c) }, nil
+	return func() { l.run(c) }, nil
 }
 
-// wsEstablish dials and registers, retrying network failures with backoff
+// establish dials and registers, retrying network failures with backoff
 // until l.a.ctx ends; a refused registration is returned at once, except on
 // a reconnect a refusal that passes by itself: 409 (the hub still holds
 // the agent's old socket, which it notices gone only when it fails a ping
 // or a write), 429 and 503.
-func (l *wsLink) wsEstablish(initial bool) (*websocket.Conn, error) {
+func (l *wsLink) establish(initial bool) (*websocket.Conn, error) {
 	for n := 0; ; n++ {
-		c, err := l.wsDialRegister()
+		c, err := l.dialRegister()
 		if err == nil {
 			return c, nil
 		}
@@ -194,7 +194,7 @@ func (l *wsLink) wsEstablish(initial bool) (*websocket.Conn, error) {
 	}
 }
 
-func (l *wsLink) wsDialRegister() (*websocket.Conn, error) {
+func (l *wsLink) dialRegister() (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{"lmosprotocol"}})
@@ -204,7 +204,7 @@ func (l *wsLink) wsDialRegister() (*websocket.Conn, error) {
 	c.SetReadLimit(1 << 20)
 	id := newMessageID()
 	msg := map[string]any{"messageType": "registerThing", "messageId": id, "thingId": l.a.td.id, "td": json.RawMessage(l.a.td.doc)}
-	if err := l.wsWrite(ctx, c, msg); err != nil {
+	if err := l.write(ctx, c, msg); err != nil {
 		c.CloseNow()
 		return nil, err
 	}
@@ -227,9 +227,9 @@ func (l *wsLink) wsDialRegister() (*websocket.Conn, error) {
 	}
 }
 
-// wsWrite sends one message as JSON text or CBOR binary; json.RawMessage
+// write sends one message as JSON text or CBOR binary; json.RawMessage
 // members (payloads, the TD) are embedded as they are, transcoded for CBOR.
-func (l *wsLink) wsWrite(ctx context.Context, c *websocket.Conn, msg map[string]any) error {
+func (l *wsLink) write(ctx context.Context, c *websocket.Conn, msg map[string]any) error {
 	if l.binary {
 		for k, v := range msg {
 			if raw, ok := v.(json.RawMessage); ok {
@@ -253,8 +253,8 @@ func (l *wsLink) wsWrite(ctx context.Context, c *websocket.Conn, msg map[string]
 	return c.Write(ctx, websocket.MessageText, b)
 }
 
-// wsSend sends msg on the current connection.
-func (l *wsLink) wsSend(ctx context.Context, msg map[string]any) error {
+// sendMsg sends msg on the current connection.
+func (l *wsLink) sendMsg(ctx context.Context, msg map[string]any) error {
 	l.mu.Lock()
 	c := l.c
 	l.mu.Unlock()
@@ -263,20 +263,20 @@ func (l *wsLink) wsSend(ctx context.Context, msg map[string]any) error {
 	}
 	ctx, cancel := l.a.withTimeout(ctx)
 	defer cancel()
-	return l.wsWrite(ctx, c, msg)
+	return l.write(ctx, c, msg)
 }
 
-// wsRun reads until the connection drops, then reconnects, registers
+// run reads until the connection drops, then reconnects, registers
 // again, restores observations and republishes properties, until Close.
-func (l *wsLink) wsRun(c *websocket.Conn) {
+func (l *wsLink) run(c *websocket.Conn) {
 	defer close(l.a.done)
 	for {
 		l.mu.Lock()
 		l.c = c
 		close(l.up)
 		l.mu.Unlock()
-		l.wsRestore()
-		l.wsRead(c)
+		l.restore()
+		l.read(c)
 		l.mu.Lock()
 		l.c = nil
 		l.up = make(chan struct{})
@@ -290,16 +290,16 @@ func (l *wsLink) wsRun(c *websocket.Conn) {
 			return
 		}
 		var err error
-		if c, err = l.wsEstablish(false); err != nil {
+		if c, err = l.establish(false); err != nil {
 			l.a.log.Warn("cannot reconnect to the hub", "err", err)
 			return
 		}
 	}
 }
 
-// wsRestore re-subscribes observations and republishes properties after
+// restore re-subscribes observations and republishes properties after
 // a (re)connect.
-func (l *wsLink) wsRestore() {
+func (l *wsLink) restore() {
 	l.mu.Lock()
 	keys := make([]string, 0, len(l.watches))
 	for k := range l.watches {
@@ -308,7 +308,7 @@ func (l *wsLink) wsRestore() {
 	l.mu.Unlock()
 	for _, k := range keys {
 		go func() {
-			if err := l.wsWatchRequest(l.a.ctx, k, true); err != nil {
+			if err := l.watchRequest(l.a.ctx, k, true); err != nil {
 				l.a.log.Warn("cannot restore a subscription", "key", k, "err", err)
 			}
 		}()
@@ -317,13 +317,13 @@ func (l *wsLink) wsRestore() {
 	props := maps.Clone(l.a.props)
 	l.a.mu.Unlock()
 	for name, v := range props {
-		if err := l.wsProperty(name, v); err != nil {
+		if err := l.publishProperty(name, v); err != nil {
 			l.a.log.Debug("cannot republish a property", "name", name, "err", err)
 		}
 	}
 }
 
-func (l *wsLink) wsRead(c *websocket.Conn) {
+func (l *wsLink) read(c *websocket.Conn) {
 	for {
 		typ, data, err := c.Read(l.a.ctx)
 		if err != nil {
@@ -337,11 +337,11 @@ func (l *wsLink) wsRead(c *websocket.Conn) {
 			l.a.log.Debug("undecodable frame from the hub", "err", err)
 			continue
 		}
-		l.wsDispatch(f)
+		l.dispatch(f)
 	}
 }
 
-func (l *wsLink) wsDispatch(f wsFrame) {
+func (l *wsLink) dispatch(f wsFrame) {
 	typ := f.typ()
 	switch typ {
 	case "invokeaction", "writeproperty", "readproperty":
@@ -355,10 +355,10 @@ func (l *wsLink) wsDispatch(f wsFrame) {
 		case l.a.running <- struct{}{}:
 			l.a.handlers.Go(func() {
 				defer func() { <-l.a.running }()
-				l.wsServe(typ, f)
+				l.serve(typ, f)
 			})
 		default:
-			l.wsReplyError(f, NewProblem(http.StatusServiceUnavailable, "the agent is busy: too many requests in progress"))
+			l.replyError(f, NewProblem(http.StatusServiceUnavailable, "the agent is busy: too many requests in progress"))
 		}
 		return
 	}
@@ -401,25 +401,25 @@ func (l *wsLink) wsDispatch(f wsFrame) {
 	}
 }
 
-// wsReply answers a request of the hub.
-func (l *wsLink) wsReply(req wsFrame, msg map[string]any) {
+// reply answers a request of the hub.
+func (l *wsLink) reply(req wsFrame, msg map[string]any) {
 	msg["thingId"], msg["correlationId"], msg["messageId"] = l.a.td.id, req.str("messageId", "messageID"), newMessageID()
 	if tp := req.str("traceparent"); tp != "" {
 		msg["traceparent"] = tp
 	}
 	ctx, cancel := context.WithTimeout(l.a.hctx, l.a.opts.Timeout)
 	defer cancel()
-	if err := l.wsSend(ctx, msg); err != nil {
+	if err := l.sendMsg(ctx, msg); err != nil {
 		l.a.log.Debug("cannot answer the hub", "type", msg["messageType"], "err", err)
 	}
 }
 
-func (l *wsLink) wsReplyError(req wsFrame, p *Problem) {
-	l.wsReply(req, map[string]any{"messageType": "error", "type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail})
+func (l *wsLink) replyError(req wsFrame, p *Problem) {
+	l.reply(req, map[string]any{"messageType": "error", "type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail})
 }
 
-// wsPayload encodes v for a message member in the agent's encoding.
-func (l *wsLink) wsPayload(v any) (json.RawMessage, error) {
+// payload encodes v for a message member in the agent's encoding.
+func (l *wsLink) payload(v any) (json.RawMessage, error) {
 	b, err := encode(v, JSON)
 	if err != nil || b == nil {
 		return nil, err
@@ -427,8 +427,8 @@ func (l *wsLink) wsPayload(v any) (json.RawMessage, error) {
 	return json.RawMessage(b), nil
 }
 
-// wsServe runs the handler of a request of the hub and answers it.
-func (l *wsLink) wsServe(typ string, f wsFrame) {
+// serve runs the handler of a request of the hub and answers it.
+func (l *wsLink) serve(typ string, f wsFrame) {
 	switch typ {
 	case "invokeaction":
 		name := f.str("action", "name")
@@ -440,13 +440,13 @@ func (l *wsLink) wsServe(typ string, f wsFrame) {
 			if st == StatusFailed {
 				p := problemOf(out.(error))
 				msg["error"] = p
-			} else if raw, err := l.wsPayload(out); err != nil {
+			} else if raw, err := l.payload(out); err != nil {
 				l.a.log.Warn("cannot encode an action result", "action", name, "err", err)
 				return
 			} else if raw != nil {
 				msg["output"] = raw
 			}
-			l.wsReply(f, msg)
+			l.reply(f, msg)
 		}
 		if h == nil {
 			status(StatusFailed, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no action %q", name)))
@@ -466,60 +466,60 @@ func (l *wsLink) wsServe(typ string, f wsFrame) {
 		h := l.a.writes[name]
 		l.a.mu.Unlock()
 		if h == nil {
-			l.wsReplyError(f, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no writable property %q", name)))
+			l.replyError(f, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no writable property %q", name)))
 			return
 		}
 		v, _ := f.value("value", "data")
 		if _, err := call(func() (any, error) { return nil, h(l.a.hctx, v) }); err != nil {
-			l.wsReplyError(f, problemOf(err))
+			l.replyError(f, problemOf(err))
 			return
 		}
-		l.wsReply(f, map[string]any{"messageType": "acknowledgement", "message": "written"})
+		l.reply(f, map[string]any{"messageType": "acknowledgement", "message": "written"})
 	case "readproperty":
 		name := f.str("name", "property")
 		l.a.mu.Lock()
 		v, ok := l.a.props[name]
 		l.a.mu.Unlock()
 		if !ok {
-			l.wsReplyError(f, NewProblem(http.StatusServiceUnavailable, fmt.Sprintf("the agent has set no value of %q yet", name)))
+			l.replyError(f, NewProblem(http.StatusServiceUnavailable, fmt.Sprintf("the agent has set no value of %q yet", name)))
 			return
 		}
-		raw, err := l.wsPayload(v)
+		raw, err := l.payload(v)
 		if err != nil {
-			l.wsReplyError(f, problemOf(err))
+			l.replyError(f, problemOf(err))
 			return
 		}
-		l.wsReply(f, map[string]any{"messageType": "propertyReading", "name": name, "value": raw,
+		l.reply(f, map[string]any{"messageType": "propertyReading", "name": name, "value": raw,
 			"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 	}
 }
 
-// wsProperty publishes a property value (an unsolicited propertyReading).
-func (l *wsLink) wsProperty(name string, value any) error {
-	raw, err := l.wsPayload(value)
+// publishProperty publishes a property value (an unsolicited propertyReading).
+func (l *wsLink) publishProperty(name string, value any) error {
+	raw, err := l.payload(value)
 	if err != nil {
 		return fmt.Errorf("cannot set property %s: %w", name, err)
 	}
-	return l.wsSend(l.a.ctx, map[string]any{"messageType": "propertyReading", "messageId": newMessageID(), "thingId": l.a.td.id,
+	return l.sendMsg(l.a.ctx, map[string]any{"messageType": "propertyReading", "messageId": newMessageID(), "thingId": l.a.td.id,
 		"name": name, "value": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 }
 
 // emit sends an event.
 func (l *wsLink) emit(event string, data any) error {
-	raw, err := l.wsPayload(data)
+	raw, err := l.payload(data)
 	if err != nil {
 		return fmt.Errorf("cannot emit %s: %w", event, err)
 	}
-	if err := l.wsSend(l.a.ctx, map[string]any{"messageType": "event", "messageId": newMessageID(), "thingId": l.a.td.id,
+	if err := l.sendMsg(l.a.ctx, map[string]any{"messageType": "event", "messageId": newMessageID(), "thingId": l.a.td.id,
 		"event": event, "data": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
 		return fmt.Errorf("cannot emit %s: %w", event, err)
 	}
 	return nil
 }
 
-// wsRequest sends a consumer message and passes every reply to each until
+// request sends a consumer message and passes every reply to each until
 // it returns true (the final one) or ctx ends.
-func (l *wsLink) wsRequest(ctx context.Context, msg map[string]any, each func(wsFrame) (bool, error)) error {
+func (l *wsLink) request(ctx context.Context, msg map[string]any, each func(wsFrame) (bool, error)) error {
 	ctx, cancel := l.a.withTimeout(ctx)
 	defer cancel()
 	id := newMessageID()
@@ -533,7 +533,7 @@ func (l *wsLink) wsRequest(ctx context.Context, msg map[string]any, each func(ws
 		delete(l.pending, id)
 		l.mu.Unlock()
 	}()
-	if err := l.wsSend(ctx, msg); err != nil {
+	if err := l.sendMsg(ctx, msg); err != nil {
 		return err
 	}
 	for {
@@ -558,7 +558,7 @@ func (l *wsLink) wsRequest(ctx context.Context, msg map[string]any, each func(ws
 }
 
 func (l *wsLink) invoke(ctx context.Context, thingID, action string, input any, cfg invokeConfig) (Output, error) {
-	raw, err := l.wsPayload(input)
+	raw, err := l.payload(input)
 	if err != nil {
 		return Output{}, err
 	}
@@ -567,7 +567,7 @@ func (l *wsLink) invoke(ctx context.Context, thingID, action string, input any, 
 		msg["input"] = raw
 	}
 	var out Output
-	err = l.wsRequest(ctx, msg, func(f wsFrame) (bool, error) {
+	err = l.request(ctx, msg, func(f wsFrame) (bool, error) {
 		if f.typ() != "actionstatus" {
 			return false, nil
 		}
@@ -591,11 +591,24 @@ func (l *wsLink) invoke(ctx context.Context, thingID, action string, input any, 
 // writeProperty sends writeProperty and waits for the hub's answer (the
 // acknowledgement or an error), with or without WithAck.
 func (l *wsLink) writeProperty(ctx context.Context, thingID, name string, value any, _ invokeConfig) error {
-	return l.wsWriteProperty(ctx, thingID, name, value)
+	raw, err := l.payload(value)
+	if err != nil {
+		return err
+	}
+	return l.request(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw},
+		func(wsFrame) (bool, error) { return true, nil })
 }
 
 func (l *wsLink) readProperty(ctx context.Context, thingID, name string) (Value, error) {
-	v, err := l.wsReadProperty(ctx, thingID, name)
+	var v Value
+	err := l.request(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name},
+		func(f wsFrame) (bool, error) {
+			if f.typ() != "propertyreading" {
+				return false, nil
+			}
+			v, _ = f.value("value", "data")
+			return true, nil
+		})
 	if err != nil {
 		return v, fmt.Errorf("cannot read %s of %s: %w", name, thingID, err)
 	}
@@ -608,43 +621,21 @@ func (l *wsLink) observe(ctx context.Context, thingID, kind, name string, fn fun
 	if kind == "properties" {
 		k = "p"
 	}
-	return l.wsWatch(ctx, k+"|"+thingID+"|"+name, fn)
+	return l.watch(ctx, k+"|"+thingID+"|"+name, fn)
 }
 
 // setProperty sends an unsolicited propertyReading; while reconnecting
-// the value waits for wsRestore.
+// the value waits for restore.
 func (l *wsLink) setProperty(name string, value any) error {
-	if err := l.wsProperty(name, value); err != nil && !errors.Is(err, ErrNotConnected) {
+	if err := l.publishProperty(name, value); err != nil && !errors.Is(err, ErrNotConnected) {
 		return err
 	}
 	return nil
 }
 
-func (l *wsLink) wsWriteProperty(ctx context.Context, thingID, name string, value any) error {
-	raw, err := l.wsPayload(value)
-	if err != nil {
-		return err
-	}
-	return l.wsRequest(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw},
-		func(wsFrame) (bool, error) { return true, nil })
-}
-
-func (l *wsLink) wsReadProperty(ctx context.Context, thingID, name string) (Value, error) {
-	var v Value
-	err := l.wsRequest(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name},
-		func(f wsFrame) (bool, error) {
-			if f.typ() != "propertyreading" {
-				return false, nil
-			}
-			v, _ = f.value("value", "data")
-			return true, nil
-		})
-	return v, err
-}
-
-// wsWatch adds an observer of key ("e|thing|event" or "p|thing|property")
+// watch adds an observer of key ("e|thing|event" or "p|thing|property")
 // and subscribes for the first one.
-func (l *wsLink) wsWatch(ctx context.Context, key string, fn func(Value)) (func(), error) {
+func (l *wsLink) watch(ctx context.Context, key string, fn func(Value)) (func(), error) {
 	l.mu.Lock()
 	first := len(l.watches[key]) == 0
 	if first {
@@ -665,13 +656,13 @@ func (l *wsLink) wsWatch(ctx context.Context, key string, fn func(Value)) (func(
 		if last {
 			ctx, cancel := context.WithTimeout(context.Background(), l.a.opts.Timeout)
 			defer cancel()
-			if err := l.wsWatchRequest(ctx, key, false); err != nil {
+			if err := l.watchRequest(ctx, key, false); err != nil {
 				l.a.log.Debug("cannot unsubscribe", "key", key, "err", err)
 			}
 		}
 	}
 	if first {
-		if err := l.wsWatchRequest(ctx, key, true); err != nil {
+		if err := l.watchRequest(ctx, key, true); err != nil {
 			stop()
 			return nil, err
 		}
@@ -679,9 +670,9 @@ func (l *wsLink) wsWatch(ctx context.Context, key string, fn func(Value)) (func(
 	return stop, nil
 }
 
-// wsWatchRequest subscribes (on) or unsubscribes key and waits for the
+// watchRequest subscribes (on) or unsubscribes key and waits for the
 // acknowledgement.
-func (l *wsLink) wsWatchRequest(ctx context.Context, key string, on bool) error {
+func (l *wsLink) watchRequest(ctx context.Context, key string, on bool) error {
 	kind, rest, _ := strings.Cut(key, "|")
 	i := strings.LastIndexByte(rest, '|')
 	thing, name := rest[:i], rest[i+1:]
@@ -696,7 +687,7 @@ func (l *wsLink) wsWatchRequest(ctx context.Context, key string, on bool) error 
 	default:
 		msg["messageType"], msg["name"] = "unobserveProperty", name
 	}
-	return l.wsRequest(ctx, msg, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
+	return l.request(ctx, msg, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
 }
 
 // close unregisters by closing the socket (the hub sets the Thing
