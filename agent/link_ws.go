@@ -33,8 +33,12 @@ type wsLink struct {
 	c       *websocket.Conn // nil while reconnecting
 	up      chan struct{}   // closed while c != nil
 	pending map[string]chan wsFrame
-	watches map[string]map[uint64]func(Value) // "e|thing|event", "p|thing|property"
-	nextID  uint64
+	// watching holds the ids of pending observe/subscribe requests: the
+	// hub sends the values of a subscription with its id as correlationId
+	// from the acknowledgement on, and they belong to the observers.
+	watching map[string]bool
+	watches  map[string]map[uint64]func(Value) // "e|thing|event", "p|thing|property"
+	nextID   uint64
 }
 
 // wsFrame is one received envelope with its members kept encoded, so
@@ -157,16 +161,19 @@ func newWSAgent(opts Options) (*Agent, error) {
 	}
 	a := newAgent(opts, td, opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"))
 	a.link = &wsLink{a: a, url: u.String(), binary: isCBOR(opts.ContentType), up: make(chan struct{}),
-		pending: make(map[string]chan wsFrame), watches: make(map[string]map[uint64]func(Value))}
+		pending: make(map[string]chan wsFrame), watching: make(map[string]bool), watches: make(map[string]map[uint64]func(Value))}
 	return a, nil
 }
 
-// connect makes the first connection and registration.
+// connect makes the first connection and registration. The connection is
+// in use before Connect returns: the agent's first requests wait for
+// nothing (as over MQTT).
 func (l *wsLink) connect() (func(), error) {
 	c, err := l.establish(true)
 	if err != nil {
 		return nil, err
 	}
+	l.attach(c)
 	return func() { l.run(c) }, nil
 }
 
@@ -271,11 +278,6 @@ func (l *wsLink) sendMsg(ctx context.Context, msg map[string]any) error {
 func (l *wsLink) run(c *websocket.Conn) {
 	defer close(l.a.done)
 	for {
-		l.mu.Lock()
-		l.c = c
-		close(l.up)
-		l.mu.Unlock()
-		l.restore()
 		l.read(c)
 		l.mu.Lock()
 		l.c = nil
@@ -293,6 +295,38 @@ func (l *wsLink) run(c *websocket.Conn) {
 		if c, err = l.establish(false); err != nil {
 			l.a.log.Warn("cannot reconnect to the hub", "err", err)
 			return
+		}
+		l.attach(c)
+	}
+}
+
+// attach makes c the connection in use and restores the observations and
+// property values on it.
+func (l *wsLink) attach(c *websocket.Conn) {
+	l.mu.Lock()
+	l.c = c
+	close(l.up)
+	l.mu.Unlock()
+	l.restore()
+}
+
+// connected waits until the agent has a connection, ctx ends or the
+// agent closes, as mqttLink.client: a request made while the agent
+// reconnects waits for it.
+func (l *wsLink) connected(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		c, up := l.c, l.up
+		l.mu.Unlock()
+		if c != nil {
+			return nil
+		}
+		select {
+		case <-up:
+		case <-l.a.closed:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrNotConnected, ctx.Err())
 		}
 	}
 }
@@ -365,6 +399,9 @@ func (l *wsLink) dispatch(f wsFrame) {
 	if corr := f.str("correlationId"); corr != "" {
 		l.mu.Lock()
 		ch := l.pending[corr]
+		if l.watching[corr] && (typ == "event" || typ == "propertyreading") {
+			ch = nil
+		}
 		l.mu.Unlock()
 		if ch != nil {
 			select {
@@ -518,19 +555,27 @@ func (l *wsLink) emit(event string, data any) error {
 }
 
 // request sends a consumer message and passes every reply to each until
-// it returns true (the final one) or ctx ends.
-func (l *wsLink) request(ctx context.Context, msg map[string]any, each func(wsFrame) (bool, error)) error {
+// it returns true (the final one) or ctx ends. The values of a watching
+// request (observeProperty, subscribeEvent) go to the observers instead.
+func (l *wsLink) request(ctx context.Context, msg map[string]any, watching bool, each func(wsFrame) (bool, error)) error {
 	ctx, cancel := l.a.withTimeout(ctx)
 	defer cancel()
+	if err := l.connected(ctx); err != nil {
+		return err
+	}
 	id := newMessageID()
 	msg["messageId"] = id
 	ch := make(chan wsFrame, 64)
 	l.mu.Lock()
 	l.pending[id] = ch
+	if watching {
+		l.watching[id] = true
+	}
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
 		delete(l.pending, id)
+		delete(l.watching, id)
 		l.mu.Unlock()
 	}()
 	if err := l.sendMsg(ctx, msg); err != nil {
@@ -567,7 +612,7 @@ func (l *wsLink) invoke(ctx context.Context, thingID, action string, input any, 
 		msg["input"] = raw
 	}
 	var out Output
-	err = l.request(ctx, msg, func(f wsFrame) (bool, error) {
+	err = l.request(ctx, msg, false, func(f wsFrame) (bool, error) {
 		if f.typ() != "actionstatus" {
 			return false, nil
 		}
@@ -595,13 +640,13 @@ func (l *wsLink) writeProperty(ctx context.Context, thingID, name string, value 
 	if err != nil {
 		return err
 	}
-	return l.request(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw},
+	return l.request(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw}, false,
 		func(wsFrame) (bool, error) { return true, nil })
 }
 
 func (l *wsLink) readProperty(ctx context.Context, thingID, name string) (Value, error) {
 	var v Value
-	err := l.request(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name},
+	err := l.request(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name}, false,
 		func(f wsFrame) (bool, error) {
 			if f.typ() != "propertyreading" {
 				return false, nil
@@ -687,7 +732,7 @@ func (l *wsLink) watchRequest(ctx context.Context, key string, on bool) error {
 	default:
 		msg["messageType"], msg["name"] = "unobserveProperty", name
 	}
-	return l.request(ctx, msg, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
+	return l.request(ctx, msg, on, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
 }
 
 // close unregisters by closing the socket (the hub sets the Thing
