@@ -868,11 +868,9 @@ func (r replier) fail(err error) {
 
 func (l *mqttLink) serveAction(name string, p *paho.Publish) {
 	in, r := l.replierFor(p, l.a.contentType("actions/"+name))
-	l.a.mu.Lock()
-	h := l.a.actions[name]
-	l.a.mu.Unlock()
+	h := l.a.actionHandler(name)
 	if h == nil {
-		r.fail(NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no action %q", name)))
+		r.fail(noAction(name))
 		return
 	}
 	emit := func(partial any) error { return r.send(StatusRunning, partial) }
@@ -889,11 +887,9 @@ func (l *mqttLink) serveAction(name string, p *paho.Publish) {
 
 func (l *mqttLink) serveWrite(name string, p *paho.Publish) {
 	in, r := l.replierFor(p, l.a.contentType("properties/"+name))
-	l.a.mu.Lock()
-	h := l.a.writes[name]
-	l.a.mu.Unlock()
+	h := l.a.writeHandler(name)
 	if h == nil {
-		r.fail(NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no writable property %q", name)))
+		r.fail(noWritable(name))
 		return
 	}
 	if _, err := call(func() (any, error) { return nil, h(l.a.hctx, in) }); err != nil {

@@ -469,9 +469,7 @@ func (l *wsLink) serve(typ string, f wsFrame) {
 	switch typ {
 	case "invokeaction":
 		name := f.str("action", "name")
-		l.a.mu.Lock()
-		h := l.a.actions[name]
-		l.a.mu.Unlock()
+		h := l.a.actionHandler(name)
 		status := func(st string, out any) {
 			msg := map[string]any{"messageType": "actionStatus", "action": name, "status": st}
 			if st == StatusFailed {
@@ -486,7 +484,7 @@ func (l *wsLink) serve(typ string, f wsFrame) {
 			l.reply(f, msg)
 		}
 		if h == nil {
-			status(StatusFailed, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no action %q", name)))
+			status(StatusFailed, noAction(name))
 			return
 		}
 		in, _ := f.value("input")
@@ -499,11 +497,9 @@ func (l *wsLink) serve(typ string, f wsFrame) {
 		status(StatusCompleted, out)
 	case "writeproperty":
 		name := f.str("name", "property")
-		l.a.mu.Lock()
-		h := l.a.writes[name]
-		l.a.mu.Unlock()
+		h := l.a.writeHandler(name)
 		if h == nil {
-			l.replyError(f, NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no writable property %q", name)))
+			l.replyError(f, noWritable(name))
 			return
 		}
 		v, _ := f.value("value", "data")

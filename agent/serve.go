@@ -57,6 +57,30 @@ func (a *Agent) HandleWrite(name string, h WriteHandler) {
 	a.writes[name] = h
 }
 
+// actionHandler is the handler of the action name, nil if none.
+func (a *Agent) actionHandler(name string) StreamHandler {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.actions[name]
+}
+
+// writeHandler is the handler of writes of the property name, nil if none.
+func (a *Agent) writeHandler(name string) WriteHandler {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.writes[name]
+}
+
+// noAction is the answer to a request of an action without a handler.
+func noAction(name string) *Problem {
+	return NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no action %q", name))
+}
+
+// noWritable is the answer to a write of a property without a handler.
+func noWritable(name string) *Problem {
+	return NewProblem(http.StatusNotFound, fmt.Sprintf("the agent has no writable property %q", name))
+}
+
 // SetProperty publishes the property's value, retained, encoded by its
 // form's content type. While the agent is reconnecting the value is kept
 // and published once it is back; it is also republished after every
