@@ -64,10 +64,11 @@ type Credentials struct {
 	Password string `json:"password"`
 }
 
-// Agent is a Thing joined to a hub over MQTT 5. It serves its actions and
-// property writes, publishes its properties and events, and consumes other
-// Things. It reconnects and re-joins by itself. Its methods are safe for
-// concurrent use.
+// Agent is a Thing joined to a hub over MQTT 5 (or the LMOS WebSocket,
+// see the package doc). It serves its actions and property writes,
+// publishes its properties and events, and consumes other Things. It
+// reconnects and re-joins by itself. Its methods are safe for concurrent
+// use.
 type Agent struct {
 	opts     Options
 	clientID string
