@@ -26,27 +26,61 @@ import (
 // 127.0.0.1:0 with the store in a temp dir.
 type testHub struct {
 	*hubtest.Hub
-	t    *testing.T
-	reg  *hub.Registry
-	addr string
-	log  *slog.Logger
+	t        *testing.T
+	reg      *hub.Registry
+	addr     string // the broker's
+	httpAddr string
+	log      *slog.Logger
+	link     string // the transport of connect: "mqtt" or "ws"
 }
 
 func startHub(t *testing.T) *testHub {
 	t.Helper()
-	h := &testHub{t: t, log: testLogger(t)}
-	h.start(t.TempDir(), "127.0.0.1:0")
+	h := &testHub{t: t, log: testLogger(t), link: "mqtt"}
+	h.start(t.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
 	return h
 }
 
-// start runs the hub on dir with its broker on mqttAddr.
-func (h *testHub) start(dir, mqttAddr string) {
-	h.t.Helper()
-	h.Hub = hubtest.StartIn(h.t, dir, func(c *app.Config) { c.MQTT.Addr = mqttAddr })
-	h.reg, h.addr = h.Main.Registry, h.MQTTAddr()
+// links are the agent's transports: a test that holds for both runs as
+// a subtest per link (eachLink), so both implementations of link meet
+// the same assertions.
+var links = []string{"mqtt", "ws"}
+
+// eachLink runs f against a hub of its own for each link; h.connect
+// connects over that link.
+func eachLink(t *testing.T, f func(t *testing.T, h *testHub)) {
+	for _, link := range links {
+		t.Run(link, func(t *testing.T) {
+			h := startHub(t)
+			h.link = link
+			f(t, h)
+		})
+	}
 }
 
-func (h *testHub) url() string { return "mqtt://" + h.addr }
+// start runs the hub on dir with its broker on mqttAddr and its HTTP
+// listener (and /ws) on httpAddr.
+func (h *testHub) start(dir, mqttAddr, httpAddr string) {
+	h.t.Helper()
+	h.Hub = hubtest.StartIn(h.t, dir, func(c *app.Config) { c.MQTT.Addr, c.HTTP.Addr = mqttAddr, httpAddr })
+	h.reg, h.addr, h.httpAddr = h.Main.Registry, h.MQTTAddr(), h.Main.HTTPAddr.String()
+}
+
+// url is the hub's URL for h.link.
+func (h *testHub) url() string {
+	if h.link == "ws" {
+		return "ws://" + h.httpAddr + "/ws"
+	}
+	return "mqtt://" + h.addr
+}
+
+// via is the presence source of an agent over h.link.
+func (h *testHub) via() hub.Source {
+	if h.link == "ws" {
+		return hub.SourceWS
+	}
+	return hub.SourceMQTT
+}
 
 // connect starts an agent with td (a small TD for id when nil).
 func (h *testHub) connect(id string, edit func(*Options)) *Agent {
@@ -64,6 +98,24 @@ func (h *testHub) connect(id string, edit func(*Options)) *Agent {
 	h.t.Cleanup(func() { _ = a.Close() })
 	return a
 }
+
+// dropConnection closes the agent's connection under it, as a network
+// failure would.
+func dropConnection(a *Agent) {
+	switch l := a.link.(type) {
+	case *mqttLink:
+		l.mu.Lock()
+		l.conn.Close()
+		l.mu.Unlock()
+	case *wsLink:
+		l.mu.Lock()
+		l.c.CloseNow()
+		l.mu.Unlock()
+	}
+}
+
+// mqttOf is the MQTT link of an agent connected to an mqtt:// URL.
+func mqttOf(a *Agent) *mqttLink { return a.link.(*mqttLink) }
 
 func (h *testHub) presence(id string) string {
 	th, err := h.reg.Get(id)
@@ -137,21 +189,37 @@ func serveTestActions(a *Agent) {
 }
 
 func TestJoinPresenceAndForms(t *testing.T) {
-	h := startHub(t)
-	const id = "urn:test:join/1"
-	var issued Credentials
-	a := h.connect(id, func(o *Options) { o.OnCredentials = func(c Credentials) { issued = c } })
-	if c := a.Credentials(); c == nil || c.Username != lmos.TopicKey(id) || c.Password == "" || *c != issued {
-		t.Fatalf("credentials %+v, issued %+v", c, issued)
-	}
-	waitFor(t, time.Second, "presence online", func() bool { return h.presence(id) == hub.PresenceOnline })
-	th, err := h.reg.Get(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if th.Meta.Presence.Via != hub.SourceMQTT || th.Meta.Origin.Source != hub.SourceMQTT {
-		t.Fatalf("meta %+v", th.Meta)
-	}
+	eachLink(t, func(t *testing.T, h *testHub) {
+		const id = "urn:test:join/1"
+		var issued Credentials
+		a := h.connect(id, func(o *Options) { o.OnCredentials = func(c Credentials) { issued = c } })
+		// The hub issues credentials at an MQTT join only (PROTOCOL §4.1);
+		// the WebSocket is authenticated by its own connection.
+		if c := a.Credentials(); h.link == "ws" && c != nil ||
+			h.link == "mqtt" && (c == nil || c.Username != lmos.TopicKey(id) || c.Password == "" || *c != issued) {
+			t.Fatalf("credentials %+v, issued %+v", c, issued)
+		}
+		waitFor(t, time.Second, "presence online", func() bool { return h.presence(id) == hub.PresenceOnline })
+		th, err := h.reg.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if th.Meta.Presence.Via != h.via() || th.Meta.Origin.Source != h.via() {
+			t.Fatalf("meta %+v", th.Meta)
+		}
+		if h.link == "mqtt" {
+			mqttForms(t, h, id)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Second, "presence offline after Close", func() bool { return h.presence(id) == hub.PresenceOffline })
+	})
+}
+
+// mqttForms checks the hub forms an MQTT agent filled in.
+func mqttForms(t *testing.T, h *testHub, id string) {
+	t.Helper()
 	doc, err := h.reg.Document(id)
 	if err != nil {
 		t.Fatal(err)
@@ -166,95 +234,114 @@ func TestJoinPresenceAndForms(t *testing.T) {
 		pforms[1].(map[string]any)["op"] != "writeproperty" {
 		t.Fatalf("property forms %v", pforms)
 	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, time.Second, "presence offline after Close", func() bool { return h.presence(id) == hub.PresenceOffline })
 }
 
 func TestRejectedJoin(t *testing.T) {
-	h := startHub(t)
-	td := testTD("urn:test:bad")
-	delete(td, "title")
-	_, err := Connect(ctxT(t, 10*time.Second), Options{URL: h.url(), TD: td, Logger: h.log})
-	var p *Problem
-	if !errors.As(err, &p) || p.Status != 400 || len(p.ValidationErrors) == 0 || !strings.HasSuffix(p.Type, "#invalid") {
-		t.Fatalf("err %v, problem %+v", err, p)
-	}
-	if _, err := h.reg.Get("urn:test:bad"); hub.ErrorCode(err) != hub.ENOTFOUND {
-		t.Fatalf("stored a rejected TD: %v", err)
-	}
+	eachLink(t, func(t *testing.T, h *testHub) {
+		td := testTD("urn:test:bad")
+		delete(td, "title")
+		_, err := Connect(ctxT(t, 10*time.Second), Options{URL: h.url(), TD: td, Logger: h.log})
+		var p *Problem
+		// Over the WebSocket the agent reads no validationErrors member.
+		if !errors.As(err, &p) || p.Status != 400 || h.link == "mqtt" && len(p.ValidationErrors) == 0 || !strings.HasSuffix(p.Type, "#invalid") {
+			t.Fatalf("err %v, problem %+v", err, p)
+		}
+		if _, err := h.reg.Get("urn:test:bad"); hub.ErrorCode(err) != hub.ENOTFOUND {
+			t.Fatalf("stored a rejected TD: %v", err)
+		}
+	})
 }
 
 func TestInvoke(t *testing.T) {
-	h := startHub(t)
-	srv := h.connect("urn:test:server", func(o *Options) { o.ContentType = CBOR })
-	serveTestActions(srv)
-	cli := h.connect("urn:test:client", nil)
-	ctx := ctxT(t, 10*time.Second)
+	eachLink(t, func(t *testing.T, h *testHub) {
+		srv := h.connect("urn:test:server", func(o *Options) { o.ContentType = CBOR })
+		serveTestActions(srv)
+		cli := h.connect("urn:test:client", nil)
+		ctx := ctxT(t, 10*time.Second)
 
-	for _, ct := range []string{JSON, CBOR} {
-		out, err := cli.Invoke(ctx, srv.ID(), "add", sum{A: 2, B: 3.5}, WithContentType(ct))
-		if err != nil {
-			t.Fatalf("%s: %v", ct, err)
+		for _, ct := range []string{JSON, CBOR} {
+			out, err := cli.Invoke(ctx, srv.ID(), "add", sum{A: 2, B: 3.5}, WithContentType(ct))
+			if err != nil {
+				t.Fatalf("%s: %v", ct, err)
+			}
+			var res struct {
+				Sum  float64
+				CBOR bool
+			}
+			// Over MQTT the request's content type is the consumer's choice;
+			// over the WebSocket each side's frames carry its own encoding
+			// (the server's CBOR, the consumer's JSON): WithContentType is
+			// for MQTT.
+			wantIn, wantOut := ct == CBOR, ct
+			if h.link == "ws" {
+				wantIn, wantOut = true, JSON
+			}
+			if err := out.Decode(&res); err != nil || res.Sum != 5.5 || res.CBOR != wantIn || lmos.MediaType(out.ContentType) != wantOut {
+				t.Fatalf("%s: %+v %s (%v)", ct, res, out.ContentType, err)
+			}
 		}
-		var res struct {
-			Sum  float64
-			CBOR bool
-		}
-		if err := out.Decode(&res); err != nil || res.Sum != 5.5 || res.CBOR != (ct == CBOR) || lmos.MediaType(out.ContentType) != ct {
-			t.Fatalf("%s: %+v %s (%v)", ct, res, out.ContentType, err)
-		}
-	}
 
-	// Properties of a CBOR agent are CBOR.
-	if err := srv.SetProperty("level", 1.5); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := cli.ReadProperty(ctx, srv.ID(), "level"); err != nil || !v.IsCBOR() || v.String() != "1.5" {
-		t.Fatalf("CBOR property: %s %s %v", v, v.ContentType, err)
-	}
-
-	// Partial results arrive in order before the final one.
-	var got []int
-	out, err := cli.Invoke(ctx, srv.ID(), "count", 20, WithPartial(func(o Output) {
-		var i int
-		if err := o.Decode(&i); err != nil {
-			t.Error(err)
+		// Properties of a CBOR agent are CBOR over MQTT; over the WebSocket
+		// they come in the consumer's frames (JSON).
+		if err := srv.SetProperty("level", 1.5); err != nil {
+			t.Fatal(err)
 		}
-		got = append(got, i)
-	}))
-	if err != nil || out.String() != `"done"` || len(got) != 20 {
-		t.Fatalf("count: %s %v %v", out, got, err)
-	}
-	for i, n := range got {
-		if n != i+1 {
-			t.Fatalf("partials out of order: %v", got)
+		if v, err := cli.ReadProperty(ctx, srv.ID(), "level"); err != nil || v.IsCBOR() != (h.link == "mqtt") || v.String() != "1.5" {
+			t.Fatalf("CBOR property: %s %s %v", v, v.ContentType, err)
 		}
-	}
 
-	// Failures carry the problem.
-	for action, want := range map[string]int{"fail": 409, "crash": 500, "nope": 404} {
-		_, err := cli.Invoke(ctx, srv.ID(), action, nil, WithContentType(CBOR))
+		// Partial results arrive in order before the final one.
+		var got []int
+		out, err := cli.Invoke(ctx, srv.ID(), "count", 20, WithPartial(func(o Output) {
+			var i int
+			if err := o.Decode(&i); err != nil {
+				t.Error(err)
+			}
+			got = append(got, i)
+		}))
+		if err != nil || out.String() != `"done"` || len(got) != 20 {
+			t.Fatalf("count: %s %v %v", out, got, err)
+		}
+		for i, n := range got {
+			if n != i+1 {
+				t.Fatalf("partials out of order: %v", got)
+			}
+		}
+
+		// Failures carry the problem. A problem the agent reports comes over
+		// MQTT as it is; over the WebSocket the hub relays it with its type
+		// and the gateway status 502.
+		reported := func(status int) int {
+			if h.link == "ws" {
+				return http.StatusBadGateway
+			}
+			return status
+		}
+		for action, want := range map[string]struct {
+			status int
+			typ    string
+		}{"fail": {reported(409), "conflict"}, "crash": {reported(500), "internal"}, "nope": {404, "not-found"}} {
+			_, err := cli.Invoke(ctx, srv.ID(), action, nil, WithContentType(CBOR))
+			var p *Problem
+			if !errors.As(err, &p) || p.Status != want.status || p.Type != ErrorTypeBase+want.typ {
+				t.Fatalf("%s: %v (%+v)", action, err, p)
+			}
+		}
+		// Bad input is the handler's 400.
+		_, err = cli.Invoke(ctx, srv.ID(), "add", "not an object")
 		var p *Problem
-		if !errors.As(err, &p) || p.Status != want || p.Type == "" {
-			t.Fatalf("%s: %v (%+v)", action, err, p)
+		if !errors.As(err, &p) || p.Status != reported(400) || p.Type != ErrorTypeBase+"invalid" {
+			t.Fatalf("bad input: %v", err)
 		}
-	}
-	// Bad input is the handler's 400.
-	_, err = cli.Invoke(ctx, srv.ID(), "add", "not an object")
-	var p *Problem
-	if !errors.As(err, &p) || p.Status != 400 {
-		t.Fatalf("bad input: %v", err)
-	}
 
-	// An agent that never answers: ctx ends the wait.
-	silentAgent(h)
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if _, err := cli.Invoke(short, "urn:test:silent", "add", nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("no responder: %v", err)
-	}
+		// An agent that never answers: ctx ends the wait.
+		silentAgent(h)
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if _, err := cli.Invoke(short, "urn:test:silent", "add", nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("no responder: %v", err)
+		}
+	})
 }
 
 // Issue 10, point 4: nobody subscribes to the action topic, so the hub
@@ -262,39 +349,40 @@ func TestInvoke(t *testing.T) {
 // action, 503 for a known Thing whose agent is gone), which Invoke returns
 // as a *Problem (without it, each call would end with its ctx).
 func TestInvokeUnservedFailsAtOnce(t *testing.T) {
-	h := startHub(t)
-	cli := h.connect("urn:test:consumer", nil)
-	ctx := ctxT(t, 10*time.Second)
-	gone := h.connect("urn:test:gone", nil)
-	if err := gone.Close(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "the closed agent offline", func() bool { return h.presence("urn:test:gone") == "offline" })
-	for _, c := range []struct {
-		thing, action string
-		status        int
-		typ           string
-	}{
-		{"urn:test:nobody", "add", 404, "not-found"},
-		{"urn:test:gone", "nope", 404, "not-found"},
-		{"urn:test:gone", "add", 503, "unavailable"},
-	} {
-		for _, ct := range []string{JSON, CBOR} {
-			_, err := cli.Invoke(ctx, c.thing, c.action, map[string]int{"a": 1}, WithContentType(ct))
-			var p *Problem
-			if !errors.As(err, &p) || p.Status != c.status || p.Type != ErrorTypeBase+c.typ || !strings.Contains(p.Detail, c.thing) {
-				t.Errorf("%s %s (%s): %v (%+v), want %d %s", c.thing, c.action, ct, err, p, c.status, c.typ)
+	eachLink(t, func(t *testing.T, h *testHub) {
+		cli := h.connect("urn:test:consumer", nil)
+		ctx := ctxT(t, 10*time.Second)
+		gone := h.connect("urn:test:gone", nil)
+		if err := gone.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the closed agent offline", func() bool { return h.presence("urn:test:gone") == "offline" })
+		for _, c := range []struct {
+			thing, action string
+			status        int
+			typ           string
+		}{
+			{"urn:test:nobody", "add", 404, "not-found"},
+			{"urn:test:gone", "nope", 404, "not-found"},
+			{"urn:test:gone", "add", 503, "unavailable"},
+		} {
+			for _, ct := range []string{JSON, CBOR} {
+				_, err := cli.Invoke(ctx, c.thing, c.action, map[string]int{"a": 1}, WithContentType(ct))
+				var p *Problem
+				if !errors.As(err, &p) || p.Status != c.status || p.Type != ErrorTypeBase+c.typ || !strings.Contains(p.Detail, c.thing) {
+					t.Errorf("%s %s (%s): %v (%+v), want %d %s", c.thing, c.action, ct, err, p, c.status, c.typ)
+				}
 			}
 		}
-	}
-	// A write that asks for the result gets the same answer.
-	var p *Problem
-	if err := cli.WriteProperty(ctx, "urn:test:gone", "level", 1, WithAck()); !errors.As(err, &p) || p.Status != 503 {
-		t.Errorf("write to an offline Thing: %v", err)
-	}
-	if err := cli.WriteProperty(ctx, "urn:test:gone", "nope", 1, WithAck()); !errors.As(err, &p) || p.Status != 404 {
-		t.Errorf("write to an unknown property: %v", err)
-	}
+		// A write that asks for the result gets the same answer.
+		var p *Problem
+		if err := cli.WriteProperty(ctx, "urn:test:gone", "level", 1, WithAck()); !errors.As(err, &p) || p.Status != 503 {
+			t.Errorf("write to an offline Thing: %v", err)
+		}
+		if err := cli.WriteProperty(ctx, "urn:test:gone", "nope", 1, WithAck()); !errors.As(err, &p) || p.Status != 404 {
+			t.Errorf("write to an unknown property: %v", err)
+		}
+	})
 }
 
 // A broker that acknowledges with PUBACK 0x10 but sends no result (here:
@@ -307,11 +395,11 @@ func TestInvokeNoMatchingSubscribersWithoutResult(t *testing.T) {
 	h := startHub(t)
 	cli := h.connect("urn:test:consumer", nil)
 	ctx := ctxT(t, 10*time.Second)
-	c, err := cli.client(ctx)
+	c, err := mqttOf(cli).client(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{cli.inbox + "#"}}); err != nil {
+	if _, err := c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{mqttOf(cli).inbox + "#"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = cli.Invoke(ctx, "urn:test:nobody", "add", nil)
@@ -332,12 +420,13 @@ func silentAgent(h *testHub) {
 
 // Without a deadline of its own, Invoke ends after Options.InvokeTimeout.
 func TestInvokeDefaultTimeout(t *testing.T) {
-	h := startHub(t)
-	silentAgent(h)
-	cli := h.connect("urn:test:consumer", func(o *Options) { o.InvokeTimeout = 200 * time.Millisecond })
-	if _, err := cli.Invoke(context.Background(), "urn:test:silent", "add", nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Invoke without a deadline: %v", err)
-	}
+	eachLink(t, func(t *testing.T, h *testHub) {
+		silentAgent(h)
+		cli := h.connect("urn:test:consumer", func(o *Options) { o.InvokeTimeout = 200 * time.Millisecond })
+		if _, err := cli.Invoke(context.Background(), "urn:test:silent", "add", nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Invoke without a deadline: %v", err)
+		}
+	})
 }
 
 // A request without a Response Topic (fire-and-forget) still runs the
@@ -374,92 +463,103 @@ func TestFireAndForget(t *testing.T) {
 }
 
 func TestPropertiesAndEvents(t *testing.T) {
-	h := startHub(t)
-	srv := h.connect("urn:test:props", nil)
-	cli := h.connect("urn:test:reader", nil)
-	ctx := ctxT(t, 10*time.Second)
+	eachLink(t, func(t *testing.T, h *testHub) {
+		srv := h.connect("urn:test:props", nil)
+		cli := h.connect("urn:test:reader", nil)
+		ctx := ctxT(t, 10*time.Second)
 
-	if err := srv.SetProperty("level", 42.5); err != nil {
-		t.Fatal(err)
-	}
-	v, err := cli.ReadProperty(ctx, srv.ID(), "level")
-	if err != nil || v.String() != "42.5" {
-		t.Fatalf("read %s %v", v, err)
-	}
+		if err := srv.SetProperty("level", 42.5); err != nil {
+			t.Fatal(err)
+		}
+		v, err := cli.ReadProperty(ctx, srv.ID(), "level")
+		if err != nil || v.String() != "42.5" {
+			t.Fatalf("read %s %v", v, err)
+		}
 
-	seen := make(chan string, 8)
-	stop, err := cli.Observe(ctx, srv.ID(), "level", func(v Value) { seen <- v.String() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := <-seen; got != "42.5" {
-		t.Fatalf("observe retained %s", got)
-	}
-	if err := srv.SetProperty("level", 7); err != nil {
-		t.Fatal(err)
-	}
-	// Observation is at least once: the old value may come again (the agent
-	// re-publishes its values when it (re)connects) before the change.
-	for got := ""; got != "7"; {
+		seen := make(chan string, 8)
+		stop, err := cli.Observe(ctx, srv.ID(), "level", func(v Value) { seen <- v.String() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := <-seen; got != "42.5" {
+			t.Fatalf("observe retained %s", got)
+		}
+		if err := srv.SetProperty("level", 7); err != nil {
+			t.Fatal(err)
+		}
+		// Observation is at least once: the old value may come again (the agent
+		// re-publishes its values when it (re)connects) before the change.
+		for got := ""; got != "7"; {
+			select {
+			case got = <-seen:
+				if got != "7" && got != "42.5" {
+					t.Fatalf("observe change %s", got)
+				}
+			case <-ctx.Done():
+				t.Fatal("the change to 7 was never observed")
+			}
+		}
+		stop()
+
+		// Writes reach HandleWrite; a rejected write is the handler's problem.
+		srv.HandleWrite("level", func(ctx context.Context, v Value) error {
+			var x float64
+			if err := v.Decode(&x); err != nil {
+				return err
+			}
+			if x < 0 {
+				return NewProblem(400, "level must not be negative")
+			}
+			return srv.SetProperty("level", x)
+		})
+		// WithAck waits for the writing agent's result.
+		if err := cli.WriteProperty(ctx, srv.ID(), "level", 12, WithAck()); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := cli.ReadProperty(ctx, srv.ID(), "level"); err != nil || v.String() != "12" {
+			t.Fatalf("after write: %s %v", v, err)
+		}
+		var p *Problem
+		// The writer's problem: as it is over MQTT; over the WebSocket the
+		// hub relays its type and detail with the gateway status 502.
+		wantStatus := 400
+		if h.link == "ws" {
+			wantStatus = 502
+		}
+		if err := cli.WriteProperty(ctx, srv.ID(), "level", -1, WithContentType(CBOR), WithAck()); !errors.As(err, &p) ||
+			p.Status != wantStatus || !strings.HasSuffix(p.Type, "#invalid") || !strings.Contains(p.Detail, "must not be negative") {
+			t.Fatalf("negative write: %v (%+v)", err, p)
+		}
+
+		// Events.
+		events := make(chan string, 8)
+		stopEv, err := cli.Subscribe(ctx, srv.ID(), "alarm", func(v Value) { events <- v.String() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stopEv()
+		if err := srv.Emit("alarm", map[string]any{"level": 99}); err != nil {
+			t.Fatal(err)
+		}
 		select {
-		case got = <-seen:
-			if got != "7" && got != "42.5" {
-				t.Fatalf("observe change %s", got)
+		case got := <-events:
+			if got != `{"level":99}` {
+				t.Fatalf("event %s", got)
 			}
 		case <-ctx.Done():
-			t.Fatal("the change to 7 was never observed")
+			t.Fatal("no event")
 		}
-	}
-	stop()
 
-	// Writes reach HandleWrite; a rejected write is the handler's problem.
-	srv.HandleWrite("level", func(ctx context.Context, v Value) error {
-		var x float64
-		if err := v.Decode(&x); err != nil {
-			return err
+		// No retained value: over MQTT ReadProperty gives up with ctx; over
+		// the WebSocket the hub answers at once that the TD has no such
+		// property.
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err = cli.ReadProperty(short, srv.ID(), "unset")
+		if h.link == "mqtt" && !errors.Is(err, context.DeadlineExceeded) || h.link == "ws" && (!errors.As(err, &p) || p.Status != 404) {
+			t.Fatalf("unset property: %v", err)
 		}
-		if x < 0 {
-			return NewProblem(400, "level must not be negative")
-		}
-		return srv.SetProperty("level", x)
 	})
-	// WithAck waits for the writing agent's result.
-	if err := cli.WriteProperty(ctx, srv.ID(), "level", 12, WithAck()); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := cli.ReadProperty(ctx, srv.ID(), "level"); err != nil || v.String() != "12" {
-		t.Fatalf("after write: %s %v", v, err)
-	}
-	var p *Problem
-	if err := cli.WriteProperty(ctx, srv.ID(), "level", -1, WithContentType(CBOR), WithAck()); !errors.As(err, &p) || p.Status != 400 {
-		t.Fatalf("negative write: %v", err)
-	}
-
-	// Events.
-	events := make(chan string, 8)
-	stopEv, err := cli.Subscribe(ctx, srv.ID(), "alarm", func(v Value) { events <- v.String() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stopEv()
-	if err := srv.Emit("alarm", map[string]any{"level": 99}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case got := <-events:
-		if got != `{"level":99}` {
-			t.Fatalf("event %s", got)
-		}
-	case <-ctx.Done():
-		t.Fatal("no event")
-	}
-
-	// No retained value: ReadProperty gives up with ctx.
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	if _, err := cli.ReadProperty(short, srv.ID(), "unset"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("unset property: %v", err)
-	}
 }
 
 // presenceFeed records the presence changes of id from the registry feed.
@@ -498,90 +598,91 @@ func waitStatus(t *testing.T, feed <-chan string, want string, d time.Duration) 
 // Killing the TCP connection publishes the will; the agent then comes back
 // by itself.
 func TestWillAndReconnect(t *testing.T) {
-	h := startHub(t)
-	const id = "urn:test:will"
-	a := h.connect(id, nil)
-	serveTestActions(a)
-	waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
-	feed := presenceFeed(t, h, id)
-	a.mu.Lock()
-	a.conn.Close()
-	a.mu.Unlock()
-	waitStatus(t, feed, hub.PresenceOffline, time.Second)
-	waitStatus(t, feed, hub.PresenceOnline, 5*time.Second)
-	cli := h.connect("urn:test:will-client", nil)
-	if _, err := cli.Invoke(ctxT(t, 5*time.Second), id, "add", sum{1, 2}); err != nil {
-		t.Fatal(err)
-	}
+	eachLink(t, func(t *testing.T, h *testHub) {
+		const id = "urn:test:will"
+		a := h.connect(id, nil)
+		serveTestActions(a)
+		waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
+		feed := presenceFeed(t, h, id)
+		dropConnection(a)
+		waitStatus(t, feed, hub.PresenceOffline, time.Second)
+		waitStatus(t, feed, hub.PresenceOnline, 5*time.Second)
+		cli := h.connect("urn:test:will-client", nil)
+		if _, err := cli.Invoke(ctxT(t, 5*time.Second), id, "add", sum{1, 2}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // The hub restarts on the same port and store: the agent reconnects,
 // re-joins with its credentials and serves again.
 func TestBrokerRestart(t *testing.T) {
-	h := startHub(t)
-	const id = "urn:test:restart"
-	a := h.connect(id, nil)
-	serveTestActions(a)
-	if err := a.SetProperty("level", 3); err != nil {
-		t.Fatal(err)
-	}
-	creds := a.Credentials()
-	cli := h.connect("urn:test:restart-client", nil)
-	waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
-	before, _ := h.reg.Get(id)
+	eachLink(t, func(t *testing.T, h *testHub) {
+		const id = "urn:test:restart"
+		a := h.connect(id, nil)
+		serveTestActions(a)
+		if err := a.SetProperty("level", 3); err != nil {
+			t.Fatal(err)
+		}
+		creds := a.Credentials()
+		cli := h.connect("urn:test:restart-client", nil)
+		waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
+		before, _ := h.reg.Get(id)
 
-	feed := presenceFeed(t, h, id)
-	h.Close()
-	waitStatus(t, feed, hub.PresenceOffline, time.Second)
-	h.start(h.Dir, h.addr)
-	// A new registry: its feed may start after the agent is back, so the
-	// presence is read; Modified below shows the re-join.
-	waitFor(t, 10*time.Second, "online again", func() bool { return h.presence(id) == hub.PresenceOnline })
+		feed := presenceFeed(t, h, id)
+		h.Close()
+		waitStatus(t, feed, hub.PresenceOffline, time.Second)
+		h.start(h.Dir, h.addr, h.httpAddr)
+		// A new registry: its feed may start after the agent is back, so the
+		// presence is read; Modified below shows the re-join.
+		waitFor(t, 10*time.Second, "online again", func() bool { return h.presence(id) == hub.PresenceOnline })
 
-	after, _ := h.reg.Get(id)
-	if !after.Meta.Modified.After(before.Meta.Modified) {
-		t.Fatalf("not re-joined: modified %v then %v", before.Meta.Modified, after.Meta.Modified)
-	}
-	if c := a.Credentials(); *c != *creds {
-		t.Fatalf("credentials changed: %+v", c)
-	}
-	ctx := ctxT(t, 10*time.Second)
-	// The consumer reconnects too; Invoke waits for it.
-	out, err := cli.Invoke(ctx, id, "add", sum{1, 1})
-	if err != nil || !strings.Contains(out.String(), `"sum":2`) {
-		t.Fatalf("invoke after restart: %s %v", out, err)
-	}
-	if v, err := cli.ReadProperty(ctx, id, "level"); err != nil || v.String() != "3" {
-		t.Fatalf("property after restart: %s %v", v, err)
-	}
+		after, _ := h.reg.Get(id)
+		if !after.Meta.Modified.After(before.Meta.Modified) {
+			t.Fatalf("not re-joined: modified %v then %v", before.Meta.Modified, after.Meta.Modified)
+		}
+		if c := a.Credentials(); h.link == "mqtt" && *c != *creds {
+			t.Fatalf("credentials changed: %+v", c)
+		}
+		ctx := ctxT(t, 10*time.Second)
+		// The consumer reconnects too; Invoke waits for it.
+		out, err := cli.Invoke(ctx, id, "add", sum{1, 1})
+		if err != nil || !strings.Contains(out.String(), `"sum":2`) {
+			t.Fatalf("invoke after restart: %s %v", out, err)
+		}
+		if v, err := cli.ReadProperty(ctx, id, "level"); err != nil || v.String() != "3" {
+			t.Fatalf("property after restart: %s %v", v, err)
+		}
+	})
 }
 
 // Close while handlers run: they see ctx cancelled, and Close returns.
 func TestCloseCancelsHandlers(t *testing.T) {
-	h := startHub(t)
-	srv := h.connect("urn:test:slow", nil)
-	started := make(chan struct{})
-	var once sync.Once
-	srv.HandleAction("add", func(ctx context.Context, in Input) (any, error) {
-		once.Do(func() { close(started) })
-		<-ctx.Done()
-		return nil, ctx.Err()
+	eachLink(t, func(t *testing.T, h *testHub) {
+		srv := h.connect("urn:test:slow", nil)
+		started := make(chan struct{})
+		var once sync.Once
+		srv.HandleAction("add", func(ctx context.Context, in Input) (any, error) {
+			once.Do(func() { close(started) })
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		cli := h.connect("urn:test:slow-client", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		go func() { _, _ = cli.Invoke(ctx, srv.ID(), "add", sum{}) }()
+		<-started
+		done := make(chan error, 1)
+		go func() { done <- srv.Close() }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			t.Fatal("Close hung")
+		}
+		if _, err := srv.Invoke(context.Background(), "x", "y", nil); !errors.Is(err, ErrClosed) {
+			t.Fatalf("after close: %v", err)
+		}
 	})
-	cli := h.connect("urn:test:slow-client", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	go func() { _, _ = cli.Invoke(ctx, srv.ID(), "add", sum{}) }()
-	<-started
-	done := make(chan error, 1)
-	go func() { done <- srv.Close() }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		t.Fatal("Close hung")
-	}
-	if _, err := srv.Invoke(context.Background(), "x", "y", nil); !errors.Is(err, ErrClosed) {
-		t.Fatalf("after close: %v", err)
-	}
 }
 
 func testLevel() slog.Level {

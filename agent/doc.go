@@ -54,4 +54,8 @@
 // messages, and consumes other Things with consumer messages. Closing the
 // socket makes it offline; it reconnects and registers again by itself.
 // There are no credentials over WebSocket: Credentials stays nil.
+//
+// Inside, the Agent keeps what both transports share (the TD, handlers,
+// property values, handler slots, Close) and talks to the hub through one
+// unexported link: mqttLink (link_mqtt.go) or wsLink (link_ws.go).
 package agent

@@ -93,11 +93,11 @@ func TestResponseTopicOnlyInReplyInboxes(t *testing.T) {
 	bad := []string{base + "td", base + "events/alarm", base + "status", "lmos/v1/clients/", "lmos/v1/clients//x", "lmos/v1/hub/events"}
 	// The library checks by itself, whatever the broker lets through.
 	for _, rt := range bad {
-		if _, r := srv.replierFor(&paho.Publish{Topic: base + "actions/add", Properties: &paho.PublishProperties{ResponseTopic: rt}}, JSON); r.topic != "" {
+		if _, r := mqttOf(srv).replierFor(&paho.Publish{Topic: base + "actions/add", Properties: &paho.PublishProperties{ResponseTopic: rt}}, JSON); r.topic != "" {
 			t.Errorf("the agent would reply on %q", rt)
 		}
 	}
-	if _, r := srv.replierFor(&paho.Publish{Topic: base + "actions/add", Properties: &paho.PublishProperties{ResponseTopic: "lmos/v1/clients/c/r"}}, JSON); r.topic != "lmos/v1/clients/c/r" {
+	if _, r := mqttOf(srv).replierFor(&paho.Publish{Topic: base + "actions/add", Properties: &paho.PublishProperties{ResponseTopic: "lmos/v1/clients/c/r"}}, JSON); r.topic != "lmos/v1/clients/c/r" {
 		t.Errorf("the agent would not reply in an inbox: %q", r.topic)
 	}
 	for _, rt := range bad {
@@ -249,9 +249,10 @@ func TestUnknownStatusIsFailure(t *testing.T) {
 		}()
 		var corr string
 		waitFor(t, 5*time.Second, "the request pending", func() bool {
-			cli.mu.Lock()
-			defer cli.mu.Unlock()
-			for k := range cli.pending {
+			l := mqttOf(cli)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			for k := range l.pending {
 				corr = k
 				return true
 			}
@@ -261,7 +262,7 @@ func TestUnknownStatusIsFailure(t *testing.T) {
 		if status == "-" {
 			status = ""
 		}
-		responder.publish(t, cli.inbox+"replies", []byte(`1`), "", []byte(corr), status)
+		responder.publish(t, mqttOf(cli).inbox+"replies", []byte(`1`), "", []byte(corr), status)
 		err := <-res
 		var p *Problem
 		switch {

@@ -1,0 +1,756 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/fxamacker/cbor/v2"
+)
+
+// wsLink is the agent's connection when Options.URL is ws:// or wss://:
+// the LMOS WebSocket envelope on the hub's /ws (PROTOCOL §5). The agent
+// registers its TD with registerThing; the hub forwards consumers'
+// requests for it on the socket, and the agent's own requests (Invoke,
+// ReadProperty …) go out as consumer messages.
+type wsLink struct {
+	a      *Agent
+	url    string
+	binary bool // CBOR frames (Options.ContentType application/cbor)
+
+	mu      sync.Mutex
+	c       *websocket.Conn // nil while reconnecting
+	up      chan struct{}   // closed while c != nil
+	pending map[string]chan wsFrame
+	// watching holds the ids of pending observe/subscribe requests: the
+	// hub sends the values of a subscription with its id as correlationId
+	// from the acknowledgement on, and they belong to the observers.
+	watching map[string]bool
+	watches  map[string]map[uint64]func(Value) // "e|thing|event", "p|thing|property"
+	nextID   uint64
+}
+
+// wsFrame is one received envelope with its members kept encoded, so
+// payloads reach the application in the frame's encoding.
+type wsFrame struct {
+	members map[string][]byte
+	ct      string
+}
+
+func (f wsFrame) str(keys ...string) string {
+	for _, k := range keys {
+		b, ok := f.members[k]
+		if !ok {
+			continue
+		}
+		var s string
+		var err error
+		if f.ct == CBOR {
+			err = lmos.DecodeCBOR(b, &s)
+		} else {
+			err = json.Unmarshal(b, &s)
+		}
+		if err == nil {
+			return s
+		}
+	}
+	return ""
+}
+
+func (f wsFrame) value(keys ...string) (Value, bool) {
+	for _, k := range keys {
+		if b, ok := f.members[k]; ok {
+			return Value{Payload: b, ContentType: f.ct}, true
+		}
+	}
+	return Value{}, false
+}
+
+func (f wsFrame) typ() string { return strings.ToLower(f.str("messageType")) }
+
+// problem reads an error message, or an actionStatus's error member.
+func (f wsFrame) problem() *Problem {
+	src := f
+	if b, ok := f.members["error"]; ok {
+		var m map[string]json.RawMessage
+		var mc map[string]cbor.RawMessage
+		src = wsFrame{members: map[string][]byte{}, ct: f.ct}
+		if f.ct == CBOR {
+			_ = lmos.DecodeCBOR(b, &mc)
+			for k, v := range mc {
+				src.members[k] = v
+			}
+		} else {
+			_ = json.Unmarshal(b, &m)
+			for k, v := range m {
+				src.members[k] = v
+			}
+		}
+	}
+	p := &Problem{Type: src.str("type"), Title: src.str("title"), Detail: src.str("detail")}
+	if v, ok := src.value("status"); ok {
+		var n int
+		if v.Decode(&n) != nil {
+			var s string
+			_ = v.Decode(&s)
+			fmt.Sscan(s, &n)
+		}
+		p.Status = n
+	}
+	if p.Type == "" {
+		p.Type = ErrorTypeBase + "failed"
+	}
+	return p
+}
+
+func decodeFrame(typ websocket.MessageType, data []byte) (wsFrame, error) {
+	f := wsFrame{members: map[string][]byte{}, ct: JSON}
+	if typ == websocket.MessageBinary {
+		f.ct = CBOR
+		var m map[string]cbor.RawMessage
+		if err := lmos.DecodeCBOR(data, &m); err != nil {
+			return f, err
+		}
+		for k, v := range m {
+			f.members[k] = v
+		}
+		return f, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return f, err
+	}
+	for k, v := range m {
+		f.members[k] = v
+	}
+	return f, nil
+}
+
+// isWS reports whether a hub URL is a WebSocket URL.
+func isWS(raw string) bool {
+	return strings.HasPrefix(raw, "ws://") || strings.HasPrefix(raw, "wss://")
+}
+
+// newWSAgent is the Agent of Connect for a ws:// or wss:// URL (the
+// hub's /ws), not connected yet.
+func newWSAgent(opts Options) (*Agent, error) {
+	u, err := url.Parse(opts.URL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("invalid hub URL %q: want ws://host:port/ws", opts.URL)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/ws"
+	}
+	td, err := prepareTD(opts.TD, u.String(), opts.ContentType)
+	if err != nil {
+		return nil, fmt.Errorf("cannot prepare the Thing Description: %w", err)
+	}
+	if opts.ClientID == "" {
+		opts.ClientID = randomClientID()
+	}
+	a := newAgent(opts, td, opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"))
+	a.link = &wsLink{a: a, url: u.String(), binary: isCBOR(opts.ContentType), up: make(chan struct{}),
+		pending: make(map[string]chan wsFrame), watching: make(map[string]bool), watches: make(map[string]map[uint64]func(Value))}
+	return a, nil
+}
+
+// connect makes the first connection and registration. The connection is
+// in use before Connect returns: the agent's first requests wait for
+// nothing (as over MQTT).
+func (l *wsLink) connect() (func(), error) {
+	c, err := l.establish(true)
+	if err != nil {
+		return nil, err
+	}
+	l.attach(c)
+	return func() { l.run(c) }, nil
+}
+
+// establish dials and registers, retrying network failures with backoff
+// until l.a.ctx ends; a refused registration is returned at once, except on
+// a reconnect a refusal that passes by itself: 409 (the hub still holds
+// the agent's old socket, which it notices gone only when it fails a ping
+// or a write), 429 and 503.
+func (l *wsLink) establish(initial bool) (*websocket.Conn, error) {
+	for n := 0; ; n++ {
+		c, err := l.dialRegister()
+		if err == nil {
+			return c, nil
+		}
+		var p *Problem
+		if errors.As(err, &p) && (initial || p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable) {
+			return nil, err
+		}
+		l.a.log.Debug("websocket connect failed", "err", err, "initial", initial)
+		select {
+		case <-l.a.ctx.Done():
+			return nil, errors.Join(err, l.a.ctx.Err())
+		case <-time.After(backoff(n, l.a.opts.MaxBackoff)):
+		}
+	}
+}
+
+func (l *wsLink) dialRegister() (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{"lmosprotocol"}})
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadLimit(1 << 20)
+	id := newMessageID()
+	msg := map[string]any{"messageType": "registerThing", "messageId": id, "thingId": l.a.td.id, "td": json.RawMessage(l.a.td.doc)}
+	if err := l.write(ctx, c, msg); err != nil {
+		c.CloseNow()
+		return nil, err
+	}
+	// Until the read loop runs, the reply is read here.
+	for {
+		typ, data, err := c.Read(ctx)
+		if err != nil {
+			c.CloseNow()
+			return nil, err
+		}
+		f, err := decodeFrame(typ, data)
+		if err != nil || f.str("correlationId") != id {
+			continue
+		}
+		if f.typ() == "error" {
+			c.Close(websocket.StatusNormalClosure, "")
+			return nil, fmt.Errorf("the hub refused the registration: %w", f.problem())
+		}
+		return c, nil
+	}
+}
+
+// write sends one message as JSON text or CBOR binary; json.RawMessage
+// members (payloads, the TD) are embedded as they are, transcoded for CBOR.
+func (l *wsLink) write(ctx context.Context, c *websocket.Conn, msg map[string]any) error {
+	if l.binary {
+		for k, v := range msg {
+			if raw, ok := v.(json.RawMessage); ok {
+				var x any
+				if err := json.Unmarshal(raw, &x); err != nil {
+					return err
+				}
+				msg[k] = x
+			}
+		}
+		b, err := cbor.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		return c.Write(ctx, websocket.MessageBinary, b)
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return c.Write(ctx, websocket.MessageText, b)
+}
+
+// sendMsg sends msg on the current connection.
+func (l *wsLink) sendMsg(ctx context.Context, msg map[string]any) error {
+	l.mu.Lock()
+	c := l.c
+	l.mu.Unlock()
+	if c == nil {
+		return ErrNotConnected
+	}
+	ctx, cancel := l.a.withTimeout(ctx)
+	defer cancel()
+	return l.write(ctx, c, msg)
+}
+
+// run reads until the connection drops, then reconnects, registers
+// again, restores observations and republishes properties, until Close.
+func (l *wsLink) run(c *websocket.Conn) {
+	defer close(l.a.done)
+	for {
+		l.read(c)
+		l.mu.Lock()
+		l.c = nil
+		l.up = make(chan struct{})
+		for id, ch := range l.pending {
+			close(ch) // the requests fail: their replies are lost
+			delete(l.pending, id)
+		}
+		l.mu.Unlock()
+		c.CloseNow()
+		if l.a.ctx.Err() != nil {
+			return
+		}
+		var err error
+		if c, err = l.establish(false); err != nil {
+			l.a.log.Warn("cannot reconnect to the hub", "err", err)
+			return
+		}
+		l.attach(c)
+	}
+}
+
+// attach makes c the connection in use and restores the observations and
+// property values on it.
+func (l *wsLink) attach(c *websocket.Conn) {
+	l.mu.Lock()
+	l.c = c
+	close(l.up)
+	l.mu.Unlock()
+	l.restore()
+}
+
+// connected waits until the agent has a connection, ctx ends or the
+// agent closes, as mqttLink.client: a request made while the agent
+// reconnects waits for it.
+func (l *wsLink) connected(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		c, up := l.c, l.up
+		l.mu.Unlock()
+		if c != nil {
+			return nil
+		}
+		select {
+		case <-up:
+		case <-l.a.closed:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrNotConnected, ctx.Err())
+		}
+	}
+}
+
+// restore re-subscribes observations and republishes properties after
+// a (re)connect.
+func (l *wsLink) restore() {
+	l.mu.Lock()
+	keys := make([]string, 0, len(l.watches))
+	for k := range l.watches {
+		keys = append(keys, k)
+	}
+	l.mu.Unlock()
+	for _, k := range keys {
+		go func() {
+			if err := l.watchRequest(l.a.ctx, k, true); err != nil {
+				l.a.log.Warn("cannot restore a subscription", "key", k, "err", err)
+			}
+		}()
+	}
+	l.a.mu.Lock()
+	props := maps.Clone(l.a.props)
+	l.a.mu.Unlock()
+	for name, v := range props {
+		if err := l.publishProperty(name, v); err != nil {
+			l.a.log.Debug("cannot republish a property", "name", name, "err", err)
+		}
+	}
+}
+
+func (l *wsLink) read(c *websocket.Conn) {
+	for {
+		typ, data, err := c.Read(l.a.ctx)
+		if err != nil {
+			if l.a.ctx.Err() == nil {
+				l.a.log.Info("websocket connection lost", "err", err)
+			}
+			return
+		}
+		f, err := decodeFrame(typ, data)
+		if err != nil {
+			l.a.log.Debug("undecodable frame from the hub", "err", err)
+			continue
+		}
+		l.dispatch(f)
+	}
+}
+
+func (l *wsLink) dispatch(f wsFrame) {
+	typ := f.typ()
+	switch typ {
+	case "invokeaction", "writeproperty", "readproperty":
+		l.a.mu.Lock()
+		closing := l.a.closing
+		l.a.mu.Unlock()
+		if closing {
+			return
+		}
+		select {
+		case l.a.running <- struct{}{}:
+			l.a.handlers.Go(func() {
+				defer func() { <-l.a.running }()
+				l.serve(typ, f)
+			})
+		default:
+			l.replyError(f, NewProblem(http.StatusServiceUnavailable, "the agent is busy: too many requests in progress"))
+		}
+		return
+	}
+	if corr := f.str("correlationId"); corr != "" {
+		l.mu.Lock()
+		ch := l.pending[corr]
+		if l.watching[corr] && (typ == "event" || typ == "propertyreading") {
+			ch = nil
+		}
+		l.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- f:
+			default:
+				l.a.log.Debug("dropping a reply: the requester is behind")
+			}
+			return
+		}
+	}
+	var key, name string
+	switch typ {
+	case "event":
+		name = f.str("event", "name")
+		key = "e|" + f.str("thingId", "thingID") + "|" + name
+	case "propertyreading":
+		name = f.str("name", "property")
+		key = "p|" + f.str("thingId", "thingID") + "|" + name
+	default:
+		return
+	}
+	v, _ := f.value("data", "value")
+	if typ == "propertyreading" {
+		v, _ = f.value("value", "data")
+	}
+	l.mu.Lock()
+	fns := make([]func(Value), 0, len(l.watches[key]))
+	for _, fn := range l.watches[key] {
+		fns = append(fns, fn)
+	}
+	l.mu.Unlock()
+	for _, fn := range fns {
+		fn(v)
+	}
+}
+
+// reply answers a request of the hub.
+func (l *wsLink) reply(req wsFrame, msg map[string]any) {
+	msg["thingId"], msg["correlationId"], msg["messageId"] = l.a.td.id, req.str("messageId", "messageID"), newMessageID()
+	if tp := req.str("traceparent"); tp != "" {
+		msg["traceparent"] = tp
+	}
+	ctx, cancel := context.WithTimeout(l.a.hctx, l.a.opts.Timeout)
+	defer cancel()
+	if err := l.sendMsg(ctx, msg); err != nil {
+		l.a.log.Debug("cannot answer the hub", "type", msg["messageType"], "err", err)
+	}
+}
+
+func (l *wsLink) replyError(req wsFrame, p *Problem) {
+	l.reply(req, map[string]any{"messageType": "error", "type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail})
+}
+
+// payload encodes v for a message member in the agent's encoding.
+func (l *wsLink) payload(v any) (json.RawMessage, error) {
+	b, err := encode(v, JSON)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return json.RawMessage(b), nil
+}
+
+// serve runs the handler of a request of the hub and answers it.
+func (l *wsLink) serve(typ string, f wsFrame) {
+	switch typ {
+	case "invokeaction":
+		name := f.str("action", "name")
+		h := l.a.actionHandler(name)
+		status := func(st string, out any) {
+			msg := map[string]any{"messageType": "actionStatus", "action": name, "status": st}
+			if st == StatusFailed {
+				p := problemOf(out.(error))
+				msg["error"] = p
+			} else if raw, err := l.payload(out); err != nil {
+				l.a.log.Warn("cannot encode an action result", "action", name, "err", err)
+				return
+			} else if raw != nil {
+				msg["output"] = raw
+			}
+			l.reply(f, msg)
+		}
+		if h == nil {
+			status(StatusFailed, noAction(name))
+			return
+		}
+		in, _ := f.value("input")
+		emit := func(partial any) error { status(StatusRunning, partial); return nil }
+		out, err := call(func() (any, error) { return h(l.a.hctx, in, emit) })
+		if err != nil {
+			status(StatusFailed, err)
+			return
+		}
+		status(StatusCompleted, out)
+	case "writeproperty":
+		name := f.str("name", "property")
+		h := l.a.writeHandler(name)
+		if h == nil {
+			l.replyError(f, noWritable(name))
+			return
+		}
+		v, _ := f.value("value", "data")
+		if _, err := call(func() (any, error) { return nil, h(l.a.hctx, v) }); err != nil {
+			l.replyError(f, problemOf(err))
+			return
+		}
+		l.reply(f, map[string]any{"messageType": "acknowledgement", "message": "written"})
+	case "readproperty":
+		name := f.str("name", "property")
+		l.a.mu.Lock()
+		v, ok := l.a.props[name]
+		l.a.mu.Unlock()
+		if !ok {
+			l.replyError(f, NewProblem(http.StatusServiceUnavailable, fmt.Sprintf("the agent has set no value of %q yet", name)))
+			return
+		}
+		raw, err := l.payload(v)
+		if err != nil {
+			l.replyError(f, problemOf(err))
+			return
+		}
+		l.reply(f, map[string]any{"messageType": "propertyReading", "name": name, "value": raw,
+			"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+	}
+}
+
+// publishProperty publishes a property value (an unsolicited propertyReading).
+func (l *wsLink) publishProperty(name string, value any) error {
+	raw, err := l.payload(value)
+	if err != nil {
+		return fmt.Errorf("cannot set property %s: %w", name, err)
+	}
+	return l.sendMsg(l.a.ctx, map[string]any{"messageType": "propertyReading", "messageId": newMessageID(), "thingId": l.a.td.id,
+		"name": name, "value": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+}
+
+// emit sends an event.
+func (l *wsLink) emit(event string, data any) error {
+	raw, err := l.payload(data)
+	if err != nil {
+		return fmt.Errorf("cannot emit %s: %w", event, err)
+	}
+	if err := l.sendMsg(l.a.ctx, map[string]any{"messageType": "event", "messageId": newMessageID(), "thingId": l.a.td.id,
+		"event": event, "data": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
+		return fmt.Errorf("cannot emit %s: %w", event, err)
+	}
+	return nil
+}
+
+// request sends a consumer message and passes every reply to each until
+// it returns true (the final one) or ctx ends. The values of a watching
+// request (observeProperty, subscribeEvent) go to the observers instead.
+func (l *wsLink) request(ctx context.Context, msg map[string]any, watching bool, each func(wsFrame) (bool, error)) error {
+	ctx, cancel := l.a.withTimeout(ctx)
+	defer cancel()
+	if err := l.connected(ctx); err != nil {
+		return err
+	}
+	id := newMessageID()
+	msg["messageId"] = id
+	ch := make(chan wsFrame, 64)
+	l.mu.Lock()
+	l.pending[id] = ch
+	if watching {
+		l.watching[id] = true
+	}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.pending, id)
+		delete(l.watching, id)
+		l.mu.Unlock()
+	}()
+	if err := l.sendMsg(ctx, msg); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.a.closed:
+			return ErrClosed
+		case f, ok := <-ch:
+			if !ok {
+				return ErrNotConnected
+			}
+			if f.typ() == "error" {
+				return f.problem()
+			}
+			done, err := each(f)
+			if done || err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (l *wsLink) invoke(ctx context.Context, thingID, action string, input any, cfg invokeConfig) (Output, error) {
+	raw, err := l.payload(input)
+	if err != nil {
+		return Output{}, err
+	}
+	msg := map[string]any{"messageType": "invokeAction", "thingId": thingID, "action": action}
+	if raw != nil {
+		msg["input"] = raw
+	}
+	var out Output
+	err = l.request(ctx, msg, false, func(f wsFrame) (bool, error) {
+		if f.typ() != "actionstatus" {
+			return false, nil
+		}
+		v, _ := f.value("output")
+		switch f.str("status") {
+		case StatusCompleted:
+			out = v
+			return true, nil
+		case StatusFailed:
+			return true, f.problem()
+		case StatusRunning:
+			if cfg.partial != nil && len(v.Payload) > 0 {
+				cfg.partial(v)
+			}
+		}
+		return false, nil
+	})
+	return out, err
+}
+
+// writeProperty sends writeProperty and waits for the hub's answer (the
+// acknowledgement or an error), with or without WithAck.
+func (l *wsLink) writeProperty(ctx context.Context, thingID, name string, value any, _ invokeConfig) error {
+	raw, err := l.payload(value)
+	if err != nil {
+		return err
+	}
+	return l.request(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw}, false,
+		func(wsFrame) (bool, error) { return true, nil })
+}
+
+func (l *wsLink) readProperty(ctx context.Context, thingID, name string) (Value, error) {
+	var v Value
+	err := l.request(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name}, false,
+		func(f wsFrame) (bool, error) {
+			if f.typ() != "propertyreading" {
+				return false, nil
+			}
+			v, _ = f.value("value", "data")
+			return true, nil
+		})
+	if err != nil {
+		return v, fmt.Errorf("cannot read %s of %s: %w", name, thingID, err)
+	}
+	return v, nil
+}
+
+// observe watches the key "p|thing|property" or "e|thing|event".
+func (l *wsLink) observe(ctx context.Context, thingID, kind, name string, fn func(Value)) (func(), error) {
+	k := "e"
+	if kind == "properties" {
+		k = "p"
+	}
+	return l.watch(ctx, k+"|"+thingID+"|"+name, fn)
+}
+
+// setProperty sends an unsolicited propertyReading; while reconnecting
+// the value waits for restore.
+func (l *wsLink) setProperty(name string, value any) error {
+	if err := l.publishProperty(name, value); err != nil && !errors.Is(err, ErrNotConnected) {
+		return err
+	}
+	return nil
+}
+
+// watch adds an observer of key ("e|thing|event" or "p|thing|property")
+// and subscribes for the first one.
+func (l *wsLink) watch(ctx context.Context, key string, fn func(Value)) (func(), error) {
+	l.mu.Lock()
+	first := len(l.watches[key]) == 0
+	if first {
+		l.watches[key] = make(map[uint64]func(Value))
+	}
+	l.nextID++
+	id := l.nextID
+	l.watches[key][id] = fn
+	l.mu.Unlock()
+	stop := func() {
+		l.mu.Lock()
+		delete(l.watches[key], id)
+		last := len(l.watches[key]) == 0
+		if last {
+			delete(l.watches, key)
+		}
+		l.mu.Unlock()
+		if last {
+			ctx, cancel := context.WithTimeout(context.Background(), l.a.opts.Timeout)
+			defer cancel()
+			if err := l.watchRequest(ctx, key, false); err != nil {
+				l.a.log.Debug("cannot unsubscribe", "key", key, "err", err)
+			}
+		}
+	}
+	if first {
+		if err := l.watchRequest(ctx, key, true); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
+}
+
+// watchRequest subscribes (on) or unsubscribes key and waits for the
+// acknowledgement.
+func (l *wsLink) watchRequest(ctx context.Context, key string, on bool) error {
+	kind, rest, _ := strings.Cut(key, "|")
+	i := strings.LastIndexByte(rest, '|')
+	thing, name := rest[:i], rest[i+1:]
+	msg := map[string]any{"thingId": thing}
+	switch {
+	case kind == "e" && on:
+		msg["messageType"], msg["event"] = "subscribeEvent", name
+	case kind == "e":
+		msg["messageType"], msg["event"] = "unsubscribeEvent", name
+	case on:
+		msg["messageType"], msg["name"] = "observeProperty", name
+	default:
+		msg["messageType"], msg["name"] = "unobserveProperty", name
+	}
+	return l.request(ctx, msg, on, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
+}
+
+// close unregisters by closing the socket (the hub sets the Thing
+// offline) after the handlers finished.
+func (l *wsLink) close() error {
+	l.mu.Lock()
+	c := l.c
+	l.mu.Unlock()
+	l.a.cancel()
+	if c != nil {
+		_ = c.Close(websocket.StatusNormalClosure, "agent closing")
+	}
+	<-l.a.done
+	l.a.stopHandlers()
+	return nil
+}
+
+func newMessageID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
