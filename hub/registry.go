@@ -140,6 +140,40 @@ type opResult struct {
 
 // NewRegistry loads every stored Thing and starts the write loop.
 func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
+	opts = opts.withDefaults()
+	r := &Registry{
+		store:    store,
+		opts:     opts,
+		log:      opts.Logger,
+		things:   make(map[string]*Thing),
+		ops:      make(chan *op, opts.MaxBatch),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+		subs:     make(map[*Subscription]struct{}),
+		bySource: make(map[string]int),
+		search:   newSearchGate(opts.Search),
+	}
+	recs, sums, err := r.loadStored()
+	if err != nil {
+		return nil, err
+	}
+	sizes, err := r.storedSizes(recs, sums)
+	if err != nil {
+		return nil, err
+	}
+	r.index(recs, sums, sizes)
+	if r.seq, err = store.LastSeq(); err != nil {
+		return nil, fmt.Errorf("cannot read last event sequence: %w", err)
+	}
+	r.published = r.seq
+	r.rev = r.seq
+	r.installed = make(chan struct{})
+	go r.loop()
+	return r, nil
+}
+
+// withDefaults fills in the options left at zero.
+func (opts RegistryOptions) withDefaults() RegistryOptions {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -155,24 +189,18 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	if opts.MaxTDBytes <= 0 {
 		opts.MaxTDBytes = DefaultMaxTDBytes
 	}
-	r := &Registry{
-		store:    store,
-		opts:     opts,
-		log:      opts.Logger,
-		things:   make(map[string]*Thing),
-		ops:      make(chan *op, opts.MaxBatch),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-		subs:     make(map[*Subscription]struct{}),
-		bySource: make(map[string]int),
-		search:   newSearchGate(opts.Search),
-	}
+	return opts
+}
+
+// loadStored reads every stored Thing and its summary: sums[i] belongs to
+// recs[i], nil when the Thing has none usable and cannot be summarised
+// (it is then left out of the index). The records keep only ID and Meta.
+func (r *Registry) loadStored() (recs []ThingRecord, sums []*Summary, err error) {
 	// A stored summary is decoded as it comes, so start-up holds each
 	// encoding only briefly: memory at start is the summaries', never the
-	// documents'.
-	var recs []ThingRecord // without a usable stored summary
-	var sums []*Summary
-	if err := store.LoadThings(func(rec ThingRecord) error {
+	// documents'. recs gets the raw document only of a Thing without a
+	// usable stored summary.
+	if err := r.store.LoadThings(func(rec ThingRecord) error {
 		if s, err := DecodeSummary(rec.Summary); err == nil {
 			recs, sums = append(recs, ThingRecord{ID: rec.ID, Meta: rec.Meta}), append(sums, s)
 			return nil
@@ -180,7 +208,7 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		recs, sums = append(recs, rec), append(sums, nil)
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("cannot load things: %w", err)
+		return nil, nil, fmt.Errorf("cannot load things: %w", err)
 	}
 	// A Thing without a usable summary (stored by an older version) is
 	// parsed, which is nearly all of start-up time then: use every core.
@@ -197,8 +225,13 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		})
 	}
 	wg.Wait()
-	// A Thing stored before sizes were has its size read from the
-	// store's pages, without copying the document: the quotas need it.
+	return recs, sums, nil
+}
+
+// storedSizes reads the size of each loaded Thing stored before sizes
+// were, from the store's pages without copying the document: the quotas
+// need it.
+func (r *Registry) storedSizes(recs []ThingRecord, sums []*Summary) (map[string]int64, error) {
 	var unsized []string
 	for i, rec := range recs {
 		if sums[i] != nil && rec.Meta.Size == 0 {
@@ -207,13 +240,19 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	}
 	sizes := make(map[string]int64, len(unsized))
 	if len(unsized) > 0 {
-		if err := store.ThingsRaw(unsized, func(id string, raw []byte) error {
+		if err := r.store.ThingsRaw(unsized, func(id string, raw []byte) error {
 			sizes[id] = int64(len(raw))
 			return nil
 		}); err != nil {
 			return nil, fmt.Errorf("cannot read stored document sizes: %w", err)
 		}
 	}
+	return sizes, nil
+}
+
+// index builds the in-memory index of the loaded Things: the map, the
+// sorted ids, the byte and per-source totals and the expiry queue.
+func (r *Registry) index(recs []ThingRecord, sums []*Summary, sizes map[string]int64) {
 	for i, rec := range recs {
 		if sums[i] == nil {
 			continue
@@ -234,15 +273,6 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		}
 	}
 	slices.Sort(r.ids)
-	var err error
-	if r.seq, err = store.LastSeq(); err != nil {
-		return nil, fmt.Errorf("cannot read last event sequence: %w", err)
-	}
-	r.published = r.seq
-	r.rev = r.seq
-	r.installed = make(chan struct{})
-	go r.loop()
-	return r, nil
 }
 
 // loadSummary decodes the stored summary of rec, or rebuilds it from the

@@ -279,51 +279,86 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 		}
 		return Event{Type: EventDeleted, ID: o.id}, rec, true, res
 	case opExpire:
-		r.mu.RLock()
-		stored := r.things[o.id]
-		r.mu.RUnlock()
-		if _, inBatch := r.overlay[o.id]; inBatch || stored == nil || !stored.Meta.Expires.Equal(o.expires) {
-			return ev, rec, false, opResult{err: Errorf(ECONFLICT, "refreshed since")}
+		if err := r.checkExpire(o); err != nil {
+			return ev, rec, false, opResult{err: err}
 		}
 		return Event{Type: EventDeleted, ID: o.id}, rec, true, res
 	case opPresence:
-		if old == nil {
-			return ev, rec, false, opResult{err: notFound(o.id)}
+		pev, prec, err := r.preparePresence(o, old, now)
+		if err != nil {
+			return ev, rec, false, opResult{err: err}
 		}
-		p := old.Meta.Presence
-		if p.Status == o.presence && p.Via == o.origin.Source {
-			return ev, rec, false, opResult{err: errUnchanged}
-		}
-		meta := old.Meta
-		meta.Presence = Presence{Status: o.presence, Since: now, Via: o.origin.Source}
-		o.sum = old.Summary
-		return Event{Type: EventPresence, ID: o.id, Presence: &meta.Presence}, ThingRecord{ID: o.id, Meta: meta}, false, res
+		return pev, prec, false, res
 	case opPatch:
-		if old == nil {
-			return ev, rec, false, opResult{err: notFound(o.id)}
-		}
-		oldDoc, err := r.currentDoc(o.id)
-		if err != nil {
+		if err := r.applyPatch(o, old); err != nil {
 			return ev, rec, false, opResult{err: err}
 		}
-		merged, ok := jsonx.MergePatch(oldDoc, o.patch).(map[string]any)
-		if !ok {
-			return ev, rec, false, opResult{err: Errorf(EINVALID, "the patch must leave a JSON object")}
-		}
-		merged["id"] = o.id
-		if err := Validate(merged); err != nil {
-			return ev, rec, false, opResult{err: err}
-		}
-		raw, err := json.Marshal(merged)
-		if err != nil {
-			return ev, rec, false, opResult{err: fmt.Errorf("cannot encode patched document: %w", err)}
-		}
-		o.sum, o.sumEnc = compactSummary(merged)
-		o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
 	}
+	ev, rec, res = r.prepareWrite(o, old, now)
+	return ev, rec, false, res
+}
+
+// checkExpire refuses an opExpire whose Thing was refreshed (or written
+// in this batch) since the expiry was scheduled.
+func (r *Registry) checkExpire(o *op) error {
+	r.mu.RLock()
+	stored := r.things[o.id]
+	r.mu.RUnlock()
+	if _, inBatch := r.overlay[o.id]; inBatch || stored == nil || !stored.Meta.Expires.Equal(o.expires) {
+		return Errorf(ECONFLICT, "refreshed since")
+	}
+	return nil
+}
+
+// preparePresence builds the record and event of an opPresence: the
+// Thing's metadata with the new presence, its document untouched.
+func (r *Registry) preparePresence(o *op, old *Thing, now time.Time) (Event, ThingRecord, error) {
+	if old == nil {
+		return Event{}, ThingRecord{}, notFound(o.id)
+	}
+	p := old.Meta.Presence
+	if p.Status == o.presence && p.Via == o.origin.Source {
+		return Event{}, ThingRecord{}, errUnchanged
+	}
+	meta := old.Meta
+	meta.Presence = Presence{Status: o.presence, Since: now, Via: o.origin.Source}
+	o.sum = old.Summary
+	return Event{Type: EventPresence, ID: o.id, Presence: &meta.Presence}, ThingRecord{ID: o.id, Meta: meta}, nil
+}
+
+// applyPatch merges an opPatch into the current document and turns o into
+// a write of the result, under the Thing's original origin.
+func (r *Registry) applyPatch(o *op, old *Thing) error {
+	if old == nil {
+		return notFound(o.id)
+	}
+	oldDoc, err := r.currentDoc(o.id)
+	if err != nil {
+		return err
+	}
+	merged, ok := jsonx.MergePatch(oldDoc, o.patch).(map[string]any)
+	if !ok {
+		return Errorf(EINVALID, "the patch must leave a JSON object")
+	}
+	merged["id"] = o.id
+	if err := Validate(merged); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(merged)
+	if err != nil {
+		return fmt.Errorf("cannot encode patched document: %w", err)
+	}
+	o.sum, o.sumEnc = compactSummary(merged)
+	o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
+	return nil
+}
+
+// prepareWrite builds the record and event of a write of a whole document
+// (a put, a create or a patch already merged), after the quotas.
+func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec ThingRecord, res opResult) {
 	anon, err := r.checkQuotas(o, old, now)
 	if err != nil {
-		return ev, rec, false, opResult{err: err}
+		return ev, rec, opResult{err: err}
 	}
 	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
 		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source},
@@ -335,24 +370,24 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 	}
 	meta.TTL, meta.Expires = registrationOf(o.doc, now)
 	if !meta.Expires.IsZero() && !meta.Expires.After(now) {
-		return ev, rec, false, opResult{err: &Error{Code: EINVALID, Message: "the registration has already expired",
+		return ev, rec, opResult{err: &Error{Code: EINVALID, Message: "the registration has already expired",
 			Fields: []FieldError{{Field: "/registration/expires", Description: "is not in the future"}}}}
 	}
 	rec = ThingRecord{ID: o.id, Raw: o.raw, Meta: meta, Summary: o.sumEnc}
 	if old == nil {
-		return Event{Type: EventCreated, ID: o.id, TD: o.raw}, rec, false, opResult{created: true}
+		return Event{Type: EventCreated, ID: o.id, TD: o.raw}, rec, opResult{created: true}
 	}
 	oldDoc, err := r.currentDoc(o.id)
 	if err != nil {
-		return ev, rec, false, opResult{err: err}
+		return ev, rec, opResult{err: err}
 	}
 	patch := jsonx.CreateMergePatch(oldDoc, o.doc)
 	patch["id"] = o.id
 	pb, err := json.Marshal(patch)
 	if err != nil {
-		return ev, rec, false, opResult{err: fmt.Errorf("cannot encode change: %w", err)}
+		return ev, rec, opResult{err: fmt.Errorf("cannot encode change: %w", err)}
 	}
-	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, false, res
+	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, res
 }
 
 // checkQuotas refuses a write of o that would pass a limit, given the

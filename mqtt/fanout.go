@@ -49,6 +49,12 @@ var fanTargets = sync.Pool{New: func() any { s := make([]fanTarget, 0, 64); retu
 // It retains before it looks up the subscribers, as mochi does: a
 // SUBSCRIBE that the look-up misses reads the retained store after it, so
 // the new subscriber gets the message one way or the other.
+//
+// It is one function (over 80 lines) on purpose: it is the hot path of
+// every delivery, one pass over the subscribers that shares the
+// per-variant encodings (protocol version × retain flag), the tally and
+// the pooled target slice across the loop; split up, those would have to
+// be passed around or escape for every subscriber.
 func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
 		r := b.server.Topics.RetainMessage(pk.Copy(false))

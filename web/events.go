@@ -16,38 +16,22 @@ import (
 // events serves the W3C WoT Discovery change feed as server-sent events.
 // Last-Event-ID replays what the client missed from the store's bounded log.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	var only hub.EventType
-	if t := r.PathValue("type"); t != "" {
-		only = hub.EventType(t)
-		if only != hub.EventCreated && only != hub.EventUpdated && only != hub.EventDeleted {
-			s.writeError(w, r, hub.Errorf(hub.ENOTFOUND, "no event type %q; use thing_created, thing_updated or thing_deleted", t))
-			return
-		}
-	}
-	q := r.URL.Query()
-	diff := q.Get("diff") == "true"
-	last := r.Header.Get("Last-Event-ID")
-	var after uint64
-	if last != "" {
-		n, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
-		if err != nil {
-			s.writeError(w, r, hub.Errorf(hub.EINVALID, "Last-Event-ID must be an event sequence number, not %q", last))
-			return
-		}
-		after = n
+	req, ok := s.parseEventsRequest(w, r)
+	if !ok {
+		return
 	}
 	release, ok := s.holdStream(w, r)
 	if !ok {
 		return
 	}
 	defer release()
-	sub, past, err := s.reg.Subscribe(after, last != "")
+	sub, past, err := s.reg.Subscribe(req.after, req.resume)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	defer sub.Cancel()
-	rc := http.NewResponseController(w)
+	st := &eventStream{s: s, w: w, r: r, rc: http.NewResponseController(w), req: req, retry: true}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -56,55 +40,116 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		return
 	}
-	var buf bytes.Buffer
-	send := func() bool { return s.sendSSE(r, w, rc, &buf, "directory") }
-	// The reconnection time rides in the block of the first event: a block
-	// of its own reaches some clients (r3labs/sse) as an empty event.
-	retry := true
-	emit := func(e hub.Event) {
-		if retry {
-			buf.WriteString(sseRetry)
-			retry = false
-		}
-		s.frame(&buf, e, diff)
-	}
-	// The directory stream carries only the W3C WoT Discovery events.
-	wanted := func(e hub.Event) bool { return e.Type.IsDirectoryEvent() && (only == "" || e.Type == only) }
-	for _, e := range past {
-		if wanted(e) {
-			emit(e)
-		}
-		// A long replay goes out in pieces, not as one buffer.
-		if buf.Len() > 64<<10 && !send() {
-			return
-		}
-	}
-	if !send() {
+	if !st.replay(past) {
 		return
 	}
-	beat := time.NewTicker(s.cfg.SSEHeartbeat)
+	st.live(sub)
+}
+
+// eventsRequest is what a request for the change feed asks for.
+type eventsRequest struct {
+	only   hub.EventType // one event type, or "" for all
+	diff   bool          // TDs and merge patches, not only ids
+	after  uint64        // replay what followed this sequence number
+	resume bool          // Last-Event-ID was sent: replay
+}
+
+// parseEventsRequest reads the event type, ?diff and Last-Event-ID of r;
+// on an invalid one it has written the error and reports false.
+func (s *Server) parseEventsRequest(w http.ResponseWriter, r *http.Request) (req eventsRequest, ok bool) {
+	if t := r.PathValue("type"); t != "" {
+		req.only = hub.EventType(t)
+		if req.only != hub.EventCreated && req.only != hub.EventUpdated && req.only != hub.EventDeleted {
+			s.writeError(w, r, hub.Errorf(hub.ENOTFOUND, "no event type %q; use thing_created, thing_updated or thing_deleted", t))
+			return req, false
+		}
+	}
+	req.diff = r.URL.Query().Get("diff") == "true"
+	last := r.Header.Get("Last-Event-ID")
+	if last != "" {
+		n, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
+		if err != nil {
+			s.writeError(w, r, hub.Errorf(hub.EINVALID, "Last-Event-ID must be an event sequence number, not %q", last))
+			return req, false
+		}
+		req.after, req.resume = n, true
+	}
+	return req, true
+}
+
+// eventStream is one client's open change feed: what it asked for and the
+// buffer of frames not yet sent.
+type eventStream struct {
+	s   *Server
+	w   http.ResponseWriter
+	r   *http.Request
+	rc  *http.ResponseController
+	req eventsRequest
+	buf bytes.Buffer
+	// retry is true until the reconnection time went out.
+	retry bool
+}
+
+// wanted reports whether e goes on this stream: the directory stream
+// carries only the W3C WoT Discovery events.
+func (st *eventStream) wanted(e hub.Event) bool {
+	return e.Type.IsDirectoryEvent() && (st.req.only == "" || e.Type == st.req.only)
+}
+
+// emit buffers the frame of e.
+func (st *eventStream) emit(e hub.Event) {
+	// The reconnection time rides in the block of the first event: a block
+	// of its own reaches some clients (r3labs/sse) as an empty event.
+	if st.retry {
+		st.buf.WriteString(sseRetry)
+		st.retry = false
+	}
+	st.s.frame(&st.buf, e, st.req.diff)
+}
+
+// send writes and flushes what is buffered; false ends the stream.
+func (st *eventStream) send() bool { return st.s.sendSSE(st.r, st.w, st.rc, &st.buf, "directory") }
+
+// replay sends the events the client missed; false ends the stream.
+func (st *eventStream) replay(past []hub.Event) bool {
+	for _, e := range past {
+		if st.wanted(e) {
+			st.emit(e)
+		}
+		// A long replay goes out in pieces, not as one buffer.
+		if st.buf.Len() > 64<<10 && !st.send() {
+			return false
+		}
+	}
+	return st.send()
+}
+
+// live sends each new event, and a keep-alive at every heartbeat, until
+// the client goes, the server closes or the subscription ends.
+func (st *eventStream) live(sub *hub.Subscription) {
+	beat := time.NewTicker(st.s.cfg.SSEHeartbeat)
 	defer beat.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-st.r.Context().Done():
 			return
-		case <-s.closing:
+		case <-st.s.closing:
 			return
 		case <-beat.C:
-			buf.WriteString(sseKeepAlive)
+			st.buf.WriteString(sseKeepAlive)
 		case e, ok := <-sub.C:
 			if !ok {
 				if sub.Dropped() {
-					s.dropSSE(r, "directory", "fell behind the change feed")
+					st.s.dropSSE(st.r, "directory", "fell behind the change feed")
 				}
 				return
 			}
-			if !wanted(e) {
+			if !st.wanted(e) {
 				continue
 			}
-			emit(e)
+			st.emit(e)
 		}
-		if !send() {
+		if !st.send() {
 			return
 		}
 	}

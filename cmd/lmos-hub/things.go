@@ -69,100 +69,201 @@ func runThings(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, thingsUsage)
 		return 0
-	case "ls", "get", "put", "rm":
+	case "ls":
+		return thingsLs(newThingsCmd(cmd, stdout, stderr, getenv), rest)
+	case "get":
+		return thingsGet(newThingsCmd(cmd, stdout, stderr, getenv), rest)
+	case "put":
+		return thingsPut(newThingsCmd(cmd, stdout, stderr, getenv), rest, stdin)
+	case "rm":
+		return thingsRm(newThingsCmd(cmd, stdout, stderr, getenv), rest)
 	default:
 		fmt.Fprintf(stderr, "error: unknown command %q: use ls, get, put or rm\n", cmd)
 		fmt.Fprint(stderr, thingsUsage)
 		return 2
 	}
+}
 
-	fs := flag.NewFlagSet("things "+cmd, flag.ContinueOnError)
+// thingsCmd is one `things` subcommand being parsed: the flags every
+// subcommand shares and where it writes.
+type thingsCmd struct {
+	name           string
+	fs             *flag.FlagSet
+	hubURL, token  *string
+	timeout        *time.Duration
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func newThingsCmd(name string, stdout, stderr io.Writer, getenv func(string) string) *thingsCmd {
+	fs := flag.NewFlagSet("things "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	hubURL := fs.String("hub", "", "")
-	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
-	timeout := fs.Duration("timeout", 10*time.Second, "")
-	var query string
-	var asJSON, raw bool
-	switch cmd {
-	case "ls":
-		fs.StringVar(&query, "query", "", "")
-		fs.BoolVar(&asJSON, "json", false, "")
-	case "get":
-		fs.BoolVar(&raw, "raw", false, "")
+	return &thingsCmd{
+		name:    name,
+		fs:      fs,
+		hubURL:  fs.String("hub", "", ""),
+		token:   fs.String("token", getenv("LMOS_HUB_TOKEN"), ""),
+		timeout: fs.Duration("timeout", 10*time.Second, ""),
+		stdout:  stdout,
+		stderr:  stderr,
+		getenv:  getenv,
 	}
-	pos, err := parseInterspersed(fs, rest)
+}
+
+// parse parses the flags (the subcommand's own already defined) and returns
+// the positional arguments; done with an exit code when there is nothing to
+// run (help asked for, or a usage error).
+func (t *thingsCmd) parse(rest []string) (pos []string, code int, done bool) {
+	pos, err := parseInterspersed(t.fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, thingsUsage)
-		return 0
-	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "error: "+format+"\n", a...)
-		fmt.Fprint(stderr, thingsUsage)
-		return 2
+		fmt.Fprint(t.stdout, thingsUsage)
+		return nil, 0, true
 	}
 	if err != nil {
-		return usageErr("things %s: %v", cmd, err)
+		return nil, t.usageErr("things %s: %v", t.name, err), true
 	}
-	switch {
-	case cmd == "ls" && len(pos) > 0:
-		return usageErr("things ls takes no arguments, got %q", pos[0])
-	case cmd == "get" && len(pos) != 1:
-		return usageErr("things get takes exactly one Thing id, got %d arguments", len(pos))
-	case cmd == "put" && len(pos) != 1:
-		return usageErr("things put takes exactly one file (or - for stdin), got %d arguments", len(pos))
-	case cmd == "rm" && len(pos) == 0:
-		return usageErr("things rm needs at least one Thing id")
-	case *timeout <= 0:
-		return usageErr("--timeout must be a duration above 0 such as 10s, got %s", *timeout)
+	return pos, 0, false
+}
+
+// usageErr writes a usage error and returns its exit code.
+func (t *thingsCmd) usageErr(format string, a ...any) int {
+	fmt.Fprintf(t.stderr, "error: "+format+"\n", a...)
+	fmt.Fprint(t.stderr, thingsUsage)
+	return 2
+}
+
+// checkCommon checks what every subcommand shares once its argument count
+// is right: the timeout and, for the commands whose arguments are ids, that
+// none is empty.
+func (t *thingsCmd) checkCommon(ids []string) (code int, ok bool) {
+	if *t.timeout <= 0 {
+		return t.usageErr("--timeout must be a duration above 0 such as 10s, got %s", *t.timeout), false
 	}
-	for _, id := range pos {
-		if cmd != "put" && id == "" {
-			return usageErr("a Thing id must not be empty")
+	for _, id := range ids {
+		if id == "" {
+			return t.usageErr("a Thing id must not be empty"), false
 		}
 	}
-	if cmd == "ls" && query == "" && flagWasSet(fs, "query") {
-		return usageErr("--query needs a JSONPath expression such as '$[*].title'")
-	}
+	return 0, true
+}
 
-	hub := *hubURL
-	if !flagWasSet(fs, "hub") {
-		hub = getenv("LMOS_HUB_URL")
+// client resolves the hub URL (--hub, else LMOS_HUB_URL, else the default)
+// and returns a client for it.
+func (t *thingsCmd) client() (c *thingsClient, code int, ok bool) {
+	hub := *t.hubURL
+	if !flagWasSet(t.fs, "hub") {
+		hub = t.getenv("LMOS_HUB_URL")
 	}
 	if hub == "" {
 		hub = thingsDefaultHub
 	}
 	base, err := parseHubURL(hub)
 	if err != nil {
-		return usageErr("--hub: %v", err)
+		return nil, t.usageErr("--hub: %v", err), false
 	}
-
-	c := &thingsClient{
+	return &thingsClient{
 		base:   base,
-		token:  *token,
-		http:   &http.Client{Timeout: *timeout},
-		stderr: stderr,
-	}
-	switch cmd {
-	case "ls":
-		if query != "" {
-			err = c.search(stdout, query)
-		} else {
-			err = c.list(stdout, asJSON)
-		}
-	case "get":
-		err = c.get(stdout, pos[0], raw)
-	case "put":
-		err = c.put(stdout, stdin, pos[0])
-	case "rm":
-		err = c.remove(stdout, pos)
-	}
+		token:  *t.token,
+		http:   &http.Client{Timeout: *t.timeout},
+		stderr: t.stderr,
+	}, 0, true
+}
+
+// finish turns the request's outcome into the exit code.
+func (t *thingsCmd) finish(err error) int {
 	if err != nil {
 		if !errors.Is(err, errThingsReported) {
-			fmt.Fprintln(stderr, "error:", err)
+			fmt.Fprintln(t.stderr, "error:", err)
 		}
 		return 1
 	}
 	return 0
+}
+
+// thingsLs runs `things ls [--query EXPR] [--json]`.
+func thingsLs(t *thingsCmd, rest []string) int {
+	query := t.fs.String("query", "", "")
+	asJSON := t.fs.Bool("json", false, "")
+	pos, code, done := t.parse(rest)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return t.usageErr("things ls takes no arguments, got %q", pos[0])
+	}
+	if code, ok := t.checkCommon(nil); !ok {
+		return code
+	}
+	if *query == "" && flagWasSet(t.fs, "query") {
+		return t.usageErr("--query needs a JSONPath expression such as '$[*].title'")
+	}
+	c, code, ok := t.client()
+	if !ok {
+		return code
+	}
+	if *query != "" {
+		return t.finish(c.search(t.stdout, *query))
+	}
+	return t.finish(c.list(t.stdout, *asJSON))
+}
+
+// thingsGet runs `things get ID [--raw]`.
+func thingsGet(t *thingsCmd, rest []string) int {
+	raw := t.fs.Bool("raw", false, "")
+	pos, code, done := t.parse(rest)
+	if done {
+		return code
+	}
+	if len(pos) != 1 {
+		return t.usageErr("things get takes exactly one Thing id, got %d arguments", len(pos))
+	}
+	if code, ok := t.checkCommon(pos); !ok {
+		return code
+	}
+	c, code, ok := t.client()
+	if !ok {
+		return code
+	}
+	return t.finish(c.get(t.stdout, pos[0], *raw))
+}
+
+// thingsPut runs `things put FILE|-`.
+func thingsPut(t *thingsCmd, rest []string, stdin io.Reader) int {
+	pos, code, done := t.parse(rest)
+	if done {
+		return code
+	}
+	if len(pos) != 1 {
+		return t.usageErr("things put takes exactly one file (or - for stdin), got %d arguments", len(pos))
+	}
+	// The argument is a file name, not an id: an empty one is left to put.
+	if code, ok := t.checkCommon(nil); !ok {
+		return code
+	}
+	c, code, ok := t.client()
+	if !ok {
+		return code
+	}
+	return t.finish(c.put(t.stdout, stdin, pos[0]))
+}
+
+// thingsRm runs `things rm ID...`.
+func thingsRm(t *thingsCmd, rest []string) int {
+	pos, code, done := t.parse(rest)
+	if done {
+		return code
+	}
+	if len(pos) == 0 {
+		return t.usageErr("things rm needs at least one Thing id")
+	}
+	if code, ok := t.checkCommon(pos); !ok {
+		return code
+	}
+	c, code, ok := t.client()
+	if !ok {
+		return code
+	}
+	return t.finish(c.remove(t.stdout, pos))
 }
 
 // parseInterspersed parses flags that may come before, between or after the

@@ -96,71 +96,84 @@ func connect(addr, id, user, pass string, onMsg func(*paho.Publish)) (*paho.Clie
 	return c, nil
 }
 
+// run connects the subscribers and the publisher, then measures.
 func run(addr, topic string, subs, n, size, window int, user, pass string) (result, error) {
+	l := &load{counts: make([]atomic.Int64, subs), progress: make(chan struct{}, 1)}
+	defer l.disconnect()
+	if err := l.subscribe(addr, topic); err != nil {
+		return result{}, err
+	}
+	pub, err := connect(addr, fmt.Sprintf("load-%d-pub", os.Getpid()), user, pass, nil)
+	if err != nil {
+		return result{}, err
+	}
+	l.clients = append(l.clients, pub)
+	return l.measure(pub, topic, n, size, window)
+}
+
+// load is one run: its clients and what the subscribers received.
+type load struct {
+	counts   []atomic.Int64 // per subscriber
+	progress chan struct{}  // signalled (without blocking) on a delivery
+	total    atomic.Int64
+	lastNano atomic.Int64 // time of the last delivery
+	clients  []*paho.Client
+	start    time.Time
+}
+
+// disconnect closes every client connected so far.
+func (l *load) disconnect() {
+	for _, c := range l.clients {
+		_ = c.Disconnect(&paho.Disconnect{})
+	}
+}
+
+// subscribe connects one subscriber per count and subscribes it to topic.
+func (l *load) subscribe(addr, topic string) error {
 	pid := os.Getpid()
-	counts := make([]atomic.Int64, subs)
-	progress := make(chan struct{}, 1)
-	var total atomic.Int64
-	var lastNano atomic.Int64 // time of the last delivery
-	var clients []*paho.Client
-	defer func() {
-		for _, c := range clients {
-			_ = c.Disconnect(&paho.Disconnect{})
-		}
-	}()
-	for i := range subs {
-		cnt := &counts[i]
+	for i := range l.counts {
+		cnt := &l.counts[i]
 		c, err := connect(addr, fmt.Sprintf("load-%d-sub-%d", pid, i), "", "", func(p *paho.Publish) {
 			cnt.Add(1)
-			total.Add(1)
-			lastNano.Store(time.Now().UnixNano())
+			l.total.Add(1)
+			l.lastNano.Store(time.Now().UnixNano())
 			select {
-			case progress <- struct{}{}:
+			case l.progress <- struct{}{}:
 			default:
 			}
 		})
 		if err != nil {
-			return result{}, err
+			return err
 		}
-		clients = append(clients, c)
+		l.clients = append(l.clients, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: 0}}})
 		cancel()
 		if err != nil {
-			return result{}, fmt.Errorf("subscribe: %w", err)
+			return fmt.Errorf("subscribe: %w", err)
 		}
 		if len(sa.Reasons) != 1 || sa.Reasons[0] >= 0x80 {
-			return result{}, fmt.Errorf("subscribe %s refused: %v", topic, sa.Reasons)
+			return fmt.Errorf("subscribe %s refused: %v", topic, sa.Reasons)
 		}
 	}
-	pub, err := connect(addr, fmt.Sprintf("load-%d-pub", pid), user, pass, nil)
-	if err != nil {
-		return result{}, err
-	}
-	clients = append(clients, pub)
+	return nil
+}
 
-	slowest := func() int64 {
-		m := counts[0].Load()
-		for i := 1; i < len(counts); i++ {
-			m = min(m, counts[i].Load())
-		}
-		return m
-	}
+// measure publishes n messages of size bytes, at most window ahead of the
+// slowest subscriber, and waits until every subscriber has them all or the
+// run stalls.
+func (l *load) measure(pub *paho.Client, topic string, n, size, window int) (result, error) {
+	want := int64(n) * int64(len(l.counts))
 	payload := make([]byte, size)
 	for i := range payload {
 		payload[i] = 'x'
 	}
 	ctx := context.Background()
-	start := time.Now()
-	stalled := func() bool { return time.Since(time.Unix(0, max(lastNano.Load(), start.UnixNano()))) > 5*time.Second }
+	l.start = time.Now()
 	for i := range n {
-		for int64(i)-slowest() >= int64(window) {
-			select {
-			case <-progress:
-			case <-time.After(100 * time.Millisecond):
-				if stalled() {
-					return finish(total.Load(), int64(n)*int64(subs), start, lastNano.Load()), nil
-				}
+		for int64(i)-l.slowest() >= int64(window) {
+			if !l.await() {
+				return l.result(want), nil
 			}
 		}
 		binary.BigEndian.PutUint64(payload, uint64(i))
@@ -168,17 +181,39 @@ func run(addr, topic string, subs, n, size, window int, user, pass string) (resu
 			return result{}, fmt.Errorf("publish: %w", err)
 		}
 	}
-	want := int64(n) * int64(subs)
-	for total.Load() < want {
-		select {
-		case <-progress:
-		case <-time.After(100 * time.Millisecond):
-			if stalled() {
-				return finish(total.Load(), want, start, lastNano.Load()), nil
-			}
+	for l.total.Load() < want {
+		if !l.await() {
+			return l.result(want), nil
 		}
 	}
-	return finish(total.Load(), want, start, lastNano.Load()), nil
+	return l.result(want), nil
+}
+
+// slowest is the count of the subscriber that received the fewest.
+func (l *load) slowest() int64 {
+	m := l.counts[0].Load()
+	for i := 1; i < len(l.counts); i++ {
+		m = min(m, l.counts[i].Load())
+	}
+	return m
+}
+
+// await waits for a delivery, or 100 ms; false when nothing was delivered
+// for 5 s since the last delivery (or the start).
+func (l *load) await() bool {
+	select {
+	case <-l.progress:
+	case <-time.After(100 * time.Millisecond):
+		if time.Since(time.Unix(0, max(l.lastNano.Load(), l.start.UnixNano()))) > 5*time.Second {
+			return false
+		}
+	}
+	return true
+}
+
+// result is what was delivered of want so far.
+func (l *load) result(want int64) result {
+	return finish(l.total.Load(), want, l.start, l.lastNano.Load())
 }
 
 func finish(got, want int64, start time.Time, last int64) result {
