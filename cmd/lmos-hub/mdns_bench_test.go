@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
 )
 
@@ -43,7 +44,7 @@ func runAgents(n int, log *slog.Logger) {
 				go func() {
 					defer wg.Done()
 					a, err := agent.Advertise(context.Background(), agent.AdvertiseOptions{
-						Name: fmt.Sprintf("Bench %d", i), TD: tdFor(fmt.Sprintf("urn:bench:many:%d", i), fmt.Sprint("Bench ", i)),
+						Name: fmt.Sprintf("Bench %d", i), TD: hubtest.BareTD(fmt.Sprintf("urn:bench:many:%d", i), fmt.Sprint("Bench ", i)),
 						Interfaces: []string{"eth0"}, Logger: log})
 					if err != nil {
 						fmt.Fprintln(os.Stderr, err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
 )
 
@@ -61,7 +62,7 @@ func TestMDNSChild(t *testing.T) {
 		ttl, _ := strconv.Atoi(args[2])
 		start := time.Now()
 		a, err := agent.Advertise(context.Background(), agent.AdvertiseOptions{
-			TD: tdFor(args[0], args[1]), Addr: ":8000", Interfaces: []string{"eth0"}, TTL: time.Duration(ttl) * time.Second, Logger: log})
+			TD: hubtest.BareTD(args[0], args[1]), Addr: ":8000", Interfaces: []string{"eth0"}, TTL: time.Duration(ttl) * time.Second, Logger: log})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -83,7 +84,7 @@ func TestMDNSChild(t *testing.T) {
 				os.Exit(0)
 			case l := <-lines:
 				if title, ok := strings.CutPrefix(l, "title "); ok {
-					a.SetTD(tdFor(args[0], title))
+					a.SetTD(hubtest.BareTD(args[0], title))
 					fmt.Println("retitled", title)
 				}
 			}
@@ -178,7 +179,7 @@ func TestMDNSLAN(t *testing.T) {
 	a1 := lan.Helper("a1", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Lamp|0")
 	a1.WaitContains(10*time.Second, "advertised")
 	t.Run("announced then registered", func(t *testing.T) {
-		waitFor(t, 10*time.Second, "a1 registered online", func() bool {
+		hubtest.Eventually(t, 10*time.Second, "a1 registered online", func() bool {
 			s := getThing(t, c, base, "urn:test:a1")
 			return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 		})
@@ -186,7 +187,7 @@ func TestMDNSLAN(t *testing.T) {
 	t.Run("TXT change re-fetches", func(t *testing.T) {
 		a1.Send("title Brighter")
 		a1.WaitContains(5*time.Second, "retitled")
-		waitFor(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
+		hubtest.Eventually(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
 	})
 	t.Run("spoofed id from another host refused", func(t *testing.T) {
 		evil := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Evil|0")
@@ -212,14 +213,14 @@ func TestMDNSLAN(t *testing.T) {
 	})
 	t.Run("goodbye makes offline", func(t *testing.T) {
 		a1.Stop()
-		waitFor(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
+		hubtest.Eventually(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
 	})
 	t.Run("TTL expiry makes offline", func(t *testing.T) {
 		a2 := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a2|Fan|2")
 		a2.WaitContains(10*time.Second, "advertised")
-		waitFor(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
+		hubtest.Eventually(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
 		a2.Kill() // no goodbye
-		waitFor(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
+		hubtest.Eventually(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
 	})
 	t.Run("two hubs with one name", func(t *testing.T) {
 		mdnsHub(t, lan, "a2", "Test Hub")
@@ -235,7 +236,7 @@ func TestMDNSLAN(t *testing.T) {
 // contract order in the answer to its query, and goes offline on its
 // goodbye.
 func TestMDNSNodeInterop(t *testing.T) {
-	script := interopScript(t, "mdns-agent.mjs", "multicast-dns")
+	script := hubtest.InteropScript(t, "mdns-agent.mjs", "multicast-dns")
 	lan := netnstest.New(t, []string{"hub", "node"})
 	hub, base := mdnsHub(t, lan, "hub", "Node Test Hub")
 	c := lan.HTTPClient("hub")
@@ -250,12 +251,12 @@ func TestMDNSNodeInterop(t *testing.T) {
 	n.WaitContains(10*time.Second, `"announced"`)
 	n.WaitContains(10*time.Second, `"directory":"Node Test Hub._wot._tcp.local"`, `"port":8080`,
 		`"txt":["td=/.well-known/wot","type=Directory","scheme=http"]`)
-	waitFor(t, 10*time.Second, "the node agent registered online", func() bool {
+	hubtest.Eventually(t, 10*time.Second, "the node agent registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:node")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})
 	n.Stop()
-	waitFor(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
+	hubtest.Eventually(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
 }
 
 // TestMDNSAvahiInterop: a Thing published by Avahi (a static service
@@ -269,7 +270,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
 	c := lan.HTTPClient("hub")
 	dbusEnv, av := startAvahi(t, lan, "avahi", daemon, "urn:test:avahi", "Avahi Lamp")
-	waitFor(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+	hubtest.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:avahi")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})
@@ -292,7 +293,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 		}
 	}
 	av.Stop()
-	waitFor(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
+	hubtest.Eventually(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
 }
 
 // requireAvahi returns the path of avahi-daemon, or skips (fails with
@@ -345,7 +346,7 @@ func startAvahi(t testing.TB, lan *netnstest.LAN, node, daemon, id, title string
 		}
 	}
 	www := t.TempDir()
-	if err := os.WriteFile(filepath.Join(www, "avahi.td.json"), tdFor(id, title), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(www, "avahi.td.json"), hubtest.BareTD(id, title), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	lan.Start(lan.Command(node, "python3", "-m", "http.server", "8002", "--bind", "0.0.0.0", "--directory", www))

@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
 )
 
@@ -47,7 +48,7 @@ func serveTD(addr string, td []byte) {
 // card names, which sends with IP TTL 1. SIGTERM: Shutdown (its goodbye).
 func runZeroconfAgent(args []string) {
 	port, _ := strconv.Atoi(args[2])
-	serveTD(fmt.Sprintf(":%d", port), tdFor(args[0], args[1]))
+	serveTD(fmt.Sprintf(":%d", port), hubtest.BareTD(args[0], args[1]))
 	eth0, err := net.InterfaceByName("eth0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -75,7 +76,7 @@ func runZeroconfAgent(args []string) {
 // destination's port 5353, then waits to be stopped.
 func runUnicastAnnounce(args []string) {
 	port, _ := strconv.Atoi(args[2])
-	serveTD(fmt.Sprintf(":%d", port), tdFor(args[0], args[1]))
+	serveTD(fmt.Sprintf(":%d", port), hubtest.BareTD(args[0], args[1]))
 	eth0, err := net.InterfaceByName("eth0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -131,14 +132,14 @@ func TestMDNSZeroconfInterop(t *testing.T) {
 	c := lan.HTTPClient("hub")
 	zc := lan.Helper("zc", "TestMDNSChild", childEnv+"=zeroconf", "LMOS_MDNS_ARGS=urn:test:zeroconf|Zeroconf Lamp|8003")
 	zc.WaitContains(10*time.Second, "registered")
-	waitFor(t, 10*time.Second, "the zeroconf Thing registered online", func() bool {
+	hubtest.Eventually(t, 10*time.Second, "the zeroconf Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:zeroconf")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online" && s.Title == "Zeroconf Lamp"
 	})
 
 	zc.Signal(syscall.SIGTERM)
 	zc.WaitContains(5*time.Second, "goodbye")
-	waitFor(t, 10*time.Second, "the zeroconf Thing offline", func() bool {
+	hubtest.Eventually(t, 10*time.Second, "the zeroconf Thing offline", func() bool {
 		return getThing(t, c, base, "urn:test:zeroconf").Presence.Status == "offline"
 	})
 }
@@ -249,7 +250,7 @@ func TestMDNSOnLinkBySource(t *testing.T) {
 	far.WaitContains(5*time.Second, "sent", lan.Addr("far"))
 	near := lan.Helper("near", "TestMDNSChild", childEnv+"=unicast-announce", "LMOS_MDNS_ARGS=urn:test:near|Near Lamp|8004|"+lan.Addr("hub"))
 	near.WaitContains(5*time.Second, "sent", lan.Addr("near"))
-	waitFor(t, 10*time.Second, "the on-link Thing registered", func() bool {
+	hubtest.Eventually(t, 10*time.Second, "the on-link Thing registered", func() bool {
 		s := getThing(t, c, base, "urn:test:near")
 		return s.status == 200 && s.Presence.Status == "online"
 	})
@@ -306,7 +307,7 @@ func TestMDNSAvahiSharedPortNonRoot(t *testing.T) {
 	hub := lan.Start(cmd)
 	c := lan.HTTPClient("host")
 	base := "http://" + lan.Addr("host") + ":8080"
-	waitFor(t, 10*time.Second, "the hub serving", func() bool {
+	hubtest.Eventually(t, 10*time.Second, "the hub serving", func() bool {
 		resp, err := c.Get(base + "/healthz")
 		if err != nil {
 			return false
@@ -318,7 +319,7 @@ func TestMDNSAvahiSharedPortNonRoot(t *testing.T) {
 	if err != nil || !strings.Contains(string(status), "\nUid:\t65534\t65534\t65534\t65534\n") {
 		t.Fatalf("the hub does not run as nobody: %v\n%s", err, status)
 	}
-	waitFor(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+	hubtest.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:shared")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})

@@ -10,10 +10,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -246,4 +249,88 @@ func Eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// BareTD returns the smallest valid TD with the given id and title: no
+// affordances, nosec.
+func BareTD(id, title string) []byte {
+	return fmt.Appendf(nil, `{"@context":"https://www.w3.org/2022/wot/td/v1.1","id":%q,"title":%q,`+
+		`"securityDefinitions":{"nosec_sc":{"scheme":"nosec"}},"security":"nosec_sc"}`, id, title)
+}
+
+// InteropScript returns the absolute path of test/interop/script, whose npm
+// package module must be installed: `make test` installs it; elsewhere the
+// test skips unless LMOS_INTEROP=1 demands it. The repository is found by
+// walking up from the test's directory to go.mod, so it holds for a test in
+// any package (and under -trimpath).
+func InteropScript(tb testing.TB, script, module string) string {
+	tb.Helper()
+	dir := filepath.Join(repoRoot(tb), "test", "interop")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", module)); err != nil {
+		if os.Getenv("LMOS_INTEROP") == "1" {
+			tb.Fatalf("npm %s not installed (run scripts/test-deps.sh): %v", module, err)
+		}
+		tb.Skipf("npm %s not installed; `make test` installs it", module)
+	}
+	return filepath.Join(dir, script)
+}
+
+// repoRoot is the nearest directory above the working directory (a test's
+// package directory) that holds go.mod.
+func repoRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			tb.Fatal("go.mod not found above the test's directory")
+		}
+		dir = up
+	}
+}
+
+// Sample reads a TD from the shared test data.
+func Sample(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(SharedTestdata(tb), "tds", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// SharedTestdata finds the shared test data: testdata/ inside the
+// repository, or ../shared/testdata beside it.
+func SharedTestdata(tb testing.TB) string {
+	tb.Helper()
+	root := repoRoot(tb)
+	for _, p := range []string{filepath.Join(root, "testdata"), filepath.Join(root, "..", "shared", "testdata")} {
+		if _, err := os.Stat(filepath.Join(p, "tds")); err == nil {
+			return p
+		}
+	}
+	tb.Fatal("test data not found in testdata/ or ../shared/testdata")
+	return ""
+}
+
+// MakeTD returns a small valid TD with the given id and title and one action.
+func MakeTD(id, title string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
+		"@type":               "lmos:Tool",
+		"id":                  id,
+		"title":               title,
+		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
+		"security":            "nosec_sc",
+		"actions": map[string]any{"run": map[string]any{
+			"forms": []any{map[string]any{"href": "https://tools.example/run", "op": "invokeaction"}},
+		}},
+	})
+	return b
 }

@@ -1,5 +1,5 @@
 // Command mqttload is the MQTT fan-out load generator of the benchmarks
-// (cmd/lmos-hub/mqtt_bench_test.go, BenchmarkMQTTFanout50). It runs in its
+// (test/e2e/mqtt_bench_test.go, BenchmarkMQTTFanout50). It runs in its
 // own process, so that the broker under test — the hub, a bare mochi broker
 // or mosquitto — never shares a Go runtime (scheduler, GC) with the clients
 // that load it.

@@ -1,5 +1,5 @@
 // mqtt-wire.mjs — a strict wire-level MQTT client for lmos-hub's
-// conformance test (cmd/lmos-hub/wire_test.go). It sends packets built by
+// conformance test (test/e2e/wire_test.go). It sends packets built by
 // npm mqtt-packet's generate (the codec mqtt.js uses) on raw TCP sockets
 // and feeds every byte the broker writes to mqtt-packet's parser. Any
 // parser error, and any of the extra checks below, is reported: the

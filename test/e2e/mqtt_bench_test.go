@@ -1,0 +1,682 @@
+package e2e
+
+// MQTT benchmarks (issue 3), all with real MQTT 5 clients (paho.golang) on
+// loopback: the CBOR action round trip through the hub to 100 agents, the
+// fan-out to 50 subscribers against the hub, Debian's mosquitto and a bare
+// mochi broker in the same run, and the RSS of the real binary holding
+// 1,000 idle clients. Figures and commands are in docs/PERFORMANCE.md.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/fxamacker/cbor/v2"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// mosquittoBin is where Debian's mosquitto package installs the broker.
+const mosquittoBin = "/usr/sbin/mosquitto"
+
+// benchMQTT connects an MQTT 5 client to addr; every message it receives
+// goes to onMsg (nil: none expected). It is disconnected at cleanup.
+func benchMQTT(b *testing.B, addr string, cp *paho.Connect, onMsg func(*paho.Publish)) *paho.Client {
+	b.Helper()
+	c, err := dialMQTT(addr, cp, onMsg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c
+}
+
+func dialMQTT(addr string, cp *paho.Connect, onMsg func(*paho.Publish)) (*paho.Client, error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := paho.ClientConfig{Conn: conn}
+	if onMsg != nil {
+		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			onMsg(pr.Packet)
+			return true, nil
+		}}
+	}
+	c := paho.NewClient(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ca, err := c.Connect(ctx, cp)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("mqtt connect %s: %w", cp.ClientID, err)
+	}
+	if ca.ReasonCode != 0 {
+		conn.Close()
+		return nil, fmt.Errorf("mqtt connect %s: reason code %#x", cp.ClientID, ca.ReasonCode)
+	}
+	return c, nil
+}
+
+// benchSubscribe subscribes c to filter and fails unless it is granted.
+func benchSubscribe(b *testing.B, c *paho.Client, filter string, qos byte) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: qos}}})
+	if err != nil {
+		b.Fatalf("subscribe %s: %v", filter, err)
+	}
+	if len(sa.Reasons) != 1 || sa.Reasons[0] >= 0x80 {
+		b.Fatalf("subscribe %s refused: %v", filter, sa.Reasons)
+	}
+}
+
+// agentTD is a minimal valid TD of an agent with one MQTT action, echo.
+func agentTD(id string) []byte {
+	doc, _ := json.Marshal(map[string]any{
+		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
+		"@type":               "lmos:Agent",
+		"id":                  id,
+		"title":               "Echo agent " + id[len(id)-4:],
+		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
+		"security":            "nosec_sc",
+		"actions": map[string]any{"echo": map[string]any{
+			"forms": []any{map[string]any{
+				"href":        "mqtt://127.0.0.1/lmos/v1/things/" + lmos.TopicKey(id) + "/actions/echo",
+				"op":          "invokeaction",
+				"contentType": "application/cbor",
+			}},
+		}},
+	})
+	return doc
+}
+
+// benchAgentID is the id of the i-th benchmark agent.
+func benchAgentID(i int) string { return fmt.Sprintf("urn:uuid:7e3a1c52-0000-4000-8000-%012d", i) }
+
+// joinThings joins the Things ids over MQTT (PROTOCOL §4.4) from one
+// anonymous client and returns their credentials in order.
+func joinThings(b *testing.B, addr string, ids []string) []joinCreds {
+	b.Helper()
+	results := make(chan *paho.Publish, len(ids))
+	c, err := dialMQTT(addr, &paho.Connect{ClientID: "bench-joiner", CleanStart: true, KeepAlive: 60}, func(p *paho.Publish) { results <- p })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = c.Disconnect(&paho.Disconnect{}) }()
+	benchSubscribe(b, c, "lmos/v1/things/+/td/result", 1)
+	creds := make([]joinCreds, len(ids))
+	for i, id := range ids {
+		tid := lmos.TopicKey(id)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + tid + "/td", QoS: 1, Retain: true, Payload: agentTD(id),
+			Properties: &paho.PublishProperties{ContentType: "application/td+json"}})
+		cancel()
+		if err != nil {
+			b.Fatalf("publish td of %s: %v", id, err)
+		}
+		select {
+		case p := <-results:
+			var res struct {
+				Status      string     `json:"status"`
+				Credentials *joinCreds `json:"credentials"`
+			}
+			if p.Topic != "lmos/v1/things/"+tid+"/td/result" || json.Unmarshal(p.Payload, &res) != nil || res.Status != "accepted" || res.Credentials == nil {
+				b.Fatalf("join of %s: %s %s", id, p.Topic, p.Payload)
+			}
+			creds[i] = *res.Credentials
+		case <-time.After(10 * time.Second):
+			b.Fatalf("no join result for %s within 10 s", id)
+		}
+	}
+	return creds
+}
+
+// thingConnect is the CONNECT of a joined Thing.
+func thingConnect(cr joinCreds) *paho.Connect {
+	return &paho.Connect{ClientID: "agent-" + cr.Username, CleanStart: true, KeepAlive: 60,
+		Username: cr.Username, UsernameFlag: true, Password: []byte(cr.Password), PasswordFlag: true}
+}
+
+type echoInput struct {
+	N    uint64 `cbor:"n"`
+	Text string `cbor:"text"`
+}
+
+type echoOutput struct {
+	Echo  echoInput `cbor:"echo"`
+	Agent string    `cbor:"agent"`
+}
+
+// BenchmarkMQTTActionRoundTrip100Agents: one requester invokes the echo
+// action of 100 agents in turn through the hub (in-process, as main starts
+// it), CBOR both ways, with Response Topic and Correlation Data
+// (PROTOCOL §4.3); one op is one invocation until its completed result
+// arrives in the requester's inbox. Sub-benchmarks: QoS 0 and QoS 1 for
+// both the invocation and the result.
+func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	const agents = 100
+	m, _, stop := startBenchHub(b, b.TempDir())
+	b.Cleanup(stop)
+	addr := m.MQTTAddr.String()
+	ids := make([]string, agents)
+	for i := range ids {
+		ids[i] = benchAgentID(i)
+	}
+	creds := joinThings(b, addr, ids)
+	ready := make(chan struct{})
+	for i, cr := range creds {
+		var agent *paho.Client
+		agent = benchMQTT(b, addr, thingConnect(cr), func(p *paho.Publish) {
+			<-ready // agent is set
+			if p.Properties == nil || p.Properties.ResponseTopic == "" {
+				return
+			}
+			var in echoInput
+			status := "completed"
+			if err := cbor.Unmarshal(p.Payload, &in); err != nil {
+				status = "failed"
+			}
+			out, _ := cbor.Marshal(echoOutput{Echo: in, Agent: ids[i]})
+			props := &paho.PublishProperties{ResponseTopic: "", CorrelationData: p.Properties.CorrelationData, ContentType: "application/cbor"}
+			props.User.Add("lmos-status", status)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = agent.Publish(ctx, &paho.Publish{Topic: p.Properties.ResponseTopic, QoS: p.QoS, Payload: out, Properties: props})
+		})
+		benchSubscribe(b, agent, "lmos/v1/things/"+cr.Username+"/actions/echo", 1)
+	}
+	close(ready)
+
+	const reqID = "bench-requester"
+	inbox := "lmos/v1/clients/" + reqID + "/replies"
+	replies := make(chan *paho.Publish, 16)
+	req := benchMQTT(b, addr, &paho.Connect{ClientID: reqID, CleanStart: true, KeepAlive: 60}, func(p *paho.Publish) { replies <- p })
+	benchSubscribe(b, req, inbox, 1)
+
+	var seq uint64
+	invoke := func(qos byte) (time.Duration, error) {
+		seq++
+		tid := lmos.TopicKey(ids[seq%agents])
+		in, err := cbor.Marshal(echoInput{N: seq, Text: "hello agent"})
+		if err != nil {
+			return 0, err
+		}
+		corr := binary.BigEndian.AppendUint64(nil, seq)
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := req.Publish(ctx, &paho.Publish{Topic: "lmos/v1/things/" + tid + "/actions/echo", QoS: qos, Payload: in,
+			Properties: &paho.PublishProperties{ResponseTopic: inbox, CorrelationData: corr, ContentType: "application/cbor"}}); err != nil {
+			return 0, fmt.Errorf("invoke: %w", err)
+		}
+		for {
+			select {
+			case p := <-replies:
+				if !bytes.Equal(p.Properties.CorrelationData, corr) {
+					continue // a late reply of an earlier, failed invocation
+				}
+				d := time.Since(start)
+				var out echoOutput
+				if st := p.Properties.User.Get("lmos-status"); st != "completed" {
+					return 0, fmt.Errorf("result status %q", st)
+				}
+				if p.Properties.ContentType != "application/cbor" || cbor.Unmarshal(p.Payload, &out) != nil || out.Echo.N != seq || out.Agent != ids[seq%agents] {
+					return 0, fmt.Errorf("bad result %x", p.Payload)
+				}
+				return d, nil
+			case <-time.After(10 * time.Second):
+				return 0, fmt.Errorf("no result for invocation %d of %s within 10 s", seq, tid)
+			}
+		}
+	}
+	for _, qos := range []byte{0, 1} {
+		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
+			for range 2 * agents { // warm up: every agent, every connection
+				if _, err := invoke(qos); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var lat []time.Duration
+			for b.Loop() {
+				d, err := invoke(qos)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, d)
+			}
+			slices.Sort(lat)
+			ms := float64(time.Millisecond)
+			b.ReportMetric(float64(lat[len(lat)/2])/ms, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100])/ms, "p99-ms")
+		})
+	}
+}
+
+// lmosHubPkg is the hub's main package, relative to this directory.
+const lmosHubPkg = "../../cmd/lmos-hub"
+
+// buildTool builds the main package pkg (relative to this directory) into
+// a temp dir, statically as the release build does.
+func buildTool(b *testing.B, pkg, name string) string {
+	b.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := filepath.Join(b.TempDir(), name)
+	build := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, pkg)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("cannot build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// fanoutResult is what internal/mqttload prints.
+type fanoutResult struct {
+	Deliveries int64   `json:"deliveries"`
+	Expected   int64   `json:"expected"`
+	Seconds    float64 `json:"seconds"`
+	PerSecond  float64 `json:"perSecond"`
+}
+
+// BenchmarkMQTTFanout50: one publisher, 50 subscribers on one topic, QoS 0,
+// 10,000 messages of 100 bytes (500,000 deliveries per op), generated by
+// internal/mqttload in its own process, against the hub (in-process, as
+// main starts it; the publisher is a joined Thing publishing its event),
+// Debian's mosquitto and a bare mochi broker with an allow-all hook, in the
+// same run. deliveries/s counts from the first publish until the last
+// subscriber got the last message; broker-µs/delivery is the CPU time the
+// broker's process used meanwhile (user + system) per delivery. The last
+// sub-benchmark, ratios, reports hub/mosquitto and hub/mochi of both over
+// all the runs before it.
+func BenchmarkMQTTFanout50(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	load := buildTool(b, "../../internal/mqttload", "mqttload")
+	const id = "urn:uuid:7e3a1c52-0000-4000-8000-f0f0f0f0f0f0"
+	topic := "lmos/v1/things/" + lmos.TopicKey(id) + "/events/e"
+	type totals struct {
+		deliveries int64
+		secs       float64
+		cpu        time.Duration
+	}
+	sums := map[string]*totals{}
+	run := func(b *testing.B, name, addr string, cpu func() time.Duration, args ...string) {
+		var deliveries, lost int64
+		var secs float64
+		var used time.Duration
+		for b.Loop() {
+			cmd := exec.Command(load, append([]string{"-addr", addr, "-topic", topic, "-subs", "50", "-n", "10000", "-size", "100", "-window", "100"}, args...)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cpu0 := cpu()
+			out, err := cmd.Output()
+			used += cpu() - cpu0
+			if err != nil {
+				b.Fatalf("mqttload: %v\n%s", err, stderr.Bytes())
+			}
+			var r fanoutResult
+			if err := json.Unmarshal(out, &r); err != nil {
+				b.Fatalf("mqttload output %q: %v", out, err)
+			}
+			deliveries += r.Deliveries
+			lost += r.Expected - r.Deliveries
+			secs += r.Seconds
+		}
+		b.ReportMetric(float64(deliveries)/secs, "deliveries/s")
+		b.ReportMetric(float64(used.Microseconds())/float64(deliveries), "broker-µs/delivery")
+		b.ReportMetric(float64(lost), "lost")
+		t := sums[name]
+		if t == nil {
+			t = &totals{}
+			sums[name] = t
+		}
+		t.deliveries += deliveries
+		t.secs += secs
+		t.cpu += used
+	}
+	b.Run("hub", func(b *testing.B) {
+		m, _, stop := startBenchHub(b, b.TempDir())
+		b.Cleanup(stop)
+		addr := m.MQTTAddr.String()
+		cr := joinThings(b, addr, []string{id})[0]
+		run(b, "hub", addr, selfCPU, "-user", cr.Username, "-pass", cr.Password)
+	})
+	b.Run("mosquitto", func(b *testing.B) {
+		addr, pid := startMosquitto(b)
+		run(b, "mosquitto", addr, func() time.Duration { return procCPU(b, pid) })
+	})
+	b.Run("mochi", func(b *testing.B) {
+		run(b, "mochi", startBareMochi(b), selfCPU)
+	})
+	b.Run("ratios", func(b *testing.B) {
+		for b.Loop() {
+		}
+		h := sums["hub"]
+		if h == nil {
+			b.Skip("the hub sub-benchmark did not run")
+		}
+		for _, peer := range []string{"mosquitto", "mochi"} {
+			if p := sums[peer]; p != nil {
+				b.ReportMetric((float64(h.deliveries)/h.secs)/(float64(p.deliveries)/p.secs), "rate-hub/"+peer)
+				b.ReportMetric((h.cpu.Seconds()/float64(h.deliveries))/(p.cpu.Seconds()/float64(p.deliveries)), "cpu-hub/"+peer)
+			}
+		}
+	})
+}
+
+// selfCPU is the CPU time (user + system) this process used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the CPU time (user + system) process pid used so far, from
+// /proc/{pid}/stat (in clock ticks, 100 per second on Linux).
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: state is
+	// field 3, utime 14, stime 15.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("cannot parse /proc/%d/stat: %s", pid, stat)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// startMosquitto starts Debian's mosquitto on a free loopback port with
+// anonymous access and returns its address and pid; it is killed at
+// cleanup.
+func startMosquitto(b *testing.B) (addr string, pid int) {
+	b.Helper()
+	if _, err := os.Stat(mosquittoBin); err != nil {
+		b.Skipf("%s not found: install the broker with `sudo apt-get install -y mosquitto` "+
+			"(and `sudo systemctl disable --now mosquitto` if you do not want its service)", mosquittoBin)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr = ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	ln.Close()
+	dir := b.TempDir()
+	conf := filepath.Join(dir, "mosquitto.conf")
+	if err := os.WriteFile(conf, []byte("listener "+port+" 127.0.0.1\nallow_anonymous true\npersistence false\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	// Run as root, mosquitto drops to the user mosquitto: let it read.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(mosquittoBin, "-c", conf)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return addr, cmd.Process.Pid
+		}
+		select {
+		case <-exited:
+			b.Fatalf("mosquitto exited: %s", logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("mosquitto not listening on %s within 10 s: %s", addr, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// allowAll is mochi's auth.AllowHook, without importing hooks/auth (its
+// ledger pulls yaml into go.mod).
+type allowAll struct{ mochi.HookBase }
+
+func (allowAll) ID() string { return "allow-all" }
+func (allowAll) Provides(b byte) bool {
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+}
+func (allowAll) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+func (allowAll) OnACLCheck(*mochi.Client, string, bool) bool              { return true }
+
+// startBareMochi starts mochi with its defaults and only an allow-all hook
+// on a free loopback port and returns its address.
+func startBareMochi(b *testing.B) string {
+	b.Helper()
+	s := mochi.New(&mochi.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := s.AddHook(new(allowAll), nil); err != nil {
+		b.Fatal(err)
+	}
+	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: "127.0.0.1:0"})
+	if err := s.AddListener(tcp); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Serve(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return tcp.Address()
+}
+
+// hubProcess is the real binary running on a temp data dir.
+type hubProcess struct {
+	pid      int
+	httpBase string
+	mqttAddr string
+	// stop ends it (SIGTERM); it runs at cleanup too.
+	stop func()
+}
+
+// startHubBinary runs bin on dir until it logs both listening addresses
+// and answers GET /healthz.
+func startHubBinary(b *testing.B, bin, dir string) hubProcess {
+	b.Helper()
+	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
+		"--mdns=false", "--admin-token", testToken, "--log-format", "json")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LMOS_HUB_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := sync.OnceFunc(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	b.Cleanup(stop)
+	addrs := make(chan [2]string, 2)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && strings.HasSuffix(line.Msg, " listening") {
+				addrs <- [2]string{line.Msg, line.Addr}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	p := hubProcess{pid: cmd.Process.Pid, stop: stop}
+	for p.httpBase == "" || p.mqttAddr == "" {
+		select {
+		case a := <-addrs:
+			switch a[0] {
+			case "http listening":
+				p.httpBase = "http://" + a[1]
+			case "mqtt listening":
+				p.mqttAddr = a[1]
+			}
+		case <-exited:
+			b.Fatal("lmos-hub exited before listening")
+		case <-time.After(60 * time.Second):
+			b.Fatal("lmos-hub did not log both listening addresses within 60 s")
+		}
+	}
+	c := benchClient(b)
+	if err := fetch(c, http.MethodGet, p.httpBase+"/healthz", nil, http.StatusOK); err != nil {
+		b.Fatal(err)
+	}
+	c.CloseIdleConnections()
+	return p
+}
+
+// procMemMB reads VmRSS, VmHWM, RssAnon and RssFile of pid in MB.
+func procMemMB(b *testing.B, pid int) map[string]float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Skipf("cannot read RSS: %v", err)
+	}
+	mb := map[string]float64{}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		name, rest, _ := strings.Cut(line, ":")
+		if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64); err == nil {
+			mb[name] = kb / 1024
+		}
+	}
+	return mb
+}
+
+// raiseNoFile raises the soft limit of open files to at least n (this
+// process holds the clients' sockets; the hub child inherits the limit).
+func raiseNoFile(b *testing.B, n uint64) {
+	b.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Cur >= n {
+		return
+	}
+	lim.Cur = min(max(n, lim.Cur), lim.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < n {
+		b.Skipf("cannot raise the open files limit to %d (hard limit %d): %v", n, lim.Max, err)
+	}
+}
+
+// BenchmarkMQTTIdleAgentsRSS builds the real binary, starts it, reads its
+// RSS after 2 s idle, connects 1,000 MQTT 5 clients (anonymous, keepalive
+// 60 s, each subscribed to its own reply inbox), waits 5 s and reads it
+// again: with an empty store, and with 10k TDs stored.
+func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	const clients = 1000
+	raiseNoFile(b, 2*clients+512)
+	bin := buildTool(b, lmosHubPkg, "lmos-hub")
+	measure := func(b *testing.B, dir, name string) {
+		for b.Loop() {
+			p := startHubBinary(b, bin, dir)
+			time.Sleep(2 * time.Second)
+			base := procMemMB(b, p.pid)
+			var wg sync.WaitGroup
+			var next atomic.Int64
+			var failed atomic.Value
+			conns := make([]*paho.Client, clients)
+			for range 16 {
+				wg.Go(func() {
+					for i := int(next.Add(1)) - 1; i < clients; i = int(next.Add(1)) - 1 {
+						id := fmt.Sprintf("idle-%d", i)
+						c, err := dialMQTT(p.mqttAddr, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, func(*paho.Publish) {})
+						if err != nil {
+							failed.Store(err)
+							return
+						}
+						conns[i] = c
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						_, err = c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "lmos/v1/clients/" + id + "/#", QoS: 1}}})
+						cancel()
+						if err != nil {
+							failed.Store(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err, _ := failed.Load().(error); err != nil {
+				b.Fatal(err)
+			}
+			// The broker collects once a burst of connections is over
+			// (mqtt/tidy.go: 1-2 s); measure after that.
+			time.Sleep(5 * time.Second)
+			loaded := procMemMB(b, p.pid)
+			for _, c := range conns {
+				_ = c.Disconnect(&paho.Disconnect{})
+			}
+			p.stop()
+			b.ReportMetric(base["VmRSS"], name+"-idle-RSS-MB")
+			b.ReportMetric(loaded["VmRSS"], name+"-1k-clients-RSS-MB")
+			b.ReportMetric(loaded["RssAnon"], name+"-1k-clients-anon-MB")
+			b.ReportMetric((loaded["VmRSS"]-base["VmRSS"])*1024/clients, "KB/client")
+		}
+	}
+	b.Run("empty", func(b *testing.B) { measure(b, b.TempDir(), "empty") })
+	b.Run("10kTDs", func(b *testing.B) {
+		dir := b.TempDir()
+		fillDir(b, dir)
+		measure(b, dir, "10kTDs")
+	})
+}
