@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,10 +73,10 @@ func cliFreeAddr(t *testing.T) string {
 
 // writeStatus PUTs a fresh TD to the hub with token as Bearer token and
 // returns the HTTP status.
-func writeStatus(t *testing.T, h *testHub, token string) int {
+func writeStatus(t *testing.T, h *hubtest.Hub, token string) int {
 	t.Helper()
 	id := "urn:uuid:" + newTestUUID(t)
-	resp, body := h.do(http.MethodPut, "/things/"+pathEscape(id), "application/td+json", makeTD(id, "probe"), token)
+	resp, body := h.Do(http.MethodPut, "/things/"+url.PathEscape(id), "application/td+json", hubtest.MakeTD(id, "probe"), token)
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("PUT %s: unexpected %d %s", id, resp.StatusCode, body)
 	}
@@ -96,7 +97,7 @@ func newTestUUID(t *testing.T) string {
 }
 
 func TestCLIThings(t *testing.T) {
-	h := startHub(t, nil)
+	h := hubtest.Start(t, nil)
 	env := map[string]string{"LMOS_HUB_URL": h.URL}
 	dir := t.TempDir()
 
@@ -104,7 +105,7 @@ func TestCLIThings(t *testing.T) {
 	// --raw must give back these exact bytes, whitespace included.
 	const id = "urn:uuid:6f1c2b1e-9a4d-4c1e-8f5a-0c2d3e4f5a6b"
 	var doc map[string]any
-	if err := json.Unmarshal(makeTD(id, "CLI Tool"), &doc); err != nil {
+	if err := json.Unmarshal(hubtest.MakeTD(id, "CLI Tool"), &doc); err != nil {
 		t.Fatal(err)
 	}
 	fileBytes, _ := json.MarshalIndent(doc, "", "    ")
@@ -135,7 +136,7 @@ func TestCLIThings(t *testing.T) {
 	}
 	anonID := m[1]
 	var got map[string]any
-	h.getJSON("/things/"+pathEscape(anonID), http.StatusOK, &got)
+	h.GetJSON("/things/"+url.PathEscape(anonID), http.StatusOK, &got)
 	if got["title"] != "Anonymous Tool" {
 		t.Errorf("GET %s: title %v", anonID, got["title"])
 	}
@@ -211,9 +212,9 @@ func TestCLIThings(t *testing.T) {
 }
 
 func TestCLIThingsPutInvalid(t *testing.T) {
-	h := startHub(t, nil)
+	h := hubtest.Start(t, nil)
 	file := filepath.Join(t.TempDir(), "bad.json")
-	if err := os.WriteFile(file, sample(t, "invalid-missing-security.json"), 0o600); err != nil {
+	if err := os.WriteFile(file, hubtest.Sample(t, "invalid-missing-security.json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := cli(t, nil, "", "things", "put", file, "--hub", h.URL, "--token", testToken).want(t, 1, "things put (invalid)")
@@ -224,17 +225,17 @@ func TestCLIThingsPutInvalid(t *testing.T) {
 		t.Errorf("things put (invalid): stdout %q, want nothing", r.stdout)
 	}
 	var all []any
-	h.getJSON("/things", http.StatusOK, &all)
+	h.GetJSON("/things", http.StatusOK, &all)
 	if len(all) != 0 {
 		t.Errorf("GET /things after an invalid put: %d Things, want none", len(all))
 	}
 }
 
 func TestCLIThingsWriteWithoutToken(t *testing.T) {
-	h := startHub(t, nil)
+	h := hubtest.Start(t, nil)
 	file := filepath.Join(t.TempDir(), "td.json")
 	const id = "urn:uuid:0d9e8f7a-6b5c-4d3e-9f2a-1b0c9d8e7f6a"
-	if err := os.WriteFile(file, makeTD(id, "no token"), 0o600); err != nil {
+	if err := os.WriteFile(file, hubtest.MakeTD(id, "no token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := cli(t, nil, "", "things", "put", file, "--hub", h.URL).want(t, 1, "things put without token")
@@ -249,13 +250,13 @@ func TestCLIThingsWriteWithoutToken(t *testing.T) {
 	if !strings.Contains(r.stderr, "401") || !strings.Contains(r.stderr, "did not accept the token") {
 		t.Errorf("things put with a wrong token: stderr %q; want 401 and the bad-token hint", r.stderr)
 	}
-	h.getJSON("/things/"+pathEscape(id), http.StatusNotFound, nil)
+	h.GetJSON("/things/"+url.PathEscape(id), http.StatusNotFound, nil)
 }
 
 func TestCLIThingsHubUnreachable(t *testing.T) {
 	addr := cliFreeAddr(t)
 	file := filepath.Join(t.TempDir(), "td.json")
-	if err := os.WriteFile(file, makeTD("urn:uuid:1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d", "x"), 0o600); err != nil {
+	if err := os.WriteFile(file, hubtest.MakeTD("urn:uuid:1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d", "x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
@@ -310,14 +311,14 @@ func tokenRowLine(t *testing.T, list, id string) []string {
 
 func TestTokenCommandsOnStoppedHub(t *testing.T) {
 	dir := t.TempDir()
-	h := startHubIn(t, dir, nil)
+	h := hubtest.StartIn(t, dir, nil)
 	h.Close()
 
 	r := cli(t, nil, "", "token", "create", "--name", "ci", "--data-dir", dir).want(t, 0, "token create")
 	secret := secretFrom(t, r.stdout)
 	tokID := tokenIDFrom(t, r.stderr)
 
-	h = startHubIn(t, dir, nil)
+	h = hubtest.StartIn(t, dir, nil)
 	if code := writeStatus(t, h, secret); code != http.StatusCreated {
 		t.Errorf("write with the token created offline: %d, want 201", code)
 	}
@@ -351,7 +352,7 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 		t.Errorf("token revoke (unknown id): stderr %q", r.stderr)
 	}
 
-	h = startHubIn(t, dir, nil)
+	h = hubtest.StartIn(t, dir, nil)
 	if code := writeStatus(t, h, secret); code != http.StatusUnauthorized {
 		t.Errorf("write with the revoked token after a restart: %d, want 401", code)
 	}
@@ -361,7 +362,7 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 }
 
 func TestTokenCommandsWhileHubRuns(t *testing.T) {
-	h := startHub(t, nil)
+	h := hubtest.Start(t, nil)
 
 	r := cli(t, nil, "", "token", "list", "--data-dir", h.Dir).want(t, exitLocked, "token list on a running hub's data dir")
 	if !strings.Contains(r.stderr, "--hub") || !strings.Contains(r.stderr, "in use") {
@@ -581,11 +582,11 @@ func TestServeThroughRun(t *testing.T) {
 
 // startFirstHub starts a hub on dir without --admin-token, printing to
 // stdout, as on a first start.
-func startFirstHub(t *testing.T, dir string, stdout io.Writer) *testHub {
+func startFirstHub(t *testing.T, dir string, stdout io.Writer) *hubtest.Hub {
 	t.Helper()
 	m := hubtest.NewMain(t, dir, func(c *Config) { c.AdminToken = "" })
 	m.Stdout = stdout
-	return runHub(t, m)
+	return hubtest.Run(t, m)
 }
 
 func TestFirstStartPrintsTokenOnce(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
 // TestCrashChild is the hub process of TestCrashUnderLoad: the test binary
@@ -118,7 +121,7 @@ func TestCrashUnderLoad(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("urn:uuid:00000000-0000-4000-8%03d-%012d", w, i)
-				req, _ := http.NewRequest(http.MethodPut, base+"/things/"+pathEscape(id), bytes.NewReader(makeTD(id, fmt.Sprintf("crash %d/%d", w, i))))
+				req, _ := http.NewRequest(http.MethodPut, base+"/things/"+url.PathEscape(id), bytes.NewReader(hubtest.MakeTD(id, fmt.Sprintf("crash %d/%d", w, i))))
 				req.Header.Set("Content-Type", "application/td+json")
 				req.Header.Set("Authorization", "Bearer "+testToken)
 				resp, err := client.Do(req)
@@ -178,10 +181,10 @@ func TestCrashUnderLoad(t *testing.T) {
 
 	// Restart on the same data directory: every acknowledged write is there.
 	reopen := time.Now()
-	h := startHubIn(t, dir, func(c *Config) { c.Registry.MaxThings = 0 }) // as the child ran
+	h := hubtest.StartIn(t, dir, func(c *Config) { c.Registry.MaxThings = 0 }) // as the child ran
 	t.Logf("hub reopened after the crash in %s", time.Since(reopen).Round(time.Millisecond))
 
-	resp, body := h.do(http.MethodGet, "/things", "", nil, "")
+	resp, body := h.Do(http.MethodGet, "/things", "", nil, "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /things after the crash: %d %s", resp.StatusCode, body)
 	}
@@ -201,7 +204,7 @@ func TestCrashUnderLoad(t *testing.T) {
 
 	missing := 0
 	for _, id := range all {
-		resp, body := h.do(http.MethodGet, "/things/"+pathEscape(id), "", nil, "")
+		resp, body := h.Do(http.MethodGet, "/things/"+url.PathEscape(id), "", nil, "")
 		if resp.StatusCode != http.StatusOK || !listed[id] {
 			if missing++; missing <= 10 {
 				t.Errorf("acknowledged Thing %s lost: GET %d %s, in GET /things: %v", id, resp.StatusCode, body, listed[id])
@@ -219,5 +222,5 @@ func TestCrashUnderLoad(t *testing.T) {
 		t.Errorf("%d of %d acknowledged writes lost", missing, len(all))
 	}
 	// The reopened store takes writes.
-	h.put("urn:uuid:00000000-0000-4000-9000-000000000001", makeTD("urn:uuid:00000000-0000-4000-9000-000000000001", "after the crash"))
+	h.Put("urn:uuid:00000000-0000-4000-9000-000000000001", hubtest.MakeTD("urn:uuid:00000000-0000-4000-9000-000000000001", "after the crash"))
 }

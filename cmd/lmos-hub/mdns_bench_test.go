@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -76,7 +77,7 @@ func pollThing(b *testing.B, c *http.Client, base, id string, cond func(thingSta
 	b.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		var s thingState
-		resp, err := c.Get(base + "/things/" + pathEscape(id))
+		resp, err := c.Get(base + "/things/" + url.PathEscape(id))
 		if err != nil {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -148,7 +149,7 @@ type thingState struct {
 func getThing(t *testing.T, c *http.Client, base, id string) thingState {
 	t.Helper()
 	var s thingState
-	resp, err := c.Get(base + "/things/" + pathEscape(id))
+	resp, err := c.Get(base + "/things/" + url.PathEscape(id))
 	if err != nil {
 		return s
 	}

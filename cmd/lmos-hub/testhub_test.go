@@ -1,16 +1,12 @@
 package main
 
 import (
-	"net/http"
-	"net/url"
-	"testing"
-
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
 // The hub under test is internal/app's Main run by internal/hubtest, as
-// main runs it; these names keep the package's tests short.
+// main runs it (hubtest.Start); these names keep the package's tests short.
 type (
 	Config   = app.Config
 	Main     = app.Main
@@ -19,53 +15,3 @@ type (
 
 // testToken is the admin token test hubs are provisioned with.
 const testToken = hubtest.Token
-
-// testHub is a hub started in-process exactly as main starts it, on
-// 127.0.0.1:0 with its data in a temp dir.
-type testHub struct {
-	*hubtest.Hub
-	t *testing.T
-}
-
-// startHub starts a hub; edit changes the configuration first.
-func startHub(t *testing.T, edit func(*Config)) *testHub {
-	t.Helper()
-	return &testHub{hubtest.Start(t, edit), t}
-}
-
-func startHubIn(t *testing.T, dir string, edit func(*Config)) *testHub {
-	t.Helper()
-	return &testHub{hubtest.StartIn(t, dir, edit), t}
-}
-
-// runHub runs m (from hubtest.NewMain, changed by the test) as main does.
-func runHub(t *testing.T, m *Main) *testHub {
-	t.Helper()
-	return &testHub{hubtest.Run(t, m), t}
-}
-
-func (h *testHub) do(method, path, contentType string, body []byte, token string) (*http.Response, []byte) {
-	h.t.Helper()
-	return h.Do(method, path, contentType, body, token)
-}
-
-func (h *testHub) put(id string, td []byte) {
-	h.t.Helper()
-	h.Put(id, td)
-}
-
-func (h *testHub) getJSON(path string, want int, v any) *http.Response {
-	h.t.Helper()
-	return h.GetJSON(path, want, v)
-}
-
-// sample reads a TD from the shared test data.
-func sample(t *testing.T, name string) []byte {
-	t.Helper()
-	return hubtest.Sample(t, name)
-}
-
-// makeTD returns a small valid TD with the given id and title.
-func makeTD(id, title string) []byte { return hubtest.MakeTD(id, title) }
-
-func pathEscape(id string) string { return url.PathEscape(id) }
