@@ -11,26 +11,8 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
-
-// heavyMember is a member "x" nesting 28 objects, each with 100 numbers:
-// within the depth limit, and heavyQuery over it visits ~600k nodes.
-func heavyMember() string {
-	var b strings.Builder
-	for range 28 {
-		b.WriteString(`{"n":[`)
-		for i := range 100 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprint(&b, i)
-		}
-		b.WriteString(`],"c":`)
-	}
-	b.WriteString(`0`)
-	b.WriteString(strings.Repeat(`}`, 28))
-	return b.String()
-}
 
 // heavyQuery visits every node under every node under every node and
 // selects nothing, so only the budget or the context stops it.
@@ -41,7 +23,7 @@ const heavyQuery = `$..*..*..[?@=='no such value']`
 func budgetRegistry(t *testing.T, lim hub.SearchLimits, copies int) *hub.Registry {
 	t.Helper()
 	r := newRegistry(t, openStore(t), hub.RegistryOptions{Search: lim})
-	x := heavyMember()
+	x := tdgen.Nested(28, 100)
 	for i := range copies {
 		id := fmt.Sprintf("urn:t:heavy%d", i)
 		if _, err := r.Put(context.Background(), id, testTD(id, "Heavy", "x", x), hub.Origin{Source: hub.SourceHTTP}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -104,4 +105,25 @@ func Samples(dir string) (map[string][]byte, error) {
 		out[filepath.Base(f)] = b
 	}
 	return out, nil
+}
+
+// Nested is a JSON value of levels nested objects, each holding an array
+// of width numbers ({"n":[0,1,…],"c":{…}}): within the hub's depth limit
+// for levels ≤ 30, yet a descendant query over it visits many nodes (28
+// levels of 100: ~600k for `$..*..*..*`), the shape of the search-budget
+// attacks.
+func Nested(levels, width int) string {
+	var b strings.Builder
+	for range levels {
+		b.WriteString(`{"n":[`)
+		for i := range width {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(i))
+		}
+		b.WriteString(`],"c":`)
+	}
+	b.WriteString("0" + strings.Repeat("}", levels))
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package tdgen_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -21,5 +22,22 @@ func TestGeneratedTDsAreValidAndDistinct(t *testing.T) {
 			t.Fatalf("%s: id/title wrong or repeated", td.ID)
 		}
 		seen[td.ID], seen[td.Title] = true, true
+	}
+}
+
+func TestNested(t *testing.T) {
+	var v any
+	if err := json.Unmarshal([]byte(Nested(3, 4)), &v); err != nil {
+		t.Fatal(err)
+	}
+	depth := 0
+	for m, ok := v.(map[string]any); ok; m, ok = m["c"].(map[string]any) {
+		depth++
+		if n := m["n"].([]any); len(n) != 4 {
+			t.Fatalf("level %d has %d numbers, want 4", depth, len(n))
+		}
+	}
+	if depth != 3 {
+		t.Fatalf("%d levels, want 3", depth)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -34,24 +35,6 @@ func withMember(td []byte, name, value string) []byte {
 // deepValue nests n objects.
 func deepValue(n int) string {
 	return strings.Repeat(`{"a":`, n) + `1` + strings.Repeat(`}`, n)
-}
-
-// heavyValue nests 28 objects of 100 numbers each: within the depth limit,
-// but `$..*..*..*` over it visits ~600k nodes.
-func heavyValue() string {
-	var b strings.Builder
-	for range 28 {
-		b.WriteString(`{"n":[`)
-		for i := range 100 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprint(&b, i)
-		}
-		b.WriteString(`],"c":`)
-	}
-	b.WriteString("0" + strings.Repeat("}", 28))
-	return b.String()
 }
 
 // heavySearch selects nothing, so only a budget or the client's going
@@ -243,7 +226,7 @@ func TestAttackSearchBudgets(t *testing.T) {
 	const wide = 20 // heavySearch visits ~600k nodes in each
 	for i := range wide {
 		id := fmt.Sprintf("urn:example:wide%d", i)
-		h.put(id, withMember(makeTD(id, "Wide"), "x", heavyValue()))
+		h.put(id, withMember(makeTD(id, "Wide"), "x", tdgen.Nested(28, 100)))
 	}
 	other := clientFrom("127.0.0.2")
 	stop := make(chan struct{})
@@ -320,7 +303,7 @@ func heavyHub(t *testing.T, n int, edit func(*Config)) *testHub {
 			edit(c)
 		}
 	})
-	x := heavyValue()
+	x := tdgen.Nested(28, 100)
 	for i := range n {
 		id := fmt.Sprintf("urn:example:heavy%d", i)
 		h.put(id, withMember(makeTD(id, "Heavy"), "x", x))
