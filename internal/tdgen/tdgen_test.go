@@ -27,7 +27,7 @@ func TestGeneratedTDsAreValidAndDistinct(t *testing.T) {
 
 func TestNested(t *testing.T) {
 	var v any
-	if err := json.Unmarshal([]byte(Nested(3, 4)), &v); err != nil {
+	if err := json.Unmarshal([]byte(tdgen.Nested(3, 4)), &v); err != nil {
 		t.Fatal(err)
 	}
 	depth := 0
