@@ -7,14 +7,19 @@
 // (registry*.go, page.go, precondition.go, summary.go, search*.go),
 // interactions (interaction.go: Op, Interaction, Result, Transport) and the
 // Router that checks them against the TD's data schemas (router.go,
-// dataschema.go) and the payloads' encoding (payload.go), and the hub's
-// errors and problems (errors.go, problem.go). The small interfaces the
+// dataschema.go) and the payloads' encoding (payload.go), the rules every
+// transport shares (finalresult.go: results before the final one;
+// failure.go: the problem of a failure a Thing reported), the join policy
+// (join.go: Admission, with anonymous sources named by source.go), the
+// broker's durable state (broker.go), and the hub's errors and problems
+// (errors.go, problem.go). The small interfaces the
 // adapters implement live next to what uses them (Store, TokenStore,
 // BrokerStore, CredentialStore, Transport, Publisher).
 //
 // It imports only the standard library, pure libraries, the wire contract
 // (package lmos: problems, topic keys, media types, CBOR limits) and the
-// JSON and JSON/CBOR utilities of internal/jsonx and internal/codec; it
-// does not import net or net/http. Adapters (store, web, mqtt, mdns)
+// JSON and JSON/CBOR utilities of internal/jsonx and internal/codec and the
+// per-source token buckets of internal/ratelimit; it does not import net or
+// net/http. Adapters (store, web, mqtt, mdns)
 // import hub and never each other.
 package hub
