@@ -89,6 +89,18 @@ func newRegistrar(t *testing.T, reg *hub.Registry, forget time.Duration) *mdns.R
 	return r
 }
 
+// waitForgotten waits until the Registrar has forgotten the mDNS Thing gone
+// and counted it (the counter moves after the deletion commits), and checks
+// that kept, registered over HTTP, is still there.
+func waitForgotten(t *testing.T, r *mdns.Registrar, reg *hub.Registry, gone, kept string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "forgotten", func() bool { _, err := reg.Get(gone); return hub.ErrorCode(err) == hub.ENOTFOUND })
+	if _, err := reg.Get(kept); err != nil {
+		t.Errorf("the HTTP Thing was removed too: %v", err)
+	}
+	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
+}
+
 func TestMDNSRegistrarBadInput(t *testing.T) {
 	reg := newRegistry(t)
 	big := hubtest.BareTD("urn:test:big", strings.Repeat("x", 5000))
@@ -190,12 +202,7 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 		th, err := reg.Get("urn:test:lamp")
 		return err == nil && th.Meta.Presence.Status == hub.PresenceOffline
 	})
-	waitFor(t, 10*time.Second, "forgotten", func() bool { _, err := reg.Get("urn:test:lamp"); return hub.ErrorCode(err) == hub.ENOTFOUND })
-	if _, err := reg.Get("urn:test:http-thing"); err != nil {
-		t.Errorf("the HTTP Thing was removed too: %v", err)
-	}
-	// The counters move after the registry commits.
-	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
+	waitForgotten(t, r, reg, "urn:test:lamp", "urn:test:http-thing")
 	if s := r.Stats(); s.Forgotten != 1 || s.Offline != 1 {
 		t.Errorf("stats = %+v", s)
 	}
@@ -252,12 +259,7 @@ func TestMDNSRegistrarAdoptsStoredThings(t *testing.T) {
 	if th, _ := reg.Get("urn:test:old"); th.Meta.Presence.Status != hub.PresenceOffline {
 		t.Errorf("presence at start = %+v, want offline", th.Meta.Presence)
 	}
-	waitFor(t, 10*time.Second, "forgotten", func() bool { _, err := reg.Get("urn:test:old"); return hub.ErrorCode(err) == hub.ENOTFOUND })
-	if _, err := reg.Get("urn:test:http"); err != nil {
-		t.Errorf("the HTTP Thing: %v", err)
-	}
-	// The counter moves after the deletion commits.
-	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
+	waitForgotten(t, r, reg, "urn:test:old", "urn:test:http")
 	if s := r.Stats(); s.Forgotten != 1 || s.Registered != 0 {
 		t.Errorf("stats = %+v", s)
 	}
