@@ -210,6 +210,19 @@ func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, orig
 	return a.reg.putPreparedWith(ctx, id, p, origin, Precondition{}, credHash)
 }
 
+// Deregister deletes the Thing id at the request of its credential's holder
+// (admitted by Admit), and the credential in the same durable commit, so no
+// failure or crash leaves a credential whose Thing its holder deregistered,
+// nor the reverse. A credential whose Thing is already gone (deleted over
+// HTTP or by expiry, which keep it: PROTOCOL §4.4) is deleted alone; the
+// Thing's absence is then no error.
+func (a *Admission) Deregister(ctx context.Context, id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	return a.reg.submit(ctx, &op{kind: opDelete, id: id, dropCred: true}).err
+}
+
 // CredentialStore keeps the MQTT credentials the hub issues to joined
 // Things: only the SHA-256 of each password, as for admin tokens.
 type CredentialStore interface {
@@ -217,6 +230,4 @@ type CredentialStore interface {
 	PutCredential(thingID, hash string) error
 	// CredentialHash returns the stored hash, or ENOTFOUND.
 	CredentialHash(thingID string) (string, error)
-	// DeleteCredential forgets a Thing's credential; absent is fine.
-	DeleteCredential(thingID string) error
 }

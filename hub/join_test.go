@@ -59,6 +59,76 @@ func TestJoinCommitsCredentialWithThing(t *testing.T) {
 	}
 }
 
+// A holder's deregistration deletes the Thing and its credential in one
+// commit, and a failed commit deletes neither. A credential whose Thing
+// was deleted otherwise (HTTP, expiry: they keep it) is deleted alone.
+func TestDeregisterCommitsCredentialWithThing(t *testing.T) {
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{})
+	a := newAdmission(t, s, r, "open", 0, 0)
+	ctx := context.Background()
+	for _, id := range []string{"urn:a", "urn:b", "urn:c"} {
+		register(t, a, r, id, hub.Origin{Source: hub.SourceMQTT}, "hash-"+id)
+	}
+	joined := func(id string) (thing, cred bool) {
+		t.Helper()
+		_, err := r.Get(id)
+		if err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+			t.Fatal(err)
+		}
+		_, cerr := s.CredentialHash(id)
+		if cerr != nil && hub.ErrorCode(cerr) != hub.ENOTFOUND {
+			t.Fatal(cerr)
+		}
+		return err == nil, cerr == nil
+	}
+
+	before := s.commits.Load()
+	if err := a.Deregister(ctx, "urn:a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("the deregistration took %d commits, want 1", n)
+	}
+	if thing, cred := joined("urn:a"); thing || cred {
+		t.Errorf("after the deregistration: Thing %v, credential %v; want neither", thing, cred)
+	}
+
+	s.fail.Store(true)
+	if err := a.Deregister(ctx, "urn:b"); hub.ErrorCode(err) != hub.EINTERNAL {
+		t.Fatalf("failed commit: %v", err)
+	}
+	s.fail.Store(false)
+	if thing, cred := joined("urn:b"); !thing || !cred {
+		t.Errorf("after a failed commit: Thing %v, credential %v; want both", thing, cred)
+	}
+
+	if err := r.Delete(ctx, "urn:c"); err != nil {
+		t.Fatal(err)
+	}
+	if thing, cred := joined("urn:c"); thing || !cred {
+		t.Fatalf("deleted by other means: Thing %v, credential %v; want the credential only", thing, cred)
+	}
+	s.fail.Store(true)
+	if err := a.Deregister(ctx, "urn:c"); hub.ErrorCode(err) != hub.EINTERNAL {
+		t.Fatalf("failed commit of the credential alone: %v", err)
+	}
+	s.fail.Store(false)
+	if _, cred := joined("urn:c"); !cred {
+		t.Error("credential deleted by a failed commit")
+	}
+	before = s.commits.Load()
+	if err := a.Deregister(ctx, "urn:c"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("deleting the credential alone took %d commits, want 1", n)
+	}
+	if _, cred := joined("urn:c"); cred {
+		t.Error("the credential of a Thing already gone is kept")
+	}
+}
+
 // The rules both doors apply: a credential's Thing only for its holder,
 // no anonymous takeover of a Thing registered by other means, a WebSocket
 // agent resuming its own Thing whatever the mode, and the join mode for

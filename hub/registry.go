@@ -130,6 +130,9 @@ type op struct {
 	// credHash is the hash of a credential issued by a join, committed
 	// with the description (Registry.putJoined).
 	credHash string
+	// dropCred deletes the Thing's credential in the commit of an
+	// opDelete (Admission.Deregister).
+	dropCred bool
 	done     chan opResult
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -125,6 +126,9 @@ func (r *Registry) apply(batch []*op) {
 	var live []Event // what subscribers get: b.Events plus unlogged ones
 	puts := make(map[string]ThingRecord, len(batch))
 	results := make([]opResult, len(batch))
+	// creds is each id's final credential change in this batch: the hash a
+	// join issued, or "" for a deregistration's delete.
+	creds := map[string]string{}
 	firstSeq := r.seq
 	emit := func(ev Event) {
 		ev.Time = now
@@ -149,8 +153,12 @@ func (r *Registry) apply(batch []*op) {
 			delete(puts, o.id)
 		}
 		ev, rec, del, res := r.prepare(o, now)
-		if o.credHash != "" && (res.err == nil || res.err == errUnchanged) {
-			b.Credentials = append(b.Credentials, CredentialRecord{ThingID: o.id, Hash: o.credHash})
+		if res.err == nil || res.err == errUnchanged {
+			if o.credHash != "" {
+				creds[o.id] = o.credHash
+			} else if o.dropCred {
+				creds[o.id] = ""
+			}
 		}
 		if res.err == errUnchanged {
 			continue // nothing to store or announce; the caller succeeded
@@ -187,7 +195,14 @@ func (r *Registry) apply(batch []*op) {
 			b.Puts = append(b.Puts, puts[id])
 		}
 	}
-	if len(live) > 0 || len(b.Credentials) > 0 {
+	for _, id := range slices.Sorted(maps.Keys(creds)) {
+		if h := creds[id]; h != "" {
+			b.Credentials = append(b.Credentials, CredentialRecord{ThingID: id, Hash: h})
+		} else {
+			b.DeleteCredentials = append(b.DeleteCredentials, id)
+		}
+	}
+	if len(live) > 0 || len(b.Credentials)+len(b.DeleteCredentials) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
 			for i := len(r.undo) - 1; i >= 0; i-- {
@@ -274,6 +289,10 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 	}
 	switch o.kind {
 	case opDelete:
+		if old == nil && o.dropCred {
+			// Nothing to delete but the credential (Admission.Deregister).
+			return ev, rec, false, opResult{err: errUnchanged}
+		}
 		if old == nil {
 			return ev, rec, false, opResult{err: notFound(o.id)}
 		}

@@ -28,6 +28,10 @@ type Batch struct {
 	// stored in the same transaction as the joined Thing's description, so
 	// no crash or failure can leave one without the other.
 	Credentials []CredentialRecord
+	// DeleteCredentials are the credentials of Things their holder
+	// deregistered (Admission.Deregister), deleted in the same transaction
+	// as the Thing for the same reason. No id is in both lists.
+	DeleteCredentials []string
 }
 
 // CredentialRecord is the password hash (HashToken) of a joined Thing.

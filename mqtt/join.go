@@ -233,12 +233,9 @@ func (b *Broker) replaced(conn *mochi.Client) bool {
 // that the agent's next join registers it afresh (PROTOCOL §10).
 func (b *Broker) undoJoin(id, tid string) {
 	b.log.Info("undoing a join whose connection was taken over before it got its credentials", "id", id)
-	if err := b.creds.DeleteCredential(id); err != nil {
-		b.log.Error("cannot delete an undelivered credential", "id", id, "err", err)
-		return
-	}
-	if err := b.reg.Delete(b.ctx, id); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+	if err := b.adm.Deregister(b.ctx, id); err != nil {
 		b.log.Error("cannot undo a join whose credentials were not delivered", "id", id, "err", err)
+		return
 	}
 	b.forget(tid)
 	b.countRefusalReason("mqtt.joinTakenOver")
@@ -292,13 +289,10 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 }
 
 // deregister deletes a Thing at the request of a client connected with its
-// credential, and the credential with it.
+// credential, and the credential with it, in one commit.
 func (b *Broker) deregister(id string, j *joinRequest) joinResult {
-	if err := b.reg.Delete(b.ctx, id); err != nil && hub.ErrorCode(err) != hub.ENOTFOUND {
+	if err := b.adm.Deregister(b.ctx, id); err != nil {
 		return rejected(id, err)
-	}
-	if err := b.creds.DeleteCredential(id); err != nil {
-		return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "cannot delete the Thing's credential", Err: err})
 	}
 	b.forget(j.tid)
 	return joinResult{Status: "deleted", ID: id}

@@ -183,21 +183,20 @@ func (s *DB) CredentialHash(thingID string) (string, error) {
 	return hash, nil
 }
 
-// DeleteCredential removes thingID's credential in one durable
-// transaction; an absent credential is not an error.
-func (s *DB) DeleteCredential(thingID string) error {
-	if thingID == "" {
-		return nil // cannot exist
+// deleteCredentials removes credentials in tx (Commit, for Things their
+// holder deregistered); an absent one is not an error.
+func deleteCredentials(tx *bolt.Tx, ids []string) error {
+	b := tx.Bucket(bucketCredentials)
+	if b == nil {
+		return nil // none was ever stored
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketCredentials)
-		if b == nil {
-			return nil
+	for _, id := range ids {
+		if id == "" {
+			continue // cannot exist
 		}
-		return b.Delete([]byte(thingID))
-	})
-	if err != nil {
-		return fmt.Errorf("cannot delete credential: %w", err)
+		if err := b.Delete([]byte(id)); err != nil {
+			return fmt.Errorf("credential of thing %q: %w", id, err)
+		}
 	}
 	return nil
 }

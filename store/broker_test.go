@@ -199,6 +199,50 @@ func TestLoadBrokerValuesAreCopiesAndFnMayWrite(t *testing.T) {
 	checkBroker(t, db, "inflight")
 }
 
+// deleteCredential commits a batch that only deletes id's credential, as
+// a deregistration of a Thing already gone does.
+func deleteCredential(db *DB, id string) error {
+	return db.Commit(&hub.Batch{DeleteCredentials: []string{id}})
+}
+
+// A batch deleting a Thing and its credential applies both or, failing,
+// neither: they share one transaction.
+func TestCommitDeletesThingAndCredentialTogether(t *testing.T) {
+	db := openT(t, t.TempDir(), Options{})
+	const id = "urn:a"
+	put := &hub.Batch{
+		Puts:        []hub.ThingRecord{{ID: id, Raw: []byte(`{"id":"urn:a"}`)}},
+		Credentials: []hub.CredentialRecord{{ThingID: id, Hash: "h"}},
+		Events:      []hub.Event{{Seq: 1, Type: hub.EventCreated, ID: id}},
+	}
+	if err := db.Commit(put); err != nil {
+		t.Fatal(err)
+	}
+	present := func() (thing, cred bool) {
+		_, err := db.ThingRaw(id)
+		_, cerr := db.CredentialHash(id)
+		return err == nil, cerr == nil
+	}
+	del := func(seq uint64) *hub.Batch {
+		return &hub.Batch{Deletes: []string{id}, DeleteCredentials: []string{id},
+			Events: []hub.Event{{Seq: seq, Type: hub.EventDeleted, ID: id}}}
+	}
+	// A repeated seq fails the transaction after the deletes were applied
+	// in it (events come last).
+	if err := db.Commit(del(1)); err == nil {
+		t.Fatal("a batch with a repeated seq was committed")
+	}
+	if thing, cred := present(); !thing || !cred {
+		t.Errorf("after a failed commit: Thing %v, credential %v; want both", thing, cred)
+	}
+	if err := db.Commit(del(2)); err != nil {
+		t.Fatal(err)
+	}
+	if thing, cred := present(); thing || cred {
+		t.Errorf("after the commit: Thing %v, credential %v; want neither", thing, cred)
+	}
+}
+
 func TestCredentials(t *testing.T) {
 	dir := t.TempDir()
 	db, err := Open(dir, Options{})
@@ -210,8 +254,8 @@ func TestCredentials(t *testing.T) {
 	if _, err := db.CredentialHash("urn:a"); hub.ErrorCode(err) != hub.ENOTFOUND {
 		t.Errorf("CredentialHash on empty store err = %v", err)
 	}
-	if err := db.DeleteCredential("urn:a"); err != nil { // absent, bucket missing
-		t.Errorf("DeleteCredential(absent) = %v", err)
+	if err := deleteCredential(db, "urn:a"); err != nil { // absent, bucket missing
+		t.Errorf("deleting an absent credential = %v", err)
 	}
 	for _, id := range []string{"urn:a", "urn:b"} {
 		if err := db.PutCredential(id, h1); err != nil {
@@ -227,7 +271,7 @@ func TestCredentials(t *testing.T) {
 	if h, err := db.CredentialHash("urn:a"); err != nil || h != h2 {
 		t.Errorf("CredentialHash after replace = %q, %v", h, err)
 	}
-	if err := db.DeleteCredential("urn:b"); err != nil {
+	if err := deleteCredential(db, "urn:b"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = db.CredentialHash("urn:b")
@@ -235,11 +279,11 @@ func TestCredentials(t *testing.T) {
 	if !errors.As(err, &he) || he.Code != hub.ENOTFOUND {
 		t.Errorf("CredentialHash(deleted) err = %#v, want *hub.Error ENOTFOUND", err)
 	}
-	if err := db.DeleteCredential("urn:b"); err != nil { // again: absent is fine
-		t.Errorf("DeleteCredential(absent) = %v", err)
+	if err := deleteCredential(db, "urn:b"); err != nil { // again: absent is fine
+		t.Errorf("deleting an absent credential = %v", err)
 	}
-	if err := db.DeleteCredential(""); err != nil {
-		t.Errorf("DeleteCredential(\"\") = %v", err)
+	if err := deleteCredential(db, ""); err != nil {
+		t.Errorf("deleting the credential of \"\" = %v", err)
 	}
 	for _, c := range [][2]string{{"", h1}, {"urn:c", ""}, {"", ""}} {
 		if err := db.PutCredential(c[0], c[1]); hub.ErrorCode(err) != hub.EINVALID {
@@ -297,8 +341,8 @@ func TestOpenOldStoreWithoutNewBuckets(t *testing.T) {
 	if _, err := db.CredentialHash("urn:a"); hub.ErrorCode(err) != hub.ENOTFOUND {
 		t.Errorf("CredentialHash err = %v", err)
 	}
-	if err := db.DeleteCredential("urn:a"); err != nil {
-		t.Errorf("DeleteCredential = %v", err)
+	if err := deleteCredential(db, "urn:a"); err != nil {
+		t.Errorf("deleting a credential = %v", err)
 	}
 	applyBroker(t, db, put("retained", "t", "v"), del("client", "c"))
 	checkBroker(t, db, "retained", "t=v")

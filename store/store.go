@@ -317,11 +317,11 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 }
 
 // Commit applies b in one durable transaction: Puts, then Deletes (so a
-// batch should not name one id in both), then Events, then trims the event
-// log. Event seqs must be strictly increasing and above LastSeq; otherwise
+// batch should not name one id in both), then Credentials and
+// DeleteCredentials, then Events, then trims the event log. Event seqs must be strictly increasing and above LastSeq; otherwise
 // nothing is applied, because feed readers rely on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
-	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials) == 0 {
+	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials) == 0 {
 		return nil
 	}
 	// Encode before the transaction to keep the writer lock short.
@@ -376,6 +376,9 @@ func (s *DB) Commit(b *hub.Batch) error {
 			}
 		}
 		if err := putCredentials(tx, b.Credentials); err != nil {
+			return err
+		}
+		if err := deleteCredentials(tx, b.DeleteCredentials); err != nil {
 			return err
 		}
 		return s.appendEvents(tx, b.Events, events)

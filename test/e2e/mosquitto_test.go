@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -144,4 +145,40 @@ func TestMosquittoClients(t *testing.T) {
 		t.Fatalf("done events %q, want %q", got, want)
 	}
 	jsAgent.exit()
+}
+
+// TestMosquittoDeregisteredCredentialsRefused: a Thing deregisters itself
+// with mosquitto_pub (an empty …/td with its credentials), which must exit
+// 0; its Thing and credential go in one commit, after which mosquitto_sub
+// connecting with the same credentials is refused as not authorised, over
+// MQTT 5 and 3.1.1.
+func TestMosquittoDeregisteredCredentialsRefused(t *testing.T) {
+	pub := mosquittoTool(t, "mosquitto_pub")
+	sub := mosquittoTool(t, "mosquitto_sub")
+	h := startHub(t, nil)
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	const id = "urn:example:mosq-leaver"
+	tid := lmos.TopicKey(id)
+	creds := h.mqttDial(nil).join(id, makeTD(id, "Leaver"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := func(bin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, append([]string{"-h", host, "-p", port, "-u", creds.Username, "-P", creds.Password}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(pub, "-V", "5", "-q", "1", "-i", "leaver", "-t", "lmos/v1/things/"+tid+"/td", "-n"); err != nil {
+		t.Fatalf("mosquitto_pub deregistration: %v\n%s", err, out)
+	}
+	waitFor(t, 5*time.Second, "the Thing deleted", func() bool {
+		_, err := h.Main.Registry.Get(id)
+		return hub.ErrorCode(err) == hub.ENOTFOUND
+	})
+	// The CONNACK mosquitto reports: 0x86 in MQTT 5, 0x05 in 3.1.1.
+	for v, want := range map[string]string{"5": "Bad User Name or Password", "311": "not authorised"} {
+		out, err := run(sub, "-V", v, "-i", "leaver-"+v, "-t", "lmos/v1/things/"+tid+"/status", "-C", "1", "-W", "5")
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("mosquitto_sub -V %s with deleted credentials: %v, want %q\n%s", v, err, want, out)
+		}
+	}
 }

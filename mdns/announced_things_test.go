@@ -1,4 +1,4 @@
-package e2e
+package mdns_test
 
 import (
 	"bytes"
@@ -16,10 +16,42 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
+	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
-// These tests drive the mDNS Registrar with browser events for agents
-// served on loopback: no multicast, the real registry of a test hub.
+// These tests drive the Registrar with browser events for agents served
+// on loopback: no multicast, a real registry over a real store in a temp
+// dir, as Main wires them. An external test package, so that it may use
+// internal/hubtest's helpers (hubtest imports the app, which imports mdns).
+
+// newRegistry opens a store in a temp dir and a registry over it.
+func newRegistry(t *testing.T) *hub.Registry {
+	t.Helper()
+	db, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: hubtest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return reg
+}
+
+// putOverHTTP registers a Thing as the directory API's PUT does.
+func putOverHTTP(t *testing.T, reg *hub.Registry, id string, td []byte) {
+	t.Helper()
+	if _, err := reg.Put(t.Context(), id, td, hub.Origin{Source: hub.SourceHTTP}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	hubtest.Eventually(t, d, what, cond)
+}
 
 // tdServer serves the TDs of the bad-input cases.
 func tdServer(t *testing.T, docs map[string][]byte) (*httptest.Server, int) {
@@ -47,9 +79,9 @@ func entry(name, host string, port int, txt ...string) dnssd.Entry {
 		Text: txt, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Iface: "lo"}
 }
 
-func newRegistrar(t *testing.T, h *testHub, forget time.Duration) *mdns.Registrar {
+func newRegistrar(t *testing.T, reg *hub.Registry, forget time.Duration) *mdns.Registrar {
 	t.Helper()
-	r := mdns.NewRegistrar(h.Main.Registry, mdns.RegistrarConfig{
+	r := mdns.NewRegistrar(reg, mdns.RegistrarConfig{
 		ForgetAfter: forget, FetchTimeout: 300 * time.Millisecond, MaxTDBytes: 4096,
 		Logger: hubtest.Logger(t),
 	})
@@ -57,8 +89,20 @@ func newRegistrar(t *testing.T, h *testHub, forget time.Duration) *mdns.Registra
 	return r
 }
 
+// waitForgotten waits until the Registrar has forgotten the mDNS Thing gone
+// and counted it (the counter moves after the deletion commits), and checks
+// that kept, registered over HTTP, is still there.
+func waitForgotten(t *testing.T, r *mdns.Registrar, reg *hub.Registry, gone, kept string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "forgotten", func() bool { _, err := reg.Get(gone); return hub.ErrorCode(err) == hub.ENOTFOUND })
+	if _, err := reg.Get(kept); err != nil {
+		t.Errorf("the HTTP Thing was removed too: %v", err)
+	}
+	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
+}
+
 func TestMDNSRegistrarBadInput(t *testing.T) {
-	h := startHub(t, nil)
+	reg := newRegistry(t)
 	big := hubtest.BareTD("urn:test:big", strings.Repeat("x", 5000))
 	_, port := tdServer(t, map[string][]byte{
 		"/invalid": []byte(`{"id":"urn:test:invalid","title":"no security"}`),
@@ -66,7 +110,7 @@ func TestMDNSRegistrarBadInput(t *testing.T) {
 		"/noid":    []byte(`{"@context":"https://www.w3.org/2022/wot/td/v1.1","title":"x","securityDefinitions":{"n":{"scheme":"nosec"}},"security":"n"}`),
 		"/huge":    big,
 	})
-	r := newRegistrar(t, h, time.Hour)
+	r := newRegistrar(t, reg, time.Hour)
 	cases := []struct {
 		name string
 		txt  []string
@@ -91,7 +135,7 @@ func TestMDNSRegistrarBadInput(t *testing.T) {
 			if err := r.Problem(e.Key()); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("problem = %v, want it to say %q", err, c.want)
 			}
-			if n := h.Main.Registry.Count(); n != 0 {
+			if n := reg.Count(); n != 0 {
 				t.Errorf("case %d: registry holds %d Things, want 0", i, n)
 			}
 		})
@@ -108,15 +152,14 @@ func TestMDNSRegistrarBadInput(t *testing.T) {
 }
 
 func TestMDNSRegistrarLifecycle(t *testing.T) {
-	h := startHub(t, nil)
+	reg := newRegistry(t)
 	_, port := tdServer(t, map[string][]byte{
 		"/td":    hubtest.BareTD("urn:test:lamp", "Lamp"),
 		"/td2":   hubtest.BareTD("urn:test:lamp", "Lamp v2"),
 		"/spoof": hubtest.BareTD("urn:test:lamp", "Evil lamp"),
 		"/taken": hubtest.BareTD("urn:test:http-thing", "Stolen"),
 	})
-	r := newRegistrar(t, h, 500*time.Millisecond)
-	reg := h.Main.Registry
+	r := newRegistrar(t, reg, 500*time.Millisecond)
 	lamp := entry("Lamp", "lamp-host", port, "td=/td", "type=Thing")
 
 	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: lamp})
@@ -140,7 +183,7 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 		t.Errorf("spoof overwrote the TD: %s", raw)
 	}
 	// A Thing registered over HTTP is not taken over by mDNS.
-	h.put("urn:test:http-thing", hubtest.BareTD("urn:test:http-thing", "Mine"))
+	putOverHTTP(t, reg, "urn:test:http-thing", hubtest.BareTD("urn:test:http-thing", "Mine"))
 	rej = r.Stats().Rejected
 	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry("Thief", "t", port, "td=/taken")})
 	waitFor(t, 10*time.Second, "rejection", func() bool { return r.Stats().Rejected > rej })
@@ -159,12 +202,7 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 		th, err := reg.Get("urn:test:lamp")
 		return err == nil && th.Meta.Presence.Status == hub.PresenceOffline
 	})
-	waitFor(t, 10*time.Second, "forgotten", func() bool { _, err := reg.Get("urn:test:lamp"); return hub.ErrorCode(err) == hub.ENOTFOUND })
-	if _, err := reg.Get("urn:test:http-thing"); err != nil {
-		t.Errorf("the HTTP Thing was removed too: %v", err)
-	}
-	// The counters move after the registry commits.
-	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
+	waitForgotten(t, r, reg, "urn:test:lamp", "urn:test:http-thing")
 	if s := r.Stats(); s.Forgotten != 1 || s.Offline != 1 {
 		t.Errorf("stats = %+v", s)
 	}
@@ -173,7 +211,7 @@ func TestMDNSRegistrarLifecycle(t *testing.T) {
 // A flood of announcements costs bounded work: a fixed number of fetch
 // workers, a bounded queue, no goroutine per announcement.
 func TestMDNSRegistrarFlood(t *testing.T) {
-	h := startHub(t, nil)
+	reg := newRegistry(t)
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -182,7 +220,7 @@ func TestMDNSRegistrarFlood(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	r := newRegistrar(t, h, time.Hour)
+	r := newRegistrar(t, reg, time.Hour)
 	base := runtime.NumGoroutine()
 	peak := 0
 	for i := 0; i < 5000; i++ {
@@ -199,7 +237,7 @@ func TestMDNSRegistrarFlood(t *testing.T) {
 		t.Errorf("no announcement dropped from a flood of 5000: %+v", s)
 	}
 	waitFor(t, 10*time.Second, "the queue to drain", func() bool { s := r.Stats(); return s.Rejected+s.Dropped == 5000 })
-	if n := h.Main.Registry.Count(); n != 0 {
+	if n := reg.Count(); n != 0 {
 		t.Errorf("registry holds %d Things", n)
 	}
 }
@@ -208,8 +246,7 @@ func TestMDNSRegistrarFlood(t *testing.T) {
 // seen yet) and forgets them after forgetAfter unless announced again;
 // Things of other origins are left alone.
 func TestMDNSRegistrarAdoptsStoredThings(t *testing.T) {
-	h := startHub(t, nil)
-	reg := h.Main.Registry
+	reg := newRegistry(t)
 	ctx := t.Context()
 	if _, err := reg.Put(ctx, "urn:test:old", hubtest.BareTD("urn:test:old", "Old"), hub.Origin{Source: hub.SourceMDNS}); err != nil {
 		t.Fatal(err)
@@ -217,17 +254,12 @@ func TestMDNSRegistrarAdoptsStoredThings(t *testing.T) {
 	if err := reg.SetPresence(ctx, "urn:test:old", hub.PresenceOnline, hub.SourceMDNS); err != nil {
 		t.Fatal(err)
 	}
-	h.put("urn:test:http", hubtest.BareTD("urn:test:http", "HTTP"))
-	r := newRegistrar(t, h, 300*time.Millisecond)
+	putOverHTTP(t, reg, "urn:test:http", hubtest.BareTD("urn:test:http", "HTTP"))
+	r := newRegistrar(t, reg, 300*time.Millisecond)
 	if th, _ := reg.Get("urn:test:old"); th.Meta.Presence.Status != hub.PresenceOffline {
 		t.Errorf("presence at start = %+v, want offline", th.Meta.Presence)
 	}
-	waitFor(t, 10*time.Second, "forgotten", func() bool { _, err := reg.Get("urn:test:old"); return hub.ErrorCode(err) == hub.ENOTFOUND })
-	if _, err := reg.Get("urn:test:http"); err != nil {
-		t.Errorf("the HTTP Thing: %v", err)
-	}
-	// The counter moves after the deletion commits.
-	waitFor(t, 2*time.Second, "Forgotten counted", func() bool { return r.Stats().Forgotten == 1 })
+	waitForgotten(t, r, reg, "urn:test:old", "urn:test:http")
 	if s := r.Stats(); s.Forgotten != 1 || s.Registered != 0 {
 		t.Errorf("stats = %+v", s)
 	}
