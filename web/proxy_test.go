@@ -137,25 +137,17 @@ func lampTD(id string) []byte {
 		}
 		return m
 	}
-	b, _ := json.Marshal(map[string]any{
-		"@context":            "https://www.w3.org/2022/wot/td/v1.1",
-		"id":                  id,
-		"title":               "Lamp",
-		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
-		"security":            "nosec_sc",
-		"properties": map[string]any{
-			"on":     aff("type", "boolean"),
-			"power":  aff("type", "number", "readOnly", true),
-			"secret": aff("type", "string", "writeOnly", true),
-		},
-		"actions": map[string]any{
-			"dim":    aff("input", map[string]any{"type": "integer", "minimum": 0, "maximum": 100}),
-			"toggle": aff(),
-			"fail":   aff(),
-			"hang":   aff(),
-		},
-		"events": map[string]any{"overheat": aff("data", map[string]any{"type": "number"})},
-	})
+	var td map[string]any
+	_ = json.Unmarshal([]byte(thingTD(id, "Lamp")), &td)
+	td["properties"] = map[string]any{
+		"on":     aff("type", "boolean"),
+		"power":  aff("type", "number", "readOnly", true),
+		"secret": aff("type", "string", "writeOnly", true),
+	}
+	td["actions"] = map[string]any{"dim": aff("input", map[string]any{"type": "integer", "minimum": 0, "maximum": 100}),
+		"toggle": aff(), "fail": aff(), "hang": aff()}
+	td["events"] = map[string]any{"overheat": aff("data", map[string]any{"type": "number"})}
+	b, _ := json.Marshal(td)
 	return b
 }
 
