@@ -21,9 +21,13 @@ type directory struct {
 	t     *testing.T
 	url   string
 	token string
+	reg   *hub.Registry
+	srv   *web.Server
 }
 
-func newDirectory(t *testing.T) *directory {
+// newDirectory starts the adapter; configure may change its Config (a
+// Router for the proxy, limits) before it is built.
+func newDirectory(t *testing.T, configure ...func(*web.Config, *hub.Registry)) *directory {
 	t.Helper()
 	db, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
@@ -40,11 +44,15 @@ func newDirectory(t *testing.T) *directory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := web.New(reg, tokens, web.Config{HubID: db.HubID(), HubName: "test-hub", Version: "test"})
+	cfg := web.Config{HubID: db.HubID(), HubName: "test-hub", Version: "test"}
+	for _, c := range configure {
+		c(&cfg, reg)
+	}
+	srv := web.New(reg, tokens, cfg)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	t.Cleanup(srv.CloseStreams)
-	return &directory{t: t, url: ts.URL, token: secret}
+	return &directory{t: t, url: ts.URL, token: secret, reg: reg, srv: srv}
 }
 
 type response struct {
@@ -54,7 +62,8 @@ type response struct {
 }
 
 // do sends a request with the admin token (unless a header sets another
-// Authorization) and reads the whole answer.
+// Authorization) and reads the whole answer. A "Host" header sets the
+// request's Host.
 func (d *directory) do(method, path, contentType, body string, header ...string) response {
 	d.t.Helper()
 	var rd io.Reader
@@ -70,6 +79,10 @@ func (d *directory) do(method, path, contentType, body string, header ...string)
 		req.Header.Set("Content-Type", contentType)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
