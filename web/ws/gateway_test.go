@@ -333,10 +333,11 @@ func TestEnvelopeRefusals(t *testing.T) {
 		t.Fatalf("%d Things registered by refused messages", n)
 	}
 
-	// A frame that is no envelope at all closes the connection (1003). On
-	// a fresh connection: after the hub has written to a connection, the
-	// close frame is sometimes lost (see the report of issue 13's web tests).
-	c = gw.dial(nil)
+	// A frame that is no envelope at all closes the connection (1003),
+	// also after the hub has written on it: the close frame must not be
+	// lost to the end of the connection's context.
+	c.problem(c.next("error", c.send(map[string]any{"messageType": "readProperty", "thingId": "urn:example:nobody", "name": "on"})),
+		http.StatusNotFound, hub.ENOTFOUND)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.c.Write(ctx, websocket.MessageText, []byte("[1]")); err != nil {

@@ -346,7 +346,11 @@ func (g *Transport) serve(c *websocket.Conn, remote string) {
 	wc.pinger.Reset(g.cfg.PingInterval)
 	wc.readLoop()
 	wc.pinger.Stop()
-	wc.cancel()
+	// The read loop has called close (or abort), which cancels wc.ctx
+	// once the close handshake is over: cancelling it here would drop the
+	// TCP connection under a close frame still being written (coder/websocket
+	// closes the connection when a write's context ends), and the peer would
+	// see EOF instead of, say, 1003.
 	wc.wg.Wait()
 	wc.unregister()
 	g.mu.Lock()
