@@ -5,12 +5,18 @@ import (
 	"strings"
 )
 
-// The MQTT topic layout (PROTOCOL §4.1): a Thing's topics start with
-// ThingsPrefix and its topic key; reply inboxes with ClientsPrefix and the
-// client id.
+// The MQTT topic layout (PROTOCOL §4.1): every topic starts with
+// TopicRoot; a Thing's topics with ThingsPrefix and its topic key; reply
+// inboxes with ClientsPrefix and the client id; the hub's own topics are
+// HubStatusTopic and HubEventsTopic.
 const (
-	ThingsPrefix  = "lmos/v1/things/"
-	ClientsPrefix = "lmos/v1/clients/"
+	TopicRoot      = "lmos/v1/"
+	ThingsPrefix   = TopicRoot + "things/"
+	ClientsPrefix  = TopicRoot + ClientsLevel + "/"
+	HubStatusTopic = TopicRoot + "hub/status"
+	HubEventsTopic = TopicRoot + "hub/events"
+	// ClientsLevel is the topic level under TopicRoot of reply inboxes.
+	ClientsLevel = "clients"
 )
 
 // TopicKey returns the topic key {tid} of a Thing id (PROTOCOL §1): the id

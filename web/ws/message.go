@@ -67,9 +67,10 @@ type wsMessage struct {
 	// Status is an actionStatus's status.
 	Status string
 	TD     any
-	// Problem is an error message's problem (or a failed actionStatus's
-	// "error" member).
-	Problem *lmos.Problem
+	// Problem is an error message's problem object (or a failed
+	// actionStatus's "error" member), read by hub.ThingFailed; nil when
+	// there is none.
+	Problem map[string]any
 	// Kotlin is set when the message used kotlin-wot's spelling
 	// ("property" for the name, "data" for a property value): replies
 	// then carry those members too, so kotlin-wot clients read them.
@@ -163,7 +164,7 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 		m.Status = str("status")
 		value("output")
 		if p, ok := obj["error"].(map[string]any); ok {
-			m.Problem = problemMember(p)
+			m.Problem = p
 		}
 	case mtSubscribeEvent, mtUnsubscribeEvent, mtEvent:
 		m.Name = str("event", "name")
@@ -171,7 +172,7 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 	case mtRegisterThing:
 		m.TD = obj["td"]
 	case mtError:
-		m.Problem = problemMember(obj)
+		m.Problem = obj
 	}
 	if m.MessageType == "" && len(bad) == 0 {
 		bad = append(bad, hub.FieldError{Field: "/messageType", Description: "is required"})
@@ -184,7 +185,7 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 
 // problemMember reads a peer's problem object (see hub.PeerProblem).
 func problemMember(obj map[string]any) *lmos.Problem {
-	p := hub.PeerProblem(obj)
+	p := lmos.PeerProblem(obj)
 	return &p
 }
 
