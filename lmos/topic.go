@@ -11,12 +11,15 @@ import (
 // HubStatusTopic and HubEventsTopic.
 const (
 	TopicRoot      = "lmos/v1/"
-	ThingsPrefix   = TopicRoot + "things/"
+	ThingsPrefix   = TopicRoot + ThingsLevel + "/"
 	ClientsPrefix  = TopicRoot + ClientsLevel + "/"
-	HubStatusTopic = TopicRoot + "hub/status"
-	HubEventsTopic = TopicRoot + "hub/events"
-	// ClientsLevel is the topic level under TopicRoot of reply inboxes.
+	HubStatusTopic = TopicRoot + HubLevel + "/status"
+	HubEventsTopic = TopicRoot + HubLevel + "/events"
+
+	// The topic levels under TopicRoot.
+	ThingsLevel  = "things"
 	ClientsLevel = "clients"
+	HubLevel     = "hub"
 )
 
 // TopicKey returns the topic key {tid} of a Thing id (PROTOCOL §1): the id

@@ -258,11 +258,11 @@ func (g *Transport) Deliver(ctx context.Context, in hub.Interaction, emit func(h
 	out := &wsOut{ThingID: in.ThingID, MessageID: uuid.NewString(), Traceparent: in.Traceparent, Tracestate: in.Tracestate}
 	switch in.Op {
 	case hub.OpReadProperty:
-		out.MessageType, out.Name = "readProperty", in.Name
+		out.MessageType, out.Name = lmos.WSReadProperty, in.Name
 	case hub.OpWriteProperty:
-		out.MessageType, out.Name, out.Value = "writeProperty", in.Name, rawValue(input)
+		out.MessageType, out.Name, out.Value = lmos.WSWriteProperty, in.Name, rawValue(input)
 	case hub.OpInvokeAction:
-		out.MessageType, out.Action, out.Input = "invokeAction", in.Name, rawValue(input)
+		out.MessageType, out.Action, out.Input = lmos.WSInvokeAction, in.Name, rawValue(input)
 	default:
 		return hub.Errorf(hub.EUNSUPPORTED, "the websocket transport cannot %s", in.Op)
 	}

@@ -241,7 +241,7 @@ func originHosts(origins []string) []string {
 // remote is the client's address as the HTTP adapter names it (one per
 // IPv4 address or IPv6 /64): the join rate and quotas count by it.
 func (t *Transport) ServeWS(w http.ResponseWriter, r *http.Request, remote string) {
-	c, err := t.accept(w, r, []string{"lmosprotocol", "webthingprotocol"})
+	c, err := t.accept(w, r, []string{lmos.WSSubprotocol, "webthingprotocol"})
 	if err != nil {
 		t.log.Debug("websocket refused", "remote", r.RemoteAddr, "err", err)
 		return
