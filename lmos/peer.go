@@ -1,9 +1,8 @@
 package lmos
 
 import (
-	"encoding/json"
+	"fmt"
 	"math"
-	"math/big"
 	"strconv"
 	"strings"
 )
@@ -23,35 +22,14 @@ func PeerProblem(obj map[string]any) Problem {
 	case string:
 		p.Status, _ = strconv.Atoi(s)
 	default:
-		// A status beyond any int (1e400 reads as +Inf) is no status.
-		if f, ok := number(s); ok && !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) < 1e9 {
+		// JSON and CBOR decoders give a number as float64, json.Number,
+		// (u)int64 or *big.Int: their text is the number. Anything beyond
+		// any status (1e400 reads as +Inf), and any other type, is none.
+		if f, err := strconv.ParseFloat(fmt.Sprint(s), 64); err == nil && math.Abs(f) < 1e9 {
 			p.Status = int(f)
 		}
 	}
 	return p
-}
-
-// number reads the numbers JSON and CBOR decoders produce.
-func number(v any) (float64, bool) {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case *big.Int:
-		f, _ := new(big.Float).SetInt(x).Float64()
-		return f, true
-	}
-	return 0, false
 }
 
 // Truncate cuts s to at most n bytes without splitting a character.
