@@ -59,10 +59,7 @@ type Options struct {
 
 // Credentials are what the hub issues at join: the Thing's topic key and a
 // password to reconnect with.
-type Credentials struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
-}
+type Credentials = lmos.Credentials
 
 // Agent is a Thing joined to a hub over MQTT 5 (or the LMOS WebSocket,
 // see the package doc). It serves its actions and property writes,

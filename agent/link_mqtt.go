@@ -181,12 +181,7 @@ func (l *mqttLink) emit(event string, data any) error {
 }
 
 // joinResult is the payload of …/td/result (PROTOCOL §4.1).
-type joinResult struct {
-	Status      string       `json:"status"`
-	ID          string       `json:"id"`
-	Problem     *Problem     `json:"problem"`
-	Credentials *Credentials `json:"credentials"`
-}
+type joinResult = lmos.JoinResult
 
 // run keeps the agent connected: when the connection drops it reconnects
 // and re-joins, with capped and jittered exponential backoff.
@@ -394,7 +389,7 @@ func (l *mqttLink) join(ctx context.Context, cli *paho.Client, anonymous bool) (
 	}()
 	err := l.publishOn(ctx, cli, &paho.Publish{
 		Topic: lmos.ThingTopic(l.a.td.id, "td"), Payload: l.a.td.doc, QoS: 1, Retain: true,
-		Properties: &paho.PublishProperties{ContentType: "application/td+json"},
+		Properties: &paho.PublishProperties{ContentType: lmos.MediaTD},
 	})
 	if err != nil {
 		return joinResult{}, fmt.Errorf("cannot publish the Thing Description: %w", err)
@@ -403,7 +398,7 @@ func (l *mqttLink) join(ctx context.Context, cli *paho.Client, anonymous bool) (
 	select {
 	case res := <-ch:
 		switch {
-		case res.Status == "accepted":
+		case res.Status == lmos.JoinAccepted:
 			return res, nil
 		case res.Problem != nil:
 			return res, fmt.Errorf("the hub rejected %s: %w", l.a.td.id, res.Problem)

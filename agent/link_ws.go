@@ -77,41 +77,31 @@ func (f wsFrame) value(keys ...string) (Value, bool) {
 	return Value{}, false
 }
 
-func (f wsFrame) typ() string { return strings.ToLower(f.str("messageType")) }
+// typ is the frame's messageType as lmos spells it (lmos.WSMessageType).
+func (f wsFrame) typ() string { return lmos.WSMessageType(f.str(lmos.MemberMessageType)) }
 
-// problem reads an error message, or an actionStatus's error member.
+// problem reads an error message, or an actionStatus's error member, as
+// the hub reads a peer's problem (lmos.PeerProblem); without a type it is
+// a failure.
 func (f wsFrame) problem() *Problem {
-	src := f
-	if b, ok := f.members["error"]; ok {
-		var m map[string]json.RawMessage
-		var mc map[string]cbor.RawMessage
-		src = wsFrame{members: map[string][]byte{}, ct: f.ct}
-		if f.ct == CBOR {
-			_ = lmos.DecodeCBOR(b, &mc)
-			for k, v := range mc {
-				src.members[k] = v
-			}
-		} else {
-			_ = json.Unmarshal(b, &m)
-			for k, v := range m {
-				src.members[k] = v
+	obj := map[string]any{}
+	if b, ok := f.members[lmos.MemberError]; ok {
+		_ = Value{Payload: b, ContentType: f.ct}.Decode(&obj)
+	} else {
+		for _, k := range []string{"type", "title", "detail", "instance", lmos.MemberStatus} {
+			if v, ok := f.value(k); ok {
+				var x any
+				if v.Decode(&x) == nil {
+					obj[k] = x
+				}
 			}
 		}
 	}
-	p := &Problem{Type: src.str("type"), Title: src.str("title"), Detail: src.str("detail")}
-	if v, ok := src.value("status"); ok {
-		var n int
-		if v.Decode(&n) != nil {
-			var s string
-			_ = v.Decode(&s)
-			fmt.Sscan(s, &n)
-		}
-		p.Status = n
-	}
+	p := lmos.PeerProblem(obj)
 	if p.Type == "" {
-		p.Type = ErrorTypeBase + "failed"
+		p.Type = ErrorTypeBase + lmos.CodeFailed
 	}
-	return p
+	return &p
 }
 
 func decodeFrame(typ websocket.MessageType, data []byte) (wsFrame, error) {
@@ -204,13 +194,13 @@ func (l *wsLink) establish(initial bool) (*websocket.Conn, error) {
 func (l *wsLink) dialRegister() (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{"lmosprotocol"}})
+	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}})
 	if err != nil {
 		return nil, err
 	}
 	c.SetReadLimit(1 << 20)
 	id := newMessageID()
-	msg := map[string]any{"messageType": "registerThing", "messageId": id, "thingId": l.a.td.id, "td": json.RawMessage(l.a.td.doc)}
+	msg := map[string]any{lmos.MemberMessageType: lmos.WSRegisterThing, lmos.MemberMessageID: id, lmos.MemberThingID: l.a.td.id, lmos.MemberTD: json.RawMessage(l.a.td.doc)}
 	if err := l.write(ctx, c, msg); err != nil {
 		c.CloseNow()
 		return nil, err
@@ -223,10 +213,10 @@ func (l *wsLink) dialRegister() (*websocket.Conn, error) {
 			return nil, err
 		}
 		f, err := decodeFrame(typ, data)
-		if err != nil || f.str("correlationId") != id {
+		if err != nil || f.str(lmos.MemberCorrelationID) != id {
 			continue
 		}
-		if f.typ() == "error" {
+		if f.typ() == lmos.WSError {
 			c.Close(websocket.StatusNormalClosure, "")
 			return nil, fmt.Errorf("the hub refused the registration: %w", f.problem())
 		}
@@ -247,7 +237,7 @@ func (l *wsLink) write(ctx context.Context, c *websocket.Conn, msg map[string]an
 				msg[k] = x
 			}
 		}
-		b, err := cbor.Marshal(msg)
+		b, err := lmos.EncodeCBOR(msg)
 		if err != nil {
 			return err
 		}
@@ -378,7 +368,7 @@ func (l *wsLink) read(c *websocket.Conn) {
 func (l *wsLink) dispatch(f wsFrame) {
 	typ := f.typ()
 	switch typ {
-	case "invokeaction", "writeproperty", "readproperty":
+	case lmos.WSInvokeAction, lmos.WSWriteProperty, lmos.WSReadProperty:
 		l.a.mu.Lock()
 		closing := l.a.closing
 		l.a.mu.Unlock()
@@ -396,10 +386,10 @@ func (l *wsLink) dispatch(f wsFrame) {
 		}
 		return
 	}
-	if corr := f.str("correlationId"); corr != "" {
+	if corr := f.str(lmos.MemberCorrelationID); corr != "" {
 		l.mu.Lock()
 		ch := l.pending[corr]
-		if l.watching[corr] && (typ == "event" || typ == "propertyreading") {
+		if l.watching[corr] && (typ == lmos.WSEvent || typ == lmos.WSPropertyReading) {
 			ch = nil
 		}
 		l.mu.Unlock()
@@ -414,18 +404,18 @@ func (l *wsLink) dispatch(f wsFrame) {
 	}
 	var key, name string
 	switch typ {
-	case "event":
-		name = f.str("event", "name")
-		key = "e|" + f.str("thingId", "thingID") + "|" + name
-	case "propertyreading":
-		name = f.str("name", "property")
-		key = "p|" + f.str("thingId", "thingID") + "|" + name
+	case lmos.WSEvent:
+		name = f.str(lmos.MemberEvent, lmos.MemberName)
+		key = "e|" + f.str(lmos.MemberThingID, lmos.MemberThingIDAlt) + "|" + name
+	case lmos.WSPropertyReading:
+		name = f.str(lmos.MemberName, lmos.MemberProperty)
+		key = "p|" + f.str(lmos.MemberThingID, lmos.MemberThingIDAlt) + "|" + name
 	default:
 		return
 	}
-	v, _ := f.value("data", "value")
-	if typ == "propertyreading" {
-		v, _ = f.value("value", "data")
+	v, _ := f.value(lmos.MemberData, lmos.MemberValue)
+	if typ == lmos.WSPropertyReading {
+		v, _ = f.value(lmos.MemberValue, lmos.MemberData)
 	}
 	l.mu.Lock()
 	fns := make([]func(Value), 0, len(l.watches[key]))
@@ -440,19 +430,19 @@ func (l *wsLink) dispatch(f wsFrame) {
 
 // reply answers a request of the hub.
 func (l *wsLink) reply(req wsFrame, msg map[string]any) {
-	msg["thingId"], msg["correlationId"], msg["messageId"] = l.a.td.id, req.str("messageId", "messageID"), newMessageID()
-	if tp := req.str("traceparent"); tp != "" {
-		msg["traceparent"] = tp
+	msg[lmos.MemberThingID], msg[lmos.MemberCorrelationID], msg[lmos.MemberMessageID] = l.a.td.id, req.str(lmos.MemberMessageID, lmos.MemberMessageIDAlt), newMessageID()
+	if tp := req.str(lmos.MemberTraceparent); tp != "" {
+		msg[lmos.MemberTraceparent] = tp
 	}
 	ctx, cancel := context.WithTimeout(l.a.hctx, l.a.opts.Timeout)
 	defer cancel()
 	if err := l.sendMsg(ctx, msg); err != nil {
-		l.a.log.Debug("cannot answer the hub", "type", msg["messageType"], "err", err)
+		l.a.log.Debug("cannot answer the hub", "type", msg[lmos.MemberMessageType], "err", err)
 	}
 }
 
 func (l *wsLink) replyError(req wsFrame, p *Problem) {
-	l.reply(req, map[string]any{"messageType": "error", "type": p.Type, "title": p.Title, "status": p.Status, "detail": p.Detail})
+	l.reply(req, map[string]any{lmos.MemberMessageType: lmos.WSError, "type": p.Type, "title": p.Title, lmos.MemberStatus: p.Status, "detail": p.Detail})
 }
 
 // payload encodes v for a message member in the agent's encoding.
@@ -467,19 +457,19 @@ func (l *wsLink) payload(v any) (json.RawMessage, error) {
 // serve runs the handler of a request of the hub and answers it.
 func (l *wsLink) serve(typ string, f wsFrame) {
 	switch typ {
-	case "invokeaction":
-		name := f.str("action", "name")
+	case lmos.WSInvokeAction:
+		name := f.str(lmos.MemberAction, lmos.MemberName)
 		h := l.a.actionHandler(name)
 		status := func(st string, out any) {
-			msg := map[string]any{"messageType": "actionStatus", "action": name, "status": st}
+			msg := map[string]any{lmos.MemberMessageType: lmos.WSActionStatus, lmos.MemberAction: name, lmos.MemberStatus: st}
 			if st == StatusFailed {
 				p := problemOf(out.(error))
-				msg["error"] = p
+				msg[lmos.MemberError] = p
 			} else if raw, err := l.payload(out); err != nil {
 				l.a.log.Warn("cannot encode an action result", "action", name, "err", err)
 				return
 			} else if raw != nil {
-				msg["output"] = raw
+				msg[lmos.MemberOutput] = raw
 			}
 			l.reply(f, msg)
 		}
@@ -487,7 +477,7 @@ func (l *wsLink) serve(typ string, f wsFrame) {
 			status(StatusFailed, noAction(name))
 			return
 		}
-		in, _ := f.value("input")
+		in, _ := f.value(lmos.MemberInput)
 		emit := func(partial any) error { status(StatusRunning, partial); return nil }
 		out, err := call(func() (any, error) { return h(l.a.hctx, in, emit) })
 		if err != nil {
@@ -495,21 +485,21 @@ func (l *wsLink) serve(typ string, f wsFrame) {
 			return
 		}
 		status(StatusCompleted, out)
-	case "writeproperty":
-		name := f.str("name", "property")
+	case lmos.WSWriteProperty:
+		name := f.str(lmos.MemberName, lmos.MemberProperty)
 		h := l.a.writeHandler(name)
 		if h == nil {
 			l.replyError(f, noWritable(name))
 			return
 		}
-		v, _ := f.value("value", "data")
+		v, _ := f.value(lmos.MemberValue, lmos.MemberData)
 		if _, err := call(func() (any, error) { return nil, h(l.a.hctx, v) }); err != nil {
 			l.replyError(f, problemOf(err))
 			return
 		}
-		l.reply(f, map[string]any{"messageType": "acknowledgement", "message": "written"})
-	case "readproperty":
-		name := f.str("name", "property")
+		l.reply(f, map[string]any{lmos.MemberMessageType: lmos.WSAcknowledgement, lmos.MemberMessage: "written"})
+	case lmos.WSReadProperty:
+		name := f.str(lmos.MemberName, lmos.MemberProperty)
 		l.a.mu.Lock()
 		v, ok := l.a.props[name]
 		l.a.mu.Unlock()
@@ -522,8 +512,8 @@ func (l *wsLink) serve(typ string, f wsFrame) {
 			l.replyError(f, problemOf(err))
 			return
 		}
-		l.reply(f, map[string]any{"messageType": "propertyReading", "name": name, "value": raw,
-			"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+		l.reply(f, map[string]any{lmos.MemberMessageType: lmos.WSPropertyReading, lmos.MemberName: name, lmos.MemberValue: raw,
+			lmos.MemberTimestamp: time.Now().UTC().Format(time.RFC3339Nano)})
 	}
 }
 
@@ -533,8 +523,8 @@ func (l *wsLink) publishProperty(name string, value any) error {
 	if err != nil {
 		return fmt.Errorf("cannot set property %s: %w", name, err)
 	}
-	return l.sendMsg(l.a.ctx, map[string]any{"messageType": "propertyReading", "messageId": newMessageID(), "thingId": l.a.td.id,
-		"name": name, "value": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+	return l.sendMsg(l.a.ctx, map[string]any{lmos.MemberMessageType: lmos.WSPropertyReading, lmos.MemberMessageID: newMessageID(), lmos.MemberThingID: l.a.td.id,
+		lmos.MemberName: name, lmos.MemberValue: raw, lmos.MemberTimestamp: time.Now().UTC().Format(time.RFC3339Nano)})
 }
 
 // emit sends an event.
@@ -543,8 +533,8 @@ func (l *wsLink) emit(event string, data any) error {
 	if err != nil {
 		return fmt.Errorf("cannot emit %s: %w", event, err)
 	}
-	if err := l.sendMsg(l.a.ctx, map[string]any{"messageType": "event", "messageId": newMessageID(), "thingId": l.a.td.id,
-		"event": event, "data": raw, "timestamp": time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
+	if err := l.sendMsg(l.a.ctx, map[string]any{lmos.MemberMessageType: lmos.WSEvent, lmos.MemberMessageID: newMessageID(), lmos.MemberThingID: l.a.td.id,
+		lmos.MemberEvent: event, lmos.MemberData: raw, lmos.MemberTimestamp: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
 		return fmt.Errorf("cannot emit %s: %w", event, err)
 	}
 	return nil
@@ -560,7 +550,7 @@ func (l *wsLink) request(ctx context.Context, msg map[string]any, watching bool,
 		return err
 	}
 	id := newMessageID()
-	msg["messageId"] = id
+	msg[lmos.MemberMessageID] = id
 	ch := make(chan wsFrame, 64)
 	l.mu.Lock()
 	l.pending[id] = ch
@@ -587,7 +577,7 @@ func (l *wsLink) request(ctx context.Context, msg map[string]any, watching bool,
 			if !ok {
 				return ErrNotConnected
 			}
-			if f.typ() == "error" {
+			if f.typ() == lmos.WSError {
 				return f.problem()
 			}
 			done, err := each(f)
@@ -603,17 +593,17 @@ func (l *wsLink) invoke(ctx context.Context, thingID, action string, input any, 
 	if err != nil {
 		return Output{}, err
 	}
-	msg := map[string]any{"messageType": "invokeAction", "thingId": thingID, "action": action}
+	msg := map[string]any{lmos.MemberMessageType: lmos.WSInvokeAction, lmos.MemberThingID: thingID, lmos.MemberAction: action}
 	if raw != nil {
-		msg["input"] = raw
+		msg[lmos.MemberInput] = raw
 	}
 	var out Output
 	err = l.request(ctx, msg, false, func(f wsFrame) (bool, error) {
-		if f.typ() != "actionstatus" {
+		if f.typ() != lmos.WSActionStatus {
 			return false, nil
 		}
-		v, _ := f.value("output")
-		switch f.str("status") {
+		v, _ := f.value(lmos.MemberOutput)
+		switch f.str(lmos.MemberStatus) {
 		case StatusCompleted:
 			out = v
 			return true, nil
@@ -636,18 +626,18 @@ func (l *wsLink) writeProperty(ctx context.Context, thingID, name string, value 
 	if err != nil {
 		return err
 	}
-	return l.request(ctx, map[string]any{"messageType": "writeProperty", "thingId": thingID, "name": name, "value": raw}, false,
+	return l.request(ctx, map[string]any{lmos.MemberMessageType: lmos.WSWriteProperty, lmos.MemberThingID: thingID, lmos.MemberName: name, lmos.MemberValue: raw}, false,
 		func(wsFrame) (bool, error) { return true, nil })
 }
 
 func (l *wsLink) readProperty(ctx context.Context, thingID, name string) (Value, error) {
 	var v Value
-	err := l.request(ctx, map[string]any{"messageType": "readProperty", "thingId": thingID, "name": name}, false,
+	err := l.request(ctx, map[string]any{lmos.MemberMessageType: lmos.WSReadProperty, lmos.MemberThingID: thingID, lmos.MemberName: name}, false,
 		func(f wsFrame) (bool, error) {
-			if f.typ() != "propertyreading" {
+			if f.typ() != lmos.WSPropertyReading {
 				return false, nil
 			}
-			v, _ = f.value("value", "data")
+			v, _ = f.value(lmos.MemberValue, lmos.MemberData)
 			return true, nil
 		})
 	if err != nil {
@@ -717,18 +707,18 @@ func (l *wsLink) watchRequest(ctx context.Context, key string, on bool) error {
 	kind, rest, _ := strings.Cut(key, "|")
 	i := strings.LastIndexByte(rest, '|')
 	thing, name := rest[:i], rest[i+1:]
-	msg := map[string]any{"thingId": thing}
+	msg := map[string]any{lmos.MemberThingID: thing}
 	switch {
 	case kind == "e" && on:
-		msg["messageType"], msg["event"] = "subscribeEvent", name
+		msg[lmos.MemberMessageType], msg[lmos.MemberEvent] = lmos.WSSubscribeEvent, name
 	case kind == "e":
-		msg["messageType"], msg["event"] = "unsubscribeEvent", name
+		msg[lmos.MemberMessageType], msg[lmos.MemberEvent] = lmos.WSUnsubscribeEvent, name
 	case on:
-		msg["messageType"], msg["name"] = "observeProperty", name
+		msg[lmos.MemberMessageType], msg[lmos.MemberName] = lmos.WSObserveProperty, name
 	default:
-		msg["messageType"], msg["name"] = "unobserveProperty", name
+		msg[lmos.MemberMessageType], msg[lmos.MemberName] = lmos.WSUnobserveProperty, name
 	}
-	return l.request(ctx, msg, on, func(f wsFrame) (bool, error) { return f.typ() == "acknowledgement", nil })
+	return l.request(ctx, msg, on, func(f wsFrame) (bool, error) { return f.typ() == lmos.WSAcknowledgement, nil })
 }
 
 // close unregisters by closing the socket (the hub sets the Thing

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // HubInfo is a hub found on the LAN.
@@ -43,7 +44,7 @@ func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
 		opts.Logger = slog.Default()
 	}
 	b, err := dnssd.Browse(dnssd.BrowserConfig{
-		Types:      []string{"_directory._sub._wot._tcp", "_mqtt._tcp"},
+		Types:      []string{lmos.ServiceDirectory, lmos.ServiceMQTT},
 		Interfaces: opts.Interfaces,
 		Logger:     opts.Logger,
 	})
@@ -60,12 +61,12 @@ func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
 			if lastErr != nil {
 				return HubInfo{}, fmt.Errorf("cannot find the hub: %w", lastErr)
 			}
-			return HubInfo{}, fmt.Errorf("cannot find the hub: no WoT directory (_directory._sub._wot._tcp) answered on the LAN: %w", ctx.Err())
+			return HubInfo{}, fmt.Errorf("cannot find the hub: no WoT directory (%s) answered on the LAN: %w", lmos.ServiceDirectory, ctx.Err())
 		case <-tick.C:
 		}
 		entries := b.Entries()
 		for _, e := range entries {
-			if e.Service != "_wot._tcp" || (opts.Name != "" && e.Instance != opts.Name) {
+			if e.Service != lmos.ServiceWoT || (opts.Name != "" && e.Instance != opts.Name) {
 				continue
 			}
 			info, err := hubInfo(ctx, e, entries)
@@ -89,7 +90,7 @@ func hubInfo(ctx context.Context, dir dnssd.Entry, entries []dnssd.Entry) (HubIn
 		return info, nil
 	}
 	for _, e := range entries {
-		if e.Service == "_mqtt._tcp" && e.Instance == dir.Instance && len(e.IPs) > 0 {
+		if e.Service == lmos.ServiceMQTT && e.Instance == dir.Instance && len(e.IPs) > 0 {
 			host := e.IPs[0].String()
 			if e.IPs[0].To4() == nil && e.IPs[0].IsLinkLocalUnicast() {
 				host += "%" + e.Iface
@@ -194,7 +195,7 @@ func Advertise(ctx context.Context, opts AdvertiseOptions) (*Advertisement, erro
 		a.mu.Lock()
 		td := a.td
 		a.mu.Unlock()
-		w.Header().Set("Content-Type", "application/td+json")
+		w.Header().Set("Content-Type", lmos.MediaTD)
 		w.Write(td)
 	})
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -204,7 +205,7 @@ func Advertise(ctx context.Context, opts AdvertiseOptions) (*Advertisement, erro
 		Interfaces: opts.Interfaces,
 		TTL:        uint32((opts.TTL + time.Second - 1) / time.Second),
 		Logger:     opts.Logger,
-	}, dnssd.Service{Instance: opts.Name, Type: "_wot._tcp", Port: ln.Addr().(*net.TCPAddr).Port, Text: a.text()})
+	}, dnssd.Service{Instance: opts.Name, Type: lmos.ServiceWoT, Port: ln.Addr().(*net.TCPAddr).Port, Text: a.text()})
 	if err != nil {
 		a.srv.Close()
 		return nil, fmt.Errorf("cannot advertise: %w", err)
@@ -219,7 +220,7 @@ func (a *Advertisement) text() []string {
 		// change re-fetches).
 		path += "?v=" + strconv.Itoa(a.version)
 	}
-	return []string{"td=" + path, "type=Thing", "scheme=http"}
+	return []string{lmos.TXTPath + "=" + path, lmos.TXTType + "=" + lmos.TypeThing, lmos.TXTScheme + "=http"}
 }
 
 // Name returns the instance name in use (renamed on a conflict).

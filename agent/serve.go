@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Handler serves an action: it returns the output or an error (a *Problem,
@@ -22,13 +24,13 @@ type WriteHandler func(ctx context.Context, value Value) error
 
 // Status user property values of results (PROTOCOL §4.3).
 const (
-	StatusPending   = "pending"
-	StatusRunning   = "running"
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
+	StatusPending   = lmos.StatusPending
+	StatusRunning   = lmos.StatusRunning
+	StatusCompleted = lmos.StatusCompleted
+	StatusFailed    = lmos.StatusFailed
 )
 
-const statusProperty = "lmos-status"
+const statusProperty = lmos.StatusProperty
 
 // HandleAction serves the action name. A request with a Response Topic
 // in a reply inbox (lmos/v1/clients/{clientId}/…) gets the result there

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/fxamacker/cbor/v2"
 )
 
 // Content types the agent encodes and decodes (PROTOCOL §4.2).
@@ -133,7 +132,7 @@ func encode(v any, contentType string) ([]byte, error) {
 	var b []byte
 	var err error
 	if isCBOR(contentType) {
-		b, err = cbor.Marshal(v)
+		b, err = lmos.EncodeCBOR(v)
 	} else {
 		b, err = json.Marshal(v)
 	}

@@ -9,7 +9,8 @@
 // Router that checks them against the TD's data schemas (router.go,
 // dataschema.go) and the payloads' encoding (payload.go), the rules every
 // transport shares (finalresult.go: results before the final one;
-// failure.go: the problem of a failure a Thing reported), the join policy
+// failure.go: ThingFailed, the problem of a failure a Thing reported),
+// the join policy
 // (join.go: Admission, with anonymous sources named by source.go), the
 // broker's durable state (broker.go), and the hub's errors and problems
 // (errors.go, problem.go). The small interfaces the
@@ -17,9 +18,12 @@
 // BrokerStore, CredentialStore, Transport, Publisher).
 //
 // It imports only the standard library, pure libraries, the wire contract
-// (package lmos: problems, topic keys, media types, CBOR limits) and the
-// JSON and JSON/CBOR utilities of internal/jsonx and internal/codec and the
-// per-source token buckets of internal/ratelimit; it does not import net or
-// net/http. Adapters (store, web, mqtt, mdns)
-// import hub and never each other.
+// (package lmos: problems, peers' problem objects, topics, media types,
+// result statuses, CBOR) and the JSON and JSON/CBOR utilities of
+// internal/jsonx and internal/codec and the per-source token buckets of
+// internal/ratelimit; it does not import net or net/http. It does import
+// net/netip, on purpose: source.go keeps client addresses as comparable
+// values (netip.Addr, netip.Prefix) to name anonymous sources; netip opens
+// no sockets. Adapters (store, web, mqtt, mdns) import hub and never each
+// other.
 package hub

@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -35,7 +36,7 @@ func (t *Thing) Enriched(doc map[string]any, now time.Time) map[string]any {
 		reg["expires"] = formatTime(t.Meta.Expires)
 	}
 	if t.Meta.TTL > 0 {
-		reg["ttl"] = json.Number(jsonInt(t.Meta.TTL))
+		reg["ttl"] = json.Number(strconv.FormatInt(t.Meta.TTL, 10))
 	}
 	out["registration"] = reg
 	presence := map[string]any{"status": t.Meta.Presence.Status, "since": formatTime(t.Meta.Presence.Since)}
@@ -108,8 +109,3 @@ func enrichedContext(ctx any) any {
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-func jsonInt(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"strconv"
 	"sync"
 	"time"
 
@@ -135,7 +136,7 @@ func (t *Thing) enrichment(now time.Time) enrichmentJSON {
 		e.Registration.Expires = formatTime(t.Meta.Expires)
 	}
 	if t.Meta.TTL > 0 {
-		e.Registration.TTL = json.Number(jsonInt(t.Meta.TTL))
+		e.Registration.TTL = json.Number(strconv.FormatInt(t.Meta.TTL, 10))
 	}
 	return e
 }

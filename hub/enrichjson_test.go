@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,7 +124,7 @@ func TestTDD_context_injection_lmos(t *testing.T) {
 func TestEnrichedContextCacheIsBounded(t *testing.T) {
 	long := `"https://example.org/` + string(bytes.Repeat([]byte("x"), ctxCacheKeyMax)) + `"`
 	for i := 0; i < 2*ctxCacheEntries; i++ {
-		raw := []byte(`{"@context":["` + ContextTD11 + `",{"v":"https://ex.org/` + jsonInt(int64(i)) + `"}],"id":"urn:x","title":"x"}`)
+		raw := []byte(`{"@context":["` + ContextTD11 + `",{"v":"https://ex.org/` + strconv.Itoa(i) + `"}],"id":"urn:x","title":"x"}`)
 		checkSplice(t, raw)
 		checkSplice(t, []byte(`{"@context":["`+ContextTD11+`",`+long+`],"id":"urn:x","title":"x"}`))
 	}

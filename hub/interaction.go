@@ -37,10 +37,10 @@ func (op Op) affordances() string {
 
 // Result statuses (the lmos-status of PROTOCOL §4.3).
 const (
-	StatusPending   = "pending"
-	StatusRunning   = "running"
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
+	StatusPending   = lmos.StatusPending
+	StatusRunning   = lmos.StatusRunning
+	StatusCompleted = lmos.StatusCompleted
+	StatusFailed    = lmos.StatusFailed
 )
 
 // Interaction is one request of a consumer to a Thing, whatever transport

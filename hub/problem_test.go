@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -39,16 +40,23 @@ func TestProblemOfTimeoutKeepsItsCode(t *testing.T) {
 	}
 }
 
-func TestPeerProblem(t *testing.T) {
-	long := strings.Repeat("é", 3000) // 6,000 bytes
-	p := PeerProblem(map[string]any{"type": 7, "title": "Jammed", "detail": long, "status": "503", "instance": []any{}})
-	if p.Type != "" || p.Title != "Jammed" || p.Instance != "" || p.Status != 503 {
-		t.Errorf("problem %+v", p)
+func TestThingFailedKeepsTheThingsTextsAndAlways502(t *testing.T) {
+	def := ThingFailed(nil)
+	if def.Status != 502 || def.Type != lmos.ErrorTypeBase+EFAILED || def.Detail != ThingFailure || def.Instance != "" {
+		t.Fatalf("no problem object: %+v", def)
 	}
-	if len(p.Detail) > 4096 || !utf8.ValidString(p.Detail) || len(p.Detail) < 4094 {
-		t.Errorf("detail cut to %d bytes (valid UTF-8: %v)", len(p.Detail), utf8.ValidString(p.Detail))
+	full := map[string]any{"type": "urn:x:jam", "title": "Jammed", "detail": "paper", "instance": "/job/7", "status": "418"}
+	if p := ThingFailed(full); !reflect.DeepEqual(p, lmos.Problem{Type: "urn:x:jam", Title: "Jammed", Status: 502, Detail: "paper", Instance: "/job/7"}) {
+		t.Errorf("full problem: %+v", p)
 	}
-	if p := PeerProblem(map[string]any{"status": json.Number("502")}); p.Status != 502 {
-		t.Errorf("numeric status: %+v", p)
+	// Members that are missing, empty or not strings keep the hub's.
+	for _, peer := range []map[string]any{{}, {"type": 7, "title": "", "detail": json.Number("1"), "instance": []any{}, "status": 200}} {
+		if p := ThingFailed(peer); !reflect.DeepEqual(p, def) {
+			t.Errorf("%v: %+v, want %+v", peer, p, def)
+		}
+	}
+	long := strings.Repeat("é", 3000)
+	if p := ThingFailed(map[string]any{"detail": long}); len(p.Detail) > 4096 || !utf8.ValidString(p.Detail) {
+		t.Errorf("detail of %d bytes passed on", len(p.Detail))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -111,7 +112,7 @@ func (r *Registry) parseQuery(query string) (*jsonpath.Path, error) {
 	lim := r.search.lim
 	if len(query) > lim.MaxQueryBytes {
 		return nil, &Error{Code: EINVALID, Limit: "search.maxQueryBytes",
-			Message: "the query is longer than " + itoa(lim.MaxQueryBytes) + " bytes"}
+			Message: "the query is longer than " + strconv.Itoa(lim.MaxQueryBytes) + " bytes"}
 	}
 	p, err := jsonpath.Parse(query)
 	if err != nil {
@@ -119,7 +120,7 @@ func (r *Registry) parseQuery(query string) (*jsonpath.Path, error) {
 	}
 	if n := countDescendants(p.String()); n > lim.MaxDescendants {
 		return nil, &Error{Code: EINVALID, Limit: "search.maxDescendants",
-			Message: "the query has " + itoa(n) + " descendant segments (..); the hub runs at most " + itoa(lim.MaxDescendants)}
+			Message: "the query has " + strconv.Itoa(n) + " descendant segments (..); the hub runs at most " + strconv.Itoa(lim.MaxDescendants)}
 	}
 	return p, nil
 }
@@ -409,7 +410,7 @@ func (r *Registry) SearchTextFor(ctx context.Context, client, q, typ string, lim
 func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]TextHit, error) {
 	if len(q) > r.search.lim.MaxQueryBytes {
 		return nil, &Error{Code: EINVALID, Limit: "search.maxQueryBytes",
-			Message: "the q parameter is longer than " + itoa(r.search.lim.MaxQueryBytes) + " bytes"}
+			Message: "the q parameter is longer than " + strconv.Itoa(r.search.lim.MaxQueryBytes) + " bytes"}
 	}
 	terms := tokenize(q)
 	if len(terms) == 0 {
@@ -538,5 +539,3 @@ func hasType(types []string, want string) bool {
 	}
 	return false
 }
-
-func itoa(i int) string { return jsonInt(int64(i)) }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
@@ -292,7 +293,7 @@ func (s *Summary) fieldPointer(kind byte, a, c int) string {
 		}
 		return p
 	}
-	p := "/lmos:capabilities/" + itoa(a)
+	p := "/lmos:capabilities/" + strconv.Itoa(a)
 	switch kind {
 	case fieldCapabilityName:
 		return p + "/name"
@@ -301,7 +302,7 @@ func (s *Summary) fieldPointer(kind byte, a, c int) string {
 	case fieldCapabilityDescription:
 		return p + "/description"
 	}
-	return p + "/examples/" + itoa(c)
+	return p + "/examples/" + strconv.Itoa(c)
 }
 
 // summaryVersion tags encoded summaries. A stored summary of another

@@ -47,3 +47,17 @@ func DecodeCBOR(data []byte, v any) error { return cborDec.Unmarshal(data, v) }
 // WellformedCBOR checks that data is one well-formed CBOR data item within
 // the limits above, without decoding it.
 func WellformedCBOR(data []byte) error { return cborDec.Wellformed(data) }
+
+// cborEnc is the one CBOR encoding of the hub and agents: floats in the
+// shortest form that keeps their value (float16 where exact), map keys in
+// the order given (PROTOCOL §10).
+var cborEnc = func() cbor.EncMode {
+	em, err := cbor.EncOptions{ShortestFloat: cbor.ShortestFloat16, Sort: cbor.SortNone}.EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return em
+}()
+
+// EncodeCBOR encodes v as CBOR in the one encoding above.
+func EncodeCBOR(v any) ([]byte, error) { return cborEnc.Marshal(v) }

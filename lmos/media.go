@@ -8,6 +8,10 @@ const (
 	MediaJSON    = "application/json"
 	MediaCBOR    = "application/cbor"
 	MediaProblem = "application/problem+json"
+	// MediaTD is a Thing Description; MediaLDJSON its JSON-LD form, which
+	// the directory also serves.
+	MediaTD     = "application/td+json"
+	MediaLDJSON = "application/ld+json"
 )
 
 // MediaType returns the media type of a Content-Type without its

@@ -5,12 +5,21 @@ import (
 	"strings"
 )
 
-// The MQTT topic layout (PROTOCOL §4.1): a Thing's topics start with
-// ThingsPrefix and its topic key; reply inboxes with ClientsPrefix and the
-// client id.
+// The MQTT topic layout (PROTOCOL §4.1): every topic starts with
+// TopicRoot; a Thing's topics with ThingsPrefix and its topic key; reply
+// inboxes with ClientsPrefix and the client id; the hub's own topics are
+// HubStatusTopic and HubEventsTopic.
 const (
-	ThingsPrefix  = "lmos/v1/things/"
-	ClientsPrefix = "lmos/v1/clients/"
+	TopicRoot      = "lmos/v1/"
+	ThingsPrefix   = TopicRoot + ThingsLevel + "/"
+	ClientsPrefix  = TopicRoot + ClientsLevel + "/"
+	HubStatusTopic = TopicRoot + HubLevel + "/status"
+	HubEventsTopic = TopicRoot + HubLevel + "/events"
+
+	// The topic levels under TopicRoot.
+	ThingsLevel  = "things"
+	ClientsLevel = "clients"
+	HubLevel     = "hub"
 )
 
 // TopicKey returns the topic key {tid} of a Thing id (PROTOCOL §1): the id

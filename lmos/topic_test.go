@@ -56,3 +56,21 @@ func TestThingTopicAndPath(t *testing.T) {
 		t.Errorf("ClientsPrefix = %q", ClientsPrefix)
 	}
 }
+
+// The names PROTOCOL §4.1 and §8 spell out, pinned: changing one is a wire
+// change.
+func TestWireNamesAsPROTOCOLSpellsThem(t *testing.T) {
+	for got, want := range map[string]string{
+		ThingTopic("a/b", "td/result"): "lmos/v1/things/a%2Fb/td/result",
+		ClientsPrefix + "c1/x":         "lmos/v1/clients/c1/x",
+		HubStatusTopic:                 "lmos/v1/hub/status",
+		HubEventsTopic:                 "lmos/v1/hub/events",
+		ServiceDirectory:               "_directory._sub._wot._tcp",
+		ServiceMQTT:                    "_mqtt._tcp",
+		TXTPath + "=" + DirectoryPath:  "td=/.well-known/wot",
+	} {
+		if got != want {
+			t.Errorf("%q, PROTOCOL says %q", got, want)
+		}
+	}
+}

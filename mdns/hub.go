@@ -10,6 +10,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Config configures the hub's mDNS adapter.
@@ -64,7 +65,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		h.log.Warn("no network interface for mdns", "interfaces", cfg.Interfaces)
 	}
 	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Logger: cfg.Logger})
-	b, err := c.Browse(dnssd.BrowserConfig{Types: []string{"_wot._tcp"}, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
+	b, err := c.Browse(dnssd.BrowserConfig{Types: []string{lmos.ServiceWoT}, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
 	if err != nil {
 		c.Close()
 		h.Registrar.Close()
@@ -72,11 +73,11 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 	}
 	h.browser = b
 	services := []dnssd.Service{{
-		Instance: cfg.Name, Type: "_wot._tcp", Subtypes: []string{"_directory"}, Port: cfg.HTTPPort,
-		Text: []string{"td=/.well-known/wot", "type=Directory", "scheme=" + cfg.Scheme},
+		Instance: cfg.Name, Type: lmos.ServiceWoT, Subtypes: []string{lmos.SubtypeDirectory}, Port: cfg.HTTPPort,
+		Text: []string{lmos.TXTPath + "=" + lmos.DirectoryPath, lmos.TXTType + "=" + lmos.TypeDirectory, lmos.TXTScheme + "=" + cfg.Scheme},
 	}}
 	if cfg.MQTTPort > 0 {
-		services = append(services, dnssd.Service{Instance: cfg.Name, Type: "_mqtt._tcp", Port: cfg.MQTTPort})
+		services = append(services, dnssd.Service{Instance: cfg.Name, Type: lmos.ServiceMQTT, Port: cfg.MQTTPort})
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	go func() {
@@ -94,7 +95,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		s := a.Services()
 		h.log.Info("mdns advertising", "name", s[0].Instance, "host", a.Host()+".local", "http_port", cfg.HTTPPort, "mqtt_port", cfg.MQTTPort)
 	}()
-	h.log.Info("mdns browsing", "type", "_wot._tcp", "interfaces", cfg.Interfaces)
+	h.log.Info("mdns browsing", "type", lmos.ServiceWoT, "interfaces", cfg.Interfaces)
 	return h, nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // RegistrarConfig configures a Registrar.
@@ -177,11 +178,11 @@ func (r *Registrar) Problem(key string) error {
 // Handle takes a browser event; it never blocks (dnssd.BrowserConfig.OnEvent).
 func (r *Registrar) Handle(ev dnssd.Event) {
 	e := ev.Entry
-	if e.Service != "_wot._tcp" {
+	if e.Service != lmos.ServiceWoT {
 		return
 	}
 	txt := e.TXT()
-	if t, ok := txt["type"]; ok && !strings.EqualFold(t, "Thing") {
+	if t, ok := txt[lmos.TXTType]; ok && !strings.EqualFold(t, lmos.TypeThing) {
 		return // the hub itself, other directories
 	}
 	key := e.Key()
@@ -378,7 +379,7 @@ func (r *Registrar) fetch(e dnssd.Entry) (raw []byte, u string, err error) {
 	if err != nil {
 		return nil, u, hub.Errorf(hub.EINVALID, "cannot fetch the TD: bad URL %q: %v", u, err)
 	}
-	req.Header.Set("Accept", "application/td+json, application/json")
+	req.Header.Set("Accept", lmos.MediaTD+", "+lmos.MediaJSON)
 	resp, err := r.cfg.Client.Do(req)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {

@@ -80,8 +80,8 @@ const (
 
 // Topics of the hub itself (PROTOCOL §4.1).
 const (
-	TopicHubStatus = "lmos/v1/hub/status"
-	TopicHubEvents = "lmos/v1/hub/events"
+	TopicHubStatus = lmos.HubStatusTopic
+	TopicHubEvents = lmos.HubEventsTopic
 )
 
 // Config configures a Broker.

@@ -20,7 +20,7 @@ import (
 var _ hub.Transport = (*Broker)(nil)
 
 // statusProperty is the MQTT 5 user property that carries a result's status.
-const statusProperty = "lmos-status"
+const statusProperty = lmos.StatusProperty
 
 // replyBuffer is how many intermediate results of one invocation may wait
 // for the consumer; beyond it they are dropped (and counted). The final
@@ -159,37 +159,23 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 	case hub.StatusFailed:
 		return hub.Result{Status: hub.StatusFailed, Problem: decodeProblem(payload, ct)}
 	}
-	return hub.Result{Status: hub.StatusFailed, Problem: agentProblem(fmt.Sprintf("the Thing answered with an unknown %s %q", statusProperty, hub.Truncate(status, 64)))}
+	return hub.Result{Status: hub.StatusFailed, Problem: agentProblem(fmt.Sprintf("the Thing answered with an unknown %s %q", statusProperty, lmos.Truncate(status, 64)))}
 }
 
-// decodeProblem reads the problem object of a failed result (JSON or CBOR).
-// Whatever the agent sent, the outcome is a problem with the status of
-// EFAILED (502): a malformed or missing one is replaced, members of the
-// wrong type are dropped, and long texts are cut.
+// decodeProblem reads the problem object of a failed result (JSON or CBOR)
+// into the problem of hub.ThingFailed; a payload that is no object is
+// replaced.
 func decodeProblem(payload []byte, contentType string) *lmos.Problem {
-	const why = hub.ThingFailure
-	if len(payload) == 0 {
-		return agentProblem(why)
+	var obj map[string]any
+	if len(payload) > 0 {
+		v, err := hub.DecodeValue(payload, contentType)
+		var ok bool
+		if obj, ok = v.(map[string]any); err != nil || !ok {
+			return agentProblem(hub.ThingFailure + " without a problem object")
+		}
 	}
-	v, err := hub.DecodeValue(payload, contentType)
-	obj, ok := v.(map[string]any)
-	if err != nil || !ok {
-		return agentProblem(why + " without a problem object")
-	}
-	// The status stays the hub's: the agent failed, so the consumer gets
-	// 502 whatever status it claims.
-	p, peer := agentProblem(why), hub.PeerProblem(obj)
-	if peer.Type != "" {
-		p.Type = peer.Type
-	}
-	if peer.Title != "" {
-		p.Title = peer.Title
-	}
-	if _, ok := obj["detail"].(string); ok {
-		p.Detail = peer.Detail
-	}
-	p.Instance = peer.Instance
-	return p
+	p := hub.ThingFailed(obj)
+	return &p
 }
 
 func agentProblem(detail string) *lmos.Problem {

@@ -34,17 +34,9 @@ type joinRequest struct {
 
 // joinResult is the payload of lmos/v1/things/{tid}/td/result.
 type joinResult struct {
-	Status      string        `json:"status"` // accepted, rejected, deleted
-	ID          string        `json:"id,omitempty"`
-	Problem     *lmos.Problem `json:"problem,omitempty"`
-	Credentials *credentials  `json:"credentials,omitempty"`
+	lmos.JoinResult
 	// err is why the join was refused, for the refusal metrics.
 	err error
-}
-
-type credentials struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
 }
 
 func problemOf(err error) *lmos.Problem {
@@ -262,7 +254,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	}
 	raw := j.prep.Raw()
 	origin := hub.Origin{Source: hub.SourceMQTT}
-	res := joinResult{Status: "accepted", ID: id}
+	res := joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinAccepted, ID: id}}
 	var hash string
 	if !hasCred {
 		// A new Thing, or one without credentials: written anonymously,
@@ -275,7 +267,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "the Thing's credentials could not be created, so it was not registered; publish the description again", Err: err})
 		}
 		hash = hub.HashToken(secret)
-		res.Credentials = &credentials{Username: j.tid, Password: secret}
+		res.Credentials = &lmos.Credentials{Username: j.tid, Password: secret}
 	}
 	if _, err := b.adm.Register(b.ctx, id, j.prep, origin, hash); err != nil {
 		return rejected(id, err)
@@ -295,7 +287,7 @@ func (b *Broker) deregister(id string, j *joinRequest) joinResult {
 		return rejected(id, err)
 	}
 	b.forget(j.tid)
-	return joinResult{Status: "deleted", ID: id}
+	return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinDeleted, ID: id}}
 }
 
 // forget tells live subscribers of …/td that a Thing is gone (an empty
@@ -307,7 +299,7 @@ func (b *Broker) forget(tid string) {
 }
 
 func rejected(id string, err error) joinResult {
-	return joinResult{Status: "rejected", ID: id, Problem: problemOf(err), err: err}
+	return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinRejected, ID: id, Problem: problemOf(err)}, err: err}
 }
 
 // newSecret returns a 256-bit password, base64url without padding.

@@ -19,7 +19,7 @@ import (
 // whose …/td topic its filter matches, read one at a time as it is queued.
 
 // tdContentType is the Content Type of a description on …/td (MQTT 5).
-const tdContentType = "application/td+json"
+const tdContentType = lmos.MediaTD
 
 // queueRegistryTDs queues, as retained messages, the descriptions of the
 // Things joined over MQTT whose …/td topic filter matches. An exact Thing

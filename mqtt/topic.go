@@ -124,11 +124,10 @@ func mayRetain(topic string) bool {
 // mayPublish is the PUBLISH half of the ACL (PROTOCOL §4.4) for a client
 // authenticated as Thing self ("" for anonymous).
 func mayPublish(self, topic string) bool {
-	rest, ok := strings.CutPrefix(topic, "lmos/v1/")
-	if !ok {
+	if !strings.HasPrefix(topic, lmos.TopicRoot) {
 		return false
 	}
-	if inbox, ok := strings.CutPrefix(rest, "clients/"); ok {
+	if inbox, ok := strings.CutPrefix(topic, lmos.ClientsPrefix); ok {
 		id, _, _ := strings.Cut(inbox, "/")
 		return id != "" // replies to any client's inbox
 	}
@@ -159,18 +158,18 @@ func mayRead(clientID, self, filter string) bool {
 			return false
 		}
 	}
-	rest, ok := strings.CutPrefix(f, "lmos/v1/")
+	rest, ok := strings.CutPrefix(f, lmos.TopicRoot)
 	if !ok {
 		return false
 	}
 	level, tail, _ := strings.Cut(rest, "/")
 	switch level {
-	case "hub":
+	case lmos.HubLevel:
 		return true
-	case "clients":
+	case lmos.ClientsLevel:
 		id, _, _ := strings.Cut(tail, "/")
 		return id == clientID && inboxOK(clientID)
-	case "things":
+	case lmos.ThingsLevel:
 	default:
 		return false // groups come later (PROTOCOL §10); $SYS and the rest: nobody
 	}

@@ -37,7 +37,7 @@ func (b *Broker) answerUnserved(cl *mochi.Client, t thingTopic, pk packets.Packe
 func (b *Broker) whyUnserved(t thingTopic) error {
 	id, ok := idOf(t.tid)
 	if !ok {
-		return hub.Errorf(hub.ENOTFOUND, "no Thing has the topic key %q", hub.Truncate(t.tid, 512))
+		return hub.Errorf(hub.ENOTFOUND, "no Thing has the topic key %q", lmos.Truncate(t.tid, 512))
 	}
 	th, err := b.reg.Get(id)
 	if err != nil {

@@ -133,7 +133,7 @@ func (s *Server) directoryDoc(base string) map[string]any {
 			obj("rel", "lmos:status", "href", "api/status", "type", lmos.MediaJSON),
 			// Absolute: a ws:// URL cannot be relative to the http:// base.
 			obj("rel", "lmos:websocket", "href", "ws"+strings.TrimPrefix(strings.TrimSuffix(base, "/"), "http")+"/ws",
-				"type", lmos.MediaJSON, "subprotocol", "lmosprotocol"),
+				"type", lmos.MediaJSON, "subprotocol", lmos.WSSubprotocol),
 		},
 	)
 	if s.cfg.Private {

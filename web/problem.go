@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -64,7 +65,7 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", itoa(len(b)+1))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
@@ -72,7 +73,7 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 // writeBytes answers with an encoded body.
 func writeBytes(w http.ResponseWriter, status int, contentType string, b []byte) {
 	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", itoa(len(b)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

@@ -201,18 +201,17 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeAgentProblem answers 502 with the problem a Thing reported (or the
-// hub's, for a payload of the Thing that does not decode): its
-// type, title and detail are kept, status is 502 and instance the request.
+// writeAgentProblem answers with the problem a Thing reported (or the
+// hub's, for a payload of the Thing that does not decode), which has the
+// status 502 (hub.ThingFailed); instance is the request.
 func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *lmos.Problem) {
 	out := hub.ThingProblem(p)
-	out.Status = http.StatusBadGateway
 	out.Instance = r.URL.RequestURI()
 	out.ValidationErrors = nil
 	s.log.Debug("proxied interaction failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
 	w.Header().Set("Content-Type", lmos.MediaProblem)
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusBadGateway)
+	w.WriteHeader(out.Status)
 	_ = json.NewEncoder(w).Encode(out)
 }
 
@@ -320,12 +319,8 @@ func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hu
 	s.pump(r, e, d, cancel, func(res hub.Result) {
 		data := res.Data
 		if res.Status == hub.StatusFailed {
-			p := res.Problem
-			if p == nil {
-				p = &lmos.Problem{}
-			}
-			out := *p
-			out.Status, out.Instance = http.StatusBadGateway, r.URL.RequestURI()
+			out := hub.ThingProblem(res.Problem)
+			out.Instance = r.URL.RequestURI()
 			data, _ = json.Marshal(out)
 		}
 		e.event(res.Status, data)

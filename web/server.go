@@ -397,5 +397,3 @@ func (s *Server) readBodyMax(w http.ResponseWriter, r *http.Request, limit int64
 func tooLarge(limit int64) error {
 	return hub.Errorf(hub.ETOOLARGE, "the body is larger than the limit of %d bytes (http.maxBodyBytes)", limit)
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -16,8 +16,8 @@ import (
 
 // Media types of the directory API.
 const (
-	mtTD         = "application/td+json"
-	mtLDJSON     = "application/ld+json"
+	mtTD         = lmos.MediaTD
+	mtLDJSON     = lmos.MediaLDJSON
 	mtMergePatch = "application/merge-patch+json"
 )
 
@@ -119,7 +119,7 @@ func (s *Server) pageDocs(page *hub.Page) ([]byte, error) {
 // writePage writes head, the page's documents and tail in one piece, with
 // its length.
 func writePage(w http.ResponseWriter, head, docs, tail []byte) {
-	w.Header().Set("Content-Length", itoa(len(head)+len(docs)+len(tail)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(docs)+len(tail)))
 	_, _ = w.Write(head)
 	_, _ = w.Write(docs)
 	_, _ = w.Write(tail)
@@ -150,7 +150,7 @@ func (s *Server) getThing(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", mtTD)
-		w.Header().Set("Content-Length", itoa(len(raw)))
+		w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
 		_, _ = w.Write(raw)
 	case "", "true":
 		doc, _, tag, err := s.reg.EnrichedTagged(id)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // runDiscover browses mDNS for a while and prints the hubs and Things it
@@ -43,7 +44,7 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	b, err := dnssd.Browse(dnssd.BrowserConfig{
-		Types:      []string{"_wot._tcp", "_mqtt._tcp"},
+		Types:      []string{lmos.ServiceWoT, lmos.ServiceMQTT},
 		Interfaces: names,
 		Logger:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -61,22 +62,22 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 func printDiscovered(w io.Writer, entries []dnssd.Entry) {
 	brokers := map[string]string{} // instance → mqtt URL
 	for _, e := range entries {
-		if e.Service == "_mqtt._tcp" && len(e.IPs) > 0 {
+		if e.Service == lmos.ServiceMQTT && len(e.IPs) > 0 {
 			brokers[e.Instance] = "mqtt://" + net.JoinHostPort(hostOf(e), strconv.Itoa(e.Port))
 		}
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	var hubs, things []string
 	for _, e := range entries {
-		if e.Service != "_wot._tcp" {
+		if e.Service != lmos.ServiceWoT {
 			continue
 		}
 		u, err := e.TDURL()
 		if err != nil {
 			u = "(" + err.Error() + ")"
 		}
-		typ := e.TXT()["type"]
-		if strings.EqualFold(typ, "Directory") {
+		typ := e.TXT()[lmos.TXTType]
+		if strings.EqualFold(typ, lmos.TypeDirectory) {
 			b := brokers[e.Instance]
 			if b == "" {
 				b = "-"
@@ -84,7 +85,7 @@ func printDiscovered(w io.Writer, entries []dnssd.Entry) {
 			hubs = append(hubs, fmt.Sprintf("  %s\t%s\t%s\t%s", e.Instance, u, b, e.Iface))
 		} else {
 			if typ == "" {
-				typ = "Thing"
+				typ = lmos.TypeThing
 			}
 			things = append(things, fmt.Sprintf("  %s\t%s\t%s\t%s", e.Instance, typ, u, e.Iface))
 		}

@@ -387,7 +387,7 @@ func (c *thingsClient) report(resp *http.Response, body []byte, what string) err
 	var msgs []string
 	var p lmos.Problem
 	mt := lmos.MediaType(resp.Header.Get("Content-Type"))
-	isJSON := mt == lmos.MediaProblem || mt == "application/json" || strings.HasSuffix(mt, "+json")
+	isJSON := mt == lmos.MediaProblem || mt == lmos.MediaJSON || strings.HasSuffix(mt, "+json")
 	if isJSON && json.Unmarshal(body, &p) == nil {
 		if p.Title != "" && !strings.EqualFold(p.Title, http.StatusText(resp.StatusCode)) {
 			msgs = append(msgs, p.Title)
@@ -454,7 +454,7 @@ func (c *thingsClient) list(stdout io.Writer, asJSON bool) error {
 			return fmt.Errorf("the hub's next-page links loop at %s", next)
 		}
 		seen[next] = true
-		resp, body, err := c.do(http.MethodGet, next, "", "application/ld+json, application/json", nil)
+		resp, body, err := c.do(http.MethodGet, next, "", lmos.MediaLDJSON+", "+lmos.MediaJSON, nil)
 		if err != nil {
 			return err
 		}
@@ -620,7 +620,7 @@ func (c *thingsClient) get(stdout io.Writer, id string, raw bool) error {
 	if raw {
 		u += "?enriched=false"
 	}
-	resp, body, err := c.do(http.MethodGet, u, "", "application/td+json, application/json", nil)
+	resp, body, err := c.do(http.MethodGet, u, "", lmos.MediaTD+", "+lmos.MediaJSON, nil)
 	if err != nil {
 		return err
 	}
@@ -675,7 +675,7 @@ func (c *thingsClient) put(stdout io.Writer, stdin io.Reader, file string) error
 	}
 	idRaw, hasID := td["id"]
 	if !hasID {
-		resp, body, err := c.do(http.MethodPost, c.url("/things"), "application/td+json", "application/json", data)
+		resp, body, err := c.do(http.MethodPost, c.url("/things"), lmos.MediaTD, lmos.MediaJSON, data)
 		if err != nil {
 			return err
 		}
@@ -694,7 +694,7 @@ func (c *thingsClient) put(stdout io.Writer, stdin io.Reader, file string) error
 	if err := json.Unmarshal(idRaw, &id); err != nil || id == "" {
 		return fmt.Errorf("%s: \"id\" must be a non-empty string (an absolute URI such as urn:uuid:…); leave it out to let the hub assign one", name)
 	}
-	resp, body, err := c.do(http.MethodPut, c.url(lmos.ThingPath(id)), "application/td+json", "application/json", data)
+	resp, body, err := c.do(http.MethodPut, c.url(lmos.ThingPath(id)), lmos.MediaTD, lmos.MediaJSON, data)
 	if err != nil {
 		return err
 	}

@@ -18,16 +18,6 @@ import (
 	"github.com/fxamacker/cbor/v2"
 )
 
-// cborOut encodes JSON values as CBOR: shortest floats, and integers where
-// a JSON number is integral.
-var cborOut = func() cbor.EncMode {
-	em, err := cbor.EncOptions{ShortestFloat: cbor.ShortestFloat16, Sort: cbor.SortNone}.EncMode()
-	if err != nil {
-		panic(err)
-	}
-	return em
-}()
-
 // Error is a payload the codec refuses. Message is safe to show to a
 // client; Err is the cause for logs, if any.
 type Error struct {
@@ -122,7 +112,7 @@ func Encode(v any, contentType string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, err := cborOut.Marshal(v)
+		b, err := lmos.EncodeCBOR(v)
 		if err != nil {
 			return nil, &Error{Message: "cannot encode the payload as CBOR", Err: err}
 		}

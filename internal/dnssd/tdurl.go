@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // TDURL is scheme://address:port{td} for e, read from the WoT keys of its
@@ -14,20 +16,20 @@ import (
 // the agent library and `lmos-hub discover` all read an instance this way.
 func (e Entry) TDURL() (string, error) {
 	txt := e.TXT()
-	path, ok := txt["td"]
+	path, ok := txt[lmos.TXTPath]
 	if !ok {
 		return "", errors.New("the TXT record has no td key (PROTOCOL §8 needs td=/path/of/the/TD)")
 	}
 	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n#") || len(path) > 1024 {
 		return "", fmt.Errorf("td=%q is not an absolute path", path)
 	}
-	scheme := strings.ToLower(txt["scheme"])
+	scheme := strings.ToLower(txt[lmos.TXTScheme])
 	switch scheme {
 	case "":
 		scheme = "http"
 	case "http", "https":
 	default:
-		return "", fmt.Errorf("scheme=%q is not http or https", txt["scheme"])
+		return "", fmt.Errorf("scheme=%q is not http or https", txt[lmos.TXTScheme])
 	}
 	if len(e.IPs) == 0 {
 		return "", errors.New("the instance has no address")

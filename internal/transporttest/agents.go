@@ -118,7 +118,7 @@ func (a *mqttAgent) reply(t *testing.T, req *paho.Publish, status string, payloa
 	defer cancel()
 	_, err := a.c.C.Publish(ctx, &paho.Publish{Topic: req.Properties.ResponseTopic, QoS: 1, Payload: payload,
 		Properties: &paho.PublishProperties{CorrelationData: req.Properties.CorrelationData, ContentType: lmos.MediaJSON,
-			User: paho.UserProperties{{Key: "lmos-status", Value: status}}}})
+			User: paho.UserProperties{{Key: lmos.StatusProperty, Value: status}}}})
 	if err != nil && a.ctx.Err() == nil {
 		t.Errorf("reply %s: %v", status, err)
 	}

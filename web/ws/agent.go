@@ -258,11 +258,11 @@ func (g *Transport) Deliver(ctx context.Context, in hub.Interaction, emit func(h
 	out := &wsOut{ThingID: in.ThingID, MessageID: uuid.NewString(), Traceparent: in.Traceparent, Tracestate: in.Tracestate}
 	switch in.Op {
 	case hub.OpReadProperty:
-		out.MessageType, out.Name = "readProperty", in.Name
+		out.MessageType, out.Name = lmos.WSReadProperty, in.Name
 	case hub.OpWriteProperty:
-		out.MessageType, out.Name, out.Value = "writeProperty", in.Name, rawValue(input)
+		out.MessageType, out.Name, out.Value = lmos.WSWriteProperty, in.Name, rawValue(input)
 	case hub.OpInvokeAction:
-		out.MessageType, out.Action, out.Input = "invokeAction", in.Name, rawValue(input)
+		out.MessageType, out.Action, out.Input = lmos.WSInvokeAction, in.Name, rawValue(input)
 	default:
 		return hub.Errorf(hub.EUNSUPPORTED, "the websocket transport cannot %s", in.Op)
 	}
@@ -298,19 +298,9 @@ func (g *Transport) Deliver(ctx context.Context, in hub.Interaction, emit func(h
 	}
 }
 
-// reported is the failure an agent reported, with its problem's type,
-// title and detail where it sent them.
+// reported is the failure an agent reported (hub.ThingFailed).
 func reported(m *wsMessage) hub.Result {
-	p := hub.ThingProblem(nil)
-	if m.Problem != nil {
-		if m.Problem.Type != "" {
-			p.Type = m.Problem.Type
-		}
-		if m.Problem.Title != "" {
-			p.Title = m.Problem.Title
-		}
-		p.Detail = m.Problem.Detail
-	}
+	p := hub.ThingFailed(m.Problem)
 	return hub.Result{Status: hub.StatusFailed, Problem: &p}
 }
 
@@ -333,7 +323,7 @@ func agentResult(op hub.Op, m *wsMessage, accept string) hub.Result {
 		case hub.StatusFailed:
 			return reported(m)
 		default:
-			return failed(fmt.Sprintf("the Thing answered with an unknown status %q", hub.Truncate(status, 64)))
+			return failed(fmt.Sprintf("the Thing answered with an unknown status %q", lmos.Truncate(status, 64)))
 		}
 	case mtAcknowledgement:
 		return hub.Result{Status: hub.StatusCompleted, ContentType: accept}

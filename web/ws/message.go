@@ -3,46 +3,44 @@ package ws
 import (
 	"encoding/json"
 	"errors"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/fxamacker/cbor/v2"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// Message types of the LMOS WebSocket envelope (PROTOCOL §5), lower-cased:
-// the hub compares them case-insensitively, so the spec's camelCase and
+// Message types of the LMOS WebSocket envelope (PROTOCOL §5). An incoming
+// messageType is read with lmos.WSMessageType, so the spec's camelCase and
 // kotlin-wot's "subscribeevent" are the same message.
 const (
-	mtReadProperty        = "readproperty"
-	mtWriteProperty       = "writeproperty"
-	mtObserveProperty     = "observeproperty"
-	mtUnobserveProperty   = "unobserveproperty"
-	mtInvokeAction        = "invokeaction"
-	mtQueryAction         = "queryaction"
-	mtCancelAction        = "cancelaction"
-	mtSubscribeEvent      = "subscribeevent"
-	mtUnsubscribeEvent    = "unsubscribeevent"
-	mtSubscribeAllEvents  = "subscribeallevents"
-	mtUnsubscribeAllEvent = "unsubscribeallevents"
-	mtRegisterThing       = "registerthing"
-	mtPropertyReading     = "propertyreading"
-	mtActionStatus        = "actionstatus"
-	mtEvent               = "event"
-	mtAcknowledgement     = "acknowledgement"
-	mtError               = "error"
+	mtReadProperty        = lmos.WSReadProperty
+	mtWriteProperty       = lmos.WSWriteProperty
+	mtObserveProperty     = lmos.WSObserveProperty
+	mtUnobserveProperty   = lmos.WSUnobserveProperty
+	mtInvokeAction        = lmos.WSInvokeAction
+	mtQueryAction         = lmos.WSQueryAction
+	mtCancelAction        = lmos.WSCancelAction
+	mtSubscribeEvent      = lmos.WSSubscribeEvent
+	mtUnsubscribeEvent    = lmos.WSUnsubscribeEvent
+	mtSubscribeAllEvents  = lmos.WSSubscribeAllEvents
+	mtUnsubscribeAllEvent = lmos.WSUnsubscribeAllEvents
+	mtRegisterThing       = lmos.WSRegisterThing
+	mtPropertyReading     = lmos.WSPropertyReading
+	mtActionStatus        = lmos.WSActionStatus
+	mtEvent               = lmos.WSEvent
+	mtAcknowledgement     = lmos.WSAcknowledgement
+	mtError               = lmos.WSError
 )
 
-// Message types the hub sends, in the spec's camelCase.
+// Message types the hub sends.
 const (
-	outPropertyReading = "propertyReading"
-	outActionStatus    = "actionStatus"
-	outEvent           = "event"
-	outAcknowledgement = "acknowledgement"
-	outError           = "error"
+	outPropertyReading = lmos.WSPropertyReading
+	outActionStatus    = lmos.WSActionStatus
+	outEvent           = lmos.WSEvent
+	outAcknowledgement = lmos.WSAcknowledgement
+	outError           = lmos.WSError
 )
 
 // errUnparseable marks a frame that is not an envelope at all (close 1003),
@@ -67,9 +65,10 @@ type wsMessage struct {
 	// Status is an actionStatus's status.
 	Status string
 	TD     any
-	// Problem is an error message's problem (or a failed actionStatus's
-	// "error" member).
-	Problem *lmos.Problem
+	// Problem is an error message's problem object (or a failed
+	// actionStatus's "error" member), read by hub.ThingFailed; nil when
+	// there is none.
+	Problem map[string]any
 	// Kotlin is set when the message used kotlin-wot's spelling
 	// ("property" for the name, "data" for a property value): replies
 	// then carry those members too, so kotlin-wot clients read them.
@@ -130,48 +129,48 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 		}
 		return ""
 	}
-	m.ThingID = str("thingId", "thingID")
-	m.MessageID = str("messageId", "messageID")
-	m.MessageType = strings.ToLower(str("messageType"))
-	m.CorrelationID = str("correlationId", "correlationID")
-	m.Traceparent = str("traceparent")
-	m.Tracestate = str("tracestate")
+	m.ThingID = str(lmos.MemberThingID, lmos.MemberThingIDAlt)
+	m.MessageID = str(lmos.MemberMessageID, lmos.MemberMessageIDAlt)
+	m.MessageType = lmos.WSMessageType(str(lmos.MemberMessageType))
+	m.CorrelationID = str(lmos.MemberCorrelationID, lmos.MemberCorrelationIDAlt)
+	m.Traceparent = str(lmos.MemberTraceparent)
+	m.Tracestate = str(lmos.MemberTracestate)
 	value := func(keys ...string) {
 		for _, k := range keys {
 			if x, ok := obj[k]; ok {
 				m.Value, m.HasValue = x, true
-				m.Kotlin = m.Kotlin || k == "data" && m.MessageType != mtEvent
+				m.Kotlin = m.Kotlin || k == lmos.MemberData && m.MessageType != mtEvent
 				return
 			}
 		}
 	}
-	_, m.Kotlin = obj["property"]
+	_, m.Kotlin = obj[lmos.MemberProperty]
 	switch m.MessageType {
 	case mtReadProperty, mtObserveProperty, mtUnobserveProperty:
-		m.Name = str("name", "property")
+		m.Name = str(lmos.MemberName, lmos.MemberProperty)
 	case mtWriteProperty:
-		m.Name = str("name", "property")
-		value("value", "data")
+		m.Name = str(lmos.MemberName, lmos.MemberProperty)
+		value(lmos.MemberValue, lmos.MemberData)
 	case mtPropertyReading:
-		m.Name = str("name", "property")
-		value("value", "data")
+		m.Name = str(lmos.MemberName, lmos.MemberProperty)
+		value(lmos.MemberValue, lmos.MemberData)
 	case mtInvokeAction, mtQueryAction, mtCancelAction:
-		m.Name = str("action", "name")
-		value("input")
+		m.Name = str(lmos.MemberAction, lmos.MemberName)
+		value(lmos.MemberInput)
 	case mtActionStatus:
-		m.Name = str("action", "name")
-		m.Status = str("status")
-		value("output")
-		if p, ok := obj["error"].(map[string]any); ok {
-			m.Problem = problemMember(p)
+		m.Name = str(lmos.MemberAction, lmos.MemberName)
+		m.Status = str(lmos.MemberStatus)
+		value(lmos.MemberOutput)
+		if p, ok := obj[lmos.MemberError].(map[string]any); ok {
+			m.Problem = p
 		}
 	case mtSubscribeEvent, mtUnsubscribeEvent, mtEvent:
-		m.Name = str("event", "name")
-		value("data")
+		m.Name = str(lmos.MemberEvent, lmos.MemberName)
+		value(lmos.MemberData)
 	case mtRegisterThing:
-		m.TD = obj["td"]
+		m.TD = obj[lmos.MemberTD]
 	case mtError:
-		m.Problem = problemMember(obj)
+		m.Problem = obj
 	}
 	if m.MessageType == "" && len(bad) == 0 {
 		bad = append(bad, hub.FieldError{Field: "/messageType", Description: "is required"})
@@ -184,7 +183,7 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 
 // problemMember reads a peer's problem object (see hub.PeerProblem).
 func problemMember(obj map[string]any) *lmos.Problem {
-	p := hub.PeerProblem(obj)
+	p := lmos.PeerProblem(obj)
 	return &p
 }
 
@@ -199,7 +198,8 @@ func (r rawValue) IsZero() bool                 { return len(r) == 0 }
 func (r rawValue) MarshalCBOR() ([]byte, error) { return r, nil }
 
 // wsOut is a message the hub sends, in camelCase (PROTOCOL §5); members
-// are omitted when empty. Status is a string in actionStatus and a number
+// are omitted when empty. The json tags spell lmos's Member constants (a
+// tag cannot name a constant). Status is a string in actionStatus and a number
 // in error.
 type wsOut struct {
 	ThingID       string `json:"thingId,omitempty"`
@@ -231,26 +231,17 @@ type wsOut struct {
 	ValidationErrors []hub.FieldError `json:"validationErrors,omitempty"`
 }
 
-// cborEnc encodes outgoing CBOR frames.
-var cborEnc = func() cbor.EncMode {
-	em, err := cbor.EncOptions{ShortestFloat: cbor.ShortestFloat16}.EncMode()
-	if err != nil {
-		panic(err)
-	}
-	return em
-}()
-
 // encode serialises m in media; payloads in m must be in media already.
 func (m *wsOut) encode(media string) ([]byte, error) {
 	if media == lmos.MediaCBOR {
-		return cborEnc.Marshal(m)
+		return lmos.EncodeCBOR(m)
 	}
 	return json.Marshal(m)
 }
 
 // setProblem makes m an error message carrying p.
 func (m *wsOut) setProblem(p lmos.Problem) {
-	m.MessageType = "error"
+	m.MessageType = outError
 	m.Type, m.Title, m.Status, m.Detail, m.Instance = p.Type, p.Title, p.Status, p.Detail, p.Instance
 	m.ValidationErrors = p.ValidationErrors
 }

@@ -241,7 +241,7 @@ func originHosts(origins []string) []string {
 // remote is the client's address as the HTTP adapter names it (one per
 // IPv4 address or IPv6 /64): the join rate and quotas count by it.
 func (t *Transport) ServeWS(w http.ResponseWriter, r *http.Request, remote string) {
-	c, err := t.accept(w, r, []string{"lmosprotocol", "webthingprotocol"})
+	c, err := t.accept(w, r, []string{lmos.WSSubprotocol, "webthingprotocol"})
 	if err != nil {
 		t.log.Debug("websocket refused", "remote", r.RemoteAddr, "err", err)
 		return
@@ -602,9 +602,6 @@ func (wc *wsConn) replyError(m *wsMessage, err error) {
 	var pe *problemErr
 	if errors.As(err, &pe) {
 		p = pe.p
-		if !pe.own {
-			p.Status = http.StatusBadGateway
-		}
 	} else {
 		p = hub.ProblemOf(err)
 	}
@@ -700,7 +697,7 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 	case mtPropertyReading, mtActionStatus, mtEvent, mtAcknowledgement, mtError:
 		wc.fromAgent(m)
 	default:
-		p := lmos.ProblemFor(http.StatusBadRequest, fmt.Sprintf("the hub does not know the messageType %q", hub.Truncate(m.MessageType, 64)))
+		p := lmos.ProblemFor(http.StatusBadRequest, fmt.Sprintf("the hub does not know the messageType %q", lmos.Truncate(m.MessageType, 64)))
 		p.Type = lmos.ErrorTypeBase + "unsupported-message-type"
 		wc.replyError(m, &problemErr{own: true, p: p})
 	}
@@ -807,7 +804,7 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 		out.Action, out.Status, out.Output, out.Timestamp = m.Name, res.Status, rawValue(res.Data), now
 		if res.Status == hub.StatusFailed {
 			p := hub.ThingProblem(res.Problem)
-			p.Status, p.Instance = http.StatusBadGateway, "/ws"
+			p.Instance = "/ws"
 			out.Error = &p
 		}
 		policy := closeIfFull
@@ -818,13 +815,10 @@ func (wc *wsConn) result(m *wsMessage, op hub.Op, res hub.Result) {
 	}
 }
 
-// problemError turns a Thing's problem into an error with its texts and the
-// status of EFAILED (502).
+// problemError turns a Thing's problem (hub.ThingFailed, status 502) into
+// an error that carries it as is.
 func problemError(p *lmos.Problem) error {
-	if p == nil {
-		return hub.Errorf(hub.EFAILED, hub.ThingFailure)
-	}
-	return &problemErr{p: *p}
+	return &problemErr{p: hub.ThingProblem(p)}
 }
 
 // problemErr carries a problem as is: a Thing's (status 502) or, with own,

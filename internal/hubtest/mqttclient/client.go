@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -179,7 +180,7 @@ func (c *Client) None(topic string, d time.Duration) {
 // returns the payload of the join result on …/td/result.
 func (c *Client) Join(tid string, td []byte, contentType string) []byte {
 	c.tb.Helper()
-	result := "lmos/v1/things/" + tid + "/td/result"
+	result := lmos.ThingsPrefix + tid + "/td/result"
 	// A SUBSCRIBE to a td/result topic is refused (0x87) while the hub is
 	// still delivering an earlier result on it, which the test may already
 	// have received: retry.
@@ -194,7 +195,7 @@ func (c *Client) Join(tid string, td []byte, contentType string) []byte {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := c.Pub("lmos/v1/things/"+tid+"/td", td, 1, true, contentType); err != nil {
+	if _, err := c.Pub(lmos.ThingsPrefix+tid+"/td", td, 1, true, contentType); err != nil {
 		c.tb.Fatalf("publish td: %v", err)
 	}
 	return c.Next(result).Payload
