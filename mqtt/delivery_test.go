@@ -605,3 +605,26 @@ func TestHubPublishesDoNotWaitOnFullSession(t *testing.T) {
 		t.Fatalf("dropped %d", d)
 	}
 }
+
+// A client that repeats a SUBSCRIBE without acknowledging what the last
+// one sent stores each retained message once, not once per SUBSCRIBE.
+func TestRepeatedSubscribeStoresRetainedOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	const id = "urn:retained-repeat"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/p"
+	owner, _ := joinOwner(t, e, id, nil)
+	owner.mustPub(topic, make([]byte, 10<<10), 1, true)
+	conn := rawConnect5(t, e.addr, "repeat", true)
+	discard(conn)
+	for i := 1; i <= 3000; i++ {
+		subscribeRaw(t, conn, uint16(i), topic)
+	}
+	eventually(t, 10*time.Second, "every SUBSCRIBE processed", func() bool {
+		cl, ok := e.b.server.Clients.Get("repeat")
+		return ok && cl.State.Subscriptions.Len() == 1 && e.b.server.Info.PacketsReceived >= 3001
+	})
+	cl, _ := e.b.server.Clients.Get("repeat")
+	if n := cl.State.Inflight.Len(); n != 1 {
+		t.Fatalf("the session stores %d copies of one retained message", n)
+	}
+}

@@ -245,3 +245,60 @@ func persistentAs(c *credentials, clientID string, expiry uint32) *paho.Connect 
 	cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
 	return cp
 }
+
+// rawConnect5 connects an MQTT 5 client that never acknowledges anything
+// (session expiry 3600 s unless clean; Receive Maximum 65,535 by default).
+func rawConnect5(t *testing.T, addr, id string, clean bool) net.Conn {
+	t.Helper()
+	return rawConnect5As(t, addr, id, clean, nil)
+}
+
+// rawConnect5As is rawConnect5 with a Thing's credentials (nil: anonymous).
+func rawConnect5As(t *testing.T, addr, id string, clean bool, cred *credentials) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	flags := byte(0)
+	if clean {
+		flags = 2
+	}
+	vh := []byte{0, 4, 'M', 'Q', 'T', 'T', 5, flags, 0, 60, 5, 0x11, 0, 0, 0x0e, 0x10}
+	vh = append(vh, 0, byte(len(id)))
+	vh = append(vh, id...)
+	if cred != nil {
+		vh[7] |= 0xc0 // user name and password
+		vh = append(vh, 0, byte(len(cred.Username)))
+		vh = append(vh, cred.Username...)
+		vh = append(vh, 0, byte(len(cred.Password)))
+		vh = append(vh, cred.Password...)
+	}
+	if _, err := conn.Write(append([]byte{0x10, byte(len(vh))}, vh...)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// discard reads conn until it closes, acknowledging nothing.
+func discard(conn net.Conn) {
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// subscribeRaw sends a SUBSCRIBE of topic at QoS 1 with packet id.
+func subscribeRaw(t *testing.T, conn net.Conn, id uint16, topic string) {
+	t.Helper()
+	body := []byte{byte(id >> 8), byte(id), 0, byte(len(topic) >> 8), byte(len(topic))}
+	body = append(append(body, topic...), 1)
+	if _, err := conn.Write(append(appendVarInt([]byte{0x82}, len(body)), body...)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -13,7 +13,9 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-func TestFixReasonCodes(t *testing.T) {
+// Outgoing acknowledgements carry only reason codes valid for their packet
+// type and the client's protocol version (fixReasonCodes).
+func TestOutgoingReasonCodesValidForVersion(t *testing.T) {
 	cases := []struct {
 		name    string
 		pk      packets.Packet

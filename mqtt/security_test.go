@@ -468,3 +468,30 @@ func TestRetainedTDOfThingDeletedWhileDown(t *testing.T) {
 		c.close()
 	}
 }
+
+// A client cannot forge the hub's carrier of will properties on a PUBLISH:
+// it would become a Response Topic (here the Thing's own td) that the
+// publish-time check never saw.
+func TestForgedWillCarrierDropped(t *testing.T) {
+	e := newEnv(t, nil)
+	const id = "urn:forge"
+	tid := lmos.TopicKey(id)
+	owner, _ := joinOwner(t, e, id, nil)
+	topic := lmos.ThingsPrefix + tid + "/properties/p"
+	props := &paho.PublishProperties{User: paho.UserProperties{{Key: willKey, Value: `{"rt":"lmos/v1/things/` + tid + `/td","ct":"evil"}`}, {Key: "kept", Value: "yes"}}}
+	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`1`), QoS: 1, Retain: true, Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	live := mustDial(t, e.addr, nil)
+	live.mustSub(topic)
+	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`2`), QoS: 1, Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	late := mustDial(t, e.addr, nil)
+	late.mustSub(topic)
+	for name, m := range map[string]*paho.Publish{"retained": live.next(topic), "live": live.next(topic), "retained later": late.next(topic)} {
+		if m.Properties.ResponseTopic != "" || m.Properties.ContentType != "" || m.Properties.User.Get("kept") != "yes" || m.Properties.User.Get(willKey) != "" {
+			t.Errorf("%s delivery: properties %+v", name, m.Properties)
+		}
+	}
+}

@@ -2,71 +2,12 @@ package mqtt
 
 import (
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/eclipse/paho.golang/paho"
 )
-
-// rawConnect5 connects an MQTT 5 client that never acknowledges anything
-// (session expiry 3600 s unless clean; Receive Maximum 65,535 by default).
-func rawConnect5(t *testing.T, addr, id string, clean bool) net.Conn {
-	t.Helper()
-	return rawConnect5As(t, addr, id, clean, nil)
-}
-
-// rawConnect5As is rawConnect5 with a Thing's credentials (nil: anonymous).
-func rawConnect5As(t *testing.T, addr, id string, clean bool, cred *credentials) net.Conn {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	flags := byte(0)
-	if clean {
-		flags = 2
-	}
-	vh := []byte{0, 4, 'M', 'Q', 'T', 'T', 5, flags, 0, 60, 5, 0x11, 0, 0, 0x0e, 0x10}
-	vh = append(vh, 0, byte(len(id)))
-	vh = append(vh, id...)
-	if cred != nil {
-		vh[7] |= 0xc0 // user name and password
-		vh = append(vh, 0, byte(len(cred.Username)))
-		vh = append(vh, cred.Username...)
-		vh = append(vh, 0, byte(len(cred.Password)))
-		vh = append(vh, cred.Password...)
-	}
-	if _, err := conn.Write(append([]byte{0x10, byte(len(vh))}, vh...)); err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
-// discard reads conn until it closes, acknowledging nothing.
-func discard(conn net.Conn) {
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			if _, err := conn.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-}
-
-// subscribeRaw sends a SUBSCRIBE of topic at QoS 1 with packet id.
-func subscribeRaw(t *testing.T, conn net.Conn, id uint16, topic string) {
-	t.Helper()
-	body := []byte{byte(id >> 8), byte(id), 0, byte(len(topic) >> 8), byte(len(topic))}
-	body = append(append(body, topic...), 1)
-	if _, err := conn.Write(append(appendVarInt([]byte{0x82}, len(body)), body...)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Subscribers that stopped acknowledging do not hold a publisher: once
 // they have acknowledged nothing for AckGrace, the first publish that finds
@@ -160,56 +101,6 @@ func TestTakeoverWhilePublisherWaits(t *testing.T) {
 	})
 	if d := e.b.Dropped("session_full"); d != 0 {
 		t.Fatalf("session_full drops %d", d)
-	}
-}
-
-// A client that repeats a SUBSCRIBE without acknowledging what the last
-// one sent stores each retained message once, not once per SUBSCRIBE.
-func TestRepeatedSubscribeStoresRetainedOnce(t *testing.T) {
-	e := newEnv(t, nil)
-	const id = "urn:retained-repeat"
-	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/p"
-	owner, _ := joinOwner(t, e, id, nil)
-	owner.mustPub(topic, make([]byte, 10<<10), 1, true)
-	conn := rawConnect5(t, e.addr, "repeat", true)
-	discard(conn)
-	for i := 1; i <= 3000; i++ {
-		subscribeRaw(t, conn, uint16(i), topic)
-	}
-	eventually(t, 10*time.Second, "every SUBSCRIBE processed", func() bool {
-		cl, ok := e.b.server.Clients.Get("repeat")
-		return ok && cl.State.Subscriptions.Len() == 1 && e.b.server.Info.PacketsReceived >= 3001
-	})
-	cl, _ := e.b.server.Clients.Get("repeat")
-	if n := cl.State.Inflight.Len(); n != 1 {
-		t.Fatalf("the session stores %d copies of one retained message", n)
-	}
-}
-
-// A client cannot forge the hub's carrier of will properties on a PUBLISH:
-// it would become a Response Topic (here the Thing's own td) that the
-// publish-time check never saw.
-func TestForgedWillCarrierDropped(t *testing.T) {
-	e := newEnv(t, nil)
-	const id = "urn:forge"
-	tid := lmos.TopicKey(id)
-	owner, _ := joinOwner(t, e, id, nil)
-	topic := lmos.ThingsPrefix + tid + "/properties/p"
-	props := &paho.PublishProperties{User: paho.UserProperties{{Key: willKey, Value: `{"rt":"lmos/v1/things/` + tid + `/td","ct":"evil"}`}, {Key: "kept", Value: "yes"}}}
-	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`1`), QoS: 1, Retain: true, Properties: props}); err != nil {
-		t.Fatal(err)
-	}
-	live := mustDial(t, e.addr, nil)
-	live.mustSub(topic)
-	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`2`), QoS: 1, Properties: props}); err != nil {
-		t.Fatal(err)
-	}
-	late := mustDial(t, e.addr, nil)
-	late.mustSub(topic)
-	for name, m := range map[string]*paho.Publish{"retained": live.next(topic), "live": live.next(topic), "retained later": late.next(topic)} {
-		if m.Properties.ResponseTopic != "" || m.Properties.ContentType != "" || m.Properties.User.Get("kept") != "yes" || m.Properties.User.Get(willKey) != "" {
-			t.Errorf("%s delivery: properties %+v", name, m.Properties)
-		}
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // A client that subscribes to every Thing's description and then reads
 // nothing holds the retained TDs queued for it (beyond its QoS 0 budget)
 // only until a write to it has waited the slow-client timeout: then it is
-// cut off and counted, and what was queued is freed (issue 12 review).
+// cut off and counted, and what was queued is freed.
 func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 300 * time.Millisecond })
 	for i := range 40 {
@@ -45,7 +45,7 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 
 // A join result is queued even when the joining client's QoS 0 budget is
 // spent (a flood on a topic it subscribes to): it carries the only copy of
-// the Thing's credentials (issue 12 review).
+// the Thing's credentials.
 func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.MaxQueuedBytes = 4 << 10; c.SlowClientTimeout = 20 * time.Second })
 	owner, _ := joinOwner(t, e, "urn:noisy", nil)
