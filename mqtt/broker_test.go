@@ -162,7 +162,7 @@ func TestJoinCBOR(t *testing.T) {
 
 func TestJoinModes(t *testing.T) {
 	for mode, status := range map[string]int{"closed": 403, "approve": 503} {
-		e := newEnv(t, func(c *Config) { c.JoinMode = mode })
+		e := newEnvJoin(t, joinPolicy{mode: mode}, nil)
 		res := mustDial(t, e.addr, nil).join("urn:a", makeTD("urn:a", "A"), "")
 		if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != status {
 			t.Fatalf("%s: %+v", mode, res)

@@ -25,6 +25,7 @@ type env struct {
 	cfg Config
 	// regOpts are the registry's options (its Logger is set by start).
 	regOpts hub.RegistryOptions
+	join    joinPolicy
 	db      *store.DB
 	reg     *hub.Registry
 	b       *Broker
@@ -33,17 +34,33 @@ type env struct {
 
 func newEnv(t testing.TB, edit func(*Config)) *env {
 	t.Helper()
+	return newEnvJoin(t, joinPolicy{}, edit)
+}
+
+// joinPolicy is what start passes hub.NewAdmission for the broker's
+// Config.Admission: the Admission is built over the registry each start
+// opens. The zero value is open with the default rate.
+type joinPolicy struct {
+	mode  string
+	rate  float64
+	burst int
+}
+
+// newEnvJoin is newEnv with a join policy.
+func newEnvJoin(t testing.TB, jp joinPolicy, edit func(*Config)) *env {
+	t.Helper()
 	cfg := Config{Anonymous: true, Version: "test", DirectoryURL: "http://127.0.0.1:1/.well-known/wot"}
 	if edit != nil {
 		edit(&cfg)
 	}
-	return newEnvWith(t, hub.RegistryOptions{}, cfg)
+	return newEnvWith(t, hub.RegistryOptions{}, jp, cfg)
 }
 
-// newEnvWith is newEnv with registry options (limits and quotas).
-func newEnvWith(t testing.TB, opts hub.RegistryOptions, cfg Config) *env {
+// newEnvWith is newEnv with registry options (limits and quotas) and a
+// join policy.
+func newEnvWith(t testing.TB, opts hub.RegistryOptions, jp joinPolicy, cfg Config) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), cfg: cfg, regOpts: opts}
+	e := &env{t: t, dir: t.TempDir(), cfg: cfg, regOpts: opts, join: jp}
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -65,6 +82,9 @@ func (e *env) start() {
 	cfg := e.cfg
 	cfg.Logger = logger
 	cfg.HubID = db.HubID()
+	if cfg.Admission, err = hub.NewAdmission(reg, db, e.join.mode, e.join.rate, e.join.burst); err != nil {
+		e.t.Fatal(err)
+	}
 	b, err := New(reg, db, db, cfg)
 	if err != nil {
 		e.t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 // TestAnonymousJoinsAreRateLimited: each anonymous join of a new Thing is
 // a durable write, so one address gets a bounded number of them.
 func TestAnonymousJoinsAreRateLimited(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.JoinRate = 0.001; c.JoinBurst = 2 })
+	e := newEnvJoin(t, joinPolicy{rate: 0.001, burst: 2}, nil)
 	anon := mustDial(t, e.addr, nil)
 	var creds *credentials
 	for i, id := range []string{"urn:j:1", "urn:j:2"} {

@@ -54,7 +54,7 @@ func wantRejected(t *testing.T, what string, res joinResult, status int, limit s
 // and for CBOR, whose payload is checked before decoding and whose JSON
 // after; nothing is stored.
 func TestJoinRefusesOversizedTD(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.JoinRate = -1 })
+	e := newEnvJoin(t, joinPolicy{rate: -1}, nil)
 	anon := mustDial(t, e.addr, nil)
 	big := bigTD("urn:big:json", 6500) // > 256 KiB, < the 1 MiB packet limit
 	if len(big) <= hub.DefaultMaxTDBytes {
@@ -106,7 +106,7 @@ func jsonValue(t *testing.T, raw []byte) any {
 // stored; another address still joins; a Thing replacing its own TD with
 // its credentials is not limited; and the count survives a restart.
 func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
-	e := newEnvWith(t, hub.RegistryOptions{MaxThingsPerSource: 3}, Config{Anonymous: true, Version: "test", JoinRate: -1,
+	e := newEnvWith(t, hub.RegistryOptions{MaxThingsPerSource: 3}, joinPolicy{rate: -1}, Config{Anonymous: true, Version: "test",
 		DirectoryURL: "http://127.0.0.1:1/.well-known/wot"})
 	anon := mustDial(t, e.addr, nil)
 	var creds *credentials
@@ -150,7 +150,7 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 // (registry.maxBytes); a replacement counts only its size difference.
 func TestJoinTotalBytesQuota(t *testing.T) {
 	one := len(bigTD("urn:b:0", 100))
-	e := newEnvWith(t, hub.RegistryOptions{MaxBytes: int64(3*one + one/2)}, Config{Anonymous: true, Version: "test", JoinRate: -1,
+	e := newEnvWith(t, hub.RegistryOptions{MaxBytes: int64(3*one + one/2)}, joinPolicy{rate: -1}, Config{Anonymous: true, Version: "test",
 		DirectoryURL: "http://127.0.0.1:1/.well-known/wot"})
 	var creds *credentials
 	for i := range 3 {
@@ -192,7 +192,7 @@ func workerOf(tid string, workers int) uint32 {
 // while most of the flood is still waiting: its wait is bounded by one
 // flood join's preparation, not by the whole flood.
 func TestHeavyJoinFloodDoesNotStarveOtherSources(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.JoinRate = -1 })
+	e := newEnvJoin(t, joinPolicy{rate: -1}, nil)
 	const victim = "urn:legit:agent"
 	workers := 8 // Config.Workers' default
 	var flood []string

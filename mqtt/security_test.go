@@ -147,7 +147,7 @@ func TestJoinCannotTakeOverThingsRegisteredOtherwise(t *testing.T) {
 
 func TestDeregistrationObeysJoinMode(t *testing.T) {
 	for mode, status := range map[string]int{"closed": 403, "approve": 503} {
-		e := newEnv(t, func(c *Config) { c.JoinMode = mode })
+		e := newEnvJoin(t, joinPolicy{mode: mode}, nil)
 		const id = "urn:lock"
 		if _, err := e.reg.Put(t.Context(), id, makeTD(id, "Door lock"), hub.Origin{Source: hub.SourceMDNS}); err != nil {
 			t.Fatal(err)
