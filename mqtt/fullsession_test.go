@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -26,7 +27,7 @@ func TestStuckSubscribersDoNotHoldPublisher(t *testing.T) {
 		discard(conn)
 		subscribeRaw(t, conn, 1, topic)
 	}
-	eventually(t, 5*time.Second, "three subscribers", func() bool { return e.b.Subscribers(topic) == 3 })
+	testwait.Eventually(t, 5*time.Second, "three subscribers", func() bool { return e.b.Subscribers(topic) == 3 })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -59,7 +60,7 @@ func takeOverWhilePublisherWaits(t *testing.T, e *env, owner *client, topic, id 
 	c1 := rawConnect5As(t, e.addr, id, false, cred)
 	discard(c1)
 	subscribeRaw(t, c1, 1, topic)
-	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) == 1 })
+	testwait.Eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) == 1 })
 	var sent atomic.Int64
 	go func() {
 		for i := range maxInflight + 1 {
@@ -69,10 +70,10 @@ func takeOverWhilePublisherWaits(t *testing.T, e *env, owner *client, topic, id 
 			sent.Add(1)
 		}
 	}()
-	eventually(t, 10*time.Second, "the publisher waiting", func() bool { return sent.Load() == maxInflight })
+	testwait.Eventually(t, 10*time.Second, "the publisher waiting", func() bool { return sent.Load() == maxInflight })
 	c2 := rawConnect5As(t, e.addr, id, false, cred)
 	discard(c2)
-	eventually(t, 10*time.Second, "the publisher released", func() bool { return sent.Load() == maxInflight+1 })
+	testwait.Eventually(t, 10*time.Second, "the publisher released", func() bool { return sent.Load() == maxInflight+1 })
 }
 
 // A subscriber whose full session is taken over (Clean Start 0) while a
@@ -87,7 +88,7 @@ func TestTakeoverWhilePublisherWaits(t *testing.T) {
 	_, sub := joinOwner(t, e, "urn:takeover-sub", nil)
 	takeOverWhilePublisherWaits(t, e, owner, topic, "sess", sub)
 	want := fmt.Sprint("m", maxInflight)
-	eventually(t, 5*time.Second, "the last message in the new session", func() bool {
+	testwait.Eventually(t, 5*time.Second, "the last message in the new session", func() bool {
 		cl, ok := e.b.server.Clients.Get("sess")
 		if !ok {
 			return false
@@ -114,7 +115,7 @@ func TestAnonymousTakeoverWhilePublisherWaits(t *testing.T) {
 	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/e"
 	owner, _ := joinOwner(t, e, id, nil)
 	takeOverWhilePublisherWaits(t, e, owner, topic, "anon-sess", nil)
-	eventually(t, 5*time.Second, "the new connection listed", func() bool {
+	testwait.Eventually(t, 5*time.Second, "the new connection listed", func() bool {
 		cl, ok := e.b.server.Clients.Get("anon-sess")
 		return ok && !cl.Closed()
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -214,34 +215,6 @@ func (c *client) join(tid string, td []byte, contentType string) joinResult {
 	return res
 }
 
-// makeTD returns a small valid TD.
-func makeTD(id, title string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
-		"@type":               "lmos:Agent",
-		"id":                  id,
-		"title":               title,
-		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
-		"security":            "nosec_sc",
-		"actions": map[string]any{"chat": map[string]any{
-			"forms": []any{map[string]any{"href": "mqtt://hub/lmos/v1/things/x/actions/chat"}},
-		}},
-	})
-	return b
-}
-
-// eventually polls cond every 10 ms for up to d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // thing joins a new Thing id anonymously and returns its credentials:
 // the identity a test needs for a persistent session (anonymous sessions
 // never persist, anonymous.go).
@@ -249,7 +222,7 @@ func (e *env) thing(t testing.TB, id string) *credentials {
 	t.Helper()
 	c := mustDial(t, e.addr, nil)
 	defer c.close()
-	res := c.join(lmos.TopicKey(id), makeTD(id, id), "")
+	res := c.join(lmos.TopicKey(id), tdgen.MakeTD(id, id), "")
 	if res.Status != "accepted" || res.Credentials == nil {
 		t.Fatalf("join %s: %+v", id, res)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -73,7 +74,7 @@ func TestJoinRefusesOversizedTD(t *testing.T) {
 	// Under the limit as CBOR, over it as the JSON it is stored as: JSON
 	// escapes '<' as \u003c, six bytes for one.
 	var td map[string]any
-	_ = json.Unmarshal(makeTD("urn:big:esc", "esc"), &td)
+	_ = json.Unmarshal(tdgen.MakeTD("urn:big:esc", "esc"), &td)
 	td["description"] = strings.Repeat("<", 60<<10)
 	small := mustCBOR(t, td)
 	if len(small) > hub.DefaultMaxTDBytes {
@@ -86,7 +87,7 @@ func TestJoinRefusesOversizedTD(t *testing.T) {
 		t.Errorf("lmos_mqtt_refused_total{reason=registry.maxTDBytes} = %d, want 3", n)
 	}
 	// A TD within the limit still joins.
-	if res := anon.join("urn:ok", makeTD("urn:ok", "ok"), ""); res.Status != "accepted" {
+	if res := anon.join("urn:ok", tdgen.MakeTD("urn:ok", "ok"), ""); res.Status != "accepted" {
 		t.Errorf("small TD: %+v", res)
 	}
 }
@@ -112,7 +113,7 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 	var creds *credentials
 	for i := range 3 {
 		id := fmt.Sprintf("urn:flood:%d", i)
-		res := anon.join(id, makeTD(id, id), "")
+		res := anon.join(id, tdgen.MakeTD(id, id), "")
 		if res.Status != "accepted" {
 			t.Fatalf("join %d: %+v", i, res)
 		}
@@ -120,7 +121,7 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 	}
 	for i := 3; i < 6; i++ {
 		id := fmt.Sprintf("urn:flood:%d", i)
-		wantRejected(t, id, anon.join(id, makeTD(id, id), ""), 507, "registry.maxThingsPerSource")
+		wantRejected(t, id, anon.join(id, tdgen.MakeTD(id, id), ""), 507, "registry.maxThingsPerSource")
 		e.notStored(id)
 	}
 	if n := e.b.Refused("registry.maxThingsPerSource"); n != 3 {
@@ -130,11 +131,11 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := other.join("urn:other", makeTD("urn:other", "other"), ""); res.Status != "accepted" {
+	if res := other.join("urn:other", tdgen.MakeTD("urn:other", "other"), ""); res.Status != "accepted" {
 		t.Errorf("join from another address: %+v", res)
 	}
 	owner := mustDial(t, e.addr, withCreds(creds))
-	if res := owner.join("urn:flood:2", makeTD("urn:flood:2", "renamed"), ""); res.Status != "accepted" {
+	if res := owner.join("urn:flood:2", tdgen.MakeTD("urn:flood:2", "renamed"), ""); res.Status != "accepted" {
 		t.Errorf("the owner replacing its TD: %+v", res)
 	}
 	owner.close()
@@ -142,7 +143,7 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 	other.close()
 	e.restart()
 	again := mustDial(t, e.addr, nil)
-	wantRejected(t, "after a restart", again.join("urn:flood:9", makeTD("urn:flood:9", "x"), ""), 507, "registry.maxThingsPerSource")
+	wantRejected(t, "after a restart", again.join("urn:flood:9", tdgen.MakeTD("urn:flood:9", "x"), ""), 507, "registry.maxThingsPerSource")
 	e.notStored("urn:flood:9")
 }
 
@@ -245,7 +246,7 @@ func TestHeavyJoinFloodDoesNotStarveOtherSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	res := legit.join(victim, makeTD(victim, "legit"), "")
+	res := legit.join(victim, tdgen.MakeTD(victim, "legit"), "")
 	waited := time.Since(start)
 	mu.Lock()
 	before := len(order)

@@ -22,6 +22,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 )
 
 // The tests here run hubs and agents in network namespaces joined by a
@@ -180,7 +181,7 @@ func TestMDNSLAN(t *testing.T) {
 	a1 := lan.Helper("a1", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Lamp|0")
 	a1.WaitContains(10*time.Second, "advertised")
 	t.Run("announced then registered", func(t *testing.T) {
-		hubtest.Eventually(t, 10*time.Second, "a1 registered online", func() bool {
+		testwait.Eventually(t, 10*time.Second, "a1 registered online", func() bool {
 			s := getThing(t, c, base, "urn:test:a1")
 			return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 		})
@@ -188,7 +189,7 @@ func TestMDNSLAN(t *testing.T) {
 	t.Run("TXT change re-fetches", func(t *testing.T) {
 		a1.Send("title Brighter")
 		a1.WaitContains(5*time.Second, "retitled")
-		hubtest.Eventually(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
+		testwait.Eventually(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
 	})
 	t.Run("spoofed id from another host refused", func(t *testing.T) {
 		evil := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Evil|0")
@@ -214,14 +215,14 @@ func TestMDNSLAN(t *testing.T) {
 	})
 	t.Run("goodbye makes offline", func(t *testing.T) {
 		a1.Stop()
-		hubtest.Eventually(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
+		testwait.Eventually(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
 	})
 	t.Run("TTL expiry makes offline", func(t *testing.T) {
 		a2 := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a2|Fan|2")
 		a2.WaitContains(10*time.Second, "advertised")
-		hubtest.Eventually(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
+		testwait.Eventually(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
 		a2.Kill() // no goodbye
-		hubtest.Eventually(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
+		testwait.Eventually(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
 	})
 	t.Run("two hubs with one name", func(t *testing.T) {
 		mdnsHub(t, lan, "a2", "Test Hub")
@@ -252,12 +253,12 @@ func TestMDNSNodeInterop(t *testing.T) {
 	n.WaitContains(10*time.Second, `"announced"`)
 	n.WaitContains(10*time.Second, `"directory":"Node Test Hub._wot._tcp.local"`, `"port":8080`,
 		`"txt":["td=/.well-known/wot","type=Directory","scheme=http"]`)
-	hubtest.Eventually(t, 10*time.Second, "the node agent registered online", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the node agent registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:node")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})
 	n.Stop()
-	hubtest.Eventually(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
+	testwait.Eventually(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
 }
 
 // TestMDNSAvahiInterop: a Thing published by Avahi (a static service
@@ -271,7 +272,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
 	c := lan.HTTPClient("hub")
 	dbusEnv, av := startAvahi(t, lan, "avahi", daemon, "urn:test:avahi", "Avahi Lamp")
-	hubtest.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+	testwait.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:avahi")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})
@@ -294,7 +295,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 		}
 	}
 	av.Stop()
-	hubtest.Eventually(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
+	testwait.Eventually(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
 }
 
 // requireAvahi returns the path of avahi-daemon, or skips (fails with

@@ -21,6 +21,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 )
 
 // The tests here check the hub against mDNS senders as they are in the
@@ -132,14 +133,14 @@ func TestMDNSZeroconfInterop(t *testing.T) {
 	c := lan.HTTPClient("hub")
 	zc := lan.Helper("zc", "TestMDNSChild", childEnv+"=zeroconf", "LMOS_MDNS_ARGS=urn:test:zeroconf|Zeroconf Lamp|8003")
 	zc.WaitContains(10*time.Second, "registered")
-	hubtest.Eventually(t, 10*time.Second, "the zeroconf Thing registered online", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the zeroconf Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:zeroconf")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online" && s.Title == "Zeroconf Lamp"
 	})
 
 	zc.Signal(syscall.SIGTERM)
 	zc.WaitContains(5*time.Second, "goodbye")
-	hubtest.Eventually(t, 10*time.Second, "the zeroconf Thing offline", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the zeroconf Thing offline", func() bool {
 		return getThing(t, c, base, "urn:test:zeroconf").Presence.Status == "offline"
 	})
 }
@@ -250,7 +251,7 @@ func TestMDNSOnLinkBySource(t *testing.T) {
 	far.WaitContains(5*time.Second, "sent", lan.Addr("far"))
 	near := lan.Helper("near", "TestMDNSChild", childEnv+"=unicast-announce", "LMOS_MDNS_ARGS=urn:test:near|Near Lamp|8004|"+lan.Addr("hub"))
 	near.WaitContains(5*time.Second, "sent", lan.Addr("near"))
-	hubtest.Eventually(t, 10*time.Second, "the on-link Thing registered", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the on-link Thing registered", func() bool {
 		s := getThing(t, c, base, "urn:test:near")
 		return s.status == 200 && s.Presence.Status == "online"
 	})
@@ -307,7 +308,7 @@ func TestMDNSAvahiSharedPortNonRoot(t *testing.T) {
 	hub := lan.Start(cmd)
 	c := lan.HTTPClient("host")
 	base := "http://" + lan.Addr("host") + ":8080"
-	hubtest.Eventually(t, 10*time.Second, "the hub serving", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the hub serving", func() bool {
 		resp, err := c.Get(base + "/healthz")
 		if err != nil {
 			return false
@@ -319,7 +320,7 @@ func TestMDNSAvahiSharedPortNonRoot(t *testing.T) {
 	if err != nil || !strings.Contains(string(status), "\nUid:\t65534\t65534\t65534\t65534\n") {
 		t.Fatalf("the hub does not run as nobody: %v\n%s", err, status)
 	}
-	hubtest.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+	testwait.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:shared")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})

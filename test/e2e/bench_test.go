@@ -21,6 +21,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
@@ -155,9 +156,7 @@ func timeGets(b *testing.B, c *http.Client, next func() string, unit time.Durati
 		}
 		lat = append(lat, time.Since(start))
 	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2])/float64(unit), "p50-"+name)
-	b.ReportMetric(float64(lat[len(lat)*99/100])/float64(unit), "p99-"+name)
+	percentile.Report(b, lat, unit, name)
 }
 
 // BenchmarkHTTPPut10k: 32 keep-alive clients PUT 10k distinct TDs into a

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
@@ -270,10 +270,7 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 				}
 				lat = append(lat, d)
 			}
-			slices.Sort(lat)
-			ms := float64(time.Millisecond)
-			b.ReportMetric(float64(lat[len(lat)/2])/ms, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100])/ms, "p99-ms")
+			percentile.Report(b, lat, time.Millisecond, "ms")
 		})
 	}
 }

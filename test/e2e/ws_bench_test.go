@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 )
 
 // startWSBenchHub is startBenchHub without the per-connection message rate
@@ -188,10 +188,7 @@ func BenchmarkWSActionRoundTrip(b *testing.B) {
 				}
 				lat = append(lat, d)
 			}
-			slices.Sort(lat)
-			ms := float64(time.Millisecond)
-			b.ReportMetric(float64(lat[len(lat)/2])/ms, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100])/ms, "p99-ms")
+			percentile.Report(b, lat, time.Millisecond, "ms")
 		})
 	}
 }
