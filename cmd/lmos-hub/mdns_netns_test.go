@@ -1,21 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,13 +30,10 @@ const childEnv = "LMOS_MDNS_CHILD"
 // TestMDNSChild is not a test: the namespace tests re-execute the binary
 // to run a hub, an agent, discover or FindHub inside a namespace.
 func TestMDNSChild(t *testing.T) {
-	mode := os.Getenv(childEnv)
-	if mode == "" {
-		t.Skip("child process of the mDNS namespace tests")
-	}
+	c := netnstest.StartChild(t, childEnv)
 	args := strings.Split(os.Getenv("LMOS_MDNS_ARGS"), "|")
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	switch mode {
+	log := c.Log
+	switch c.Mode {
 	case "run": // the hub, discover: the real command line
 		os.Exit(run(args, strings.NewReader(""), os.Stdout, os.Stderr, os.Getenv))
 	case "findhub":
@@ -57,7 +50,7 @@ func TestMDNSChild(t *testing.T) {
 		n, _ := strconv.Atoi(args[0])
 		runAgents(n, log)
 	case "zeroconf": // args: id|title|port
-		runZeroconfAgent(args)
+		runZeroconfAgent(c, args)
 	case "unicast-announce": // args: id|title|port|destination
 		runUnicastAnnounce(args)
 	case "agent": // args: id|title|ttl-seconds
@@ -70,27 +63,12 @@ func TestMDNSChild(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Printf("advertised %s %d %d\n", a.Name(), time.Now().UnixNano(), start.UnixNano())
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM)
-		lines := make(chan string)
-		go func() {
-			sc := bufio.NewScanner(os.Stdin)
-			for sc.Scan() {
-				lines <- sc.Text()
+		c.Serve(func(l string) {
+			if title, ok := strings.CutPrefix(l, "title "); ok {
+				a.SetTD(hubtest.BareTD(args[0], title))
+				fmt.Println("retitled", title)
 			}
-		}()
-		for {
-			select {
-			case <-sigs:
-				a.Close()
-				os.Exit(0)
-			case l := <-lines:
-				if title, ok := strings.CutPrefix(l, "title "); ok {
-					a.SetTD(hubtest.BareTD(args[0], title))
-					fmt.Println("retitled", title)
-				}
-			}
-		}
+		}, func() { a.Close() })
 	}
 	os.Exit(2)
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,7 +46,7 @@ func serveTD(addr string, td []byte) {
 // runZeroconfAgent is the "zeroconf" child (args: id|title|port): a Thing
 // announced by github.com/grandcat/zeroconf v1.0.0, the library the design
 // card names, which sends with IP TTL 1. SIGTERM: Shutdown (its goodbye).
-func runZeroconfAgent(args []string) {
+func runZeroconfAgent(c *netnstest.Child, args []string) {
 	port, _ := strconv.Atoi(args[2])
 	serveTD(fmt.Sprintf(":%d", port), hubtest.BareTD(args[0], args[1]))
 	eth0, err := net.InterfaceByName("eth0")
@@ -55,8 +54,6 @@ func runZeroconfAgent(args []string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
 	start := time.Now()
 	srv, err := zeroconf.Register(args[1], "_wot._tcp", "local.", port, []string{"td=/td", "type=Thing"}, []net.Interface{*eth0})
 	if err != nil {
@@ -64,11 +61,11 @@ func runZeroconfAgent(args []string) {
 		os.Exit(1)
 	}
 	fmt.Println("registered", start.UnixNano())
-	<-sigs
-	t := time.Now()
-	srv.Shutdown()
-	fmt.Println("goodbye", t.UnixNano())
-	os.Exit(0)
+	c.Serve(nil, func() {
+		t := time.Now()
+		srv.Shutdown()
+		fmt.Println("goodbye", t.UnixNano())
+	})
 }
 
 // runUnicastAnnounce is the "unicast-announce" child (args:

@@ -155,7 +155,7 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 		b.Skip("heavy benchmark")
 	}
 	const agents = 100
-	m, _, stop := startBenchHub(b, b.TempDir())
+	m, _, stop := startBenchHub(b, b.TempDir(), nil)
 	b.Cleanup(stop)
 	addr := m.MQTTAddr.String()
 	ids := make([]string, agents)
@@ -335,7 +335,7 @@ func BenchmarkMQTTFanout50(b *testing.B) {
 		t.cpu += used
 	}
 	b.Run("hub", func(b *testing.B) {
-		m, _, stop := startBenchHub(b, b.TempDir())
+		m, _, stop := startBenchHub(b, b.TempDir(), nil)
 		b.Cleanup(stop)
 		addr := m.MQTTAddr.String()
 		cr := joinThings(b, addr, []string{id})[0]

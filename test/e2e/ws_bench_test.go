@@ -10,8 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +21,6 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/google/uuid"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 )
 
@@ -31,18 +28,10 @@ import (
 // limit, which would otherwise pace a benchmark's consumer.
 func startWSBenchHub(b *testing.B) (*Main, string, func()) {
 	b.Helper()
-	cfg := benchConfig(b, b.TempDir())
-	cfg.HTTP.WebSocket.MessageRate = 1e9
-	cfg.HTTP.WebSocket.MessageBurst = 1 << 30
-	m := app.NewMain(cfg, io.Discard, slog.New(slog.DiscardHandler))
-	if err := m.Run(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = m.Close(ctx)
-	}
+	m, _, stop := startBenchHub(b, b.TempDir(), func(cfg *Config) {
+		cfg.HTTP.WebSocket.MessageRate = 1e9
+		cfg.HTTP.WebSocket.MessageBurst = 1 << 30
+	})
 	return m, "ws://" + m.HTTPAddr.String() + "/ws", stop
 }
 
