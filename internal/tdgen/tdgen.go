@@ -1,6 +1,8 @@
 // Package tdgen generates realistic, distinct Thing Descriptions for
 // benchmarks and load tests: the same generator everywhere, so figures
-// from different packages describe the same workload.
+// from different packages describe the same workload. MakeTD is the small
+// TD of the other tests; the package imports nothing of the hub, so the
+// adapters' in-package tests use it too.
 package tdgen
 
 import (
