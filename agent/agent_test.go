@@ -20,6 +20,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 )
 
 // testHub is the hub run as main runs it (internal/hubtest), on
@@ -150,7 +151,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	hubtest.Eventually(t, d, what, cond)
+	testwait.Eventually(t, d, what, cond)
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
@@ -76,17 +76,6 @@ func loadedRegistry(b *testing.B) *hub.Registry {
 		b.Fatalf("registry holds %d things, want %d", n, benchThings)
 	}
 	return reg
-}
-
-// reportPercentiles reports the p50 and p99 of d in unit (e.g. "µs").
-func reportPercentiles(b *testing.B, d []time.Duration, unit time.Duration, name string) {
-	b.Helper()
-	if len(d) == 0 {
-		return
-	}
-	slices.Sort(d)
-	b.ReportMetric(float64(d[len(d)/2])/float64(unit), "p50-"+name)
-	b.ReportMetric(float64(d[len(d)*99/100])/float64(unit), "p99-"+name)
 }
 
 // benchPut loads all benchmark TDs into a fresh store per iteration with
@@ -165,7 +154,7 @@ func BenchmarkRegistryGet(b *testing.B) {
 		}
 		lat = append(lat, time.Since(start))
 	}
-	reportPercentiles(b, lat, time.Microsecond, "µs")
+	percentile.Report(b, lat, time.Microsecond, "µs")
 	b.ReportMetric(float64(heap)/1e6, "heap-MB")
 }
 
@@ -195,7 +184,7 @@ func BenchmarkSearchJSONPath10k(b *testing.B) {
 					b.Fatalf("%s selected nothing", q.q)
 				}
 			}
-			reportPercentiles(b, lat, time.Millisecond, "ms")
+			percentile.Report(b, lat, time.Millisecond, "ms")
 		})
 	}
 }
@@ -218,7 +207,7 @@ func BenchmarkSearchText10k(b *testing.B) {
 			b.Fatal("no hits")
 		}
 	}
-	reportPercentiles(b, lat, time.Millisecond, "ms")
+	percentile.Report(b, lat, time.Millisecond, "ms")
 }
 
 // BenchmarkList100 is GET /things?offset=5000&limit=100 in-process: List +
@@ -241,7 +230,7 @@ func BenchmarkList100(b *testing.B) {
 			b.Fatalf("page has %d things", len(things))
 		}
 	}
-	reportPercentiles(b, lat, time.Microsecond, "µs")
+	percentile.Report(b, lat, time.Microsecond, "µs")
 }
 
 // BenchmarkValidate: hub.Validate (the hub's rules plus the W3C TD 1.1 JSON

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 )
 
 // heavyQuery visits every node under every node under every node and
@@ -77,7 +78,7 @@ func TestSearchStopsWhenAbandoned(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.StreamJSONPath(ctx, "a", heavyQuery, io.Discard) }()
-	waitFor(t, 5*time.Second, "the search is visiting nodes", func() bool { _, n := r.SearchStats(); return n > 1000 })
+	testwait.Eventually(t, 5*time.Second, "the search is visiting nodes", func() bool { _, n := r.SearchStats(); return n > 1000 })
 	cancel()
 	select {
 	case err := <-done:
@@ -107,7 +108,7 @@ func TestSearchGates(t *testing.T) {
 	for _, client := range []string{"a", "a", "b"} {
 		go func() { done <- r.StreamJSONPath(ctx, client, `$[*].id`, hold) }()
 	}
-	waitFor(t, 5*time.Second, "three searches running", func() bool { n, _ := r.SearchStats(); return n == 3 })
+	testwait.Eventually(t, 5*time.Second, "three searches running", func() bool { n, _ := r.SearchStats(); return n == 3 })
 	// A third one from "a" is refused at once, not queued.
 	wantLimit(t, "third search of one client", r.StreamJSONPath(ctx, "a", `$[*].id`, io.Discard), hub.ERATELIMIT, "search.maxConcurrentPerClient")
 	_, err := r.SearchTextFor(ctx, "a", "heavy", "", 10)
@@ -134,16 +135,5 @@ func TestSearchGates(t *testing.T) {
 	}
 	if err := r.StreamJSONPath(ctx, "a", `$[*].id`, io.Discard); err != nil {
 		t.Errorf("client a after its searches ended: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

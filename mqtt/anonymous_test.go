@@ -10,6 +10,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -41,7 +42,7 @@ func TestAnonymousSessionNotPersistent(t *testing.T) {
 	c, _ := connect()
 	c.mustSub(inbox + "#")
 	c.close()
-	eventually(t, 2*time.Second, "the anonymous session ended with its connection", func() bool {
+	testwait.Eventually(t, 2*time.Second, "the anonymous session ended with its connection", func() bool {
 		_, ok := e.b.server.Clients.Get("anon-1")
 		return !ok
 	})
@@ -70,7 +71,7 @@ func TestAnonymousSessionNotPersistent(t *testing.T) {
 		"-t", "lmos/v1/clients/anon-3/#", "-E").CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_sub: %v %s", err, out)
 	}
-	eventually(t, 2*time.Second, "the 3.1.1 anonymous session ended with its connection", func() bool {
+	testwait.Eventually(t, 2*time.Second, "the 3.1.1 anonymous session ended with its connection", func() bool {
 		_, ok := e.b.server.Clients.Get("anon-3")
 		return !ok
 	})

@@ -89,8 +89,6 @@ type Config struct {
 	// Anonymous admits clients without a username (they may join and use
 	// the "anyone" part of the ACL).
 	Anonymous bool
-	// JoinMode is open, approve or closed (PROTOCOL §4.4); "" is open.
-	JoinMode string
 	// HubID is the hub's stable id; it names the hub's reply inbox.
 	HubID string
 	// Version is the hub version published on lmos/v1/hub/status.
@@ -103,15 +101,9 @@ type Config struct {
 	// Workers is the number of goroutines that run joins and presence
 	// changes (default 8); one Thing's messages always go to the same one.
 	Workers int
-	// JoinRate and JoinBurst bound anonymous joins of new Things per
-	// source address (each is a durable registry and credential write):
-	// default 20 per second in bursts of 100, enough for a host starting
-	// a hundred agents at once. A negative JoinRate disables the limit.
-	JoinRate  float64
-	JoinBurst int
-	// Admission is the hub's join policy shared with the other doors
-	// (internal/app builds one); nil builds one from JoinMode, JoinRate
-	// and JoinBurst for this broker alone.
+	// Admission is the hub's join policy (mode and rate of anonymous
+	// joins, PROTOCOL §4.4) shared with the other doors; internal/app
+	// builds it. Nil: open, with hub.NewAdmission's default rate.
 	Admission *hub.Admission
 	// Forward carries requests MQTT consumers publish for Things that
 	// another transport reaches (WebSocket agents); the Router. Nil: such
@@ -205,7 +197,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	adm := cfg.Admission
 	if adm == nil {
 		var err error
-		if adm, err = hub.NewAdmission(reg, creds, cfg.JoinMode, cfg.JoinRate, cfg.JoinBurst); err != nil {
+		if adm, err = hub.NewAdmission(reg, creds, "open", 0, 0); err != nil {
 			return nil, fmt.Errorf("cannot create mqtt broker: %w", err)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
@@ -23,7 +25,7 @@ func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 	const id = "urn:uuid:0c2a9b7e-0000-4000-8000-000000000001"
 	tid := lmos.TopicKey(id)
 	anon := mustDial(t, e.addr, nil)
-	res := anon.join(tid, makeTD(id, "Agent"), "")
+	res := anon.join(tid, tdgen.MakeTD(id, "Agent"), "")
 	if res.Status != "accepted" || res.ID != id || res.Credentials == nil || res.Credentials.Username != tid || len(res.Credentials.Password) != 43 {
 		t.Fatalf("join result %+v", res)
 	}
@@ -43,17 +45,17 @@ func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 	cp.WillMessage = &paho.WillMessage{Topic: lmos.ThingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
 	th := mustDial(t, e.addr, cp)
 	th.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
-	eventually(t, time.Second, "presence online", func() bool {
+	testwait.Eventually(t, time.Second, "presence online", func() bool {
 		got, _ := e.reg.Get(id)
 		return got.Meta.Presence.Status == hub.PresenceOnline && got.Meta.Presence.Via == hub.SourceMQTT
 	})
 
 	// A re-join by the Thing itself gets no new credentials.
-	if res := th.join(tid, makeTD(id, "Agent v2"), ""); res.Status != "accepted" || res.Credentials != nil {
+	if res := th.join(tid, tdgen.MakeTD(id, "Agent v2"), ""); res.Status != "accepted" || res.Credentials != nil {
 		t.Fatalf("re-join %+v", res)
 	}
 	// Nobody else may replace it.
-	if res := anon.join(tid, makeTD(id, "Impostor"), ""); res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 403 {
+	if res := anon.join(tid, tdgen.MakeTD(id, "Impostor"), ""); res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 403 {
 		t.Fatalf("impostor join %+v", res)
 	}
 	if got, _ := e.reg.Get(id); got.Summary.Title != "Agent v2" {
@@ -62,7 +64,7 @@ func TestJoinIssuesCredentialsAndPresence(t *testing.T) {
 
 	// Kill the connection without DISCONNECT: the will sets it offline.
 	th.Conn.Close()
-	eventually(t, time.Second, "presence offline", func() bool {
+	testwait.Eventually(t, time.Second, "presence offline", func() bool {
 		got, _ := e.reg.Get(id)
 		return got.Meta.Presence.Status == hub.PresenceOffline
 	})
@@ -74,7 +76,7 @@ func TestJoinResultOnlyToPublisher(t *testing.T) {
 	spy.mustSub("lmos/v1/things/+/td/result")
 	spy.mustSub("lmos/v1/things/urn:a/td/result")
 	joiner := mustDial(t, e.addr, nil)
-	if res := joiner.join("urn:a", makeTD("urn:a", "A"), ""); res.Credentials == nil {
+	if res := joiner.join("urn:a", tdgen.MakeTD("urn:a", "A"), ""); res.Credentials == nil {
 		t.Fatalf("no credentials: %+v", res)
 	}
 	spy.none("lmos/v1/things/urn:a/td/result", 200*time.Millisecond)
@@ -89,7 +91,7 @@ func TestJoinResultOnlyToPublisher(t *testing.T) {
 func TestJoinRejectsBadInput(t *testing.T) {
 	e := newEnv(t, nil)
 	c := mustDial(t, e.addr, nil)
-	valid := makeTD("urn:a", "A")
+	valid := tdgen.MakeTD("urn:a", "A")
 	var doc map[string]any
 	json.Unmarshal(valid, &doc)
 	delete(doc, "title")
@@ -104,7 +106,7 @@ func TestJoinRejectsBadInput(t *testing.T) {
 		{"malformed JSON", "urn:a", []byte(`{"id": "urn:a",`), "", 400, ""},
 		{"invalid TD", "urn:a", invalid, "", 400, "/title"},
 		{"id mismatch", "urn:b", valid, "", 400, "/id"},
-		{"non-canonical topic key", "urn:%61", makeTD("urn:a", "A"), "", 400, ""},
+		{"non-canonical topic key", "urn:%61", tdgen.MakeTD("urn:a", "A"), "", 400, ""},
 		{"CBOR nesting bomb", "urn:a", cborBomb(10000), "application/cbor", 400, ""},
 		{"CBOR huge map", "urn:a", cborHugeMap(1 << 30), "application/cbor", 400, ""},
 		{"CBOR array", "urn:a", mustCBOR(t, []any{1, 2}), "application/cbor", 400, ""},
@@ -150,7 +152,7 @@ func mustCBOR(t *testing.T, v any) []byte {
 func TestJoinCBOR(t *testing.T) {
 	e := newEnv(t, nil)
 	var doc map[string]any
-	json.Unmarshal(makeTD("urn:c", "CBOR agent"), &doc)
+	json.Unmarshal(tdgen.MakeTD("urn:c", "CBOR agent"), &doc)
 	res := mustDial(t, e.addr, nil).join("urn:c", mustCBOR(t, doc), "application/cbor")
 	if res.Status != "accepted" {
 		t.Fatalf("%+v", res)
@@ -162,8 +164,8 @@ func TestJoinCBOR(t *testing.T) {
 
 func TestJoinModes(t *testing.T) {
 	for mode, status := range map[string]int{"closed": 403, "approve": 503} {
-		e := newEnv(t, func(c *Config) { c.JoinMode = mode })
-		res := mustDial(t, e.addr, nil).join("urn:a", makeTD("urn:a", "A"), "")
+		e := newEnvJoin(t, joinPolicy{mode: mode}, nil)
+		res := mustDial(t, e.addr, nil).join("urn:a", tdgen.MakeTD("urn:a", "A"), "")
 		if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != status {
 			t.Fatalf("%s: %+v", mode, res)
 		}
@@ -186,7 +188,7 @@ func TestJoinModes(t *testing.T) {
 func TestDeregister(t *testing.T) {
 	e := newEnv(t, nil)
 	anon := mustDial(t, e.addr, nil)
-	res := anon.join("urn:a", makeTD("urn:a", "A"), "")
+	res := anon.join("urn:a", tdgen.MakeTD("urn:a", "A"), "")
 	// Anonymous delete of a credential-bound Thing: refused.
 	if del := anon.join("urn:a", nil, ""); del.Status != "rejected" || del.Problem.Status != 403 {
 		t.Fatalf("anonymous delete %+v", del)
@@ -213,7 +215,7 @@ func TestDeregister(t *testing.T) {
 func TestACLOverTheWire(t *testing.T) {
 	e := newEnv(t, nil)
 	anon := mustDial(t, e.addr, nil)
-	res := anon.join("urn:a", makeTD("urn:a", "A"), "")
+	res := anon.join("urn:a", tdgen.MakeTD("urn:a", "A"), "")
 	a := mustDial(t, e.addr, withCreds(res.Credentials))
 	watcher := mustDial(t, e.addr, nil)
 	watcher.mustSub("lmos/v1/things/+/status")
@@ -255,7 +257,7 @@ func TestACLOverTheWire(t *testing.T) {
 func TestWillOnOtherThingDropped(t *testing.T) {
 	e := newEnv(t, nil)
 	anon := mustDial(t, e.addr, nil)
-	anon.join("urn:a", makeTD("urn:a", "A"), "")
+	anon.join("urn:a", tdgen.MakeTD("urn:a", "A"), "")
 	watcher := mustDial(t, e.addr, nil)
 	watcher.mustSub("lmos/v1/things/+/status")
 	cp := &paho.Connect{CleanStart: true, WillMessage: &paho.WillMessage{Topic: "lmos/v1/things/urn:a/status", Payload: []byte("offline")}}
@@ -274,7 +276,7 @@ func TestHubStatusAndEvents(t *testing.T) {
 		t.Fatalf("hub status %s", m.Payload)
 	}
 	c.mustSub(TopicHubEvents)
-	if _, err := e.reg.Put(t.Context(), "urn:h", makeTD("urn:h", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+	if _, err := e.reg.Put(t.Context(), "urn:h", tdgen.MakeTD("urn:h", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
 		t.Fatal(err)
 	}
 	m = c.next(TopicHubEvents)
@@ -294,7 +296,7 @@ func TestHubStatusAndEvents(t *testing.T) {
 func TestRetainedAndSessionsSurviveRestart(t *testing.T) {
 	e := newEnv(t, nil)
 	anon := mustDial(t, e.addr, nil)
-	res := anon.join("urn:a", makeTD("urn:a", "A"), "")
+	res := anon.join("urn:a", tdgen.MakeTD("urn:a", "A"), "")
 	a := mustDial(t, e.addr, withCreds(res.Credentials))
 	a.mustPub("lmos/v1/things/urn:a/properties/temp", []byte("21.5"), 1, true)
 
@@ -393,7 +395,7 @@ func BenchmarkJoin(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		id := fmt.Sprintf("urn:bench:%d", i)
-		if _, err := c.pub(lmos.ThingsPrefix+id+"/td", makeTD(id, "Bench"), 1, false, ""); err != nil {
+		if _, err := c.pub(lmos.ThingsPrefix+id+"/td", tdgen.MakeTD(id, "Bench"), 1, false, ""); err != nil {
 			b.Fatal(err)
 		}
 		c.next(lmos.ThingsPrefix + id + "/td/result")
@@ -423,7 +425,7 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 			}
 			th := connect()
 			th.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
-			eventually(t, time.Second, "online", func() bool {
+			testwait.Eventually(t, time.Second, "online", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOnline
 			})
@@ -437,7 +439,7 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 				}
 				return
 			}
-			eventually(t, 3*time.Second, "offline after the will delay", func() bool {
+			testwait.Eventually(t, 3*time.Second, "offline after the will delay", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOffline && got.Meta.Presence.Via == hub.SourceMQTT
 			})

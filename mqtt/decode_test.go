@@ -8,6 +8,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
 
 // cborBomb is n nested one-element arrays.
@@ -22,7 +23,7 @@ func cborHugeMap(n uint32) []byte {
 }
 
 func TestDecodeTD(t *testing.T) {
-	td := makeTD("urn:a", "A")
+	td := tdgen.MakeTD("urn:a", "A")
 	var doc map[string]any
 	json.Unmarshal(td, &doc)
 	cb, err := cbor.Marshal(doc)
@@ -60,7 +61,7 @@ func TestDecodeTD(t *testing.T) {
 }
 
 func FuzzDecodeTD(f *testing.F) {
-	td := makeTD("urn:a", "A")
+	td := tdgen.MakeTD("urn:a", "A")
 	var doc map[string]any
 	json.Unmarshal(td, &doc)
 	cb, _ := cbor.Marshal(doc)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 )
@@ -55,7 +56,7 @@ func mosquittoSub(t *testing.T, e *env, id, filter string, args ...string) (wait
 		cancel()
 		<-done
 	})
-	eventually(t, 5*time.Second, id+" subscribed", func() bool {
+	testwait.Eventually(t, 5*time.Second, id+" subscribed", func() bool {
 		cl, ok := e.b.server.Clients.Get(id)
 		if !ok {
 			return false
@@ -249,7 +250,7 @@ func TestSlowClientDisconnected(t *testing.T) {
 			if qos == 1 && e.b.Dropped("queue_full")+e.b.Dropped("session_full") != 0 {
 				t.Fatalf("QoS 1 messages dropped: %d, %d", e.b.Dropped("queue_full"), e.b.Dropped("session_full"))
 			}
-			eventually(t, 2*time.Second, "the stuck client gone", func() bool {
+			testwait.Eventually(t, 2*time.Second, "the stuck client gone", func() bool {
 				cl, ok := e.b.server.Clients.Get("stuck")
 				return !ok || cl.Closed()
 			})
@@ -455,7 +456,7 @@ func TestOfflineSessionKeepsQoS1(t *testing.T) {
 	if out, err := exec.Command(bin, append(args, "-E")...).CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_sub -E: %v %s", err, out)
 	}
-	eventually(t, 2*time.Second, "keeper offline", func() bool {
+	testwait.Eventually(t, 2*time.Second, "keeper offline", func() bool {
 		cl, ok := e.b.server.Clients.Get("keeper")
 		return ok && cl.Closed()
 	})
@@ -512,7 +513,7 @@ func TestOwnUnacknowledgedMessagesBounded(t *testing.T) {
 	if _, err := conn.Write(out); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the client cut off", func() bool { return e.b.SlowDisconnects() == 1 })
+	testwait.Eventually(t, 10*time.Second, "the client cut off", func() bool { return e.b.SlowDisconnects() == 1 })
 	// Everything it was sent, then the end of the connection.
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.Copy(io.Discard, conn); err != nil {
@@ -603,5 +604,28 @@ func TestHubPublishesDoNotWaitOnFullSession(t *testing.T) {
 	}
 	if d := e.b.Dropped("session_full") + e.b.Dropped("queue_full"); d != 0 {
 		t.Fatalf("dropped %d", d)
+	}
+}
+
+// A client that repeats a SUBSCRIBE without acknowledging what the last
+// one sent stores each retained message once, not once per SUBSCRIBE.
+func TestRepeatedSubscribeStoresRetainedOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	const id = "urn:retained-repeat"
+	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/properties/p"
+	owner, _ := joinOwner(t, e, id, nil)
+	owner.mustPub(topic, make([]byte, 10<<10), 1, true)
+	conn := rawConnect5(t, e.addr, "repeat", true)
+	discard(conn)
+	for i := 1; i <= 3000; i++ {
+		subscribeRaw(t, conn, uint16(i), topic)
+	}
+	testwait.Eventually(t, 10*time.Second, "every SUBSCRIBE processed", func() bool {
+		cl, ok := e.b.server.Clients.Get("repeat")
+		return ok && cl.State.Subscriptions.Len() == 1 && e.b.server.Info.PacketsReceived >= 3001
+	})
+	cl, _ := e.b.server.Clients.Get("repeat")
+	if n := cl.State.Inflight.Len(); n != 1 {
+		t.Fatalf("the session stores %d copies of one retained message", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -579,7 +580,7 @@ func TestFanOutFallsBackToMochi(t *testing.T) {
 		t.Fatal(err)
 	}
 	go e.b.server.Listeners.Serve("raw", e.b.server.EstablishConnection)
-	eventually(t, 2*time.Second, "mochi's listener up", func() bool {
+	testwait.Eventually(t, 2*time.Second, "mochi's listener up", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -682,7 +683,7 @@ func TestOutConn(t *testing.T) {
 	// the queue takes budget bytes of QoS 0 more, no more; owed packets
 	// still go in.
 	c.enqueue([]byte("x"), qos0)
-	eventuallyT(t, "the flusher holds x", func() bool {
+	testwait.Eventually(t, 2*time.Second, "the flusher holds x", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.q) == 0 && c.flushing
@@ -703,7 +704,7 @@ func TestOutConn(t *testing.T) {
 		t.Fatal("a full queue refused what is owed")
 	}
 	peer.Close() // the blocked write fails
-	eventuallyT(t, "broken connection refuses", func() bool { return c.enqueue([]byte("z"), owed) == gone && !c.flushingNow() })
+	testwait.Eventually(t, 2*time.Second, "broken connection refuses", func() bool { return c.enqueue([]byte("z"), owed) == gone && !c.flushingNow() })
 	c.Close()
 }
 
@@ -711,10 +712,6 @@ func (c *outConn) flushingNow() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.flushing
-}
-
-func eventuallyT(t *testing.T, what string, cond func() bool) {
-	eventually(t, 2*time.Second, what, cond)
 }
 
 // Retained messages sent on SUBSCRIBE go out before live deliveries that
@@ -740,7 +737,7 @@ func TestRetainedBeforeLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Not reading: the retained messages pile up. Then new values.
-			eventually(t, 2*time.Second, "subscribed", func() bool {
+			testwait.Eventually(t, 2*time.Second, "subscribed", func() bool {
 				cl, ok := e.b.server.Clients.Get("slow")
 				if !ok {
 					return false
@@ -781,7 +778,7 @@ func TestRetainedOnSubscribe(t *testing.T) {
 	owner, _ := joinOwner(t, e, id, nil)
 	owner.mustPub(topic, []byte("21.5"), 0, true)
 	// QoS 0: retained once the hub has processed it, not when sent.
-	eventually(t, 2*time.Second, "retained", func() bool { return len(e.b.server.Topics.Messages(topic)) == 1 })
+	testwait.Eventually(t, 2*time.Second, "retained", func() bool { return len(e.b.server.Topics.Messages(topic)) == 1 })
 	c := dialRaw(t, e.addr, "rh", true)
 	c.subscribe(topic, 9)
 	if r := c.next(); !r.retain || string(r.payload) != "21.5" || !slices.Equal(r.ids, []int{9}) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -25,6 +26,7 @@ type env struct {
 	cfg Config
 	// regOpts are the registry's options (its Logger is set by start).
 	regOpts hub.RegistryOptions
+	join    joinPolicy
 	db      *store.DB
 	reg     *hub.Registry
 	b       *Broker
@@ -33,17 +35,33 @@ type env struct {
 
 func newEnv(t testing.TB, edit func(*Config)) *env {
 	t.Helper()
+	return newEnvJoin(t, joinPolicy{}, edit)
+}
+
+// joinPolicy is what start passes hub.NewAdmission for the broker's
+// Config.Admission: the Admission is built over the registry each start
+// opens. The zero value is open with the default rate.
+type joinPolicy struct {
+	mode  string
+	rate  float64
+	burst int
+}
+
+// newEnvJoin is newEnv with a join policy.
+func newEnvJoin(t testing.TB, jp joinPolicy, edit func(*Config)) *env {
+	t.Helper()
 	cfg := Config{Anonymous: true, Version: "test", DirectoryURL: "http://127.0.0.1:1/.well-known/wot"}
 	if edit != nil {
 		edit(&cfg)
 	}
-	return newEnvWith(t, hub.RegistryOptions{}, cfg)
+	return newEnvWith(t, hub.RegistryOptions{}, jp, cfg)
 }
 
-// newEnvWith is newEnv with registry options (limits and quotas).
-func newEnvWith(t testing.TB, opts hub.RegistryOptions, cfg Config) *env {
+// newEnvWith is newEnv with registry options (limits and quotas) and a
+// join policy.
+func newEnvWith(t testing.TB, opts hub.RegistryOptions, jp joinPolicy, cfg Config) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), cfg: cfg, regOpts: opts}
+	e := &env{t: t, dir: t.TempDir(), cfg: cfg, regOpts: opts, join: jp}
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -65,6 +83,9 @@ func (e *env) start() {
 	cfg := e.cfg
 	cfg.Logger = logger
 	cfg.HubID = db.HubID()
+	if cfg.Admission, err = hub.NewAdmission(reg, db, e.join.mode, e.join.rate, e.join.burst); err != nil {
+		e.t.Fatal(err)
+	}
 	b, err := New(reg, db, db, cfg)
 	if err != nil {
 		e.t.Fatal(err)
@@ -194,34 +215,6 @@ func (c *client) join(tid string, td []byte, contentType string) joinResult {
 	return res
 }
 
-// makeTD returns a small valid TD.
-func makeTD(id, title string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
-		"@type":               "lmos:Agent",
-		"id":                  id,
-		"title":               title,
-		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
-		"security":            "nosec_sc",
-		"actions": map[string]any{"chat": map[string]any{
-			"forms": []any{map[string]any{"href": "mqtt://hub/lmos/v1/things/x/actions/chat"}},
-		}},
-	})
-	return b
-}
-
-// eventually polls cond every 10 ms for up to d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // thing joins a new Thing id anonymously and returns its credentials:
 // the identity a test needs for a persistent session (anonymous sessions
 // never persist, anonymous.go).
@@ -229,7 +222,7 @@ func (e *env) thing(t testing.TB, id string) *credentials {
 	t.Helper()
 	c := mustDial(t, e.addr, nil)
 	defer c.close()
-	res := c.join(lmos.TopicKey(id), makeTD(id, id), "")
+	res := c.join(lmos.TopicKey(id), tdgen.MakeTD(id, id), "")
 	if res.Status != "accepted" || res.Credentials == nil {
 		t.Fatalf("join %s: %+v", id, res)
 	}
@@ -244,4 +237,61 @@ func persistentAs(c *credentials, clientID string, expiry uint32) *paho.Connect 
 	cp.ClientID = clientID
 	cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
 	return cp
+}
+
+// rawConnect5 connects an MQTT 5 client that never acknowledges anything
+// (session expiry 3600 s unless clean; Receive Maximum 65,535 by default).
+func rawConnect5(t *testing.T, addr, id string, clean bool) net.Conn {
+	t.Helper()
+	return rawConnect5As(t, addr, id, clean, nil)
+}
+
+// rawConnect5As is rawConnect5 with a Thing's credentials (nil: anonymous).
+func rawConnect5As(t *testing.T, addr, id string, clean bool, cred *credentials) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	flags := byte(0)
+	if clean {
+		flags = 2
+	}
+	vh := []byte{0, 4, 'M', 'Q', 'T', 'T', 5, flags, 0, 60, 5, 0x11, 0, 0, 0x0e, 0x10}
+	vh = append(vh, 0, byte(len(id)))
+	vh = append(vh, id...)
+	if cred != nil {
+		vh[7] |= 0xc0 // user name and password
+		vh = append(vh, 0, byte(len(cred.Username)))
+		vh = append(vh, cred.Username...)
+		vh = append(vh, 0, byte(len(cred.Password)))
+		vh = append(vh, cred.Password...)
+	}
+	if _, err := conn.Write(append([]byte{0x10, byte(len(vh))}, vh...)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// discard reads conn until it closes, acknowledging nothing.
+func discard(conn net.Conn) {
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// subscribeRaw sends a SUBSCRIBE of topic at QoS 1 with packet id.
+func subscribeRaw(t *testing.T, conn net.Conn, id uint16, topic string) {
+	t.Helper()
+	body := []byte{byte(id >> 8), byte(id), 0, byte(len(topic) >> 8), byte(len(topic))}
+	body = append(append(body, topic...), 1)
+	if _, err := conn.Write(append(appendVarInt([]byte{0x82}, len(body)), body...)); err != nil {
+		t.Fatal(err)
+	}
 }

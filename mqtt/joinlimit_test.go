@@ -5,22 +5,23 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
 
 // TestAnonymousJoinsAreRateLimited: each anonymous join of a new Thing is
 // a durable write, so one address gets a bounded number of them.
 func TestAnonymousJoinsAreRateLimited(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.JoinRate = 0.001; c.JoinBurst = 2 })
+	e := newEnvJoin(t, joinPolicy{rate: 0.001, burst: 2}, nil)
 	anon := mustDial(t, e.addr, nil)
 	var creds *credentials
 	for i, id := range []string{"urn:j:1", "urn:j:2"} {
-		res := anon.join(id, makeTD(id, id), "")
+		res := anon.join(id, tdgen.MakeTD(id, id), "")
 		if res.Status != "accepted" {
 			t.Fatalf("join %d: %+v", i, res)
 		}
 		creds = res.Credentials
 	}
-	res := anon.join("urn:j:3", makeTD("urn:j:3", "j3"), "")
+	res := anon.join("urn:j:3", tdgen.MakeTD("urn:j:3", "j3"), "")
 	if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 429 || !strings.Contains(res.Problem.Detail, "too many new Things") {
 		t.Fatalf("third join = %+v", res)
 	}
@@ -32,7 +33,7 @@ func TestAnonymousJoinsAreRateLimited(t *testing.T) {
 	}
 	// A Thing re-joining with its own credentials is not limited.
 	owner := mustDial(t, e.addr, withCreds(creds))
-	if res := owner.join("urn:j:2", makeTD("urn:j:2", "renamed"), ""); res.Status != "accepted" {
+	if res := owner.join("urn:j:2", tdgen.MakeTD("urn:j:2", "renamed"), ""); res.Status != "accepted" {
 		t.Errorf("re-join by the owner: %+v", res)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -54,7 +55,7 @@ func wantRejected(t *testing.T, what string, res joinResult, status int, limit s
 // and for CBOR, whose payload is checked before decoding and whose JSON
 // after; nothing is stored.
 func TestJoinRefusesOversizedTD(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.JoinRate = -1 })
+	e := newEnvJoin(t, joinPolicy{rate: -1}, nil)
 	anon := mustDial(t, e.addr, nil)
 	big := bigTD("urn:big:json", 6500) // > 256 KiB, < the 1 MiB packet limit
 	if len(big) <= hub.DefaultMaxTDBytes {
@@ -73,7 +74,7 @@ func TestJoinRefusesOversizedTD(t *testing.T) {
 	// Under the limit as CBOR, over it as the JSON it is stored as: JSON
 	// escapes '<' as \u003c, six bytes for one.
 	var td map[string]any
-	_ = json.Unmarshal(makeTD("urn:big:esc", "esc"), &td)
+	_ = json.Unmarshal(tdgen.MakeTD("urn:big:esc", "esc"), &td)
 	td["description"] = strings.Repeat("<", 60<<10)
 	small := mustCBOR(t, td)
 	if len(small) > hub.DefaultMaxTDBytes {
@@ -86,7 +87,7 @@ func TestJoinRefusesOversizedTD(t *testing.T) {
 		t.Errorf("lmos_mqtt_refused_total{reason=registry.maxTDBytes} = %d, want 3", n)
 	}
 	// A TD within the limit still joins.
-	if res := anon.join("urn:ok", makeTD("urn:ok", "ok"), ""); res.Status != "accepted" {
+	if res := anon.join("urn:ok", tdgen.MakeTD("urn:ok", "ok"), ""); res.Status != "accepted" {
 		t.Errorf("small TD: %+v", res)
 	}
 }
@@ -106,13 +107,13 @@ func jsonValue(t *testing.T, raw []byte) any {
 // stored; another address still joins; a Thing replacing its own TD with
 // its credentials is not limited; and the count survives a restart.
 func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
-	e := newEnvWith(t, hub.RegistryOptions{MaxThingsPerSource: 3}, Config{Anonymous: true, Version: "test", JoinRate: -1,
+	e := newEnvWith(t, hub.RegistryOptions{MaxThingsPerSource: 3}, joinPolicy{rate: -1}, Config{Anonymous: true, Version: "test",
 		DirectoryURL: "http://127.0.0.1:1/.well-known/wot"})
 	anon := mustDial(t, e.addr, nil)
 	var creds *credentials
 	for i := range 3 {
 		id := fmt.Sprintf("urn:flood:%d", i)
-		res := anon.join(id, makeTD(id, id), "")
+		res := anon.join(id, tdgen.MakeTD(id, id), "")
 		if res.Status != "accepted" {
 			t.Fatalf("join %d: %+v", i, res)
 		}
@@ -120,7 +121,7 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 	}
 	for i := 3; i < 6; i++ {
 		id := fmt.Sprintf("urn:flood:%d", i)
-		wantRejected(t, id, anon.join(id, makeTD(id, id), ""), 507, "registry.maxThingsPerSource")
+		wantRejected(t, id, anon.join(id, tdgen.MakeTD(id, id), ""), 507, "registry.maxThingsPerSource")
 		e.notStored(id)
 	}
 	if n := e.b.Refused("registry.maxThingsPerSource"); n != 3 {
@@ -130,11 +131,11 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := other.join("urn:other", makeTD("urn:other", "other"), ""); res.Status != "accepted" {
+	if res := other.join("urn:other", tdgen.MakeTD("urn:other", "other"), ""); res.Status != "accepted" {
 		t.Errorf("join from another address: %+v", res)
 	}
 	owner := mustDial(t, e.addr, withCreds(creds))
-	if res := owner.join("urn:flood:2", makeTD("urn:flood:2", "renamed"), ""); res.Status != "accepted" {
+	if res := owner.join("urn:flood:2", tdgen.MakeTD("urn:flood:2", "renamed"), ""); res.Status != "accepted" {
 		t.Errorf("the owner replacing its TD: %+v", res)
 	}
 	owner.close()
@@ -142,7 +143,7 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 	other.close()
 	e.restart()
 	again := mustDial(t, e.addr, nil)
-	wantRejected(t, "after a restart", again.join("urn:flood:9", makeTD("urn:flood:9", "x"), ""), 507, "registry.maxThingsPerSource")
+	wantRejected(t, "after a restart", again.join("urn:flood:9", tdgen.MakeTD("urn:flood:9", "x"), ""), 507, "registry.maxThingsPerSource")
 	e.notStored("urn:flood:9")
 }
 
@@ -150,7 +151,7 @@ func TestAnonymousJoinFloodHitsSourceQuota(t *testing.T) {
 // (registry.maxBytes); a replacement counts only its size difference.
 func TestJoinTotalBytesQuota(t *testing.T) {
 	one := len(bigTD("urn:b:0", 100))
-	e := newEnvWith(t, hub.RegistryOptions{MaxBytes: int64(3*one + one/2)}, Config{Anonymous: true, Version: "test", JoinRate: -1,
+	e := newEnvWith(t, hub.RegistryOptions{MaxBytes: int64(3*one + one/2)}, joinPolicy{rate: -1}, Config{Anonymous: true, Version: "test",
 		DirectoryURL: "http://127.0.0.1:1/.well-known/wot"})
 	var creds *credentials
 	for i := range 3 {
@@ -192,7 +193,7 @@ func workerOf(tid string, workers int) uint32 {
 // while most of the flood is still waiting: its wait is bounded by one
 // flood join's preparation, not by the whole flood.
 func TestHeavyJoinFloodDoesNotStarveOtherSources(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.JoinRate = -1 })
+	e := newEnvJoin(t, joinPolicy{rate: -1}, nil)
 	const victim = "urn:legit:agent"
 	workers := 8 // Config.Workers' default
 	var flood []string
@@ -245,7 +246,7 @@ func TestHeavyJoinFloodDoesNotStarveOtherSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	res := legit.join(victim, makeTD(victim, "legit"), "")
+	res := legit.join(victim, tdgen.MakeTD(victim, "legit"), "")
 	waited := time.Since(start)
 	mu.Lock()
 	before := len(order)

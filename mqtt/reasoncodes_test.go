@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-func TestFixReasonCodes(t *testing.T) {
+// Outgoing acknowledgements carry only reason codes valid for their packet
+// type and the client's protocol version (fixReasonCodes).
+func TestOutgoingReasonCodesValidForVersion(t *testing.T) {
 	cases := []struct {
 		name    string
 		pk      packets.Packet
@@ -201,7 +205,7 @@ func TestRetainedWillKeepsProperties(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:test:will-props"
 	topic := lmos.ThingsPrefix + lmos.TopicKey(id) + "/events/gone"
-	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), makeTD(id, "A"), "")
+	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), tdgen.MakeTD(id, "A"), "")
 	if res.Credentials == nil {
 		t.Fatalf("join: %+v", res)
 	}
@@ -235,7 +239,7 @@ func TestRetainedWillKeepsProperties(t *testing.T) {
 		t.Fatalf("CONNACK % x: %v", ack, err)
 	}
 	owner.Close() // no DISCONNECT: the will is published
-	eventually(t, 5*time.Second, "the will retained", func() bool { return len(e.b.server.Topics.Messages(topic)) == 1 })
+	testwait.Eventually(t, 5*time.Second, "the will retained", func() bool { return len(e.b.server.Topics.Messages(topic)) == 1 })
 	for _, qos := range []byte{0, 1} {
 		sub := mustDial(t, e.addr, nil)
 		deadline := time.Now().Add(5 * time.Second)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	mpackets "github.com/mochi-mqtt/server/v2/packets"
@@ -73,7 +75,7 @@ func runSub(t *testing.T, e *env, args ...string) func() []string {
 // awaitSubscriber waits until topic has n subscribers.
 func awaitSubscriber(t *testing.T, e *env, topic string, n int) {
 	t.Helper()
-	eventually(t, 15*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) >= n })
+	testwait.Eventually(t, 15*time.Second, "subscribed", func() bool { return e.b.Subscribers(topic) >= n })
 }
 
 // The descriptions on …/td are served from the registry, never stored in
@@ -87,7 +89,7 @@ func TestNoRetainedTDCopiesAfterJoins(t *testing.T) {
 		creds = append(creds, e.thing(t, fmt.Sprintf("urn:copy:%d", i)))
 	}
 	c := mustDial(t, e.addr, withCreds(creds[0]))
-	if res := c.join(creds[0].Username, makeTD("urn:copy:0", "replaced"), ""); res.Status != "accepted" {
+	if res := c.join(creds[0].Username, tdgen.MakeTD("urn:copy:0", "replaced"), ""); res.Status != "accepted" {
 		t.Fatalf("replace: %+v", res)
 	}
 	c.close()
@@ -128,18 +130,18 @@ func TestRetainedTDsFromRegistryAfterRestart(t *testing.T) {
 	for _, id := range ids {
 		creds = append(creds, e.thing(t, id))
 	}
-	old := makeTD("urn:r2", "urn:r2")
+	old := tdgen.MakeTD("urn:r2", "urn:r2")
 	c := mustDial(t, e.addr, withCreds(creds[1]))
-	if res := c.join("urn:r2", makeTD("urn:r2", "R2 replaced"), ""); res.Status != "accepted" {
+	if res := c.join("urn:r2", tdgen.MakeTD("urn:r2", "R2 replaced"), ""); res.Status != "accepted" {
 		t.Fatalf("replace: %+v", res)
 	}
 	c.close()
-	if _, err := e.reg.Put(t.Context(), "urn:http", makeTD("urn:http", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+	if _, err := e.reg.Put(t.Context(), "urn:http", tdgen.MakeTD("urn:http", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
 		t.Fatal(err)
 	}
 	// Replaced over HTTP (an admin's PUT): its origin is http now, but it
 	// holds its credential and stays a Thing joined over MQTT.
-	if _, err := e.reg.Put(t.Context(), "urn:r3", makeTD("urn:r3", "R3 over HTTP"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+	if _, err := e.reg.Put(t.Context(), "urn:r3", tdgen.MakeTD("urn:r3", "R3 over HTTP"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
 		t.Fatal(err)
 	}
 	e.stop()
@@ -155,10 +157,10 @@ func TestRetainedTDsFromRegistryAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := db.ApplyBroker([]hub.BrokerRecord{
-		retained(lmos.ThingsPrefix+"urn:r1/td", makeTD("urn:r1", "not this one")),
+		retained(lmos.ThingsPrefix+"urn:r1/td", tdgen.MakeTD("urn:r1", "not this one")),
 		retained(lmos.ThingsPrefix+"urn:r2/td", old), // stale
-		retained(lmos.ThingsPrefix+"urn:gone/td", makeTD("urn:gone", "G")),
-		retained(lmos.ThingsPrefix+"urn:http/td", makeTD("urn:http", "H")),
+		retained(lmos.ThingsPrefix+"urn:gone/td", tdgen.MakeTD("urn:gone", "G")),
+		retained(lmos.ThingsPrefix+"urn:http/td", tdgen.MakeTD("urn:http", "H")),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 	for _, id := range ids {
 		e.thing(t, id)
 	}
-	if _, err := e.reg.Put(t.Context(), "urn:w:http", makeTD("urn:w:http", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+	if _, err := e.reg.Put(t.Context(), "urn:w:http", tdgen.MakeTD("urn:w:http", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range []struct{ version, qos, ct string }{{"mqttv311", "0", ""}, {"mqttv5", "1", tdContentType}} {
@@ -208,7 +210,7 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 		liveKey := lmos.TopicKey(live)
 		// The previous round's mosquitto_sub has exited; wait until the
 		// broker has seen it go, so the count below is this round's.
-		eventually(t, 15*time.Second, "previous subscriber gone", func() bool { return e.b.Subscribers(lmos.ThingsPrefix+liveKey+"/td") == 0 })
+		testwait.Eventually(t, 15*time.Second, "previous subscriber gone", func() bool { return e.b.Subscribers(lmos.ThingsPrefix+liveKey+"/td") == 0 })
 		n := 0
 		wait := runSub(t, e, "-V", v.version, "-q", v.qos, "-C", fmt.Sprint(len(ids)+2), "-W", "10",
 			"-F", "%r %q [%C] %t %p", "-t", "lmos/v1/things/+/td")
@@ -234,7 +236,7 @@ func TestRetainedTDsWildcardThenLive(t *testing.T) {
 		if !slices.Equal(retainedPart, want) {
 			t.Errorf("%s retained:\n%s\nwant:\n%s", v.version, strings.Join(retainedPart, "\n"), strings.Join(want, "\n"))
 		}
-		rawLive := makeTD(live, live)
+		rawLive := tdgen.MakeTD(live, live)
 		if w := fmt.Sprintf("0 %s [%s] %s%s/td %s", v.qos, v.ct, lmos.ThingsPrefix, liveKey, rawLive); got[len(ids)] != w {
 			t.Errorf("%s live join:\n%s\nwant\n%s", v.version, got[len(ids)], w)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
@@ -24,7 +26,7 @@ import (
 // (cp may adjust the CONNECT).
 func joinOwner(t *testing.T, e *env, id string, cp func(*paho.Connect)) (*client, *credentials) {
 	t.Helper()
-	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), makeTD(id, "A"), "")
+	res := mustDial(t, e.addr, nil).join(lmos.TopicKey(id), tdgen.MakeTD(id, "A"), "")
 	if res.Credentials == nil {
 		t.Fatalf("join: %+v", res)
 	}
@@ -96,7 +98,7 @@ func TestEmptyTDReplyIsNotDeregistration(t *testing.T) {
 	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil)
 	// Refused while the hub still delivers the join result: retry.
-	eventually(t, 2*time.Second, "subscribed to td/result", func() bool {
+	testwait.Eventually(t, 2*time.Second, "subscribed to td/result", func() bool {
 		_, err := agent.sub(lmos.ThingsPrefix + tid + "/td/result")
 		return err == nil
 	})
@@ -121,12 +123,12 @@ func TestEmptyTDReplyIsNotDeregistration(t *testing.T) {
 func TestJoinCannotTakeOverThingsRegisteredOtherwise(t *testing.T) {
 	e := newEnv(t, nil)
 	const id = "urn:lock"
-	if _, err := e.reg.Put(t.Context(), id, makeTD(id, "Door lock"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+	if _, err := e.reg.Put(t.Context(), id, tdgen.MakeTD(id, "Door lock"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := e.reg.Get(id)
 	anon := mustDial(t, e.addr, nil)
-	for _, payload := range [][]byte{makeTD(id, "Owned"), nil} {
+	for _, payload := range [][]byte{tdgen.MakeTD(id, "Owned"), nil} {
 		res := anon.join(lmos.TopicKey(id), payload, "")
 		if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 403 || res.Credentials != nil {
 			t.Fatalf("join %q: %+v", payload, res)
@@ -140,16 +142,16 @@ func TestJoinCannotTakeOverThingsRegisteredOtherwise(t *testing.T) {
 		}
 	}
 	// A new id in open mode still joins anonymously.
-	if res := anon.join("urn:new", makeTD("urn:new", "N"), ""); res.Status != "accepted" || res.Credentials == nil {
+	if res := anon.join("urn:new", tdgen.MakeTD("urn:new", "N"), ""); res.Status != "accepted" || res.Credentials == nil {
 		t.Fatalf("new id: %+v", res)
 	}
 }
 
 func TestDeregistrationObeysJoinMode(t *testing.T) {
 	for mode, status := range map[string]int{"closed": 403, "approve": 503} {
-		e := newEnv(t, func(c *Config) { c.JoinMode = mode })
+		e := newEnvJoin(t, joinPolicy{mode: mode}, nil)
 		const id = "urn:lock"
-		if _, err := e.reg.Put(t.Context(), id, makeTD(id, "Door lock"), hub.Origin{Source: hub.SourceMDNS}); err != nil {
+		if _, err := e.reg.Put(t.Context(), id, tdgen.MakeTD(id, "Door lock"), hub.Origin{Source: hub.SourceMDNS}); err != nil {
 			t.Fatal(err)
 		}
 		anon := mustDial(t, e.addr, nil)
@@ -194,7 +196,7 @@ func TestJoinUndoneWhenCredentialFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close(context.Background())
-	res := mustDial(t, addr.String(), nil).join("urn:a", makeTD("urn:a", "A"), "")
+	res := mustDial(t, addr.String(), nil).join("urn:a", tdgen.MakeTD("urn:a", "A"), "")
 	if res.Status != "rejected" || res.Problem == nil || res.Problem.Status != 500 || res.Credentials != nil {
 		t.Fatalf("%+v", res)
 	}
@@ -348,7 +350,7 @@ func TestJoinResultNotInflight(t *testing.T) {
 	expiry := uint32(3600)
 	c := mustDial(t, e.addr, &paho.Connect{ClientID: "joiner", CleanStart: true, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
 	c.mustSub(lmos.ThingsPrefix + "urn:a/td/result")
-	if _, err := c.pub(lmos.ThingsPrefix+"urn:a/td", makeTD("urn:a", "A"), 1, false, ""); err != nil {
+	if _, err := c.pub(lmos.ThingsPrefix+"urn:a/td", tdgen.MakeTD("urn:a", "A"), 1, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	if m := c.next(lmos.ThingsPrefix + "urn:a/td/result"); m.QoS != 0 {
@@ -407,9 +409,9 @@ func TestPresenceOfflineAfterRestart(t *testing.T) {
 	tid := lmos.TopicKey(id)
 	agent, _ := joinOwner(t, e, id, nil) // no will
 	agent.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
-	eventually(t, 2*time.Second, "online", func() bool { th, _ := e.reg.Get(id); return th.Meta.Presence.Status == hub.PresenceOnline })
+	testwait.Eventually(t, 2*time.Second, "online", func() bool { th, _ := e.reg.Get(id); return th.Meta.Presence.Status == hub.PresenceOnline })
 	// Another Thing online over another transport keeps its presence.
-	if _, err := e.reg.Put(t.Context(), "urn:h", makeTD("urn:h", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+	if _, err := e.reg.Put(t.Context(), "urn:h", tdgen.MakeTD("urn:h", "H"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.reg.SetPresence(t.Context(), "urn:h", hub.PresenceOnline, hub.SourceHTTP); err != nil {
@@ -436,7 +438,7 @@ func TestRetainedTDOfThingDeletedWhileDown(t *testing.T) {
 	e := newEnv(t, nil)
 	anon := mustDial(t, e.addr, nil)
 	for _, id := range []string{"urn:gone", "urn:kept"} {
-		if res := anon.join(id, makeTD(id, id), ""); res.Status != "accepted" {
+		if res := anon.join(id, tdgen.MakeTD(id, id), ""); res.Status != "accepted" {
 			t.Fatalf("%+v", res)
 		}
 	}
@@ -466,5 +468,32 @@ func TestRetainedTDOfThingDeletedWhileDown(t *testing.T) {
 		}
 		c.none(lmos.ThingsPrefix+"urn:gone/td", 200*time.Millisecond)
 		c.close()
+	}
+}
+
+// A client cannot forge the hub's carrier of will properties on a PUBLISH:
+// it would become a Response Topic (here the Thing's own td) that the
+// publish-time check never saw.
+func TestForgedWillCarrierDropped(t *testing.T) {
+	e := newEnv(t, nil)
+	const id = "urn:forge"
+	tid := lmos.TopicKey(id)
+	owner, _ := joinOwner(t, e, id, nil)
+	topic := lmos.ThingsPrefix + tid + "/properties/p"
+	props := &paho.PublishProperties{User: paho.UserProperties{{Key: willKey, Value: `{"rt":"lmos/v1/things/` + tid + `/td","ct":"evil"}`}, {Key: "kept", Value: "yes"}}}
+	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`1`), QoS: 1, Retain: true, Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	live := mustDial(t, e.addr, nil)
+	live.mustSub(topic)
+	if _, err := owner.C.Publish(t.Context(), &paho.Publish{Topic: topic, Payload: []byte(`2`), QoS: 1, Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	late := mustDial(t, e.addr, nil)
+	late.mustSub(topic)
+	for name, m := range map[string]*paho.Publish{"retained": live.next(topic), "live": live.next(topic), "retained later": late.next(topic)} {
+		if m.Properties.ResponseTopic != "" || m.Properties.ContentType != "" || m.Properties.User.Get("kept") != "yes" || m.Properties.User.Get(willKey) != "" {
+			t.Errorf("%s delivery: properties %+v", name, m.Properties)
+		}
 	}
 }

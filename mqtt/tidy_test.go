@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -27,7 +28,7 @@ func TestTidyAfterConnectionBurst(t *testing.T) {
 		t.Fatalf("collected after 10 connections (%d times)", n)
 	}
 	connect(10, tidyAfter)
-	eventually(t, 10*tidyQuiet, "a collection after the burst", func() bool { return e.b.tidies.Load() == 1 })
+	testwait.Eventually(t, 10*tidyQuiet, "a collection after the burst", func() bool { return e.b.tidies.Load() == 1 })
 	time.Sleep(3 * tidyQuiet)
 	if n := e.b.tidies.Load(); n != 1 {
 		t.Fatalf("collected %d times after one burst", n)

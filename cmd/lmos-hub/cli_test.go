@@ -22,6 +22,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -76,7 +77,7 @@ func cliFreeAddr(t *testing.T) string {
 func writeStatus(t *testing.T, h *hubtest.Hub, token string) int {
 	t.Helper()
 	id := "urn:uuid:" + newTestUUID(t)
-	resp, body := h.Do(http.MethodPut, "/things/"+url.PathEscape(id), "application/td+json", hubtest.MakeTD(id, "probe"), token)
+	resp, body := h.Do(http.MethodPut, "/things/"+url.PathEscape(id), "application/td+json", tdgen.MakeTD(id, "probe"), token)
 	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("PUT %s: unexpected %d %s", id, resp.StatusCode, body)
 	}
@@ -105,7 +106,7 @@ func TestCLIThings(t *testing.T) {
 	// --raw must give back these exact bytes, whitespace included.
 	const id = "urn:uuid:6f1c2b1e-9a4d-4c1e-8f5a-0c2d3e4f5a6b"
 	var doc map[string]any
-	if err := json.Unmarshal(hubtest.MakeTD(id, "CLI Tool"), &doc); err != nil {
+	if err := json.Unmarshal(tdgen.MakeTD(id, "CLI Tool"), &doc); err != nil {
 		t.Fatal(err)
 	}
 	fileBytes, _ := json.MarshalIndent(doc, "", "    ")
@@ -235,7 +236,7 @@ func TestCLIThingsWriteWithoutToken(t *testing.T) {
 	h := hubtest.Start(t, nil)
 	file := filepath.Join(t.TempDir(), "td.json")
 	const id = "urn:uuid:0d9e8f7a-6b5c-4d3e-9f2a-1b0c9d8e7f6a"
-	if err := os.WriteFile(file, hubtest.MakeTD(id, "no token"), 0o600); err != nil {
+	if err := os.WriteFile(file, tdgen.MakeTD(id, "no token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := cli(t, nil, "", "things", "put", file, "--hub", h.URL).want(t, 1, "things put without token")
@@ -256,7 +257,7 @@ func TestCLIThingsWriteWithoutToken(t *testing.T) {
 func TestCLIThingsHubUnreachable(t *testing.T) {
 	addr := cliFreeAddr(t)
 	file := filepath.Join(t.TempDir(), "td.json")
-	if err := os.WriteFile(file, hubtest.MakeTD("urn:uuid:1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d", "x"), 0o600); err != nil {
+	if err := os.WriteFile(file, tdgen.MakeTD("urn:uuid:1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d", "x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{

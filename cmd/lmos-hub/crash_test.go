@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
 
 // TestCrashChild is the hub process of TestCrashUnderLoad: the test binary
@@ -121,7 +122,7 @@ func TestCrashUnderLoad(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("urn:uuid:00000000-0000-4000-8%03d-%012d", w, i)
-				req, _ := http.NewRequest(http.MethodPut, base+"/things/"+url.PathEscape(id), bytes.NewReader(hubtest.MakeTD(id, fmt.Sprintf("crash %d/%d", w, i))))
+				req, _ := http.NewRequest(http.MethodPut, base+"/things/"+url.PathEscape(id), bytes.NewReader(tdgen.MakeTD(id, fmt.Sprintf("crash %d/%d", w, i))))
 				req.Header.Set("Content-Type", "application/td+json")
 				req.Header.Set("Authorization", "Bearer "+testToken)
 				resp, err := client.Do(req)
@@ -222,5 +223,5 @@ func TestCrashUnderLoad(t *testing.T) {
 		t.Errorf("%d of %d acknowledged writes lost", missing, len(all))
 	}
 	// The reopened store takes writes.
-	h.Put("urn:uuid:00000000-0000-4000-9000-000000000001", hubtest.MakeTD("urn:uuid:00000000-0000-4000-9000-000000000001", "after the crash"))
+	h.Put("urn:uuid:00000000-0000-4000-9000-000000000001", tdgen.MakeTD("urn:uuid:00000000-0000-4000-9000-000000000001", "after the crash"))
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 )
 
 // runAgents is the "agents" child: n agents in one process (one mDNS
@@ -94,13 +94,6 @@ func pollThing(b *testing.B, c *http.Client, base, id string, cond func(thingSta
 	return time.Time{}
 }
 
-func reportLatencies(b *testing.B, name string, lat []time.Duration) {
-	slices.Sort(lat)
-	ms := float64(time.Millisecond)
-	b.ReportMetric(float64(lat[len(lat)/2])/ms, "p50-ms-"+name)
-	b.ReportMetric(float64(lat[len(lat)-1])/ms, "max-ms-"+name)
-}
-
 // BenchmarkMDNSLatency: an agent in another namespace announces itself
 // (after probing) → the hub has fetched, validated and registered its TD
 // online (also measured from the agent's Advertise call, probing
@@ -129,9 +122,9 @@ func BenchmarkMDNSLatency(b *testing.B) {
 		off = append(off, t3.Sub(t2))
 		a.Stop()
 	}
-	reportLatencies(b, "announce-to-registered", reg)
-	reportLatencies(b, "switch-on-to-registered", probe)
-	reportLatencies(b, "goodbye-to-offline", off)
+	percentile.Report(b, reg, time.Millisecond, "ms-announce-to-registered")
+	percentile.Report(b, probe, time.Millisecond, "ms-switch-on-to-registered")
+	percentile.Report(b, off, time.Millisecond, "ms-goodbye-to-offline")
 }
 
 // BenchmarkMDNS100Agents: 100 agents switched on at once → all
@@ -344,8 +337,8 @@ func BenchmarkMDNSInteropLatency(b *testing.B) {
 			reg, off = append(reg, t1.Sub(t0)), append(off, t3.Sub(t2))
 			p.Stop()
 		}
-		reportLatencies(b, name+"-announce-to-registered", reg)
-		reportLatencies(b, name+"-goodbye-to-offline", off)
+		percentile.Report(b, reg, time.Millisecond, "ms-"+name+"-announce-to-registered")
+		percentile.Report(b, off, time.Millisecond, "ms-"+name+"-goodbye-to-offline")
 	}
 	measure("zeroconf", "urn:bench:zeroconf", "Zeroconf", func() *netnstest.Proc {
 		p := lan.Helper("a1", "TestMDNSChild", childEnv+"=zeroconf", "LMOS_MDNS_ARGS=urn:bench:zeroconf|Zeroconf Lamp|8003")

@@ -1,27 +1,24 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 )
 
 // The tests here run hubs and agents in network namespaces joined by a
@@ -33,13 +30,10 @@ const childEnv = "LMOS_MDNS_CHILD"
 // TestMDNSChild is not a test: the namespace tests re-execute the binary
 // to run a hub, an agent, discover or FindHub inside a namespace.
 func TestMDNSChild(t *testing.T) {
-	mode := os.Getenv(childEnv)
-	if mode == "" {
-		t.Skip("child process of the mDNS namespace tests")
-	}
+	c := netnstest.StartChild(t, childEnv)
 	args := strings.Split(os.Getenv("LMOS_MDNS_ARGS"), "|")
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	switch mode {
+	log := c.Log
+	switch c.Mode {
 	case "run": // the hub, discover: the real command line
 		os.Exit(run(args, strings.NewReader(""), os.Stdout, os.Stderr, os.Getenv))
 	case "findhub":
@@ -56,7 +50,7 @@ func TestMDNSChild(t *testing.T) {
 		n, _ := strconv.Atoi(args[0])
 		runAgents(n, log)
 	case "zeroconf": // args: id|title|port
-		runZeroconfAgent(args)
+		runZeroconfAgent(c, args)
 	case "unicast-announce": // args: id|title|port|destination
 		runUnicastAnnounce(args)
 	case "agent": // args: id|title|ttl-seconds
@@ -69,27 +63,12 @@ func TestMDNSChild(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Printf("advertised %s %d %d\n", a.Name(), time.Now().UnixNano(), start.UnixNano())
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM)
-		lines := make(chan string)
-		go func() {
-			sc := bufio.NewScanner(os.Stdin)
-			for sc.Scan() {
-				lines <- sc.Text()
+		c.Serve(func(l string) {
+			if title, ok := strings.CutPrefix(l, "title "); ok {
+				a.SetTD(hubtest.BareTD(args[0], title))
+				fmt.Println("retitled", title)
 			}
-		}()
-		for {
-			select {
-			case <-sigs:
-				a.Close()
-				os.Exit(0)
-			case l := <-lines:
-				if title, ok := strings.CutPrefix(l, "title "); ok {
-					a.SetTD(hubtest.BareTD(args[0], title))
-					fmt.Println("retitled", title)
-				}
-			}
-		}
+		}, func() { a.Close() })
 	}
 	os.Exit(2)
 }
@@ -180,7 +159,7 @@ func TestMDNSLAN(t *testing.T) {
 	a1 := lan.Helper("a1", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Lamp|0")
 	a1.WaitContains(10*time.Second, "advertised")
 	t.Run("announced then registered", func(t *testing.T) {
-		hubtest.Eventually(t, 10*time.Second, "a1 registered online", func() bool {
+		testwait.Eventually(t, 10*time.Second, "a1 registered online", func() bool {
 			s := getThing(t, c, base, "urn:test:a1")
 			return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 		})
@@ -188,7 +167,7 @@ func TestMDNSLAN(t *testing.T) {
 	t.Run("TXT change re-fetches", func(t *testing.T) {
 		a1.Send("title Brighter")
 		a1.WaitContains(5*time.Second, "retitled")
-		hubtest.Eventually(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
+		testwait.Eventually(t, 10*time.Second, "the new title", func() bool { return getThing(t, c, base, "urn:test:a1").Title == "Brighter" })
 	})
 	t.Run("spoofed id from another host refused", func(t *testing.T) {
 		evil := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Evil|0")
@@ -214,14 +193,14 @@ func TestMDNSLAN(t *testing.T) {
 	})
 	t.Run("goodbye makes offline", func(t *testing.T) {
 		a1.Stop()
-		hubtest.Eventually(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
+		testwait.Eventually(t, 10*time.Second, "a1 offline", func() bool { return getThing(t, c, base, "urn:test:a1").Presence.Status == "offline" })
 	})
 	t.Run("TTL expiry makes offline", func(t *testing.T) {
 		a2 := lan.Helper("a2", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a2|Fan|2")
 		a2.WaitContains(10*time.Second, "advertised")
-		hubtest.Eventually(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
+		testwait.Eventually(t, 10*time.Second, "a2 online", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "online" })
 		a2.Kill() // no goodbye
-		hubtest.Eventually(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
+		testwait.Eventually(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
 	})
 	t.Run("two hubs with one name", func(t *testing.T) {
 		mdnsHub(t, lan, "a2", "Test Hub")
@@ -252,12 +231,12 @@ func TestMDNSNodeInterop(t *testing.T) {
 	n.WaitContains(10*time.Second, `"announced"`)
 	n.WaitContains(10*time.Second, `"directory":"Node Test Hub._wot._tcp.local"`, `"port":8080`,
 		`"txt":["td=/.well-known/wot","type=Directory","scheme=http"]`)
-	hubtest.Eventually(t, 10*time.Second, "the node agent registered online", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the node agent registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:node")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})
 	n.Stop()
-	hubtest.Eventually(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
+	testwait.Eventually(t, 10*time.Second, "the node agent offline", func() bool { return getThing(t, c, base, "urn:test:node").Presence.Status == "offline" })
 }
 
 // TestMDNSAvahiInterop: a Thing published by Avahi (a static service
@@ -271,7 +250,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 	_, base := mdnsHub(t, lan, "hub", "Avahi Test Hub")
 	c := lan.HTTPClient("hub")
 	dbusEnv, av := startAvahi(t, lan, "avahi", daemon, "urn:test:avahi", "Avahi Lamp")
-	hubtest.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+	testwait.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:avahi")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})
@@ -294,7 +273,7 @@ func TestMDNSAvahiInterop(t *testing.T) {
 		}
 	}
 	av.Stop()
-	hubtest.Eventually(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
+	testwait.Eventually(t, 10*time.Second, "the Avahi Thing offline", func() bool { return getThing(t, c, base, "urn:test:avahi").Presence.Status == "offline" })
 }
 
 // requireAvahi returns the path of avahi-daemon, or skips (fails with

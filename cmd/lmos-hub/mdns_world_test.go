@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 )
 
 // The tests here check the hub against mDNS senders as they are in the
@@ -46,7 +46,7 @@ func serveTD(addr string, td []byte) {
 // runZeroconfAgent is the "zeroconf" child (args: id|title|port): a Thing
 // announced by github.com/grandcat/zeroconf v1.0.0, the library the design
 // card names, which sends with IP TTL 1. SIGTERM: Shutdown (its goodbye).
-func runZeroconfAgent(args []string) {
+func runZeroconfAgent(c *netnstest.Child, args []string) {
 	port, _ := strconv.Atoi(args[2])
 	serveTD(fmt.Sprintf(":%d", port), hubtest.BareTD(args[0], args[1]))
 	eth0, err := net.InterfaceByName("eth0")
@@ -54,8 +54,6 @@ func runZeroconfAgent(args []string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
 	start := time.Now()
 	srv, err := zeroconf.Register(args[1], "_wot._tcp", "local.", port, []string{"td=/td", "type=Thing"}, []net.Interface{*eth0})
 	if err != nil {
@@ -63,11 +61,11 @@ func runZeroconfAgent(args []string) {
 		os.Exit(1)
 	}
 	fmt.Println("registered", start.UnixNano())
-	<-sigs
-	t := time.Now()
-	srv.Shutdown()
-	fmt.Println("goodbye", t.UnixNano())
-	os.Exit(0)
+	c.Serve(nil, func() {
+		t := time.Now()
+		srv.Shutdown()
+		fmt.Println("goodbye", t.UnixNano())
+	})
 }
 
 // runUnicastAnnounce is the "unicast-announce" child (args:
@@ -132,14 +130,14 @@ func TestMDNSZeroconfInterop(t *testing.T) {
 	c := lan.HTTPClient("hub")
 	zc := lan.Helper("zc", "TestMDNSChild", childEnv+"=zeroconf", "LMOS_MDNS_ARGS=urn:test:zeroconf|Zeroconf Lamp|8003")
 	zc.WaitContains(10*time.Second, "registered")
-	hubtest.Eventually(t, 10*time.Second, "the zeroconf Thing registered online", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the zeroconf Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:zeroconf")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online" && s.Title == "Zeroconf Lamp"
 	})
 
 	zc.Signal(syscall.SIGTERM)
 	zc.WaitContains(5*time.Second, "goodbye")
-	hubtest.Eventually(t, 10*time.Second, "the zeroconf Thing offline", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the zeroconf Thing offline", func() bool {
 		return getThing(t, c, base, "urn:test:zeroconf").Presence.Status == "offline"
 	})
 }
@@ -250,7 +248,7 @@ func TestMDNSOnLinkBySource(t *testing.T) {
 	far.WaitContains(5*time.Second, "sent", lan.Addr("far"))
 	near := lan.Helper("near", "TestMDNSChild", childEnv+"=unicast-announce", "LMOS_MDNS_ARGS=urn:test:near|Near Lamp|8004|"+lan.Addr("hub"))
 	near.WaitContains(5*time.Second, "sent", lan.Addr("near"))
-	hubtest.Eventually(t, 10*time.Second, "the on-link Thing registered", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the on-link Thing registered", func() bool {
 		s := getThing(t, c, base, "urn:test:near")
 		return s.status == 200 && s.Presence.Status == "online"
 	})
@@ -307,7 +305,7 @@ func TestMDNSAvahiSharedPortNonRoot(t *testing.T) {
 	hub := lan.Start(cmd)
 	c := lan.HTTPClient("host")
 	base := "http://" + lan.Addr("host") + ":8080"
-	hubtest.Eventually(t, 10*time.Second, "the hub serving", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the hub serving", func() bool {
 		resp, err := c.Get(base + "/healthz")
 		if err != nil {
 			return false
@@ -319,7 +317,7 @@ func TestMDNSAvahiSharedPortNonRoot(t *testing.T) {
 	if err != nil || !strings.Contains(string(status), "\nUid:\t65534\t65534\t65534\t65534\n") {
 		t.Fatalf("the hub does not run as nobody: %v\n%s", err, status)
 	}
-	hubtest.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
+	testwait.Eventually(t, 15*time.Second, "the Avahi Thing registered online", func() bool {
 		s := getThing(t, c, base, "urn:test:shared")
 		return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 	})

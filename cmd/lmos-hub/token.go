@@ -66,7 +66,7 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	if *hubURL != "" {
 		t = &remoteTokens{base: strings.TrimRight(*hubURL, "/"), token: *token}
 	} else {
-		db, err := store.Open(*dataDir, store.Options{LockTimeout: 500 * time.Millisecond})
+		tokens, closeTokens, err := app.OpenTokens(*dataDir)
 		if errors.Is(err, store.ErrLocked) {
 			fmt.Fprintf(stderr, "error: %v\nthe hub is running; use --hub URL --token TOKEN to manage tokens through it\n", err)
 			return exitLocked
@@ -75,8 +75,8 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 			fmt.Fprintln(stderr, "error:", err)
 			return exitFailure
 		}
-		defer db.Close()
-		t = localTokens{hub.NewTokens(db, nil)}
+		defer closeTokens()
+		t = localTokens{tokens}
 	}
 	switch cmd {
 	case "create":

@@ -168,6 +168,17 @@ func (m *Main) openTokens(context.Context) error {
 	return m.bootstrapToken()
 }
 
+// OpenTokens opens the admin tokens of the store in dataDir while no hub
+// runs (the token commands); close releases the store. A running hub holds
+// the store: the error is then store.ErrLocked, after a short wait.
+func OpenTokens(dataDir string) (tokens *hub.Tokens, close func() error, err error) {
+	db, err := store.Open(dataDir, store.Options{LockTimeout: 500 * time.Millisecond})
+	if err != nil {
+		return nil, nil, err // the store's own message, as the command prints it
+	}
+	return hub.NewTokens(db, nil), db.Close, nil
+}
+
 // openListeners binds the HTTP listener: the broker announces its address
 // on lmos/v1/hub/status, and the directory TD names it. The MQTT listener is
 // the broker's own (it wraps every connection), bound in openBroker.
@@ -186,7 +197,6 @@ func (m *Main) openBroker(context.Context) error {
 	cfg := m.Config
 	b, err := mqtt.New(m.Registry, m.DB, m.DB, mqtt.Config{
 		Anonymous:    cfg.MQTT.Anonymous,
-		JoinMode:     cfg.Join.Mode,
 		Admission:    m.Admission,
 		HubID:        m.DB.HubID(),
 		Version:      m.Version,
@@ -218,6 +228,7 @@ func (m *Main) openBroker(context.Context) error {
 // openWeb builds the HTTP adapter over the running broker and serves it on
 // the HTTP listener.
 func (m *Main) openWeb(ctx context.Context) error {
+	m.names = newHostNames(m.Config.Hub.Name)
 	srv := web.New(m.Registry, m.Tokens, m.webConfig())
 	m.Web = srv
 	// WebSocket agents: none is connected yet, whatever the registry
@@ -258,10 +269,10 @@ func (m *Main) openWeb(ctx context.Context) error {
 	return nil
 }
 
-// webConfig is the HTTP adapter's configuration; the broker is open.
+// webConfig is the HTTP adapter's configuration; the broker is open and
+// m.names set.
 func (m *Main) webConfig() web.Config {
 	cfg, db, b := m.Config, m.DB, m.Broker
-	m.names = newHostNames(cfg.Hub.Name)
 	return web.Config{
 		HubID:          db.HubID(),
 		HubName:        cfg.Hub.Name,

@@ -1,16 +1,12 @@
 package dnssd
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,15 +19,10 @@ const helperEnv = "LMOS_MDNS_HELPER"
 // TestHelperProcess is not a test: re-executed inside a network namespace
 // by the tests below, it advertises or browses and talks over stdio.
 func TestHelperProcess(t *testing.T) {
-	mode := os.Getenv(helperEnv)
-	if mode == "" {
-		t.Skip("helper process for the namespace tests")
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM)
+	c := netnstest.StartChild(t, helperEnv)
+	log := c.Log
 	out := json.NewEncoder(os.Stdout)
-	switch mode {
+	switch c.Mode {
 	case "advertise":
 		ttl, _ := strconv.Atoi(os.Getenv("LMOS_TTL"))
 		svc := Service{Instance: os.Getenv("LMOS_NAME"), Type: "_wot._tcp", Port: 8000, Text: strings.Split(os.Getenv("LMOS_TXT"), ",")}
@@ -41,28 +32,15 @@ func TestHelperProcess(t *testing.T) {
 			os.Exit(1)
 		}
 		_ = out.Encode(map[string]string{"advertised": a.Services()[0].Instance, "host": a.Host()})
-		lines := make(chan string)
-		go func() {
-			sc := bufio.NewScanner(os.Stdin)
-			for sc.Scan() {
-				lines <- sc.Text()
+		c.Serve(func(l string) {
+			if txt, ok := strings.CutPrefix(l, "txt "); ok {
+				a.SetText(0, strings.Split(txt, ","))
+				_ = out.Encode(map[string]string{"txt": txt})
 			}
-		}()
-		for {
-			select {
-			case <-sigs:
-				a.Close()
-				os.Exit(0)
-			case l := <-lines:
-				if txt, ok := strings.CutPrefix(l, "txt "); ok {
-					a.SetText(0, strings.Split(txt, ","))
-					_ = out.Encode(map[string]string{"txt": txt})
-				}
-				if l == "names" {
-					_ = out.Encode(map[string]string{"advertised": a.Services()[0].Instance, "host": a.Host()})
-				}
+			if l == "names" {
+				_ = out.Encode(map[string]string{"advertised": a.Services()[0].Instance, "host": a.Host()})
 			}
-		}
+		}, func() { a.Close() })
 	case "browse":
 		b, err := Browse(BrowserConfig{Types: []string{"_wot._tcp"}, Interfaces: []string{"eth0"}, Logger: log,
 			OnEvent: func(e Event) {
@@ -77,9 +55,7 @@ func TestHelperProcess(t *testing.T) {
 			os.Exit(1)
 		}
 		_ = out.Encode(map[string]string{"browsing": "_wot._tcp"})
-		<-sigs
-		b.Close()
-		os.Exit(0)
+		c.Serve(nil, func() { b.Close() })
 	}
 	os.Exit(2)
 }

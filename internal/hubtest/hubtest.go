@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Token is the admin token test hubs are provisioned with.
@@ -183,7 +183,7 @@ func (h *Hub) Send(method, path string, body []byte, hdr map[string]string) (*ht
 // Put registers a TD under id with the admin token and checks for success.
 func (h *Hub) Put(id string, td []byte) {
 	h.tb.Helper()
-	resp, body := h.Do(http.MethodPut, "/things/"+url.PathEscape(id), "application/td+json", td, Token)
+	resp, body := h.Do(http.MethodPut, lmos.ThingPath(id), "application/td+json", td, Token)
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusNoContent {
 		h.tb.Fatalf("PUT %s: %d %s", id, resp.StatusCode, body)
 	}
@@ -214,7 +214,7 @@ func (h *Hub) Presence(id string) (status, via string) {
 			Via    string `json:"via"`
 		} `json:"lmos:presence"`
 	}
-	h.GetJSON("/things/"+url.PathEscape(id), http.StatusOK, &td)
+	h.GetJSON(lmos.ThingPath(id), http.StatusOK, &td)
 	return td.Presence.Status, td.Presence.Via
 }
 
@@ -236,19 +236,6 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// Eventually polls cond every 10 ms for up to d and fails the test with
-// what when it does not hold by then.
-func Eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // BareTD returns the smallest valid TD with the given id and title: no
@@ -317,20 +304,4 @@ func SharedTestdata(tb testing.TB) string {
 	}
 	tb.Fatal("test data not found in testdata/ or ../shared/testdata")
 	return ""
-}
-
-// MakeTD returns a small valid TD with the given id and title and one action.
-func MakeTD(id, title string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
-		"@type":               "lmos:Tool",
-		"id":                  id,
-		"title":               title,
-		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
-		"security":            "nosec_sc",
-		"actions": map[string]any{"run": map[string]any{
-			"forms": []any{map[string]any{"href": "https://tools.example/run", "op": "invokeaction"}},
-		}},
-	})
-	return b
 }

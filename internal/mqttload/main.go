@@ -24,11 +24,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/mqttdial"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -65,35 +65,12 @@ func main() {
 // connect opens an MQTT 5 clean session; onMsg (may be nil) sees every
 // message received.
 func connect(addr, id, user, pass string, onMsg func(*paho.Publish)) (*paho.Client, error) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	cfg := paho.ClientConfig{Conn: conn}
-	if onMsg != nil {
-		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			onMsg(pr.Packet)
-			return true, nil
-		}}
-	}
-	c := paho.NewClient(cfg)
 	cp := &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}
 	if user != "" {
 		cp.Username, cp.UsernameFlag = user, true
 		cp.Password, cp.PasswordFlag = []byte(pass), true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ca, err := c.Connect(ctx, cp)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("connect %s: %w", id, err)
-	}
-	if ca.ReasonCode != 0 {
-		conn.Close()
-		return nil, fmt.Errorf("connect %s: reason %d", id, ca.ReasonCode)
-	}
-	return c, nil
+	return mqttdial.Dial(addr, cp, onMsg)
 }
 
 // run connects the subscribers and the publisher, then measures.

@@ -2,7 +2,9 @@
 // tests that need real multicast (mDNS) without touching the machine's own
 // interfaces: every node is a namespace whose eth0 (a veth) is plugged into
 // a bridge in a switch namespace, with a link-local 169.254.x.y address.
-// It needs root; Require skips without it unless CI is set.
+// Processes in the nodes are the test binary re-executed (LAN.Helper, and
+// StartChild on the child's side). It needs root; Require skips without
+// it unless CI is set.
 package netnstest
 
 import (

@@ -1,9 +1,12 @@
 // Package tdgen generates realistic, distinct Thing Descriptions for
 // benchmarks and load tests: the same generator everywhere, so figures
-// from different packages describe the same workload.
+// from different packages describe the same workload. MakeTD is the small
+// TD of the other tests; the package imports nothing of the hub, so the
+// adapters' in-package tests use it too.
 package tdgen
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -126,4 +129,28 @@ func Nested(levels, width int) string {
 	}
 	b.WriteString("0" + strings.Repeat("}", levels))
 	return b.String()
+}
+
+// MakeTD returns a small valid TD with the given id and title, typed
+// lmos:Tool, with two actions: "run", whose form is an https URL (a Thing
+// registered over HTTP), and "chat", whose form is an MQTT topic (the
+// action MQTT agents serve in the broker's tests).
+func MakeTD(id, title string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
+		"@type":               "lmos:Tool",
+		"id":                  id,
+		"title":               title,
+		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
+		"security":            "nosec_sc",
+		"actions": map[string]any{
+			"run": map[string]any{
+				"forms": []any{map[string]any{"href": "https://tools.example/run", "op": "invokeaction"}},
+			},
+			"chat": map[string]any{
+				"forms": []any{map[string]any{"href": "mqtt://hub/lmos/v1/things/x/actions/chat"}},
+			},
+		},
+	})
+	return b
 }

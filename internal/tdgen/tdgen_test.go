@@ -41,3 +41,17 @@ func TestNested(t *testing.T) {
 		t.Fatalf("%d levels, want 3", depth)
 	}
 }
+
+func TestMakeTDIsValid(t *testing.T) {
+	const id = "urn:uuid:6b0e2a3c-0000-4000-8000-000000000001"
+	doc, err := hub.ParseDocument(tdgen.MakeTD(id, "Small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Validate(doc); err != nil {
+		t.Fatalf("%v %v", err, hub.ErrorFields(err))
+	}
+	if doc["id"] != id || doc["title"] != "Small" || doc["@type"] != "lmos:Tool" {
+		t.Fatalf("id, title or @type wrong: %v", doc)
+	}
+}

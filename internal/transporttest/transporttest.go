@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -459,11 +460,17 @@ func Offline(reg *hub.Registry, id string) func() bool {
 	}
 }
 
-// IdleOf is an Env.Idle from a count of the invocations and streams in
-// progress (the broker's Interactions).
-func IdleOf(interactions func() (invocations, streams int)) func() (bool, string) {
+// IdleOf is an Env.Idle from counts of the invocations and streams in
+// progress (the broker's Interactions, the WebSocket transport's): idle
+// when every count is 0; the report names each count in argument order.
+func IdleOf(interactions ...func() (invocations, streams int)) func() (bool, string) {
 	return func() (bool, string) {
-		inv, streams := interactions()
-		return inv == 0 && streams == 0, fmt.Sprintf("%d invocations, %d streams", inv, streams)
+		ok, what := true, make([]string, 0, len(interactions))
+		for _, count := range interactions {
+			inv, streams := count()
+			ok = ok && inv == 0 && streams == 0
+			what = append(what, fmt.Sprintf("%d invocations, %d streams", inv, streams))
+		}
+		return ok, strings.Join(what, "; ")
 	}
 }

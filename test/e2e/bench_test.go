@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
@@ -31,35 +32,26 @@ const benchThings = 10_000
 
 var benchTDs = sync.OnceValue(func() []benchTD { return tdgen.Generate(benchThings) })
 
-// benchConfig is startHubIn's configuration (WriteRate 0: no rate limit)
-// without the registry's quotas: benchmarks register 10k Things, and 100
-// agents from one address.
-func benchConfig(b *testing.B, dir string) Config {
-	b.Helper()
-	cfg := testConfig(dir)
+// benchEdit turns the test configuration (WriteRate 0: no rate limit)
+// into the benchmarks': no registry quotas, for benchmarks register 10k
+// Things, and 100 agents from one address.
+func benchEdit(cfg *Config) {
 	cfg.Registry.MaxThings, cfg.Registry.MaxBytes, cfg.Registry.MaxThingsPerSource = 0, 0, 0
-	if err := cfg.Validate(); err != nil {
-		b.Fatalf("bench config: %v", err)
-	}
-	return cfg
 }
 
-// startBenchHub starts a hub in-process on dir, as startHubIn does (which
-// takes a *testing.T). The returned func stops it.
-func startBenchHub(b *testing.B, dir string) (m *Main, baseURL string, stop func()) {
+// startBenchHub starts a hub in-process on dir as every test does
+// (hubtest.NewMain and Run), after benchEdit and then edit (nil: none).
+// stop ends it, for a benchmark that starts hubs in its loop; the end of
+// the benchmark ends it too.
+func startBenchHub(b *testing.B, dir string, edit func(*Config)) (m *Main, baseURL string, stop func()) {
 	b.Helper()
-	m = app.NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
-	if err := m.Run(context.Background()); err != nil {
-		b.Fatalf("start hub: %v", err)
-	}
-	stop = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			b.Errorf("close hub: %v", err)
+	h := hubtest.Run(b, hubtest.NewMain(b, dir, func(cfg *Config) {
+		benchEdit(cfg)
+		if edit != nil {
+			edit(cfg)
 		}
-	}
-	return m, "http://" + m.HTTPAddr.String(), stop
+	}))
+	return h.Main, h.URL, h.Close
 }
 
 // fillDir stores the 10k benchmark TDs in a hub data directory, through the
@@ -101,7 +93,7 @@ func loadedBenchHub(b *testing.B) string {
 	b.Helper()
 	dir := b.TempDir()
 	fillDir(b, dir)
-	_, base, stop := startBenchHub(b, dir)
+	_, base, stop := startBenchHub(b, dir, nil)
 	b.Cleanup(stop)
 	return base
 }
@@ -155,9 +147,7 @@ func timeGets(b *testing.B, c *http.Client, next func() string, unit time.Durati
 		}
 		lat = append(lat, time.Since(start))
 	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2])/float64(unit), "p50-"+name)
-	b.ReportMetric(float64(lat[len(lat)*99/100])/float64(unit), "p99-"+name)
+	percentile.Report(b, lat, unit, name)
 }
 
 // BenchmarkHTTPPut10k: 32 keep-alive clients PUT 10k distinct TDs into a
@@ -172,7 +162,7 @@ func BenchmarkHTTPPut10k(b *testing.B) {
 	var elapsed time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		_, base, stop := startBenchHub(b, b.TempDir())
+		_, base, stop := startBenchHub(b, b.TempDir(), nil)
 		b.StartTimer()
 		start := time.Now()
 		var next atomic.Int64
@@ -257,10 +247,8 @@ func BenchmarkStartup10k(b *testing.B) {
 	var lat []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		m := app.NewMain(benchConfig(b, dir), io.Discard, slog.New(slog.DiscardHandler))
-		if err := m.Run(context.Background()); err != nil {
-			b.Fatalf("start hub: %v", err)
-		}
+		h := hubtest.Run(b, hubtest.NewMain(b, dir, benchEdit))
+		m := h.Main
 		for fetch(c, http.MethodGet, "http://"+m.HTTPAddr.String()+"/healthz", nil, http.StatusOK) != nil {
 			if time.Since(start) > 30*time.Second {
 				b.Fatal("hub not serving /healthz after 30 s")
@@ -272,9 +260,7 @@ func BenchmarkStartup10k(b *testing.B) {
 		if n := m.Registry.Count(); n != benchThings {
 			b.Fatalf("hub holds %d things, want %d", n, benchThings)
 		}
-		if err := m.Close(context.Background()); err != nil {
-			b.Fatal(err)
-		}
+		h.Close()
 		c.CloseIdleConnections()
 		b.StartTimer()
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 )
 
 // The hub under test is internal/app's Main run by internal/hubtest, as
@@ -85,7 +86,7 @@ func sample(t *testing.T, name string) []byte {
 }
 
 // makeTD returns a small valid TD with the given id and title.
-func makeTD(id, title string) []byte { return hubtest.MakeTD(id, title) }
+func makeTD(id, title string) []byte { return tdgen.MakeTD(id, title) }
 
 func pathEscape(id string) string { return url.PathEscape(id) }
 

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/mqttdial"
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/fxamacker/cbor/v2"
@@ -44,39 +45,12 @@ const mosquittoBin = "/usr/sbin/mosquitto"
 // goes to onMsg (nil: none expected). It is disconnected at cleanup.
 func benchMQTT(b *testing.B, addr string, cp *paho.Connect, onMsg func(*paho.Publish)) *paho.Client {
 	b.Helper()
-	c, err := dialMQTT(addr, cp, onMsg)
+	c, err := mqttdial.Dial(addr, cp, onMsg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
 	return c
-}
-
-func dialMQTT(addr string, cp *paho.Connect, onMsg func(*paho.Publish)) (*paho.Client, error) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	cfg := paho.ClientConfig{Conn: conn}
-	if onMsg != nil {
-		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			onMsg(pr.Packet)
-			return true, nil
-		}}
-	}
-	c := paho.NewClient(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ca, err := c.Connect(ctx, cp)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("mqtt connect %s: %w", cp.ClientID, err)
-	}
-	if ca.ReasonCode != 0 {
-		conn.Close()
-		return nil, fmt.Errorf("mqtt connect %s: reason code %#x", cp.ClientID, ca.ReasonCode)
-	}
-	return c, nil
 }
 
 // benchSubscribe subscribes c to filter and fails unless it is granted.
@@ -121,7 +95,7 @@ func benchAgentID(i int) string { return fmt.Sprintf("urn:uuid:7e3a1c52-0000-400
 func joinThings(b *testing.B, addr string, ids []string) []joinCreds {
 	b.Helper()
 	results := make(chan *paho.Publish, len(ids))
-	c, err := dialMQTT(addr, &paho.Connect{ClientID: "bench-joiner", CleanStart: true, KeepAlive: 60}, func(p *paho.Publish) { results <- p })
+	c, err := mqttdial.Dial(addr, &paho.Connect{ClientID: "bench-joiner", CleanStart: true, KeepAlive: 60}, func(p *paho.Publish) { results <- p })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -181,7 +155,7 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 		b.Skip("heavy benchmark")
 	}
 	const agents = 100
-	m, _, stop := startBenchHub(b, b.TempDir())
+	m, _, stop := startBenchHub(b, b.TempDir(), nil)
 	b.Cleanup(stop)
 	addr := m.MQTTAddr.String()
 	ids := make([]string, agents)
@@ -270,10 +244,7 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 				}
 				lat = append(lat, d)
 			}
-			slices.Sort(lat)
-			ms := float64(time.Millisecond)
-			b.ReportMetric(float64(lat[len(lat)/2])/ms, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100])/ms, "p99-ms")
+			percentile.Report(b, lat, time.Millisecond, "ms")
 		})
 	}
 }
@@ -364,7 +335,7 @@ func BenchmarkMQTTFanout50(b *testing.B) {
 		t.cpu += used
 	}
 	b.Run("hub", func(b *testing.B) {
-		m, _, stop := startBenchHub(b, b.TempDir())
+		m, _, stop := startBenchHub(b, b.TempDir(), nil)
 		b.Cleanup(stop)
 		addr := m.MQTTAddr.String()
 		cr := joinThings(b, addr, []string{id})[0]
@@ -639,7 +610,7 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 				wg.Go(func() {
 					for i := int(next.Add(1)) - 1; i < clients; i = int(next.Add(1)) - 1 {
 						id := fmt.Sprintf("idle-%d", i)
-						c, err := dialMQTT(p.mqttAddr, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, func(*paho.Publish) {})
+						c, err := mqttdial.Dial(p.mqttAddr, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, func(*paho.Publish) {})
 						if err != nil {
 							failed.Store(err)
 							return

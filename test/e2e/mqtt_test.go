@@ -15,8 +15,8 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -51,7 +51,7 @@ func (h *testHub) presenceOf(id string) (status, via string) {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	hubtest.Eventually(t, d, what, cond)
+	testwait.Eventually(t, d, what, cond)
 }
 
 func TestMQTTJoinPresenceOverHTTP(t *testing.T) {

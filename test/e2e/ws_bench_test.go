@@ -10,9 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,25 +21,17 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/google/uuid"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 )
 
 // startWSBenchHub is startBenchHub without the per-connection message rate
 // limit, which would otherwise pace a benchmark's consumer.
 func startWSBenchHub(b *testing.B) (*Main, string, func()) {
 	b.Helper()
-	cfg := benchConfig(b, b.TempDir())
-	cfg.HTTP.WebSocket.MessageRate = 1e9
-	cfg.HTTP.WebSocket.MessageBurst = 1 << 30
-	m := app.NewMain(cfg, io.Discard, slog.New(slog.DiscardHandler))
-	if err := m.Run(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = m.Close(ctx)
-	}
+	m, _, stop := startBenchHub(b, b.TempDir(), func(cfg *Config) {
+		cfg.HTTP.WebSocket.MessageRate = 1e9
+		cfg.HTTP.WebSocket.MessageBurst = 1 << 30
+	})
 	return m, "ws://" + m.HTTPAddr.String() + "/ws", stop
 }
 
@@ -188,10 +177,7 @@ func BenchmarkWSActionRoundTrip(b *testing.B) {
 				}
 				lat = append(lat, d)
 			}
-			slices.Sort(lat)
-			ms := float64(time.Millisecond)
-			b.ReportMetric(float64(lat[len(lat)/2])/ms, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100])/ms, "p99-ms")
+			percentile.Report(b, lat, time.Millisecond, "ms")
 		})
 	}
 }

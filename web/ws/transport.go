@@ -173,6 +173,20 @@ func New(cfg Config) *Transport {
 	return g
 }
 
+// Interactions reports the hub → agent requests waiting for an agent's
+// reply and the streams consumers hold open on their connections: both
+// are 0 when nothing is in progress. Agents' own streams go through the
+// broker and are counted there.
+func (g *Transport) Interactions() (requests, streams int) {
+	for _, c := range g.openConns() {
+		c.mu.Lock()
+		requests += len(c.pending)
+		streams += len(c.streams)
+		c.mu.Unlock()
+	}
+	return requests, streams
+}
+
 // ResetPresence sets every Thing that is online via WebSocket offline:
 // at start no agent is connected yet (after a crash, say).
 func (s *Transport) ResetPresence(ctx context.Context) {
@@ -186,16 +200,21 @@ func (s *Transport) ResetPresence(ctx context.Context) {
 	}
 }
 
-// closeAll ends every connection (going away) and waits for their
-// goroutines, at most d.
-func (g *Transport) closeAll(d time.Duration) {
+// openConns is a snapshot of the open connections.
+func (g *Transport) openConns() []*wsConn {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	conns := make([]*wsConn, 0, len(g.open))
 	for c := range g.open {
 		conns = append(conns, c)
 	}
-	g.mu.Unlock()
-	for _, c := range conns {
+	return conns
+}
+
+// closeAll ends every connection (going away) and waits for their
+// goroutines, at most d.
+func (g *Transport) closeAll(d time.Duration) {
+	for _, c := range g.openConns() {
 		c.close(websocket.StatusGoingAway, "the hub is stopping")
 	}
 	done := make(chan struct{})

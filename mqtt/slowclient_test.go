@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // A client that subscribes to every Thing's description and then reads
 // nothing holds the retained TDs queued for it (beyond its QoS 0 budget)
 // only until a write to it has waited the slow-client timeout: then it is
-// cut off and counted, and what was queued is freed (issue 12 review).
+// cut off and counted, and what was queued is freed.
 func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SlowClientTimeout = 300 * time.Millisecond })
 	for i := range 40 {
@@ -29,8 +31,8 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 	}
 	subscribeRaw(t, conn, 1, lmos.ThingsPrefix+"+/td")
 	// 8 MB queued, more than the kernel buffers; the client never reads.
-	eventually(t, 10*time.Second, "the hoarder cut off", func() bool { return e.b.SlowDisconnects() > before })
-	eventually(t, 5*time.Second, "the hoarder gone", func() bool {
+	testwait.Eventually(t, 10*time.Second, "the hoarder cut off", func() bool { return e.b.SlowDisconnects() > before })
+	testwait.Eventually(t, 5*time.Second, "the hoarder gone", func() bool {
 		cl, ok := e.b.server.Clients.Get("hoarder")
 		return !ok || cl.Closed()
 	})
@@ -45,7 +47,7 @@ func TestNonReadingWildcardSubscriberCutOff(t *testing.T) {
 
 // A join result is queued even when the joining client's QoS 0 budget is
 // spent (a flood on a topic it subscribes to): it carries the only copy of
-// the Thing's credentials (issue 12 review).
+// the Thing's credentials.
 func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.MaxQueuedBytes = 4 << 10; c.SlowClientTimeout = 20 * time.Second })
 	owner, _ := joinOwner(t, e, "urn:noisy", nil)
@@ -59,7 +61,7 @@ func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 	start := time.Now()
 	subscribeRaw(t, conn, 1, busy)
 	subscribeRaw(t, conn, 2, lmos.ThingsPrefix+key+"/td/result")
-	eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(lmos.ThingsPrefix+key+"/td/result") == 1 })
+	testwait.Eventually(t, 5*time.Second, "subscribed", func() bool { return e.b.Subscribers(lmos.ThingsPrefix+key+"/td/result") == 1 })
 	// The flood goes on until the joiner is registered, keeping its
 	// budget spent when the result is published.
 	drops := e.b.Dropped("queue_full")
@@ -78,10 +80,10 @@ func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, 10*time.Second, "the joiner's budget spent", func() bool { return e.b.Dropped("queue_full") > drops })
+	testwait.Eventually(t, 10*time.Second, "the joiner's budget spent", func() bool { return e.b.Dropped("queue_full") > drops })
 	t.Logf("budget full after %v", time.Since(start))
 	// The joiner publishes its TD (QoS 0) while its budget is spent.
-	td := makeTD(id, "J")
+	td := tdgen.MakeTD(id, "J")
 	topic := lmos.ThingsPrefix + key + "/td"
 	vh := append([]byte{0, byte(len(topic))}, topic...)
 	vh = append(vh, 0) // no properties
@@ -89,7 +91,7 @@ func TestJoinResultNotDroppedForFullBudget(t *testing.T) {
 	if _, err := conn.Write(append([]byte{0x30, byte(len(pkt) | 0x80), byte(len(pkt) >> 7)}, pkt...)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "registered", func() bool { _, err := e.reg.Get(id); return err == nil })
+	testwait.Eventually(t, 10*time.Second, "registered", func() bool { _, err := e.reg.Get(id); return err == nil })
 	dropsAtJoin := e.b.Dropped("queue_full")
 	time.Sleep(20 * time.Millisecond) // the flood keeps the budget spent past the result
 	close(stop)
