@@ -15,6 +15,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
@@ -50,7 +51,7 @@ func putOverHTTP(t *testing.T, reg *hub.Registry, id string, td []byte) {
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	hubtest.Eventually(t, d, what, cond)
+	testwait.Eventually(t, d, what, cond)
 }
 
 // tdServer serves the TDs of the bad-input cases.
