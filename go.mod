@@ -8,9 +8,11 @@ require (
 	github.com/eclipse/paho.golang v0.22.0
 	github.com/fxamacker/cbor/v2 v2.9.0
 	github.com/google/uuid v1.6.0
+	github.com/gowebpki/jcs v1.0.1
 	github.com/grandcat/zeroconf v1.0.0
 	github.com/miekg/dns v1.1.61
 	github.com/mochi-mqtt/server/v2 v2.7.9
+	github.com/mr-tron/base58 v1.2.0
 	github.com/r3labs/sse/v2 v2.10.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/theory/jsonpath v0.11.0
