@@ -197,7 +197,8 @@ func (l *wsLink) establish(initial bool) (*websocket.Conn, []wsFrame, error) {
 		if initial && refused {
 			return nil, nil, err
 		}
-		if refused {
+		if refused && p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable {
+			// Not one that passes by itself: say so, once per attempt.
 			l.a.log.Warn("the hub refused the registration; retrying", "err", err)
 		} else {
 			l.a.log.Debug("websocket connect failed", "err", err, "initial", initial)
