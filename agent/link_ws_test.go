@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -101,5 +102,40 @@ func writeFrame(ctx context.Context, t *testing.T, c *websocket.Conn, m map[stri
 	b, _ := json.Marshal(m)
 	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
 		t.Errorf("write: %v", err)
+	}
+}
+
+// The frames kept before the registration's answer are bounded: a hub that
+// sends more than maxEarlyFrames first is left (1008), not buffered.
+func TestWSTooManyFramesBeforeRegistrationAnswer(t *testing.T) {
+	closed := make(chan websocket.StatusCode, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"lmosprotocol"}})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		reg := readFrame(ctx, t, c)
+		for i := range maxEarlyFrames + 1 {
+			writeFrame(ctx, t, c, map[string]any{"messageType": "readProperty", "messageId": fmt.Sprint("req-", i), "thingId": reg["thingId"], "name": "level"})
+		}
+		_, _, err = c.Read(ctx)
+		select {
+		case closed <- websocket.CloseStatus(err):
+		default:
+		}
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := Connect(ctx, Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", TD: testTD("urn:test:flood"),
+		Logger: testLogger(t), Timeout: 5 * time.Second, MaxBackoff: 100 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "too many messages") {
+		t.Fatalf("connect: %v", err)
+	}
+	if code := <-closed; code != websocket.StatusPolicyViolation {
+		t.Fatalf("close status %v", code)
 	}
 }
