@@ -159,68 +159,98 @@ func newWSAgent(opts Options) (*Agent, error) {
 // in use before Connect returns: the agent's first requests wait for
 // nothing (as over MQTT).
 func (l *wsLink) connect() (func(), error) {
-	c, err := l.establish(true)
+	c, early, err := l.establish(true)
 	if err != nil {
 		return nil, err
 	}
-	l.attach(c)
+	l.attach(c, early)
 	return func() { l.run(c) }, nil
 }
 
 // establish dials and registers, retrying network failures with backoff
-// until l.a.ctx ends; a refused registration is returned at once, except on
-// a reconnect a refusal that passes by itself: 409 (the hub still holds
-// the agent's old socket, which it notices gone only when it fails a ping
-// or a write), 429 and 503.
-func (l *wsLink) establish(initial bool) (*websocket.Conn, error) {
+// until l.a.ctx ends. A refused first registration is returned at once (to
+// Connect). On a reconnect every refusal is retried, as the MQTT link
+// does: giving up would leave an open Agent without a connection for good,
+// its requests waiting out their contexts. Refusals there pass by
+// themselves: 409 (the hub still holds the agent's old socket, which it
+// notices gone only when it fails a ping or a write), 429, 503, and the
+// 500 of a hub that is stopping (its store already closed) while the
+// agent redials it before its listener closes.
+func (l *wsLink) establish(initial bool) (*websocket.Conn, []wsFrame, error) {
 	for n := 0; ; n++ {
-		c, err := l.dialRegister()
+		c, early, err := l.dialRegister()
 		if err == nil {
-			return c, nil
+			return c, early, nil
 		}
 		var p *Problem
-		if errors.As(err, &p) && (initial || p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable) {
-			return nil, err
+		refused := errors.As(err, &p)
+		if initial && refused {
+			return nil, nil, err
 		}
-		l.a.log.Debug("websocket connect failed", "err", err, "initial", initial)
+		if refused && p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable {
+			// Not one that passes by itself: say so, once per attempt.
+			l.a.log.Warn("the hub refused the registration; retrying", "err", err)
+		} else {
+			l.a.log.Debug("websocket connect failed", "err", err, "initial", initial)
+		}
 		select {
 		case <-l.a.ctx.Done():
-			return nil, errors.Join(err, l.a.ctx.Err())
+			return nil, nil, errors.Join(err, l.a.ctx.Err())
 		case <-time.After(backoff(n, l.a.opts.MaxBackoff)):
 		}
 	}
 }
 
-func (l *wsLink) dialRegister() (*websocket.Conn, error) {
+// maxEarlyFrames bounds the frames kept while the registration's answer
+// is awaited (dialRegister).
+const maxEarlyFrames = 64
+
+// dialRegister connects and registers the TD. It returns the frames that
+// came before the hub's acknowledgement, for attach to dispatch: the hub
+// routes requests to the agent from the moment it records the Thing
+// online, which may be before it queues the acknowledgement, so a
+// consumer's request can overtake it (a consumer waiting for the agent to
+// come back after a hub restart sends one at once). Dropping it would
+// leave that consumer waiting for a result until its context ends.
+func (l *wsLink) dialRegister() (*websocket.Conn, []wsFrame, error) {
 	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.SetReadLimit(1 << 20)
 	id := newMessageID()
 	msg := map[string]any{lmos.MemberMessageType: lmos.WSRegisterThing, lmos.MemberMessageID: id, lmos.MemberThingID: l.a.td.id, lmos.MemberTD: json.RawMessage(l.a.td.doc)}
 	if err := l.write(ctx, c, msg); err != nil {
 		c.CloseNow()
-		return nil, err
+		return nil, nil, err
 	}
 	// Until the read loop runs, the reply is read here.
+	var early []wsFrame
 	for {
 		typ, data, err := c.Read(ctx)
 		if err != nil {
 			c.CloseNow()
-			return nil, err
+			return nil, nil, err
 		}
 		f, err := decodeFrame(typ, data)
-		if err != nil || f.str(lmos.MemberCorrelationID) != id {
+		if err != nil {
+			continue
+		}
+		if f.str(lmos.MemberCorrelationID) != id {
+			if len(early) == maxEarlyFrames {
+				c.Close(websocket.StatusPolicyViolation, "too many messages before the registration's answer")
+				return nil, nil, errors.New("the hub sent too many messages before answering the registration")
+			}
+			early = append(early, f)
 			continue
 		}
 		if f.typ() == lmos.WSError {
 			c.Close(websocket.StatusNormalClosure, "")
-			return nil, fmt.Errorf("the hub refused the registration: %w", f.problem())
+			return nil, nil, fmt.Errorf("the hub refused the registration: %w", f.problem())
 		}
-		return c, nil
+		return c, early, nil
 	}
 }
 
@@ -281,22 +311,27 @@ func (l *wsLink) run(c *websocket.Conn) {
 		if l.a.ctx.Err() != nil {
 			return
 		}
+		var early []wsFrame
 		var err error
-		if c, err = l.establish(false); err != nil {
+		if c, early, err = l.establish(false); err != nil {
 			l.a.log.Warn("cannot reconnect to the hub", "err", err)
 			return
 		}
-		l.attach(c)
+		l.attach(c, early)
 	}
 }
 
-// attach makes c the connection in use and restores the observations and
+// attach makes c the connection in use, handles the frames that came
+// before the registration's answer, and restores the observations and
 // property values on it.
-func (l *wsLink) attach(c *websocket.Conn) {
+func (l *wsLink) attach(c *websocket.Conn, early []wsFrame) {
 	l.mu.Lock()
 	l.c = c
 	close(l.up)
 	l.mu.Unlock()
+	for _, f := range early {
+		l.dispatch(f)
+	}
 	l.restore()
 }
 

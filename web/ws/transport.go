@@ -349,17 +349,24 @@ func (g *Transport) serve(c *websocket.Conn, remote string) {
 	}
 	wc.log = g.log.With("conn", wc.id, "remote", remote)
 	wc.lastRead.Store(time.Now().UnixNano())
+	// A connection that arrives while the hub stops (an agent redialling at
+	// once) is turned away before it joins g.wg: closeAll may be waiting on
+	// it, and an Add during that Wait panics. closeAll snapshots g.open
+	// under g.mu after closing is closed, so none joins after it.
 	g.mu.Lock()
-	g.open[wc] = struct{}{}
-	g.mu.Unlock()
-	g.connections.Inc()
-	g.wg.Add(1)
-	defer g.wg.Done()
 	select {
 	case <-g.closing:
-		wc.close(websocket.StatusGoingAway, "the hub is stopping")
+		g.mu.Unlock()
+		cancel()
+		_ = c.Close(websocket.StatusGoingAway, "the hub is stopping")
+		return
 	default:
 	}
+	g.open[wc] = struct{}{}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	g.connections.Inc()
+	defer g.wg.Done()
 	// Reset after the assignment, so keepAlive sees wc.pinger.
 	wc.pinger = time.AfterFunc(time.Hour, wc.keepAlive)
 	wc.pinger.Reset(g.cfg.PingInterval)
