@@ -128,7 +128,7 @@ func TestWSTooManyFramesBeforeRegistrationAnswer(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := Connect(ctx, Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", TD: testTD("urn:test:flood"),
 		Logger: testLogger(t), Timeout: 5 * time.Second, MaxBackoff: 100 * time.Millisecond})

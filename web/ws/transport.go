@@ -372,8 +372,8 @@ func (g *Transport) serve(c *websocket.Conn, remote string) {
 	wc.pinger.Reset(g.cfg.PingInterval)
 	wc.readLoop()
 	wc.pinger.Stop()
-	// The read loop has called close (or abort), which cancels wc.ctx
-	// once the close handshake is over: cancelling it here would drop the
+	// The read loop has called abort, or close, which cancels wc.ctx once
+	// the close handshake is over: cancelling it here would drop the
 	// TCP connection under a close frame still being written (coder/websocket
 	// closes the connection when a write's context ends), and the peer would
 	// see EOF instead of, say, 1003.
@@ -415,7 +415,10 @@ func (wc *wsConn) readLoop() {
 			if !errors.Is(err, context.Canceled) && websocket.CloseStatus(err) == -1 {
 				wc.log.Debug("websocket read ended", "err", err)
 			}
-			wc.close(websocket.StatusNormalClosure, "")
+			// The connection is gone or closed already (the library
+			// answers a peer's close frame itself): no handshake to wait
+			// for, and the Things go offline at once.
+			wc.abort()
 			return
 		}
 		wc.lastRead.Store(time.Now().UnixNano())
