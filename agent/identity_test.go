@@ -90,6 +90,19 @@ func TestAgentSignsItsTDOnEveryJoin(t *testing.T) {
 	})
 }
 
+// Over CBOR WebSocket frames the TD is transcoded on the way; JCS makes the
+// proof hold for the JSON the hub stores.
+func TestAgentSignedTDSurvivesCBORFrames(t *testing.T) {
+	eachLinkOf(t, []string{"ws"}, func(t *testing.T, h *testHub) {
+		const id = "urn:test:signed/cbor"
+		td := testTD(id)
+		td["properties"].(map[string]any)["level"].(map[string]any)["maximum"] = 37.5
+		td["properties"].(map[string]any)["level"].(map[string]any)["minimum"] = -1e-7
+		a := h.connect(id, func(o *Options) { o.ContentType = CBOR; o.TD = td })
+		h.storedProof(id, a.DID())
+	})
+}
+
 // An agent given a key signs with it, and keeps no key file of its own.
 func TestAgentSignsWithTheKeyItIsGiven(t *testing.T) {
 	eachLink(t, func(t *testing.T, h *testHub) {
