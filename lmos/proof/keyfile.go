@@ -1,7 +1,6 @@
 package proof
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
@@ -56,8 +55,7 @@ func ParseKeyFile(data []byte) (Key, error) {
 		return Key{}, malformed("the key file is %d bytes, more than %d", len(data), maxKeyFileBytes)
 	}
 	var kf KeyFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&kf); err != nil {
+	if err := json.Unmarshal(data, &kf); err != nil {
 		return Key{}, malformed("the key file is not a JSON object with publicKeyMultibase and secretKeyMultibase: %v", err)
 	}
 	var k Key

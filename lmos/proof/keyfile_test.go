@@ -67,6 +67,7 @@ func TestKeyFileRefusesMembersThatDisagree(t *testing.T) {
 		"two secrets":           `{"secretKeyMultibase":"` + SecretKeyMultibase(a) + `","privateKeyMultibase":"` + SecretKeyMultibase(b) + `"}`,
 		"no key":                `{"id":"` + DID(pa) + `"}`,
 		"not JSON":              `z6Mk`,
+		"trailing data":         `{"publicKeyMultibase":"z6MkrJVnaZkeFzdQyMZu1cgjg7k1pZZ6pvBQ7XJPt4swbTQ2"} {}`,
 		"public as secret":      `{"secretKeyMultibase":"` + PublicKeyMultibase(pa) + `"}`,
 		"too long":              `{"id":"` + strings.Repeat("x", maxKeyFileBytes) + `"}`,
 	} {
@@ -90,4 +91,28 @@ func TestSignMilliKeepsMillisecondsAndVerifies(t *testing.T) {
 	if r.Proof.Created != "2026-01-02T02:04:05.678Z" || !r.Created.Equal(at.Truncate(time.Millisecond)) {
 		t.Fatalf("created %q (%v)", r.Proof.Created, r.Created)
 	}
+}
+
+// FuzzParseKeyFile: any input is refused with ErrMalformed or read into a
+// key whose members agree.
+func FuzzParseKeyFile(f *testing.F) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	f.Add(MarshalKeyFile(priv))
+	f.Add([]byte(`{"publicKeyMultibase":"z6MkrJVnaZkeFzdQyMZu1cgjg7k1pZZ6pvBQ7XJPt4swbTQ2","privateKeyMultibase":"z3u2en7t5LR2WtQH5PfFqMqwVHBeXouLzo6haApm8XHqvjxq"}`))
+	f.Add([]byte(`{"id":"did:key:z6Mk","publicKeyMultibase":"z"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		k, err := ParseKeyFile(data)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if len(k.Public) != ed25519.PublicKeySize || k.DID != DID(k.Public) {
+			t.Fatalf("key %+v", k)
+		}
+		if k.Private != nil && !k.Private.Public().(ed25519.PublicKey).Equal(k.Public) {
+			t.Fatal("the secret and public keys disagree")
+		}
+	})
 }
