@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -55,6 +56,16 @@ type Options struct {
 	MaxBackoff time.Duration
 	// KeepAlive is the MQTT keep alive; default 30 s.
 	KeepAlive time.Duration
+	// StateDir is where the agent keeps what must outlive it: its key
+	// (key.json, mode 0600, made on first use) and the time of its last
+	// proof. "" keeps nothing: the agent makes a key in memory, so its DID
+	// changes with every start, and a hub that binds ids to keys will
+	// refuse it after a restart (PROTOCOL §6).
+	StateDir string
+	// Key, when set, is the agent's key instead of the one in StateDir
+	// (read one with proof.ReadKeyFile). The agent signs its TD with it on
+	// every join, over MQTT and WebSocket alike.
+	Key ed25519.PrivateKey
 }
 
 // Credentials are what the hub issues at join: the Thing's topic key and a
@@ -70,6 +81,7 @@ type Agent struct {
 	opts     Options
 	clientID string
 	td       *description
+	signer   *signer
 	tid      string
 	log      *slog.Logger
 
@@ -139,6 +151,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.signer, err = newSigner(opts, a.log); err != nil {
+		return nil, err
+	}
 	return a.start(ctx)
 }
 
@@ -191,7 +206,8 @@ func (a *Agent) ID() string { return a.td.id }
 // ClientID returns the MQTT client id.
 func (a *Agent) ClientID() string { return a.clientID }
 
-// TD returns the Thing Description as joined (JSON, hub forms filled in).
+// TD returns the Thing Description as joined (JSON, hub forms filled in),
+// without its proof: each join signs it anew.
 func (a *Agent) TD() []byte { return a.td.doc }
 
 // Credentials returns the credentials the agent connects with, nil before

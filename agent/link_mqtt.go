@@ -387,8 +387,12 @@ func (l *mqttLink) join(ctx context.Context, cli *paho.Client, anonymous bool) (
 		l.joinCh = nil
 		l.mu.Unlock()
 	}()
-	err := l.publishOn(ctx, cli, &paho.Publish{
-		Topic: lmos.ThingTopic(l.a.td.id, "td"), Payload: l.a.td.doc, QoS: 1, Retain: true,
+	td, err := l.a.signedTD()
+	if err != nil {
+		return joinResult{}, err
+	}
+	err = l.publishOn(ctx, cli, &paho.Publish{
+		Topic: lmos.ThingTopic(l.a.td.id, "td"), Payload: td, QoS: 1, Retain: true,
 		Properties: &paho.PublishProperties{ContentType: lmos.MediaTD},
 	})
 	if err != nil {

@@ -220,8 +220,13 @@ func (l *wsLink) dialRegister() (*websocket.Conn, []wsFrame, error) {
 		return nil, nil, err
 	}
 	c.SetReadLimit(1 << 20)
+	td, err := l.a.signedTD()
+	if err != nil {
+		c.CloseNow()
+		return nil, err
+	}
 	id := newMessageID()
-	msg := map[string]any{lmos.MemberMessageType: lmos.WSRegisterThing, lmos.MemberMessageID: id, lmos.MemberThingID: l.a.td.id, lmos.MemberTD: json.RawMessage(l.a.td.doc)}
+	msg := map[string]any{lmos.MemberMessageType: lmos.WSRegisterThing, lmos.MemberMessageID: id, lmos.MemberThingID: l.a.td.id, lmos.MemberTD: json.RawMessage(td)}
 	if err := l.write(ctx, c, msg); err != nil {
 		c.CloseNow()
 		return nil, nil, err

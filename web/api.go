@@ -1,6 +1,7 @@
 package web
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -28,6 +30,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.StoreSize != nil {
 		st["storeBytes"] = s.cfg.StoreSize()
+	}
+	if s.cfg.Key != nil {
+		st["did"] = proof.DID(s.cfg.Key.Public().(ed25519.PublicKey))
 	}
 	writeJSON(w, http.StatusOK, lmos.MediaJSON, st)
 }

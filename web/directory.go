@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 )
 
 // directoryTD serves the hub's own Thing Description: a W3C WoT Thing
@@ -29,7 +31,28 @@ func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
 		broker := map[string]any{"rel": "lmos:broker", "href": "mqtt://" + net.JoinHostPort(host, strconv.Itoa(port))}
 		td["links"] = append([]any{broker}, td["links"].([]any)...)
 	}
-	writeJSON(w, http.StatusOK, mtTD, td)
+	if s.cfg.Key == nil {
+		writeJSON(w, http.StatusOK, mtTD, td)
+		return
+	}
+	s.writeSignedTD(w, td)
+}
+
+// writeSignedTD answers with td signed by the hub's key (PROTOCOL §6). The
+// proof's created is the hub's start: the document only changes with a
+// restart or the name it is asked by, and Ed25519 signatures are
+// deterministic, so the same request gets the same bytes.
+func (s *Server) writeSignedTD(w http.ResponseWriter, td map[string]any) {
+	b, err := json.Marshal(td)
+	if err == nil {
+		b, err = proof.Sign(b, s.cfg.Key, s.started)
+	}
+	if err != nil {
+		s.log.Error("cannot sign the directory TD", "err", err)
+		http.Error(w, "cannot sign the directory TD", http.StatusInternalServerError)
+		return
+	}
+	writeBytes(w, http.StatusOK, mtTD, append(b, '\n'))
 }
 
 func (s *Server) brokerPort() int { return s.cfg.BrokerPort }

@@ -7,6 +7,7 @@ package web
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ import (
 type Config struct {
 	HubID   string
 	HubName string
+	// Key is the hub's own did:key: /api/status shows its DID and the
+	// directory TD carries a proof by it. Nil: neither.
+	Key     ed25519.PrivateKey
 	Version string
 	// MaxBodyBytes bounds request bodies (TDs, patches); default 256 KiB.
 	MaxBodyBytes int64

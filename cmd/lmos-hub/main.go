@@ -40,6 +40,11 @@ usage:
   lmos-hub token create|list|revoke
                                    manage admin tokens
   lmos-hub discover [--timeout 3s] list the hubs and Things mDNS sees on the LAN
+  lmos-hub keygen [-o FILE]        make an Ed25519 did:key (key file 0600); print its DID
+  lmos-hub sign [-key FILE] [-o OUT] TD.json|-
+                                   add an eddsa-jcs-2022 proof to a TD
+  lmos-hub verify [-key FILE] TD.json|-
+                                   check a TD's proof: print the signer's DID and created, or why not
   lmos-hub config print [flags]    print the effective configuration
   lmos-hub version                 print the version
 `
@@ -64,6 +69,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return runConfig(rest, stdout, stderr, getenv)
 	case "discover":
 		return runDiscover(rest, stdout, stderr)
+	case "keygen":
+		return runKeygen(rest, stdout, stderr, getenv)
+	case "sign":
+		return runSign(rest, stdin, stdout, stderr, getenv)
+	case "verify":
+		return runVerify(rest, stdin, stdout, stderr, getenv)
 	case "version":
 		fmt.Fprintln(stdout, "lmos-hub", version)
 		return exitOK

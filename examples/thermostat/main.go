@@ -19,12 +19,13 @@ func main() {
 	host, _ := os.Hostname()
 	hubURL := flag.String("hub", "mqtt://localhost:1883", "the hub's MQTT broker")
 	id := flag.String("id", "urn:lmos:example:thermostat:"+host, "the Thing id")
+	state := flag.String("state", "", "a directory that keeps the agent's key, so its DID survives restarts (default: a key in memory)")
 	tick := flag.Duration("tick", 2*time.Second, "how often the temperature is published")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *hubURL, *id, *tick, log); err != nil {
+	if err := run(ctx, *hubURL, *id, *state, *tick, log); err != nil {
 		log.Error("thermostat failed", "err", err)
 		os.Exit(1)
 	}

@@ -34,8 +34,8 @@ func description(id string) map[string]any {
 // run is the thermostat: it joins the hub, serves setTarget, publishes the
 // temperature every tick as it drifts towards the target, and emits
 // overheat when it rises above overheatAt. It returns when ctx ends.
-func run(ctx context.Context, hubURL, id string, tick time.Duration, log *slog.Logger) error {
-	a, err := agent.Connect(ctx, agent.Options{URL: hubURL, TD: description(id), Logger: log})
+func run(ctx context.Context, hubURL, id, stateDir string, tick time.Duration, log *slog.Logger) error {
+	a, err := agent.Connect(ctx, agent.Options{URL: hubURL, TD: description(id), Logger: log, StateDir: stateDir})
 	if err != nil {
 		return err
 	}

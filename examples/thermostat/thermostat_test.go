@@ -26,7 +26,7 @@ func TestThermostat(t *testing.T) {
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- run(runCtx, url, id, 20*time.Millisecond, slog.New(slog.DiscardHandler)) }()
+	go func() { done <- run(runCtx, url, id, t.TempDir(), 20*time.Millisecond, slog.New(slog.DiscardHandler)) }()
 
 	user, err := agent.Connect(ctx, agent.Options{URL: url, TD: map[string]any{"title": "Tester"}})
 	if err != nil {

@@ -9,6 +9,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +54,9 @@ type Main struct {
 	HTTPWriteTimeout time.Duration
 
 	// Set by Run, in this order.
-	DB       *store.DB
+	DB *store.DB
+	// Key is the hub's own did:key (data dir, hub-key.json).
+	Key      ed25519.PrivateKey
 	Registry *hub.Registry
 	Tokens   *hub.Tokens
 	Router   *hub.Router
@@ -102,6 +105,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	start := time.Now()
 	for _, open := range []func(context.Context) error{
 		m.openStore,
+		m.openIdentity,
 		m.openRegistry,
 		m.openTokens,
 		m.openListeners,
@@ -113,7 +117,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	m.Logger.Info("hub ready", "name", m.Config.Hub.Name, "id", m.DB.HubID(), "things", m.Registry.Count(),
+	m.Logger.Info("hub ready", "name", m.Config.Hub.Name, "id", m.DB.HubID(), "did", m.DID(), "things", m.Registry.Count(),
 		"data_dir", m.Config.DataDir, "startup", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -276,6 +280,7 @@ func (m *Main) webConfig() web.Config {
 	return web.Config{
 		HubID:          db.HubID(),
 		HubName:        cfg.Hub.Name,
+		Key:            m.Key,
 		Version:        m.Version,
 		MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
 		WriteRate:      cfg.HTTP.WriteRate,

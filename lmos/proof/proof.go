@@ -58,6 +58,21 @@ type Result struct {
 // made at created (truncated to seconds, UTC). A proof doc already has is
 // replaced; the other members keep their order.
 func Sign(doc []byte, priv ed25519.PrivateKey, created time.Time) ([]byte, error) {
+	return sign(doc, priv, created.UTC().Truncate(time.Second).Format(time.RFC3339))
+}
+
+// SignMilli is Sign with created kept to the millisecond
+// ("2026-01-02T03:04:05.678Z"). A signer that must give every proof a later
+// created than the last (the agent, on each join) needs more than one per
+// second without running ahead of the clock.
+func SignMilli(doc []byte, priv ed25519.PrivateKey, created time.Time) ([]byte, error) {
+	return sign(doc, priv, created.UTC().Truncate(time.Millisecond).Format(CreatedMilli))
+}
+
+// CreatedMilli is the layout of a created time SignMilli writes.
+const CreatedMilli = "2006-01-02T15:04:05.000Z07:00"
+
+func sign(doc []byte, priv ed25519.PrivateKey, created string) ([]byte, error) {
 	unsecured, ctx, err := splitProof(doc)
 	if err != nil {
 		return nil, err
@@ -67,7 +82,7 @@ func Sign(doc []byte, priv ed25519.PrivateKey, created time.Time) ([]byte, error
 		Context:            ctx,
 		Type:               Type,
 		Cryptosuite:        Cryptosuite,
-		Created:            created.UTC().Truncate(time.Second).Format(time.RFC3339),
+		Created:            created,
 		VerificationMethod: VerificationMethod(pub),
 		ProofPurpose:       Purpose,
 	}
