@@ -223,7 +223,7 @@ func (l *wsLink) dialRegister() (*websocket.Conn, []wsFrame, error) {
 	td, err := l.a.signedTD()
 	if err != nil {
 		c.CloseNow()
-		return nil, err
+		return nil, nil, err
 	}
 	id := newMessageID()
 	msg := map[string]any{lmos.MemberMessageType: lmos.WSRegisterThing, lmos.MemberMessageID: id, lmos.MemberThingID: l.a.td.id, lmos.MemberTD: json.RawMessage(td)}
