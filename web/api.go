@@ -29,6 +29,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.StoreSize != nil {
 		st["storeBytes"] = s.cfg.StoreSize()
 	}
+	if a := s.cfg.Admission; a != nil {
+		st["join"] = statusOf(a.State(false), a.PendingCount())
+	}
 	writeJSON(w, http.StatusOK, lmos.MediaJSON, st)
 }
 
