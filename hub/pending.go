@@ -243,8 +243,26 @@ func (a *Admission) Park(id string, raw []byte, door Source, addr string, w *Joi
 	}
 	l.remove(id)
 	l.add(&pendingEntry{PendingJoin: p, waiter: w})
-	a.announce(EventJoinPending, p)
+	if old == nil {
+		// A description sent again is news to nobody (an mDNS Thing
+		// re-announces itself for as long as it waits).
+		a.announce(EventJoinPending, p)
+	}
 	return nil
+}
+
+// Discovered applies the join mode to a new Thing the hub found on the
+// LAN itself (mDNS): open admits it (nil, false), approve parks it with
+// nobody waiting (parked true), closed refuses it. Nobody is rate-limited
+// here: the mDNS registrar bounds its own fetches.
+func (a *Admission) Discovered(id string, raw []byte, addr string) (parked bool, err error) {
+	switch mode := a.joinMode(); mode {
+	case "closed":
+		return false, Errorf(EFORBIDDEN, "joining is closed on this hub")
+	case "approve":
+		return true, a.Park(id, raw, SourceMDNS, addr, nil)
+	}
+	return false, nil
 }
 
 // Unwait forgets w, the waiter of id's pending join, when its connection

@@ -355,6 +355,7 @@ func (m *Main) advertise() error {
 		MQTTPort:    portOf(m.MQTTAddr),
 		Scheme:      "http",
 		ForgetAfter: time.Duration(cfg.MDNS.ForgetAfter),
+		Admission:   m.Admission,
 		Logger:      m.Logger.With("component", "mdns"),
 	})
 	if err != nil {
