@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -339,5 +340,38 @@ func TestApproveOfIDRegisteredMeanwhile(t *testing.T) {
 	}
 	if got := storedPending(t, s.DB); len(got) != 0 || a.PendingCount() != 0 {
 		t.Fatalf("pending: %v", got)
+	}
+}
+
+// The pending list's descriptions are bounded in bytes too: large TDs from
+// a few sources stop at join.pendingBytes before the count bounds apply.
+func TestPendingListBoundedInBytes(t *testing.T) {
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{})
+	a := newAdmission(t, s, r, "approve", -1, 0)
+	pad := `"` + strings.Repeat("x", 240<<10) + `"`
+	var err error
+	n := 0
+	for ; n < hub.MaxPending && err == nil; n++ {
+		id := fmt.Sprintf("urn:big%d", n)
+		if _, aerr := a.Admit(hub.JoinRequest{ID: id, Door: hub.SourceMQTT}); !errors.Is(aerr, hub.ErrJoinPending) {
+			t.Fatal(aerr)
+		}
+		p, perr := r.Prepare(testTD(id, "big", "description", pad))
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		err = a.Park(id, p.Raw(), hub.SourceMQTT, fmt.Sprintf("10.0.3.%d", n/hub.MaxPendingPerSource), nil)
+	}
+	var he *hub.Error
+	if !errors.As(err, &he) || he.Code != hub.EFULL || he.Limit != "join.pendingBytes" {
+		t.Fatalf("after %d large joins: %v", n, err)
+	}
+	total := 0
+	for _, p := range a.State(true).Pending {
+		total += len(p.TD)
+	}
+	if total > hub.MaxPendingBytes || r.Count() != 0 {
+		t.Fatalf("%d bytes pending, %d registered", total, r.Count())
 	}
 }

@@ -315,3 +315,52 @@ func TestPendingJoinsSurviveHubRestart(t *testing.T) {
 		t.Fatalf("approved after restart: %d", resp.StatusCode)
 	}
 }
+
+// A flood of new Things from one address under approve (Eclipse Paho for
+// Python, one result per join) fills that address's share of the pending
+// list (16) and no more: the rest are rejected 507 with the limit's name,
+// counted by it, whichever door (WebSocket too, from the same address);
+// nothing reaches the registry.
+func TestApproveModeFloodFromOneSourceIsBounded(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	var joins []floodJoin
+	for i := range 20 {
+		id := fmt.Sprintf("urn:example:flood-%d", i)
+		joins = append(joins, floodJoin{id: id, contentType: lmos.MediaTD, payload: makeTD(id, "flood")})
+	}
+	res := pahoFlood(t, h, "approve", joins)
+	for i, r := range res {
+		want, status := "pending", 0
+		if i >= 16 {
+			want, status = "rejected", 507
+		}
+		if r.Status != want || r.Problem.Status != status {
+			t.Fatalf("join %d: %+v, want %s %d", i, r, want, status)
+		}
+	}
+	if l := h.joinList(); l.Pending != 16 {
+		t.Fatalf("pending %d, want 16", l.Pending)
+	}
+	var st struct{ Things int }
+	h.getJSON("/api/status", 200, &st)
+	if st.Things != 0 {
+		t.Fatalf("%d Things registered while pending", st.Things)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws := startScript(t, ctx, "ws agent from the flooding address", "ws-join-wait.mjs", "ws"+strings.TrimPrefix(h.URL, "http")+"/ws")
+	var td map[string]any
+	_ = json.Unmarshal(makeTD("urn:example:flood-ws", "flood"), &td)
+	ws.do(10*time.Second, map[string]any{"cmd": "register", "td": td})
+	m := ws.next(10*time.Second, func(m map[string]any) bool { return m["reply"] != nil })["reply"].(map[string]any)
+	if m["messageType"] != "error" || m["status"] != float64(507) {
+		t.Fatalf("WebSocket registration from the same address: %v", m)
+	}
+	ws.exit()
+	_, body := h.do("GET", "/metrics", "", nil, "")
+	for _, want := range []string{`lmos_mqtt_refused_total{reason="join.pendingPerSource"} 4`, `lmos_ws_refused_total{reason="join.pendingPerSource"} 1`, "lmos_join_pending 16"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
