@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
@@ -362,5 +364,56 @@ func TestApproveModeFloodFromOneSourceIsBounded(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// The Go agent library waits for the decision on its connection, over
+// MQTT and WebSocket: Connect returns once an admin approves, and the
+// agent is online and serves its Thing.
+func TestAgentLibraryWaitsForApproval(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	for _, c := range []struct{ name, url, id string }{
+		{"mqtt", "mqtt://" + h.Main.MQTTAddr.String(), "urn:example:agent-lib-mqtt"},
+		{"ws", "ws" + strings.TrimPrefix(h.URL, "http") + "/ws", "urn:example:agent-lib-ws"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			type res struct {
+				a   *agent.Agent
+				err error
+			}
+			done := make(chan res, 1)
+			var logs hubtest.SyncBuffer
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			go func() {
+				a, err := agent.Connect(ctx, agent.Options{URL: c.url, TD: map[string]any{"id": c.id, "title": "library agent"}, Logger: log})
+				done <- res{a, err}
+			}()
+			waitFor(t, 10*time.Second, "the agent waiting for approval", func() bool {
+				return strings.Contains(logs.String(), "approval; waiting")
+			})
+			select {
+			case r := <-done:
+				t.Fatalf("Connect returned before the decision: %v", r.err)
+			default:
+			}
+			if l := h.joinList(); len(l.List) != 1 || l.List[0].ID != c.id {
+				t.Fatalf("pending: %+v", l)
+			}
+			h.absent(c.id)
+			h.decide(c.id, "approve", http.StatusNoContent)
+			var r res
+			select {
+			case r = <-done:
+			case <-ctx.Done():
+				t.Fatal("Connect did not return after the approval")
+			}
+			if r.err != nil {
+				t.Fatalf("Connect: %v", r.err)
+			}
+			defer r.a.Close()
+			waitFor(t, 10*time.Second, "online", func() bool { s, _ := h.presenceOf(c.id); return s == "online" })
+		})
 	}
 }
