@@ -206,8 +206,9 @@ func (l *wsLink) dialRegister() (*websocket.Conn, error) {
 		return nil, err
 	}
 	// Until the read loop runs, the reply is read here.
+	readCtx := ctx
 	for {
-		typ, data, err := c.Read(ctx)
+		typ, data, err := c.Read(readCtx)
 		if err != nil {
 			c.CloseNow()
 			return nil, err
@@ -219,6 +220,13 @@ func (l *wsLink) dialRegister() (*websocket.Conn, error) {
 		if f.typ() == lmos.WSError {
 			c.Close(websocket.StatusNormalClosure, "")
 			return nil, fmt.Errorf("the hub refused the registration: %w", f.problem())
+		}
+		if f.typ() == lmos.WSAcknowledgement && f.str(lmos.MemberMessage) == lmos.JoinPending {
+			// Join mode approve: the final answer comes on this socket
+			// when an administrator decides, however long that takes.
+			l.a.log.Info("the hub holds the registration for an administrator's approval; waiting", "id", l.a.td.id)
+			readCtx = l.a.ctx
+			continue
 		}
 		return c, nil
 	}
