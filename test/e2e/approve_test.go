@@ -184,14 +184,20 @@ func TestApproveModeWebSocketWaitingAgents(t *testing.T) {
 	if first["messageType"] != "acknowledgement" || first["message"] != "pending" {
 		t.Fatalf("first reply %v", first)
 	}
-	corr := first["correlationId"]
+	// Sending it again on the same socket is no way around the approval.
+	ws.do(10*time.Second, map[string]any{"cmd": "register", "td": td(id)})
+	if again := reply(ws); again["messageType"] != "acknowledgement" || again["message"] != "pending" {
+		t.Fatalf("registerThing again while pending: %v", again)
+	}
 	h.absent(id)
+	corr := first["correlationId"]
 	ws.do(10*time.Second, map[string]any{"cmd": "emit", "thingId": id, "event": "e"})
 	if m := reply(ws); m["messageType"] != "error" || m["status"] != float64(403) {
 		t.Fatalf("emit while pending: %v", m)
 	}
 	h.decide(id, "approve", http.StatusNoContent)
-	if m := reply(ws); m["messageType"] != "acknowledgement" || m["message"] != "registered" || m["correlationId"] != corr {
+	// The answer goes to the latest registerThing, the one still waiting.
+	if m := reply(ws); m["messageType"] != "acknowledgement" || m["message"] != "registered" || m["correlationId"] == corr {
 		t.Fatalf("after approval: %v", m)
 	}
 	if s, via := h.presenceOf(id); s != "online" || via != "ws" {
