@@ -113,7 +113,10 @@ type Agent struct {
 // lets only the authenticated Thing publish its own topics and read its
 // own requests), leaves a will "offline" on …/status and publishes
 // "online". It retries network failures with backoff until ctx ends; a
-// rejected join returns an error wrapping the hub's *Problem.
+// rejected join returns an error wrapping the hub's *Problem. A hub in join
+// mode approve holds a new Thing's join until an administrator decides:
+// Connect then waits for the decision on its connection (over MQTT and
+// WebSocket alike) for as long as ctx allows.
 func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second

@@ -399,20 +399,30 @@ func (l *mqttLink) join(ctx context.Context, cli *paho.Client, anonymous bool) (
 		return joinResult{}, fmt.Errorf("cannot publish the Thing Description: %w", err)
 	}
 	l.a.log.Debug("published the Thing Description", "anonymous", anonymous)
-	select {
-	case res := <-ch:
-		switch {
-		case res.Status == lmos.JoinAccepted:
-			return res, nil
-		case res.Problem != nil:
-			return res, fmt.Errorf("the hub rejected %s: %w", l.a.td.id, res.Problem)
-		default:
-			return res, fmt.Errorf("the hub answered the join of %s with status %q", l.a.td.id, res.Status)
+	wait := ctx.Done()
+	for {
+		select {
+		case res := <-ch:
+			switch {
+			case res.Status == lmos.JoinPending:
+				// Join mode approve: the final result comes on this
+				// connection when an administrator decides, however long
+				// that takes (PROTOCOL §4.4).
+				l.a.log.Info("the hub holds the join for an administrator's approval; waiting", "id", l.a.td.id)
+				wait = l.a.ctx.Done()
+				continue
+			case res.Status == lmos.JoinAccepted:
+				return res, nil
+			case res.Problem != nil:
+				return res, fmt.Errorf("the hub rejected %s: %w", l.a.td.id, res.Problem)
+			default:
+				return res, fmt.Errorf("the hub answered the join of %s with status %q", l.a.td.id, res.Status)
+			}
+		case <-cli.Done():
+			return joinResult{}, errors.New("connection lost while joining")
+		case <-wait:
+			return joinResult{}, fmt.Errorf("no join result from the hub: %w", context.Cause(ctx))
 		}
-	case <-cli.Done():
-		return joinResult{}, errors.New("connection lost while joining")
-	case <-ctx.Done():
-		return joinResult{}, fmt.Errorf("no join result from the hub: %w", ctx.Err())
 	}
 }
 

@@ -233,8 +233,9 @@ func (l *wsLink) dialRegister() (*websocket.Conn, []wsFrame, error) {
 	}
 	// Until the read loop runs, the reply is read here.
 	var early []wsFrame
+	readCtx := ctx
 	for {
-		typ, data, err := c.Read(ctx)
+		typ, data, err := c.Read(readCtx)
 		if err != nil {
 			c.CloseNow()
 			return nil, nil, err
@@ -254,6 +255,13 @@ func (l *wsLink) dialRegister() (*websocket.Conn, []wsFrame, error) {
 		if f.typ() == lmos.WSError {
 			c.Close(websocket.StatusNormalClosure, "")
 			return nil, nil, fmt.Errorf("the hub refused the registration: %w", f.problem())
+		}
+		if f.typ() == lmos.WSAcknowledgement && f.str(lmos.MemberMessage) == lmos.JoinPending {
+			// Join mode approve: the final answer comes on this socket
+			// when an administrator decides, however long that takes.
+			l.a.log.Info("the hub holds the registration for an administrator's approval; waiting", "id", l.a.td.id)
+			readCtx = l.a.ctx
+			continue
 		}
 		return c, early, nil
 	}

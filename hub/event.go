@@ -39,6 +39,8 @@ type Event struct {
 	Patch json.RawMessage `json:"patch,omitempty"`
 	// Presence is the new lmos:presence of a presence event.
 	Presence *Presence `json:"presence,omitempty"`
+	// Join describes the pending join of a join event (hub/pending.go).
+	Join *JoinEvent `json:"join,omitempty"`
 }
 
 // Subscription receives change-feed events in sequence order. C is closed
@@ -102,6 +104,16 @@ func (r *Registry) dropLocked(s *Subscription) {
 	s.ended = true
 	delete(r.subs, s)
 	close(s.c)
+}
+
+// Announce sends e, a hub event that is not directory history (join
+// events), to the feed's live subscribers: not numbered, not logged.
+func (r *Registry) Announce(e Event) {
+	e.Seq = 0
+	if e.Time.IsZero() {
+		e.Time = r.opts.Now()
+	}
+	r.publish([]Event{e})
 }
 
 func (r *Registry) publish(events []Event) {

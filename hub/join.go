@@ -25,6 +25,9 @@ type Admission struct {
 	reg   *Registry
 	creds CredentialStore // nil: no door issues credentials
 	rate  *ratelimit.Limiter
+	// pending is the join-approval state: the parked joins and the
+	// permit-join window (pending.go).
+	pending pendingList
 }
 
 // NewAdmission returns the join policy for mode (open, approve or closed;
@@ -44,24 +47,25 @@ func NewAdmission(reg *Registry, creds CredentialStore, mode string, rate float6
 	if burst <= 0 {
 		burst = DefaultJoinBurst
 	}
-	return &Admission{mode: mode, reg: reg, creds: creds, rate: ratelimit.New(max(rate, 0), burst, nil)}, nil
+	a := &Admission{mode: mode, reg: reg, creds: creds, rate: ratelimit.New(max(rate, 0), burst, nil)}
+	a.pending.now = reg.opts.Now
+	a.pending.init()
+	return a, nil
 }
 
 // Mode is the join mode: open, approve or closed.
 func (a *Admission) Mode() string { return a.mode }
 
 // checkJoinMode says whether a new Thing may join on its own (over MQTT or
-// WebSocket) under join mode (PROTOCOL §4.4): nil for open (and ""), a
-// forbidden error for closed, unavailable for approve, which parks joins
-// for an admin and has no queue yet.
+// WebSocket) under join mode (PROTOCOL §4.4): nil for open (and "") and
+// for approve, which parks the join later (ErrJoinPending), a forbidden
+// error for closed.
 func checkJoinMode(mode string) error {
 	switch mode {
-	case "", "open":
+	case "", "open", "approve":
 		return nil
 	case "closed":
 		return Errorf(EFORBIDDEN, "joining is closed on this hub")
-	case "approve":
-		return Errorf(EUNAVAILABLE, "join mode approve is not available yet")
 	}
 	return Errorf(EINTERNAL, "unknown join mode %q", mode)
 }
@@ -111,16 +115,24 @@ func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
 	if r.Door == SourceWS {
 		return false, a.admitAgent(r)
 	}
-	if err := checkJoinMode(a.mode); err != nil {
+	mode := a.joinMode()
+	if err := checkJoinMode(mode); err != nil {
 		return false, err
 	}
-	if err := a.notOtherMeans(r); err != nil {
+	registered, err := a.notOtherMeans(r)
+	if err != nil {
 		return false, err
 	}
 	if r.Deregister {
 		return false, Errorf(ENOTFOUND, "the Thing %q is not registered", r.ID)
 	}
-	return false, a.allow(r.Addr)
+	if err := a.allow(r.Addr); err != nil {
+		return false, err
+	}
+	if mode == "approve" && !registered {
+		return false, ErrJoinPending
+	}
+	return false, nil
 }
 
 // admitAgent is Admit for a Thing without a credential at a door whose
@@ -140,24 +152,38 @@ func (a *Admission) admitAgent(r JoinRequest) error {
 	if r.Again {
 		return nil
 	}
-	if err := checkJoinMode(a.mode); err != nil {
+	mode := a.joinMode()
+	if err := checkJoinMode(mode); err != nil {
 		return err
 	}
-	return a.allow(r.Addr)
+	if err := a.allow(r.Addr); err != nil {
+		return err
+	}
+	if mode == "approve" {
+		return ErrJoinPending
+	}
+	return nil
 }
 
 // notOtherMeans refuses an anonymous request for a Thing registered by
 // other means (HTTP, mDNS, sync, another door): it holds no credential, and
-// an anonymous join must not take it over.
-func (a *Admission) notOtherMeans(r JoinRequest) error {
+// an anonymous join must not take it over. The one exception is a Thing
+// registered over MQTT without a credential: a join approved while its
+// agent was no longer waiting (Admission.Approve), whose agent's next
+// join takes it and gets the credential. registered reports that the
+// Thing exists (so its join is no new one to approve).
+func (a *Admission) notOtherMeans(r JoinRequest) (registered bool, err error) {
 	t, err := a.reg.Get(r.ID)
 	switch ErrorCode(err) {
 	case "":
-		return otherMeans(r.ID, t.Meta.Origin.Source, r.Door)
+		if t.Meta.Origin.Source == SourceMQTT && r.Door == SourceMQTT && !r.Deregister {
+			return true, nil
+		}
+		return true, otherMeans(r.ID, t.Meta.Origin.Source, r.Door)
 	case ENOTFOUND:
-		return nil
+		return false, nil
 	}
-	return err
+	return false, err
 }
 
 func otherMeans(id string, by, door Source) error {

@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -157,7 +158,8 @@ func TestAdmitRules(t *testing.T) {
 		{"ws on http's", open, hub.JoinRequest{ID: "urn:http", Door: hub.SourceWS}, hub.EFORBIDDEN, false},
 		{"mqtt on ws's", open, hub.JoinRequest{ID: "urn:ws", Door: hub.SourceMQTT}, hub.EFORBIDDEN, false},
 		{"ws agent back, closed", closed, hub.JoinRequest{ID: "urn:ws", Door: hub.SourceWS}, "", false},
-		{"mqtt, approve decides first", approve, hub.JoinRequest{ID: "urn:http", Door: hub.SourceMQTT}, hub.EUNAVAILABLE, false},
+		{"mqtt on http's, approve", approve, hub.JoinRequest{ID: "urn:http", Door: hub.SourceMQTT}, hub.EFORBIDDEN, false},
+		{"deregister unknown, approve", approve, hub.JoinRequest{ID: "urn:new", Door: hub.SourceMQTT, Deregister: true}, hub.ENOTFOUND, false},
 		{"ws, takeover decides first", approve, hub.JoinRequest{ID: "urn:http", Door: hub.SourceWS}, hub.EFORBIDDEN, false},
 		{"new, closed", closed, hub.JoinRequest{ID: "urn:new", Door: hub.SourceWS}, hub.EFORBIDDEN, false},
 		{"new again on its connection, closed", closed, hub.JoinRequest{ID: "urn:new", Door: hub.SourceWS, Again: true}, "", false},
@@ -167,6 +169,12 @@ func TestAdmitRules(t *testing.T) {
 		cred, err := c.a.Admit(c.req)
 		if hub.ErrorCode(err) != c.code || cred != c.cred {
 			t.Errorf("%s: credentialed %v, %v; want %v, code %q", c.name, cred, err, c.cred, c.code)
+		}
+	}
+	// A new Thing under approve is parked by its door, on either door.
+	for _, door := range []hub.Source{hub.SourceMQTT, hub.SourceWS} {
+		if _, err := approve.Admit(hub.JoinRequest{ID: "urn:new", Door: door}); !errors.Is(err, hub.ErrJoinPending) {
+			t.Errorf("new over %s, approve: %v, want ErrJoinPending", door, err)
 		}
 	}
 }

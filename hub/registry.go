@@ -133,7 +133,10 @@ type op struct {
 	// dropCred deletes the Thing's credential in the commit of an
 	// opDelete (Admission.Deregister).
 	dropCred bool
-	done     chan opResult
+	// dropPending deletes the Thing's pending join in the commit of an
+	// opPut (Admission.Approve).
+	dropPending bool
+	done        chan opResult
 }
 
 type opResult struct {

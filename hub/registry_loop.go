@@ -167,6 +167,9 @@ func (r *Registry) apply(batch []*op) {
 		if res.err != nil {
 			continue
 		}
+		if o.dropPending {
+			b.DeletePending = append(b.DeletePending, o.id)
+		}
 		emit(ev)
 		if del {
 			r.setOverlay(o.id, nil)

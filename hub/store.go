@@ -32,6 +32,9 @@ type Batch struct {
 	// deregistered (Admission.Deregister), deleted in the same transaction
 	// as the Thing for the same reason. No id is in both lists.
 	DeleteCredentials []string
+	// DeletePending are pending joins approved in this transaction
+	// (Admission.Approve), deleted with the Thing's registration.
+	DeletePending []string
 }
 
 // CredentialRecord is the password hash (HashToken) of a joined Thing.

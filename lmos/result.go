@@ -18,12 +18,15 @@ const (
 	JoinAccepted = "accepted"
 	JoinRejected = "rejected"
 	JoinDeleted  = "deleted"
+	// JoinPending: the join waits for an administrator's approval (join
+	// mode approve); the final result follows on the same topic.
+	JoinPending = "pending"
 )
 
 // JoinResult is the payload of lmos/v1/things/{tid}/td/result (PROTOCOL
 // §4.1): the hub's answer to a TD an agent published.
 type JoinResult struct {
-	Status      string       `json:"status"` // JoinAccepted, JoinRejected, JoinDeleted
+	Status      string       `json:"status"` // JoinAccepted, JoinRejected, JoinDeleted, JoinPending
 	ID          string       `json:"id,omitempty"`
 	Problem     *Problem     `json:"problem,omitempty"`
 	Credentials *Credentials `json:"credentials,omitempty"`

@@ -26,7 +26,9 @@ type Config struct {
 	// Scheme of the directory: http or https.
 	Scheme      string
 	ForgetAfter time.Duration
-	Logger      *slog.Logger
+	// Admission is the join mode for new Things (nil: open).
+	Admission *hub.Admission
+	Logger    *slog.Logger
 }
 
 // Hub advertises the hub's directory and broker and registers the Things
@@ -64,7 +66,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 	if len(c.Interfaces()) == 0 {
 		h.log.Warn("no network interface for mdns", "interfaces", cfg.Interfaces)
 	}
-	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Logger: cfg.Logger})
+	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Admission: cfg.Admission, Logger: cfg.Logger})
 	b, err := c.Browse(dnssd.BrowserConfig{Types: []string{lmos.ServiceWoT}, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
 	if err != nil {
 		c.Close()

@@ -24,6 +24,9 @@ import (
 type RegistrarConfig struct {
 	// ForgetAfter removes a Thing unseen this long (mdns.forgetAfter).
 	ForgetAfter time.Duration
+	// Admission is the join mode for Things new to the registry (approve
+	// parks them, closed refuses them); nil admits them (open).
+	Admission *hub.Admission
 	// FetchTimeout bounds one TD fetch (default 5 s).
 	FetchTimeout time.Duration
 	// MaxTDBytes bounds a fetched TD (default 256 KiB).
@@ -41,6 +44,7 @@ type RegistrarConfig struct {
 type RegistrarStats struct {
 	Registered uint64 // TDs fetched and stored (new or changed)
 	Unchanged  uint64 // fetches that found the stored TD unchanged
+	Parked     uint64 // new Things put on the pending list (join mode approve)
 	Rejected   uint64 // announcements refused (no td, fetch or validation failed, spoof)
 	Offline    uint64 // Things set offline by a goodbye or expiry
 	Forgotten  uint64 // Things removed after ForgetAfter
@@ -77,7 +81,7 @@ type Registrar struct {
 	problems map[string]error
 	closed   bool
 
-	stats struct{ registered, unchanged, rejected, offline, forgotten, dropped atomic.Uint64 }
+	stats struct{ registered, unchanged, parked, rejected, offline, forgotten, dropped atomic.Uint64 }
 	wg    sync.WaitGroup
 	stop  chan struct{}
 }
@@ -161,7 +165,7 @@ func (r *Registrar) adoptStored() {
 // Stats returns the counters.
 func (r *Registrar) Stats() RegistrarStats {
 	return RegistrarStats{
-		Registered: r.stats.registered.Load(), Unchanged: r.stats.unchanged.Load(),
+		Registered: r.stats.registered.Load(), Unchanged: r.stats.unchanged.Load(), Parked: r.stats.parked.Load(),
 		Rejected: r.stats.rejected.Load(), Offline: r.stats.offline.Load(),
 		Forgotten: r.stats.forgotten.Load(), Dropped: r.stats.dropped.Load(),
 	}
@@ -317,6 +321,12 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Anyone on the LAN can announce: the TD's host is an anonymous
+	// source (registry.maxThingsPerSource).
+	origin := hub.Origin{Source: hub.SourceMDNS}
+	if pu, err := url.Parse(u); err == nil {
+		origin.Addr = pu.Hostname()
+	}
 	th, err := r.reg.Get(id)
 	switch hub.ErrorCode(err) {
 	case "":
@@ -324,6 +334,17 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 			return hub.Errorf(hub.EFORBIDDEN, "cannot register %q over mDNS: it is registered by other means (%s)", id, th.Meta.Origin.Source)
 		}
 	case hub.ENOTFOUND:
+		if adm := r.cfg.Admission; adm != nil {
+			parked, err := adm.Discovered(id, p.Raw(), origin.Addr)
+			if err != nil {
+				return fmt.Errorf("cannot register %q: %w", id, err)
+			}
+			if parked {
+				r.stats.parked.Add(1)
+				r.log.Info("mdns thing waits for approval", "id", id, "instance", e.Instance, "url", u)
+				return nil
+			}
+		}
 	default:
 		return err
 	}
@@ -331,12 +352,6 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 	if stored != nil && bytes.Equal(stored, raw) {
 		r.stats.unchanged.Add(1)
 	} else {
-		// Anyone on the LAN can announce: the TD's host is an anonymous
-		// source (registry.maxThingsPerSource).
-		origin := hub.Origin{Source: hub.SourceMDNS}
-		if pu, err := url.Parse(u); err == nil {
-			origin.Addr = pu.Hostname()
-		}
 		if _, err := r.reg.PutPrepared(ctx, id, p, origin); err != nil {
 			return fmt.Errorf("cannot register %q: %w", id, err)
 		}

@@ -110,7 +110,11 @@ func (b *Broker) work(q chan func()) {
 // on the Thing's worker, so one Thing's joins apply in order; the registry
 // call waits for a durable commit.
 func (b *Broker) join(j *joinRequest) {
-	res := b.joinResult(j)
+	b.sendResult(j, b.joinResult(j))
+}
+
+// sendResult publishes res on …/td/result to the connection of j alone.
+func (b *Broker) sendResult(j *joinRequest, res joinResult) {
 	if res.err != nil {
 		b.countRefusal(res.err)
 	}
@@ -240,6 +244,9 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	}
 	del := len(j.payload) == 0
 	hasCred, err := b.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceMQTT, Holder: j.self == j.tid, Deregister: del, Addr: j.remote})
+	if errors.Is(err, hub.ErrJoinPending) {
+		return b.park(id, j)
+	}
 	if err != nil {
 		return rejected(id, err)
 	}
@@ -278,6 +285,49 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
 	}
 	return res
+}
+
+// park puts the join of a new Thing on the pending list (join mode
+// approve) and answers pending; the connection that published it, while
+// it stays, gets the final result on the same topic when an admin decides
+// (approved: accepted with credentials; denied: rejected 403).
+func (b *Broker) park(id string, j *joinRequest) joinResult {
+	if !j.prepared {
+		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
+	}
+	if j.prepErr != nil {
+		return rejected(id, j.prepErr)
+	}
+	w := &hub.JoinWaiter{
+		Live:       func() bool { return !j.conn.Closed() && !b.replaced(j.conn) },
+		Credential: newSecret,
+	}
+	w.Decided = func(password string, err error) {
+		// Called under the join policy's lock: the result goes out on the
+		// Thing's worker, in order with its joins, without waiting here.
+		go b.enqueue(j.tid, func() { b.decided(id, j, password, err) })
+	}
+	if err := b.adm.Park(id, j.prep.Raw(), hub.SourceMQTT, j.remote, w); err != nil {
+		return rejected(id, err)
+	}
+	return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinPending, ID: id}}
+}
+
+// decided sends the final result of a parked join to its waiting
+// connection.
+func (b *Broker) decided(id string, j *joinRequest, password string, err error) {
+	if err != nil {
+		b.sendResult(j, rejected(id, err))
+		return
+	}
+	res := joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinAccepted, ID: id}}
+	if password != "" {
+		res.Credentials = &lmos.Credentials{Username: j.tid, Password: password}
+	}
+	if err := b.publish(lmos.ThingsPrefix+j.tid+"/td", j.prep.Raw(), false, 1, tdContentType); err != nil {
+		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
+	}
+	b.sendResult(j, res)
 }
 
 // deregister deletes a Thing at the request of a client connected with its

@@ -76,8 +76,9 @@ func joinSource(j *joinRequest) string {
 // it waits for a full queue.
 func (b *Broker) enqueueJoin(j *joinRequest) {
 	// A join the join mode refuses anyway costs no parsing; nor does a
-	// deregistration.
-	if len(j.payload) == 0 || (j.self == "" && (b.adm.Mode() == "closed" || b.adm.Mode() == "approve")) {
+	// deregistration. (A join to approve is parsed: only a valid
+	// description is parked.)
+	if len(j.payload) == 0 || (j.self == "" && b.adm.Mode() == "closed") {
 		b.enqueue(j.tid, func() { b.join(j) })
 		return
 	}

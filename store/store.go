@@ -381,6 +381,9 @@ func (s *DB) Commit(b *hub.Batch) error {
 		if err := deleteCredentials(tx, b.DeleteCredentials); err != nil {
 			return err
 		}
+		if err := deletePending(tx, b.DeletePending); err != nil {
+			return err
+		}
 		return s.appendEvents(tx, b.Events, events)
 	})
 	if err != nil {

@@ -34,6 +34,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Key != nil {
 		st["did"] = proof.DID(s.cfg.Key.Public().(ed25519.PublicKey))
 	}
+	if a := s.cfg.Admission; a != nil {
+		st["join"] = statusOf(a.State(false), a.PendingCount())
+	}
 	writeJSON(w, http.StatusOK, lmos.MediaJSON, st)
 }
 

@@ -166,6 +166,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	s.metrics.NewGauge("lmos_uptime_seconds", func() float64 { return cfg.Now().Sub(s.started).Seconds() })
 	s.sse = s.metrics.NewCounter("lmos_sse_dropped_total")
+	if a := cfg.Admission; a != nil {
+		s.metrics.NewGauge("lmos_join_pending", func() float64 { return float64(a.PendingCount()) })
+	}
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout,
 		Admission: cfg.Admission, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns,
@@ -191,6 +194,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/tokens", s.admin(s.listTokens))
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
+	s.joinRoutes()
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))

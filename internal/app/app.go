@@ -163,7 +163,11 @@ func (m *Main) openRegistry(context.Context) error {
 	m.Router = hub.NewRouter(reg)
 	// The join rate keeps the defaults (hub.DefaultJoinRate, …Burst).
 	m.Admission, err = hub.NewAdmission(reg, m.DB, cfg.Join.Mode, 0, 0)
-	return err
+	if err != nil {
+		return err
+	}
+	// Joins parked for approval survive a restart (join mode approve).
+	return m.Admission.OpenPending(m.DB)
 }
 
 // openTokens opens the admin tokens and installs or creates the first one.
@@ -356,6 +360,7 @@ func (m *Main) advertise() error {
 		MQTTPort:    portOf(m.MQTTAddr),
 		Scheme:      "http",
 		ForgetAfter: time.Duration(cfg.MDNS.ForgetAfter),
+		Admission:   m.Admission,
 		Logger:      m.Logger.With("component", "mdns"),
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package ws
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,7 +73,17 @@ func (wc *wsConn) register(m *wsMessage) {
 	}
 	g.agents[id] = wc
 	g.mu.Unlock()
-	if err := wc.admit(id, owner == wc); err != nil {
+	// Only a Thing registered on this connection comes again; a parked
+	// one is still new.
+	wc.mu.Lock()
+	again := owner == wc && wc.things[id]
+	wc.mu.Unlock()
+	err = wc.admit(id, again)
+	if errors.Is(err, hub.ErrJoinPending) {
+		wc.park(m, id, raw)
+		return
+	}
+	if err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
 		return
@@ -84,6 +95,76 @@ func (wc *wsConn) register(m *wsMessage) {
 		wc.replyError(m, err)
 		return
 	}
+	wc.registered(m, id)
+}
+
+// park puts the registration of a new Thing on the pending list (join
+// mode approve): the agent gets acknowledgement{message: "pending"} now and,
+// on the same correlationId, acknowledgement{message: "registered"} or an
+// error (403) when an admin decides. The id stays reserved for this
+// connection meanwhile, and the agent may not emit values for it.
+func (wc *wsConn) park(m *wsMessage, id string, raw []byte) {
+	prep, err := wc.g.reg.Prepare(raw)
+	if err == nil {
+		w := &hub.JoinWaiter{Live: func() bool { return wc.ctx.Err() == nil }}
+		w.Decided = func(_ string, err error) {
+			// Called under the join policy's lock: answer on a goroutine.
+			go wc.decided(m, id, w, err)
+		}
+		wc.mu.Lock()
+		old := wc.parked[id]
+		wc.parked[id] = w
+		wc.mu.Unlock()
+		if err = wc.g.adm.Park(id, prep.Raw(), hub.SourceWS, wc.remote, w); err != nil {
+			wc.mu.Lock()
+			if wc.parked[id] == w {
+				if old != nil {
+					wc.parked[id] = old
+				} else {
+					delete(wc.parked, id)
+				}
+			}
+			wc.mu.Unlock()
+		}
+	}
+	if err != nil {
+		wc.mu.Lock()
+		_, waiting := wc.parked[id]
+		wc.mu.Unlock()
+		wc.release(id, waiting)
+		wc.replyError(m, err)
+		return
+	}
+	wc.log.Info("websocket agent waits for approval", "id", id)
+	wc.ack(m, lmos.JoinPending)
+}
+
+// decided finishes a parked registration once an admin approved (err nil:
+// the Thing is registered) or denied it.
+func (wc *wsConn) decided(m *wsMessage, id string, w *hub.JoinWaiter, err error) {
+	wc.mu.Lock()
+	mine := wc.parked[id] == w
+	if mine {
+		delete(wc.parked, id)
+	}
+	wc.mu.Unlock()
+	if !mine {
+		return // superseded by a later registerThing of the same id
+	}
+	if err != nil {
+		wc.release(id, false)
+		wc.replyError(m, err)
+		return
+	}
+	wc.registered(m, id)
+}
+
+// registered marks id as this connection's Thing, online, and acknowledges
+// its registration.
+func (wc *wsConn) registered(m *wsMessage, id string) {
+	g := wc.g
+	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
+	defer cancel()
 	wc.mu.Lock()
 	wc.things[id] = true
 	if wc.media == "" {
@@ -131,6 +212,8 @@ func (wc *wsConn) unregister() {
 	for id := range wc.things {
 		ids = append(ids, id)
 	}
+	parked := wc.parked
+	wc.parked = map[string]*hub.JoinWaiter{}
 	wc.mu.Unlock()
 	g.mu.Lock()
 	for _, id := range ids {
@@ -138,7 +221,17 @@ func (wc *wsConn) unregister() {
 			delete(g.agents, id)
 		}
 	}
+	for id := range parked {
+		if g.agents[id] == wc {
+			delete(g.agents, id)
+		}
+	}
 	g.mu.Unlock()
+	// Their joins stay pending: an approval registers them, and the agent
+	// resumes its Thing when it comes back.
+	for id, w := range parked {
+		g.adm.Unwait(id, w)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, id := range ids {

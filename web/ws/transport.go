@@ -317,6 +317,9 @@ type wsConn struct {
 	things  map[string]bool               // Things registered on this connection
 	media   string                        // the agent's encoding (its registerThing frame)
 	pending map[string]*agentRequest      // hub → agent requests by messageId
+	// parked are this connection's joins waiting for approval (join mode
+	// approve), their ids reserved for it meanwhile.
+	parked map[string]*hub.JoinWaiter
 }
 
 // wsInvocation is what queryAction and cancelAction see.
@@ -346,6 +349,7 @@ func (g *Transport) serve(c *websocket.Conn, remote string) {
 		actions:  make(map[string]*wsInvocation),
 		things:   make(map[string]bool),
 		pending:  make(map[string]*agentRequest),
+		parked:   make(map[string]*hub.JoinWaiter),
 	}
 	wc.log = g.log.With("conn", wc.id, "remote", remote)
 	wc.lastRead.Store(time.Now().UnixNano())
