@@ -128,12 +128,15 @@ func TestWSTooManyFramesBeforeRegistrationAnswer(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := Connect(ctx, Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws", TD: testTD("urn:test:flood"),
 		Logger: testLogger(t), Timeout: 5 * time.Second, MaxBackoff: 100 * time.Millisecond})
-	if err == nil || !strings.Contains(err.Error(), "too many messages") {
-		t.Fatalf("connect: %v", err)
+	// The agent retries a hub that floods it until ctx ends, so the error
+	// Connect returns is that of whichever attempt ctx ended: only the
+	// first connection's close code is certain.
+	if err == nil {
+		t.Fatal("connected to a hub that floods before answering")
 	}
 	if code := <-closed; code != websocket.StatusPolicyViolation {
 		t.Fatalf("close status %v", code)
