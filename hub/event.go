@@ -16,6 +16,9 @@ const (
 	// EventPresence reports a change of lmos:presence. It is a hub event
 	// (/api/events, lmos/v1/hub/events), not a W3C WoT Discovery one.
 	EventPresence EventType = "presence"
+	// EventBinding reports that an admin bound an id to a key (DID) or
+	// removed its binding (DID empty). A hub event, like presence.
+	EventBinding EventType = "binding"
 )
 
 // IsDirectoryEvent reports whether t is one of the W3C WoT Discovery
@@ -39,6 +42,8 @@ type Event struct {
 	Patch json.RawMessage `json:"patch,omitempty"`
 	// Presence is the new lmos:presence of a presence event.
 	Presence *Presence `json:"presence,omitempty"`
+	// DID is the new key of a binding event ("" when removed).
+	DID string `json:"did,omitempty"`
 }
 
 // Subscription receives change-feed events in sequence order. C is closed

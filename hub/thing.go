@@ -31,6 +31,9 @@ type Origin struct {
 	// was authenticated: an admin token, a Thing's own credentials). It
 	// counts against registry.maxThingsPerSource and is never shown.
 	Addr string `json:"-"`
+	// Admin says the writer holds an admin token (HTTP): it may write a
+	// key-bound Thing without its key's proof (PROTOCOL §6).
+	Admin bool `json:"-"`
 }
 
 // Presence status values.

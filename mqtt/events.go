@@ -17,6 +17,7 @@ type hubEvent struct {
 	Seq      uint64        `json:"seq"`
 	Time     time.Time     `json:"time"`
 	Presence *hub.Presence `json:"presence,omitempty"`
+	DID      string        `json:"did,omitempty"` // a binding event's key
 }
 
 // forwardEvents publishes the registry's change feed on lmos/v1/hub/events
@@ -97,7 +98,7 @@ func (b *Broker) forwardFrom(sub *hub.Subscription) bool {
 			if !ok {
 				return true
 			}
-			payload, err := json.Marshal(hubEvent{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence})
+			payload, err := json.Marshal(hubEvent{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence, DID: e.DID})
 			if err != nil {
 				b.log.Error("cannot encode hub event", "err", err)
 				continue

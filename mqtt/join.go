@@ -247,7 +247,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		return b.deregister(id, j)
 	}
 	if !j.prepared {
-		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
+		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
 	}
 	if j.prepErr != nil {
 		return rejected(id, j.prepErr)

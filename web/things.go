@@ -173,7 +173,7 @@ func (s *Server) createThing(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := s.reg.Create(r.Context(), body, hub.Origin{Source: hub.SourceHTTP})
+	id, err := s.reg.Create(r.Context(), body, hub.Origin{Source: hub.SourceHTTP, Admin: true})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -189,7 +189,7 @@ func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	created, err := s.reg.PutIf(r.Context(), id, body, hub.Origin{Source: hub.SourceHTTP}, writePrecondition(r))
+	created, err := s.reg.PutIf(r.Context(), id, body, hub.Origin{Source: hub.SourceHTTP, Admin: true}, writePrecondition(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
