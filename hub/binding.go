@@ -154,6 +154,9 @@ func (r *Registry) bindingOf(id string) *Binding {
 // it (nil: unchanged).
 func (r *Registry) checkBinding(o *op, old *Thing, now time.Time) (verified string, nb *Binding, err error) {
 	b, s := r.bindingOf(o.id), o.signer
+	if o.byProof && (b == nil || s == nil) {
+		return "", nil, Errorf(EUNAUTHORIZED, "writing %q without an admin token needs a proof by the key the id is bound to", o.id)
+	}
 	switch {
 	case s == nil && b == nil:
 		return "", nil, nil

@@ -149,6 +149,8 @@ type op struct {
 	// says an admin token wrote it (hub/binding.go).
 	signer *Signer
 	admin  bool
+	// byProof: the writer is authenticated by the proof alone.
+	byProof bool
 	// bindDID is the DID an opBind binds the id to ("" removes it).
 	bindDID string
 	done    chan opResult
@@ -490,7 +492,7 @@ func (r *Registry) putPreparedWith(ctx context.Context, id string, p *PreparedTD
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(p.doc["id"]), id)}}}
 	}
 	res := r.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin, cond: c, credHash: credHash,
-		signer: p.signer, admin: origin.Admin})
+		signer: p.signer, admin: origin.Admin, byProof: origin.ByProof})
 	return res.created, res.err
 }
 

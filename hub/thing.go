@@ -34,6 +34,10 @@ type Origin struct {
 	// Admin says the writer holds an admin token (HTTP): it may write a
 	// key-bound Thing without its key's proof (PROTOCOL §6).
 	Admin bool `json:"-"`
+	// ByProof says the writer is authenticated by the description's proof
+	// alone (an HTTP PUT without a token): the id must be bound to its
+	// signer (PROTOCOL §3.5).
+	ByProof bool `json:"-"`
 }
 
 // Presence status values.

@@ -1,8 +1,10 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -65,4 +67,29 @@ func (s *Server) deleteBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// byProofKey marks a request writeSigned let through without a token.
+type byProofKey struct{}
+
+func byProof(r *http.Request) bool { return r.Context().Value(byProofKey{}) != nil }
+
+// writeSigned is write for PUT /things/{id}, where a request without any
+// Authorization may instead be authenticated by the description's proof
+// by the key the id is bound to (PROTOCOL §3.5); the registry decides
+// that. A token that is sent must be valid.
+func (s *Server) writeSigned(h http.HandlerFunc) http.HandlerFunc {
+	withToken := s.write(h)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			withToken(w, r)
+			return
+		}
+		if ok, wait := s.limit.Allow(clientAddr(r)); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+			s.writeError(w, r, hub.Errorf(hub.ERATELIMIT, "too many writes from this client; retry in %s", wait.Round(time.Millisecond)))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), byProofKey{}, true)))
+	}
 }

@@ -175,7 +175,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /things", s.read(s.listThings))
 	m.HandleFunc("POST /things", s.write(s.createThing))
 	m.HandleFunc("GET /things/{id}", s.read(s.getThing))
-	m.HandleFunc("PUT /things/{id}", s.write(s.putThing))
+	m.HandleFunc("PUT /things/{id}", s.writeSigned(s.putThing))
 	m.HandleFunc("PATCH /things/{id}", s.write(s.patchThing))
 	m.HandleFunc("DELETE /things/{id}", s.write(s.deleteThing))
 	m.HandleFunc("GET /search/jsonpath", s.read(s.searchJSONPath))
