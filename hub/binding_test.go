@@ -196,8 +196,8 @@ func TestBindingOutlivesTheThing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, doc := range map[string][]byte{
-		"another key": signTD(t, testTD(id, "T"), other, time.Now()),
-		"unsigned":    testTD(id, "T"),
+		"another key":                           signTD(t, testTD(id, "T"), other, time.Now()),
+		"unsigned":                              testTD(id, "T"),
 		"the last signed description, replayed": td,
 	} {
 		if _, err := r.Put(ctx, id, doc, hub.Origin{Source: hub.SourceWS, Addr: "10.0.0.7"}); err == nil {
@@ -220,7 +220,10 @@ func TestRacingKeysBindOnce(t *testing.T) {
 	id := "urn:b:race"
 	put := func(k ed25519.PrivateKey) func() error {
 		doc := signTD(t, testTD(id, "T"), k, time.Now())
-		return func() error { _, err := r.Put(context.Background(), id, doc, hub.Origin{Source: hub.SourceMQTT}); return err }
+		return func() error {
+			_, err := r.Put(context.Background(), id, doc, hub.Origin{Source: hub.SourceMQTT})
+			return err
+		}
 	}
 	errs := queueBehindGate(t, s, r, put(a), put(b))
 	if errs[1] != nil || hub.ErrorCode(errs[2]) != hub.EFORBIDDEN {
