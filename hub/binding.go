@@ -170,7 +170,7 @@ func (r *Registry) checkBinding(o *op, old *Thing, now time.Time) (verified stri
 	case s.DID != b.DID:
 		return "", nil, Errorf(EFORBIDDEN, "the Thing %q is bound to another key (%s): an admin may re-bind it (PUT /api/things/{id}/binding)", o.id, b.DID)
 	case !s.Created.After(b.Created):
-		if s.Created.Equal(b.Created) && s.ProofValue == b.ProofValue && old != nil && old.Meta.Verified == b.DID {
+		if s.Created.Equal(b.Created) && s.ProofValue == b.ProofValue && old != nil && old.Meta.Verified == b.DID && !o.origin.Takeover {
 			return s.DID, nil, nil // the description it holds, sent again
 		}
 		return "", nil, Errorf(ECONFLICT, "replayed description: the proof was created %s, not after the last accepted one of %q (%s)",

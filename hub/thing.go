@@ -38,6 +38,11 @@ type Origin struct {
 	// alone (an HTTP PUT without a token): the id must be bound to its
 	// signer (PROTOCOL §3.5).
 	ByProof bool `json:"-"`
+	// Takeover says the write hands the Thing to a new live connection (a
+	// WebSocket registerThing on another socket): its proof must be
+	// fresh, not the stored description sent again, which anyone can
+	// read from the directory.
+	Takeover bool `json:"-"`
 }
 
 // Presence status values.

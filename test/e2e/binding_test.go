@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"github.com/coder/websocket"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -317,5 +318,87 @@ func TestBindingOverMQTT(t *testing.T) {
 	}
 	if res := joinOverPaho(t, h, id, signedTD(t, id, "Plug", owner, time.Now())); res.Status != lmos.JoinAccepted {
 		t.Errorf("the owner's fresh join: %+v", res)
+	}
+}
+
+// wsRegister sends registerThing with doc (a signed or unsigned TD) on w
+// and returns the reply.
+func wsRegister(t *testing.T, w *wsClient, id string, doc []byte) map[string]any {
+	t.Helper()
+	var td map[string]any
+	if err := json.Unmarshal(doc, &td); err != nil {
+		t.Fatal(err)
+	}
+	return w.reply(w.send(map[string]any{"messageType": "registerThing", "thingId": id, "td": td}, false))
+}
+
+// Over WebSocket: once the owner's socket has closed, another socket
+// cannot take its bound id over, not with another key, not unsigned, not
+// with the owner's description read back from the directory (a replay);
+// the owner's fresh proof can, from a new socket. The same socket may
+// re-register its stored description.
+func TestBindingOverWebSocket(t *testing.T) {
+	h := startHub(t, nil)
+	owner, other := newSigningKey(t), newSigningKey(t)
+	id := "urn:example:bound-ws"
+	wsDoc := func(title string, k ed25519.PrivateKey, created time.Time) []byte {
+		raw, _ := json.Marshal(wsTD(id))
+		raw = []byte(strings.Replace(string(raw), `"WebSocket test agent"`, strconv.Quote(title), 1))
+		if k == nil {
+			return raw
+		}
+		doc, err := proof.Sign(raw, k, created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	first := wsDoc("Owner", owner, time.Now().Add(-time.Minute))
+	w := h.wsDial("lmosprotocol", nil)
+	if r := wsRegister(t, w, id, first); r["messageType"] != "acknowledgement" {
+		t.Fatalf("owner's signed registerThing: %v", r)
+	}
+	if r := wsRegister(t, w, id, first); r["messageType"] != "acknowledgement" {
+		t.Fatalf("owner's socket registering its description again: %v", r)
+	}
+	var doc map[string]any
+	h.getJSON(lmos.ThingPath(id), 200, &doc)
+	if doc["lmos:verified"] != keyDID(owner) {
+		t.Errorf("lmos:verified = %v", doc["lmos:verified"])
+	}
+	_ = w.c.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, 5*time.Second, "the owner's socket gone", func() bool { st, _ := h.Presence(id); return st == "offline" })
+	_, stored := h.do(http.MethodGet, lmos.ThingPath(id)+"?enriched=false", "", nil, "")
+	want := h.bindingState(id)
+	for _, c := range []struct {
+		name   string
+		doc    []byte
+		status int
+		code   string
+	}{
+		{"another key", wsDoc("Evil", other, time.Now()), 403, lmos.CodeForbidden},
+		{"unsigned", wsDoc("Evil", nil, time.Time{}), 403, lmos.CodeForbidden},
+		{"the stored description, read from the directory", stored, 409, lmos.CodeConflict},
+		{"the owner's key, older proof", wsDoc("Old", owner, time.Now().Add(-time.Hour)), 409, lmos.CodeConflict},
+	} {
+		thief := h.wsDial("lmosprotocol", nil)
+		expectWSError(t, wsRegister(t, thief, id, c.doc), c.status, c.code, "")
+		if got := h.bindingState(id); got != want {
+			t.Errorf("%s changed state: %s, want %s", c.name, got, want)
+		}
+		if st, _ := h.Presence(id); st != "offline" {
+			t.Errorf("%s: presence %s", c.name, st)
+		}
+		_ = thief.c.Close(websocket.StatusNormalClosure, "")
+	}
+	if n := h.refusals(`lmos_ws_refused_total{reason="forbidden"}`); n != 2 {
+		t.Errorf("forbidden registrations counted: %d, want 2", n)
+	}
+	back := h.wsDial("lmosprotocol", nil)
+	if r := wsRegister(t, back, id, wsDoc("Owner again", owner, time.Now())); r["messageType"] != "acknowledgement" {
+		t.Fatalf("the owner's fresh proof from a new socket: %v", r)
+	}
+	if st, _ := h.Presence(id); st != "online" {
+		t.Errorf("presence after the owner came back: %s", st)
 	}
 }
