@@ -141,6 +141,7 @@ func TestBoundIDRefusesWithoutItsKey(t *testing.T) {
 		{"proofValue not multibase", hub.EINVALID, editProof(t, good, func(p map[string]any) { p["proofValue"] = "u" + strings.Repeat("A", 80) }), false},
 		{"malformed did:key", hub.EINVALID, editProof(t, good, func(p map[string]any) { p["verificationMethod"] = "did:key:z6MkBAD#z6MkBAD" }), false},
 		{"not did:key", hub.EINVALID, editProof(t, good, func(p map[string]any) { p["verificationMethod"] = "did:web:example.com#key-1" }), false},
+		{"proof over proof.MaxProofBytes", hub.EINVALID, editProof(t, good, func(p map[string]any) { p["domain"] = strings.Repeat("x", proof.MaxProofBytes) }), false},
 		{"proof not an object", hub.EINVALID, editJSON(t, good, func(m map[string]any) { m["proof"] = "yes" }), false},
 		{"no created", hub.EINVALID, editProof(t, good, func(p map[string]any) { delete(p, "created") }), false},
 		{"created beyond the skew", hub.EINVALID, signTD(t, newer, owner, clock.Now().Add(hub.DefaultMaxClockSkew+time.Minute)), false},
