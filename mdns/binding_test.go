@@ -2,6 +2,7 @@ package mdns_test
 
 import (
 	"crypto/ed25519"
+	"github.com/eclipse-lmos/lmos-hub/store"
 	"testing"
 	"time"
 
@@ -70,4 +71,35 @@ func TestMDNSRegistrarKeepsBoundIDs(t *testing.T) {
 	}
 	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry("Plug", "new-host", port, "td=/fresh", "type=Thing")})
 	waitFor(t, 10*time.Second, "the owner's fresh TD", func() bool { th, err := reg.Get(id); return err == nil && th.Meta.Verified == did })
+}
+
+// With security.requireSigned, an announced Thing serving an unsigned TD
+// is refused (403, the setting named) and nothing is stored; a signed one
+// registers.
+func TestMDNSRegistrarRequiresSigned(t *testing.T) {
+	db, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: hubtest.Logger(t), Security: hub.SecurityOptions{RequireSigned: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	_, key, _ := ed25519.GenerateKey(nil)
+	signed, err := proof.Sign(hubtest.BareTD("urn:test:s", "S"), key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port := tdServer(t, map[string][]byte{"/unsigned": hubtest.BareTD("urn:test:u", "U"), "/signed": signed})
+	r := newRegistrar(t, reg, time.Hour)
+	e := entry("Unsigned", "u-host", port, "td=/unsigned")
+	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: e})
+	waitFor(t, 10*time.Second, "the refusal", func() bool { return r.Stats().Rejected == 1 })
+	if err := r.Problem(e.Key()); hub.RefusalReason(err) != "security.requireSigned" || reg.Count() != 0 {
+		t.Errorf("problem %v, %d Things", err, reg.Count())
+	}
+	r.Handle(dnssd.Event{Kind: dnssd.Added, Entry: entry("Signed", "s-host", port, "td=/signed")})
+	waitFor(t, 10*time.Second, "the signed Thing", func() bool { _, err := reg.Get("urn:test:s"); return err == nil })
 }

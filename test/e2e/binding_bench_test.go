@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,12 +31,25 @@ var signedBenchTDs = sync.OnceValues(func() ([][]byte, error) {
 	return out, nil
 })
 
+// cpuTime is the CPU time (user + system) this process has used: the hub
+// runs in it, with its clients, so the CPU a load costs is measured even
+// while other processes share the machine.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // putAll PUTs docs (ids[i] ← docs[i]) into a fresh hub configured by edit,
-// from 32 keep-alive clients, and returns the time it took.
-func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func(*Config)) time.Duration {
+// from 32 keep-alive clients, and returns the time it took and the CPU
+// time the process used meanwhile.
+func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func(*Config)) (wall, cpu time.Duration) {
 	b.Helper()
 	_, base, stop := startBenchHub(b, b.TempDir(), edit)
 	defer stop()
+	cpu0 := cpuTime(b)
 	start := time.Now()
 	var next atomic.Int64
 	var failed atomic.Value
@@ -51,11 +65,11 @@ func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func
 		})
 	}
 	wg.Wait()
-	d := time.Since(start)
+	wall, cpu = time.Since(start), cpuTime(b)-cpu0
 	if err := failed.Load(); err != nil {
 		b.Fatal(err)
 	}
-	return d
+	return wall, cpu
 }
 
 // BenchmarkHTTPPutSigned10k: durable PUT throughput of the 10k TDs signed
@@ -80,15 +94,20 @@ func BenchmarkHTTPPutSigned10k(b *testing.B) {
 	}
 	c := benchClient(b)
 	requireSigned := func(cfg *Config) { cfg.Security.RequireSigned = true }
-	var plain, sig time.Duration
+	var plain, sig, plainCPU, sigCPU time.Duration
+	add := func(wall, cpu *time.Duration, docs [][]byte, edit func(*Config)) {
+		w, c := putAll(b, c, ids, docs, edit)
+		*wall += w
+		*cpu += c
+	}
 	round := 0
 	for b.Loop() {
 		if round%2 == 0 {
-			plain += putAll(b, c, ids, unsigned, nil)
-			sig += putAll(b, c, ids, signed, requireSigned)
+			add(&plain, &plainCPU, unsigned, nil)
+			add(&sig, &sigCPU, signed, requireSigned)
 		} else {
-			sig += putAll(b, c, ids, signed, requireSigned)
-			plain += putAll(b, c, ids, unsigned, nil)
+			add(&sig, &sigCPU, signed, requireSigned)
+			add(&plain, &plainCPU, unsigned, nil)
 		}
 		round++
 	}
@@ -96,4 +115,9 @@ func BenchmarkHTTPPutSigned10k(b *testing.B) {
 	b.ReportMetric(n/plain.Seconds(), "unsigned-puts/s")
 	b.ReportMetric(n/sig.Seconds(), "signed-puts/s")
 	b.ReportMetric(100*plain.Seconds()/sig.Seconds(), "signed-%-of-unsigned")
+	// CPU per PUT (hub and clients): what a quiet machine's throughput
+	// follows, measurable on a busy one.
+	b.ReportMetric(float64(plainCPU.Microseconds())/n, "unsigned-cpu-µs/put")
+	b.ReportMetric(float64(sigCPU.Microseconds())/n, "signed-cpu-µs/put")
+	b.ReportMetric(100*plainCPU.Seconds()/sigCPU.Seconds(), "signed-%-of-unsigned-by-cpu")
 }

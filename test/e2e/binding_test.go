@@ -7,6 +7,7 @@ import (
 	"github.com/coder/websocket"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -174,9 +175,10 @@ func TestBindingOverHTTP(t *testing.T) {
 	}
 }
 
-// security.requireSigned over HTTP: an unsigned PUT, even an admin's, is
-// 403 and counted by the setting; a signed one is stored.
-func TestRequireSignedOverHTTP(t *testing.T) {
+// security.requireSigned on every door: an unsigned PUT (even an
+// admin's), MQTT join (Python Paho) or WebSocket registerThing is 403 and
+// counted by the setting, and changes nothing; a signed one is stored.
+func TestRequireSignedOnEveryDoor(t *testing.T) {
 	h := startHub(t, func(c *Config) { c.Security.RequireSigned = true })
 	id := "urn:example:must-sign"
 	before := h.snapshot()
@@ -187,6 +189,23 @@ func TestRequireSignedOverHTTP(t *testing.T) {
 	}
 	if n := h.refusals(`lmos_http_refused_total{reason="security.requireSigned"}`); n != 1 {
 		t.Errorf("refusals counted: %d", n)
+	}
+	w := h.wsDial("lmosprotocol", nil)
+	expectWSError(t, wsRegister(t, w, id, makeTD(id, "T")), 403, lmos.CodeForbidden, "security.requireSigned")
+	if n := h.refusals(`lmos_ws_refused_total{reason="security.requireSigned"}`); n != 1 {
+		t.Errorf("WebSocket refusals counted: %d", n)
+	}
+	if _, err := exec.LookPath("/usr/bin/python3"); err == nil {
+		res := joinOverPaho(t, h, id, makeTD(id, "T"))
+		if res.Status != lmos.JoinRejected || res.Problem == nil || res.Problem.Status != 403 || !strings.Contains(res.Problem.Detail, "security.requireSigned") {
+			t.Errorf("unsigned MQTT join: %+v", res)
+		}
+		if n := h.refusals(`lmos_mqtt_refused_total{reason="security.requireSigned"}`); n != 1 {
+			t.Errorf("MQTT refusals counted: %d", n)
+		}
+	}
+	if h.snapshot() != before {
+		t.Errorf("the refused registrations changed the directory")
 	}
 	if resp, body := h.do(http.MethodPut, lmos.ThingPath(id), "application/td+json", signedTD(t, id, "T", newSigningKey(t), time.Now()), testToken); resp.StatusCode != 201 {
 		t.Errorf("signed PUT: %d %s", resp.StatusCode, body)
