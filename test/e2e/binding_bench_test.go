@@ -31,10 +31,10 @@ var signedBenchTDs = sync.OnceValues(func() ([][]byte, error) {
 	return out, nil
 })
 
-// cpuTime is the CPU time (user + system) this process has used: the hub
-// runs in it, with its clients, so the CPU a load costs is measured even
-// while other processes share the machine.
-func cpuTime(b *testing.B) time.Duration {
+// processCPU is the CPU time (user + system) this process has used: the
+// hub runs in it, with its clients, so the CPU a load costs is measured
+// even while other processes share the machine.
+func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
@@ -49,7 +49,7 @@ func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func
 	b.Helper()
 	_, base, stop := startBenchHub(b, b.TempDir(), edit)
 	defer stop()
-	cpu0 := cpuTime(b)
+	cpu0 := processCPU(b)
 	start := time.Now()
 	var next atomic.Int64
 	var failed atomic.Value
@@ -65,7 +65,7 @@ func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func
 		})
 	}
 	wg.Wait()
-	wall, cpu = time.Since(start), cpuTime(b)-cpu0
+	wall, cpu = time.Since(start), processCPU(b)-cpu0
 	if err := failed.Load(); err != nil {
 		b.Fatal(err)
 	}
