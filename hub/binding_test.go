@@ -356,3 +356,53 @@ func TestRebind(t *testing.T) {
 		t.Errorf("unbind of an unbound id: %v", err)
 	}
 }
+
+// A failed commit stores neither the Thing nor its binding: the id is
+// still free, and the next signed description binds it.
+func TestFailedCommitBindsNothing(t *testing.T) {
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{})
+	a, b := newKey(t), newKey(t)
+	id := "urn:b:fail"
+	s.fail.Store(true)
+	if _, err := r.Put(context.Background(), id, signTD(t, testTD(id, "A"), a, time.Now()), hub.Origin{Source: hub.SourceMQTT}); hub.ErrorCode(err) != hub.EINTERNAL {
+		t.Fatalf("put under a failing commit: %v", err)
+	}
+	s.fail.Store(false)
+	if _, err := r.Binding(id); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Errorf("binding after a failed commit: %v", err)
+	}
+	if _, err := r.Put(context.Background(), id, signTD(t, testTD(id, "B"), b, time.Now()), hub.Origin{Source: hub.SourceMQTT}); err != nil {
+		t.Fatalf("another key after the failed commit: %v", err)
+	}
+	if bd, _ := r.Binding(id); bd.DID != didOf(b) {
+		t.Errorf("bound to %s, want %s", bd.DID, didOf(b))
+	}
+}
+
+// An expired registration keeps its binding: another key cannot take the
+// id, nor can its last description be replayed; the owner's fresh one can.
+func TestExpiryKeepsTheBinding(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{Now: clock.Now})
+	ctx := context.Background()
+	owner, other := newKey(t), newKey(t)
+	id := "urn:b:ttl"
+	last := signTD(t, testTD(id, "T", "registration", `{"ttl": 60}`), owner, clock.Now())
+	if _, err := r.Put(ctx, id, last, hub.Origin{Source: hub.SourceMQTT}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Minute)
+	if _, err := r.Get(id); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Fatalf("not expired: %v", err)
+	}
+	if _, err := r.Put(ctx, id, signTD(t, testTD(id, "Evil"), other, clock.Now()), hub.Origin{Source: hub.SourceMQTT}); hub.ErrorCode(err) != hub.EFORBIDDEN {
+		t.Errorf("another key after expiry: %v", err)
+	}
+	if _, err := r.Put(ctx, id, last, hub.Origin{Source: hub.SourceMQTT}); hub.ErrorCode(err) != hub.ECONFLICT {
+		t.Errorf("the expired description replayed: %v", err)
+	}
+	if _, err := r.Put(ctx, id, signTD(t, testTD(id, "T"), owner, clock.Now()), hub.Origin{Source: hub.SourceMQTT}); err != nil {
+		t.Errorf("the owner's fresh description: %v", err)
+	}
+}
