@@ -159,8 +159,15 @@ func TestBindingOverHTTP(t *testing.T) {
 	}
 	resp, body = h.do(http.MethodPut, bindPath, "application/json", []byte(`{"did":"did:key:zNOPE"}`), testToken)
 	expectProblem(t, resp, body, 400, "did:key")
+	events := h.MQTT(nil)
+	defer events.Close()
+	events.MustSub("lmos/v1/hub/events")
 	if resp, body := h.do(http.MethodPut, bindPath, "application/json", rebind, testToken); resp.StatusCode != 200 || !strings.Contains(string(body), keyDID(other)) {
 		t.Fatalf("re-bind: %d %s", resp.StatusCode, body)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(events.Next("lmos/v1/hub/events").Payload, &ev); err != nil || ev["type"] != "binding" || ev["id"] != id || ev["did"] != keyDID(other) {
+		t.Errorf("hub event of the re-bind: %v, %v", ev, err)
 	}
 	if resp, body := h.do(http.MethodPut, path, "application/td+json", signedTD(t, id, "New owner", other, time.Now()), ""); resp.StatusCode != 201 {
 		t.Fatalf("the new key's PUT: %d %s", resp.StatusCode, body)
