@@ -16,6 +16,9 @@ const (
 	// EventPresence reports a change of lmos:presence. It is a hub event
 	// (/api/events, lmos/v1/hub/events), not a W3C WoT Discovery one.
 	EventPresence EventType = "presence"
+	// EventBinding reports that an admin bound an id to a key (DID) or
+	// removed its binding (DID empty). A hub event, like presence.
+	EventBinding EventType = "binding"
 )
 
 // IsDirectoryEvent reports whether t is one of the W3C WoT Discovery
@@ -41,6 +44,8 @@ type Event struct {
 	Presence *Presence `json:"presence,omitempty"`
 	// Join describes the pending join of a join event (hub/pending.go).
 	Join *JoinEvent `json:"join,omitempty"`
+	// DID is the new key of a binding event ("" when removed).
+	DID string `json:"did,omitempty"`
 }
 
 // Subscription receives change-feed events in sequence order. C is closed

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
+	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 	"github.com/google/uuid"
 )
 
@@ -41,6 +42,8 @@ type RegistryOptions struct {
 	SubscriberBuffer int
 	// Search bounds each search's cost (zero values take the defaults).
 	Search SearchLimits
+	// Security are the proof rules (hub/binding.go).
+	Security SecurityOptions
 }
 
 // Registry holds the registered Things in memory (their metadata and a
@@ -96,6 +99,14 @@ type Registry struct {
 	subs      map[*Subscription]struct{}
 	search    *searchGate
 	closed    bool
+
+	// bindings are the key bindings by id (under mu); bindOverlay their
+	// changes in the batch being applied (nil: removed), owned by the
+	// write loop.
+	bindings    map[string]*Binding
+	bindOverlay map[string]*Binding
+	// verifyLimit bounds proof verifications per client source.
+	verifyLimit *ratelimit.Limiter
 }
 
 type opKind int
@@ -107,6 +118,7 @@ const (
 	opDelete
 	opExpire
 	opPresence
+	opBind
 )
 
 type op struct {
@@ -136,7 +148,15 @@ type op struct {
 	// dropPending deletes the Thing's pending join in the commit of an
 	// opPut (Admission.Approve).
 	dropPending bool
-	done        chan opResult
+	// signer is the verified proof of the document (nil: unsigned); admin
+	// says an admin token wrote it (hub/binding.go).
+	signer *Signer
+	admin  bool
+	// byProof: the writer is authenticated by the proof alone.
+	byProof bool
+	// bindDID is the DID an opBind binds the id to ("" removes it).
+	bindDID string
+	done    chan opResult
 }
 
 type opResult struct {
@@ -158,6 +178,11 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		subs:     make(map[*Subscription]struct{}),
 		bySource: make(map[string]int),
 		search:   newSearchGate(opts.Search),
+		bindings: make(map[string]*Binding),
+	}
+	r.verifyLimit = newVerifyLimiter(opts.Security, nil)
+	if err := r.loadBindings(); err != nil {
+		return nil, fmt.Errorf("cannot load key bindings: %w", err)
 	}
 	recs, sums, err := r.loadStored()
 	if err != nil {
@@ -195,6 +220,7 @@ func (opts RegistryOptions) withDefaults() RegistryOptions {
 	if opts.MaxTDBytes <= 0 {
 		opts.MaxTDBytes = DefaultMaxTDBytes
 	}
+	opts.Security = opts.Security.withDefaults()
 	return opts
 }
 
@@ -360,6 +386,15 @@ func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (strin
 	if err := Validate(doc); err != nil {
 		return "", err
 	}
+	if _, signed := doc["proof"]; signed {
+		// The hub inserts the id, which the proof could not cover: a
+		// signed description names itself.
+		return "", &Error{Code: EINVALID, Message: "a signed Thing Description must carry its id (sign it with its id, then PUT /things/{id})",
+			Fields: []FieldError{{Field: "/id", Description: "is required in a signed description"}}}
+	}
+	if _, err := r.verifyDoc(raw, doc, origin.Addr); err != nil {
+		return "", err // unsigned under security.requireSigned
+	}
 	id := "urn:uuid:" + uuid.NewString()
 	raw, err = insertID(raw, id)
 	if err != nil {
@@ -367,7 +402,7 @@ func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (strin
 	}
 	doc["id"] = id
 	sum, enc := compactSummary(doc)
-	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin})
+	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin, admin: origin.Admin})
 	return id, res.err
 }
 
@@ -381,7 +416,7 @@ func (r *Registry) put(ctx context.Context, id string, raw []byte, origin Origin
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
-	p, err := r.Prepare(raw)
+	p, err := r.PrepareFrom(raw, origin.Addr)
 	if err != nil {
 		return false, err
 	}
@@ -397,6 +432,8 @@ type PreparedTD struct {
 	doc map[string]any
 	sum *Summary
 	enc []byte
+	// signer is the verified proof (nil: unsigned).
+	signer *Signer
 }
 
 // Raw is the document as it will be stored.
@@ -408,10 +445,18 @@ func (p *PreparedTD) ID() string {
 	return id
 }
 
-// Prepare does the work of a write that needs no registry state: it
+// Signer is the verified proof of the document, nil when it is unsigned.
+func (p *PreparedTD) Signer() *Signer { return p.signer }
+
+// Prepare is PrepareFrom for a writer whose verifications are not
+// rate-limited (an admin, the hub itself, tests).
+func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) { return r.PrepareFrom(raw, "") }
+
+// PrepareFrom does the work of a write that needs no registry state: it
 // refuses a document over MaxTDBytes before reading it, then parses,
-// validates and summarises it.
-func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) {
+// validates and summarises it, and verifies its proof once (charged to
+// the writer's address from, security.verifyRate).
+func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
 	if err := r.checkSize(len(raw)); err != nil {
 		return nil, err
 	}
@@ -422,8 +467,12 @@ func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) {
 	if err := Validate(doc); err != nil {
 		return nil, err
 	}
+	signer, err := r.verifyDoc(raw, doc, from)
+	if err != nil {
+		return nil, err
+	}
 	sum, enc := compactSummary(doc)
-	return &PreparedTD{raw: raw, doc: doc, sum: sum, enc: enc}, nil
+	return &PreparedTD{raw: raw, doc: doc, sum: sum, enc: enc, signer: signer}, nil
 }
 
 // PutPrepared is Put with a document Prepare accepted.
@@ -445,7 +494,8 @@ func (r *Registry) putPreparedWith(ctx context.Context, id string, p *PreparedTD
 		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(p.doc["id"]), id)}}}
 	}
-	res := r.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin, cond: c, credHash: credHash})
+	res := r.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin, cond: c, credHash: credHash,
+		signer: p.signer, admin: origin.Admin, byProof: origin.ByProof})
 	return res.created, res.err
 }
 
@@ -497,7 +547,8 @@ func (r *Registry) patch(ctx context.Context, id string, raw []byte, c Precondit
 		return &Error{Code: EINVALID, Message: "a patch must not change the Thing's id",
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want absent or %q", describe(v), id)}}}
 	}
-	return r.submit(ctx, &op{kind: opPatch, id: id, patch: patch, cond: c}).err
+	// Patches come only from admin-token writes (HTTP PATCH).
+	return r.submit(ctx, &op{kind: opPatch, id: id, patch: patch, cond: c, admin: true}).err
 }
 
 // SetPresence records that the Thing id is online or offline, as seen over

@@ -121,7 +121,8 @@ func (r *Registry) apply(batch []*op) {
 	r.batchDocs = make(map[string]map[string]any, len(batch))
 	r.batchRaws = make(map[string][]byte, len(batch))
 	r.undo = nil
-	defer func() { r.overlay, r.batchDocs, r.batchRaws, r.undo = nil, nil, nil, nil }()
+	r.bindOverlay = make(map[string]*Binding)
+	defer func() { r.overlay, r.batchDocs, r.batchRaws, r.undo, r.bindOverlay = nil, nil, nil, nil, nil }()
 	var b Batch
 	var live []Event // what subscribers get: b.Events plus unlogged ones
 	puts := make(map[string]ThingRecord, len(batch))
@@ -171,6 +172,9 @@ func (r *Registry) apply(batch []*op) {
 			b.DeletePending = append(b.DeletePending, o.id)
 		}
 		emit(ev)
+		if o.kind == opBind && rec.ID == "" {
+			continue // only the binding changed
+		}
 		if del {
 			r.setOverlay(o.id, nil)
 			delete(puts, o.id)
@@ -205,7 +209,8 @@ func (r *Registry) apply(batch []*op) {
 			b.DeleteCredentials = append(b.DeleteCredentials, id)
 		}
 	}
-	if len(live) > 0 || len(b.Credentials)+len(b.DeleteCredentials) > 0 {
+	r.bindingChanges(&b)
+	if len(live) > 0 || len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
 			for i := len(r.undo) - 1; i >= 0; i-- {
@@ -253,6 +258,7 @@ func (r *Registry) install(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rev = r.seq
+	r.installBindings()
 	close(r.installed)
 	r.installed = make(chan struct{})
 	for id, t := range r.overlay {
@@ -305,6 +311,12 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 			return ev, rec, false, opResult{err: err}
 		}
 		return Event{Type: EventDeleted, ID: o.id}, rec, true, res
+	case opBind:
+		bev, brec, err := r.prepareBind(o, old, now)
+		if err != nil {
+			return ev, rec, false, opResult{err: err}
+		}
+		return bev, brec, false, res
 	case opPresence:
 		pev, prec, err := r.preparePresence(o, old, now)
 		if err != nil {
@@ -370,6 +382,12 @@ func (r *Registry) applyPatch(o *op, old *Thing) error {
 	if err != nil {
 		return fmt.Errorf("cannot encode patched document: %w", err)
 	}
+	// The merged document is a new description: its proof (kept from the
+	// old one unless the patch replaced or removed it) must hold for it.
+	// An admin's patch, so verified here without a budget.
+	if o.signer, err = r.verifyDoc(raw, merged, ""); err != nil {
+		return err
+	}
 	o.sum, o.sumEnc = compactSummary(merged)
 	o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
 	return nil
@@ -378,13 +396,17 @@ func (r *Registry) applyPatch(o *op, old *Thing) error {
 // prepareWrite builds the record and event of a write of a whole document
 // (a put, a create or a patch already merged), after the quotas.
 func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec ThingRecord, res opResult) {
+	verified, nb, err := r.checkBinding(o, old, now)
+	if err != nil {
+		return ev, rec, opResult{err: err}
+	}
 	anon, err := r.checkQuotas(o, old, now)
 	if err != nil {
 		return ev, rec, opResult{err: err}
 	}
 	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
 		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source},
-		Size:     int64(len(o.raw)), Anon: anon}
+		Size:     int64(len(o.raw)), Anon: anon, Verified: verified}
 	if old != nil {
 		// Presence and creation outlive a new document; a verification
 		// does not: it was of the old document.
@@ -396,7 +418,13 @@ func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec
 			Fields: []FieldError{{Field: "/registration/expires", Description: "is not in the future"}}}}
 	}
 	rec = ThingRecord{ID: o.id, Raw: o.raw, Meta: meta, Summary: o.sumEnc}
+	bind := func() {
+		if nb != nil { // accepted: the binding commits with the description
+			r.bindOverlay[o.id] = nb
+		}
+	}
 	if old == nil {
+		bind()
 		return Event{Type: EventCreated, ID: o.id, TD: o.raw}, rec, opResult{created: true}
 	}
 	oldDoc, err := r.currentDoc(o.id)
@@ -409,6 +437,7 @@ func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec
 	if err != nil {
 		return ev, rec, opResult{err: fmt.Errorf("cannot encode change: %w", err)}
 	}
+	bind()
 	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, res
 }
 

@@ -35,6 +35,12 @@ type Batch struct {
 	// DeletePending are pending joins approved in this transaction
 	// (Admission.Approve), deleted with the Thing's registration.
 	DeletePending []string
+	// Bindings are key bindings (hub/binding.go) accepted with a Thing's
+	// description, or set by an admin, stored in the same transaction as
+	// the description; DeleteBindings are bindings an admin removed.
+	// Deleting a Thing never deletes its binding.
+	Bindings       []Binding
+	DeleteBindings []string
 }
 
 // CredentialRecord is the password hash (HashToken) of a joined Thing.
@@ -65,6 +71,8 @@ type Store interface {
 	// Commit applies b atomically and durably (fsync), appends b.Events to the
 	// event log and trims the log to its bound.
 	Commit(b *Batch) error
+	// LoadBindings calls fn for every stored key binding.
+	LoadBindings(fn func(Binding) error) error
 	// LastSeq returns the highest event sequence ever committed (0 if none).
 	LastSeq() (uint64, error)
 	// EventsAfter calls fn for each logged event with Seq > seq, in order.

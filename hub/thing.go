@@ -31,6 +31,18 @@ type Origin struct {
 	// was authenticated: an admin token, a Thing's own credentials). It
 	// counts against registry.maxThingsPerSource and is never shown.
 	Addr string `json:"-"`
+	// Admin says the writer holds an admin token (HTTP): it may write a
+	// key-bound Thing without its key's proof (PROTOCOL §6).
+	Admin bool `json:"-"`
+	// ByProof says the writer is authenticated by the description's proof
+	// alone (an HTTP PUT without a token): the id must be bound to its
+	// signer (PROTOCOL §3.5).
+	ByProof bool `json:"-"`
+	// Takeover says the write hands the Thing to a new live connection (a
+	// WebSocket registerThing on another socket): its proof must be
+	// fresh, not the stored description sent again, which anyone can
+	// read from the directory.
+	Takeover bool `json:"-"`
 }
 
 // Presence status values.

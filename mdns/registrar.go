@@ -304,7 +304,13 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 	if err != nil {
 		return err
 	}
-	p, err := r.reg.Prepare(raw)
+	// The proof's verification is charged to the TD's host, as the
+	// quota per source is (security.verifyRate).
+	host := ""
+	if pu, err := url.Parse(u); err == nil {
+		host = pu.Hostname()
+	}
+	p, err := r.reg.PrepareFrom(raw, host)
 	if err != nil {
 		return fmt.Errorf("cannot register the fetched TD: %w", err)
 	}

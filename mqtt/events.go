@@ -18,6 +18,7 @@ type hubEvent struct {
 	Time     time.Time      `json:"time"`
 	Presence *hub.Presence  `json:"presence,omitempty"`
 	Join     *hub.JoinEvent `json:"join,omitempty"`
+	DID      string         `json:"did,omitempty"` // a binding event's key
 }
 
 // forwardEvents publishes the registry's change feed on lmos/v1/hub/events
@@ -98,7 +99,7 @@ func (b *Broker) forwardFrom(sub *hub.Subscription) bool {
 			if !ok {
 				return true
 			}
-			payload, err := json.Marshal(hubEvent{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence, Join: e.Join})
+			payload, err := json.Marshal(hubEvent{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence, Join: e.Join, DID: e.DID})
 			if err != nil {
 				b.log.Error("cannot encode hub event", "err", err)
 				continue

@@ -254,7 +254,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		return b.deregister(id, j)
 	}
 	if !j.prepared {
-		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
+		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
 	}
 	if j.prepErr != nil {
 		return rejected(id, j.prepErr)
@@ -293,7 +293,7 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 // (approved: accepted with credentials; denied: rejected 403).
 func (b *Broker) park(id string, j *joinRequest) joinResult {
 	if !j.prepared {
-		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
+		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
 	}
 	if j.prepErr != nil {
 		return rejected(id, j.prepErr)

@@ -86,7 +86,7 @@ func (b *Broker) enqueueJoin(j *joinRequest) {
 	if !ok {
 		return
 	}
-	j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType)
+	j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
 	j.prepared = true
 	if !b.enqueue(j.tid, func() {
 		defer release()
@@ -98,8 +98,9 @@ func (b *Broker) enqueueJoin(j *joinRequest) {
 
 // prepareTD refuses a description over registry.maxTDBytes before decoding
 // it (a CBOR one again after, as JSON, in Prepare), then decodes, parses and
-// validates it.
-func (b *Broker) prepareTD(payload []byte, contentType string) (*hub.PreparedTD, error) {
+// validates it, and verifies its proof, charged to the client's address
+// remote (security.verifyRate).
+func (b *Broker) prepareTD(payload []byte, contentType, remote string) (*hub.PreparedTD, error) {
 	if max := b.reg.MaxTDBytes(); len(payload) > max {
 		return nil, hub.TooLarge(len(payload), max)
 	}
@@ -107,5 +108,5 @@ func (b *Broker) prepareTD(payload []byte, contentType string) (*hub.PreparedTD,
 	if err != nil {
 		return nil, err
 	}
-	return b.reg.Prepare(raw)
+	return b.reg.PrepareFrom(raw, remote)
 }

@@ -318,10 +318,10 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 
 // Commit applies b in one durable transaction: Puts, then Deletes (so a
 // batch should not name one id in both), then Credentials and
-// DeleteCredentials, then Events, then trims the event log. Event seqs must be strictly increasing and above LastSeq; otherwise
+// DeleteCredentials, then Bindings and DeleteBindings, then Events, then trims the event log. Event seqs must be strictly increasing and above LastSeq; otherwise
 // nothing is applied, because feed readers rely on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
-	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials) == 0 {
+	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) == 0 {
 		return nil
 	}
 	// Encode before the transaction to keep the writer lock short.
@@ -382,6 +382,9 @@ func (s *DB) Commit(b *hub.Batch) error {
 			return err
 		}
 		if err := deletePending(tx, b.DeletePending); err != nil {
+			return err
+		}
+		if err := putBindings(tx, b.Bindings, b.DeleteBindings); err != nil {
 			return err
 		}
 		return s.appendEvents(tx, b.Events, events)

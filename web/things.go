@@ -173,7 +173,7 @@ func (s *Server) createThing(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := s.reg.Create(r.Context(), body, hub.Origin{Source: hub.SourceHTTP})
+	id, err := s.reg.Create(r.Context(), body, hub.Origin{Source: hub.SourceHTTP, Admin: true})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -189,7 +189,19 @@ func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	created, err := s.reg.PutIf(r.Context(), id, body, hub.Origin{Source: hub.SourceHTTP}, writePrecondition(r))
+	origin := hub.Origin{Source: hub.SourceHTTP, Admin: true}
+	if byProof(r) && !bytes.Contains(body, []byte(`"proof"`)) {
+		// Nothing could authenticate it: the answer of a missing token.
+		_, err := s.tokens.Verify("")
+		s.writeError(w, r, err)
+		return
+	}
+	if byProof(r) {
+		// No token: the proof by the id's bound key is the credential; its
+		// verification is charged to the client (security.verifyRate).
+		origin = hub.Origin{Source: hub.SourceHTTP, ByProof: true, Addr: clientAddr(r)}
+	}
+	created, err := s.reg.PutIf(r.Context(), id, body, origin, writePrecondition(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -150,6 +150,8 @@ func (m *Main) openRegistry(context.Context) error {
 			Timeout: time.Duration(cfg.Search.Timeout), MaxQueryBytes: cfg.Search.MaxQueryBytes,
 			MaxDescendants: cfg.Search.MaxDescendants, MaxPerClient: cfg.Search.MaxConcurrentPerClient,
 			MaxConcurrent: cfg.Search.MaxConcurrent},
+		Security: hub.SecurityOptions{RequireSigned: cfg.Security.RequireSigned, VerifyRate: cfg.Security.VerifyRate,
+			VerifyBurst: cfg.Security.VerifyBurst, MaxClockSkew: time.Duration(cfg.Security.MaxClockSkew)},
 	})
 	if err != nil {
 		return err

@@ -151,9 +151,17 @@ type JoinConfig struct {
 	Mode string `yaml:"mode"` // open|approve|closed, default open
 }
 
-// SecurityConfig configures signature requirements.
+// SecurityConfig configures signature requirements (PROTOCOL §6).
 type SecurityConfig struct {
+	// RequireSigned refuses unsigned Thing Descriptions on every door.
 	RequireSigned bool `yaml:"requireSigned"`
+	// VerifyRate and VerifyBurst bound proof verifications per client
+	// address (per second, burst); default 50 and 100.
+	VerifyRate  float64 `yaml:"verifyRate"`
+	VerifyBurst int     `yaml:"verifyBurst"`
+	// MaxClockSkew is how far in the future a proof's created may lie;
+	// default 5m.
+	MaxClockSkew Duration `yaml:"maxClockSkew"`
 }
 
 // LogConfig configures log/slog output.
@@ -218,6 +226,7 @@ func DefaultConfig() Config {
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
+	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
 	c.Log = LogConfig{Format: "text", Level: "info"}
 	c.Registry = RegistryConfig{EventLogSize: 1000, MaxDepth: hub.DefaultMaxDepth, MaxThings: 1024, MaxTDBytes: hub.DefaultMaxTDBytes,
 		MaxBytes: 32 << 20, MaxThingsPerSource: 64}
@@ -287,6 +296,15 @@ func (c Config) Validate() error {
 		bad("mdns.forgetAfter", fmt.Errorf("must be a duration greater than 0 such as \"24h\" (got %s)", c.MDNS.ForgetAfter))
 	}
 	bad("join.mode", checkOneOf(c.Join.Mode, joinModes))
+	if c.Security.VerifyRate <= 0 {
+		bad("security.verifyRate", fmt.Errorf("must be greater than 0 verifications per second (got %v)", c.Security.VerifyRate))
+	}
+	if c.Security.VerifyBurst < 1 {
+		bad("security.verifyBurst", fmt.Errorf("must be at least 1 (got %d)", c.Security.VerifyBurst))
+	}
+	if c.Security.MaxClockSkew <= 0 {
+		bad("security.maxClockSkew", fmt.Errorf("must be a duration greater than 0 such as \"5m\" (got %s)", c.Security.MaxClockSkew))
+	}
 	bad("adminToken", checkToken(c.AdminToken))
 	bad("log.format", checkOneOf(c.Log.Format, logFormats))
 	bad("log.level", checkOneOf(c.Log.Level, logLevels))

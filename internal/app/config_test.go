@@ -43,7 +43,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.Search.MaxQueryBytes != 1024 || c.Search.MaxDescendants != 2 || c.Search.MaxConcurrentPerClient != 2 ||
 		c.Search.MaxConcurrent != runtime.GOMAXPROCS(0) ||
 		c.Registry.MaxTDBytes != 262144 || c.Registry.MaxBytes != 32<<20 || c.Registry.MaxThingsPerSource != 64 ||
-		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" {
+		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" ||
+		c.Security.RequireSigned || c.Security.VerifyRate != 50 || c.Security.VerifyBurst != 100 || c.Security.MaxClockSkew != Duration(5*time.Minute) {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {
@@ -93,6 +94,10 @@ search:
   maxNodes: 5000
   timeout: 2s
   maxConcurrentPerClient: 1
+security:
+  requireSigned: true
+  verifyRate: 5
+  maxClockSkew: 30s
 shutdownTimeout: 3s
 `)
 	env := map[string]string{
@@ -122,6 +127,10 @@ shutdownTimeout: 3s
 		{"search.timeout (file)", c.Search.Timeout, Duration(2 * time.Second)},
 		{"search.maxConcurrentPerClient (file)", c.Search.MaxConcurrentPerClient, 1},
 		{"search.maxResultBytes (default kept)", c.Search.MaxResultBytes, int64(16 << 20)},
+		{"security.requireSigned (file)", c.Security.RequireSigned, true},
+		{"security.verifyRate (file)", c.Security.VerifyRate, 5.0},
+		{"security.maxClockSkew (file)", c.Security.MaxClockSkew, Duration(30 * time.Second)},
+		{"security.verifyBurst (default kept)", c.Security.VerifyBurst, 100},
 		{"registry.maxTDBytes (file)", c.Registry.MaxTDBytes, 65536},
 		{"registry.maxBytes (file)", c.Registry.MaxBytes, int64(1000000)},
 		{"registry.maxThingsPerSource (file)", c.Registry.MaxThingsPerSource, 0},
@@ -297,6 +306,9 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},
 		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},
+		{"security.verifyRate", func(c *Config) { c.Security.VerifyRate = 0 }, "security.verifyRate: must be greater than 0"},
+		{"security.verifyBurst", func(c *Config) { c.Security.VerifyBurst = 0 }, "security.verifyBurst: must be at least 1"},
+		{"security.maxClockSkew", func(c *Config) { c.Security.MaxClockSkew = 0 }, "security.maxClockSkew: "},
 		{"adminToken", func(c *Config) { c.AdminToken = "a b" }, "adminToken: "},
 		{"adminToken", func(c *Config) { c.AdminToken = "short" }, "adminToken: must be at least 16"},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }, `log.format: "xml" is not one of text, json`},

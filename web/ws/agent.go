@@ -90,7 +90,10 @@ func (wc *wsConn) register(m *wsMessage) {
 	}
 	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := g.reg.Put(ctx, id, raw, hub.Origin{Source: hub.SourceWS, Addr: wc.remote}); err != nil {
+	// Another socket than the live owner's takes the Thing over: a bound
+	// id then needs a fresh proof by its key (PROTOCOL §6).
+	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc}
+	if _, err := g.reg.Put(ctx, id, raw, origin); err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
 		return
