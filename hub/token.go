@@ -38,14 +38,27 @@ func HashToken(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Create makes a new token and returns its secret, which is shown only once.
+// Create makes a new admin token without expiry and returns its secret,
+// which is shown only once.
 func (m *Tokens) Create(name string) (string, Token, error) {
+	return m.CreateScoped(name, ScopeAdmin, time.Time{})
+}
+
+// CreateScoped makes a new token with scope that stops working at expires
+// (zero: never) and returns its secret, which is shown only once.
+func (m *Tokens) CreateScoped(name string, scope Scope, expires time.Time) (string, Token, error) {
+	if !scope.Valid() {
+		return "", Token{}, Errorf(EINVALID, "unknown token scope %q (use read, operate or admin)", scope)
+	}
+	if !expires.IsZero() && !expires.After(m.now()) {
+		return "", Token{}, Errorf(EINVALID, "the token would expire at once (%s)", expires.UTC().Format(time.RFC3339))
+	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", Token{}, fmt.Errorf("cannot create token: %w", err)
 	}
 	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	tok, err := m.Install(secret, name)
+	tok, err := m.install(secret, name, scope, expires)
 	return secret, tok, err
 }
 
@@ -53,6 +66,10 @@ func (m *Tokens) Create(name string) (string, Token, error) {
 // with --admin-token. Installing a known secret returns its existing token;
 // a revoked one is refused (EFORBIDDEN).
 func (m *Tokens) Install(secret, name string) (Token, error) {
+	return m.install(secret, name, ScopeAdmin, time.Time{})
+}
+
+func (m *Tokens) install(secret, name string, scope Scope, expires time.Time) (Token, error) {
 	if len(secret) < MinTokenLength || strings.ContainsAny(secret, " \t\r\n") {
 		return Token{}, Errorf(EINVALID, "an admin token must be at least %d characters without spaces", MinTokenLength)
 	}
@@ -72,20 +89,35 @@ func (m *Tokens) Install(secret, name string) (Token, error) {
 	if _, err := rand.Read(idb[:]); err != nil {
 		return Token{}, fmt.Errorf("cannot create token id: %w", err)
 	}
-	t := Token{ID: hex.EncodeToString(idb[:]), Name: name, Hash: hash, Created: m.now().UTC()}
+	t := Token{ID: hex.EncodeToString(idb[:]), Name: name, Hash: hash, Created: m.now().UTC(), Scope: scope}
+	if scope == ScopeAdmin {
+		t.Scope = "" // stored as before scopes existed: an admin token
+	}
+	if !expires.IsZero() {
+		t.Expires = expires.UTC()
+	}
 	if err := m.store.PutToken(t); err != nil {
 		return Token{}, fmt.Errorf("cannot store token: %w", err)
 	}
 	return t, nil
 }
 
-// Verify returns the token for secret, or EUNAUTHORIZED when it is unknown
-// or revoked.
+// Verify returns the token for secret, or EUNAUTHORIZED when it is unknown,
+// revoked or expired.
 func (m *Tokens) Verify(secret string) (Token, error) {
 	if secret == "" {
 		return Token{}, Errorf(EUNAUTHORIZED, "a bearer token is required")
 	}
-	t, err := m.store.TokenByHash(HashToken(secret))
+	return m.verifyHash(HashToken(secret))
+}
+
+// Recheck verifies again a token accepted earlier (by its hash): a
+// connection that authenticated with a token loses its rights the moment
+// the token is revoked or expires.
+func (m *Tokens) Recheck(t Token) (Token, error) { return m.verifyHash(t.Hash) }
+
+func (m *Tokens) verifyHash(hash string) (Token, error) {
+	t, err := m.store.TokenByHash(hash)
 	switch {
 	case ErrorCode(err) == ENOTFOUND:
 		return Token{}, Errorf(EUNAUTHORIZED, "the bearer token is not valid")
@@ -93,6 +125,8 @@ func (m *Tokens) Verify(secret string) (Token, error) {
 		return Token{}, &Error{Code: EINTERNAL, Message: "cannot check the token", Err: err}
 	case !t.Revoked.IsZero():
 		return Token{}, Errorf(EUNAUTHORIZED, "the bearer token was revoked")
+	case t.Expired(m.now()):
+		return Token{}, Errorf(EUNAUTHORIZED, "the bearer token expired on %s", t.Expires.Format(time.RFC3339))
 	}
 	return t, nil
 }
@@ -118,19 +152,20 @@ func (m *Tokens) Revoke(id string) error {
 	return Errorf(ENOTFOUND, "no token with id %q", id)
 }
 
-// ActiveCount returns how many tokens are not revoked.
+// ActiveCount returns how many admin tokens are neither revoked nor
+// expired: the hub creates a first one when there is none.
 func (m *Tokens) ActiveCount() (int, error) {
 	all, err := m.store.Tokens()
 	n := 0
 	for _, t := range all {
-		if t.Revoked.IsZero() {
+		if t.Revoked.IsZero() && !t.Expired(m.now()) && t.EffectiveScope() == ScopeAdmin {
 			n++
 		}
 	}
 	return n, err
 }
 
-// Token is an admin bearer token as stored: never the secret, only its hash.
+// Token is a bearer token as stored: never the secret, only its hash.
 type Token struct {
 	ID      string    `json:"id"`
 	Name    string    `json:"name"`
@@ -138,6 +173,24 @@ type Token struct {
 	Created time.Time `json:"created"`
 	// Revoked is zero while the token is valid.
 	Revoked time.Time `json:"revoked,omitzero"`
+	// Scope is what the token allows (access.go); empty is admin, as every
+	// token stored before scopes existed was.
+	Scope Scope `json:"scope,omitempty"`
+	// Expires is zero for a token that does not expire.
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// EffectiveScope is the token's scope, admin for a token stored without one.
+func (t Token) EffectiveScope() Scope {
+	if t.Scope == "" {
+		return ScopeAdmin
+	}
+	return t.Scope
+}
+
+// Expired reports whether the token has expired at now.
+func (t Token) Expired(now time.Time) bool {
+	return !t.Expires.IsZero() && !now.Before(t.Expires)
 }
 
 // TokenStore keeps admin tokens.
