@@ -25,6 +25,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		"things":     s.reg.Count(),
 		"revision":   s.reg.Revision(),
 		"components": s.checks(),
+		"access":     map[string]any{"anonymous": s.access().Anonymous()},
 	}
 	if s.cfg.StoreSize != nil {
 		st["storeBytes"] = s.cfg.StoreSize()
