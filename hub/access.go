@@ -232,9 +232,9 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 	what := describeAccess(op, thing, secured)
 	if !p.Authenticated() {
 		if need == levelAdmin {
-			return Errorf(EUNAUTHORIZED, "%s needs an admin token", what)
+			return Errorf(EUNAUTHORIZED, "a bearer token is required: %s needs an admin token", what)
 		}
-		return Errorf(EUNAUTHORIZED, "%s needs a token with scope %s (access.anonymous is %s)", what, scopeOf(need), a.Anonymous())
+		return Errorf(EUNAUTHORIZED, "a bearer token is required: %s needs scope %s (access.anonymous is %s)", what, scopeOf(need), a.Anonymous())
 	}
 	return Errorf(EFORBIDDEN, "%s needs scope %s; %s may not", what, scopeOf(need), p)
 }

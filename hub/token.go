@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -201,4 +202,31 @@ type TokenStore interface {
 	TokenByHash(hash string) (Token, error)
 	// Tokens lists every token (revoked ones included), oldest first.
 	Tokens() ([]Token, error)
+}
+
+// ParseExpiry reads a token's expiry as the CLI and the API take it: a
+// lifetime from now ("30d", "12h", "90m"; days are 24 h) or an RFC 3339
+// time; "" is no expiry.
+func ParseExpiry(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC(), nil
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n <= 0 || n > 100*365 {
+			return time.Time{}, Errorf(EINVALID, "invalid expiry %q: use a number of days such as 30d, a duration such as 12h, or an RFC 3339 time", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil || d <= 0 {
+			return time.Time{}, Errorf(EINVALID, "invalid expiry %q: use a number of days such as 30d, a duration such as 12h, or an RFC 3339 time", s)
+		}
+	}
+	return now.Add(d).UTC(), nil
 }
