@@ -30,6 +30,12 @@ func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
 		return p, nil
 	}
 	secret := bearer(r)
+	if secret == "" && r.URL.Path == "/ws" && r.Header.Get("Authorization") == "" {
+		// A browser cannot set headers on a WebSocket: /ws takes the token
+		// in the query too (PROTOCOL §5). Only there: elsewhere a secret in
+		// a URL ends up in logs and histories for nothing.
+		secret = r.URL.Query().Get("token")
+	}
 	if secret == "" {
 		if r.Header.Get("Authorization") != "" {
 			return hub.Principal{}, hub.Errorf(hub.EUNAUTHORIZED, "the Authorization header must be \"Bearer <token>\"")
