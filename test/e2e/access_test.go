@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -271,4 +272,132 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 	}
 	t.Logf("%d decisions alike on HTTP, MQTT and WebSocket", len(consumers)*2*len(accessOps))
 
+}
+
+// metricValue reads one counter from /metrics (0 when absent).
+func metricValue(t *testing.T, h *testHub, series string) int {
+	t.Helper()
+	_, b := h.do(http.MethodGet, "/metrics", "", nil, "")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var n int
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	return 0
+}
+
+// access.anonymous: none refuses every read to clients without
+// credentials on every door (counted), while an agent may still join and a
+// read token reads.
+func TestAccessAnonymousNoneRefusesReads(t *testing.T) {
+	mosquittoTool(t, "mosquitto_sub")
+	h := startHub(t, func(c *Config) { c.Access.Anonymous = "none" })
+	const id = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac10"
+	h.startWSAgent(id, false) // joining is the join policy's, not access's
+	// HTTP: the directory, the dashboard's status and the proxy.
+	for _, path := range []string{"/things", "/things/" + url.PathEscape(id), "/api/status", "/.well-known/wot"} {
+		resp, body := h.do(http.MethodGet, path, "", nil, "")
+		expectProblem(t, resp, body, http.StatusUnauthorized, "bearer token is required")
+	}
+	if httpDoor(t, h, "", id, "readproperty") || httpDoor(t, h, "", id, "subscribeevent") {
+		t.Error("HTTP proxy reads allowed to an anonymous client")
+	}
+	// MQTT: the retained TDs and the property.
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	cmd := exec.Command(mosquittoTool(t, "mosquitto_sub"), "-h", host, "-p", port, "-V", "mqttv5", "-E", "-t", "lmos/v1/things/+/td")
+	if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "All subscription requests were denied") {
+		t.Errorf("mosquitto_sub lmos/v1/things/+/td: %q, want denied", out)
+	}
+	if mqttDoor(t, h, "", id, "readproperty") || mqttDoor(t, h, "", id, "subscribeevent") {
+		t.Error("MQTT reads allowed to an anonymous client")
+	}
+	// WebSocket.
+	ws := wsConsumer(t, h, "", false)
+	if wsDoor(t, ws, id, "readproperty") || wsDoor(t, ws, id, "subscribeevent") {
+		t.Error("WebSocket reads allowed to an anonymous client")
+	}
+	for _, door := range []string{"http", "mqtt", "ws"} {
+		if n := metricValue(t, h, fmt.Sprintf(`lmos_%s_refused_total{reason="unauthorized"}`, door)); n == 0 {
+			t.Errorf("lmos_%s_refused_total{reason=\"unauthorized\"} not counted", door)
+		}
+	}
+	// A read token reads on every door.
+	tok, _ := createToken(t, h, "read", "")
+	if resp, _ := h.do(http.MethodGet, "/things", "", nil, tok); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /things with a read token: %d", resp.StatusCode)
+	}
+	if !httpDoor(t, h, tok, id, "readproperty") || !mqttDoor(t, h, tok, id, "readproperty") || !wsDoor(t, wsConsumer(t, h, tok, true), id, "readproperty") {
+		t.Error("a read token cannot read")
+	}
+}
+
+// A token that expires is refused from then on by every door, also on a
+// WebSocket connection opened while it was valid; what it did before
+// stands, nothing after reaches the Thing.
+func TestAccessExpiredTokenRefusedOnEveryDoor(t *testing.T) {
+	mosquittoTool(t, "mosquitto_pub")
+	h := startHub(t, func(c *Config) { c.Access.Anonymous = "none" })
+	const id = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac20"
+	agent := h.startWSAgent(id, false)
+	tok, _ := createToken(t, h, "operate", "1s")
+	open := wsConsumer(t, h, tok, false)
+	if !wsDoor(t, open, id, "invokeaction") {
+		t.Fatal("invocation before the expiry refused")
+	}
+	waitFor(t, 5*time.Second, "the token to expire", func() bool {
+		resp, _ := h.do(http.MethodGet, "/things", "", nil, tok)
+		return resp.StatusCode == http.StatusUnauthorized
+	})
+	resp, body := h.request(http.MethodPost, "/proxy/"+url.PathEscape(id)+"/actions/add", "application/json", "", []byte(`{"a":1,"b":2}`), tok)
+	expectProblem(t, resp, body, http.StatusUnauthorized, "expired")
+	if mqttDoor(t, h, tok, id, "invokeaction") {
+		t.Error("MQTT: an expired token invoked")
+	}
+	if wsDoor(t, open, id, "invokeaction") {
+		t.Error("WebSocket: an open connection invoked with its expired token")
+	}
+	if wsConsumer(t, h, tok, true) != nil {
+		t.Error("WebSocket: upgrade with an expired token accepted")
+	}
+	if n := len(agent.requests("invokeAction")); n != 1 {
+		t.Errorf("the Thing got %d invocations, want the 1 made before the expiry", n)
+	}
+}
+
+// An anonymous connection holding a Thing's MQTT client id does not lock
+// the Thing out: anonymous sessions are never persistent, so the Thing,
+// with its credentials, takes the id over (mosquitto_sub both sides).
+func TestThingTakesItsClientIDFromAnonymous(t *testing.T) {
+	sub := mosquittoTool(t, "mosquitto_sub")
+	h := startHub(t, nil)
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	const id, cid = "urn:example:takeover", "takeover-thing"
+	creds := h.mqttDial(nil).join(id, makeTD(id, "Takeover"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The squatter: anonymous, the Thing's client id, until taken over.
+	squat := exec.CommandContext(ctx, sub, "-h", host, "-p", port, "-V", "mqttv5", "-i", cid, "-t", "lmos/v1/hub/status", "-C", "2")
+	stdout, err := squat.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var squatErr bytes.Buffer
+	squat.Stderr = &squatErr
+	if err := squat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 1)
+	if _, err := stdout.Read(line); err != nil { // the retained hub status: it is connected
+		t.Fatalf("the squatter got nothing: %v %s", err, squatErr.String())
+	}
+	out, err := exec.CommandContext(ctx, sub, "-h", host, "-p", port, "-V", "mqttv5", "-i", cid, "-u", creds.Username, "-P", creds.Password,
+		"-E", "-t", lmos.ThingTopic(id, "actions/+")).CombinedOutput()
+	if err != nil || len(out) != 0 {
+		t.Fatalf("the Thing with its credentials and client id: %v %q", err, out)
+	}
+	// The squatter's connection was ended (session taken over).
+	cancel()
+	_ = squat.Wait()
 }
