@@ -3,10 +3,13 @@ package web
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // The HTTP door of the one access policy (hub.Access, PROTOCOL §3.5): a
@@ -58,12 +61,44 @@ func (s *Server) allow(op hub.Op, h http.HandlerFunc) http.HandlerFunc {
 		if err == nil {
 			err = s.access().Allow(p, op, nil)
 		}
+		if err == nil && !p.Authenticated() && (op == hub.OpWriteProperty || op == hub.OpInvokeAction) {
+			err = s.sameSite(r)
+		}
 		if err != nil {
 			s.refuse(w, r, err)
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
+}
+
+// sameSite refuses an anonymous write or invocation a browser sends from
+// another site's page (cross-site request forgery): with anonymous operate
+// such a page could invoke an action without a body, which is a "simple"
+// request no CORS preflight stops. A request with a token is not at risk
+// (Authorization needs a preflight the hub never grants); a client that
+// sends no Origin is not a browser page.
+func (s *Server) sameSite(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err == nil && u.Host != "" {
+		host := strings.ToLower(u.Host)
+		if host == strings.ToLower(r.Host) {
+			return nil
+		}
+		for _, o := range s.cfg.AllowedOrigins {
+			if o == "*" {
+				return nil
+			}
+			if a, err := url.Parse(o); err == nil && strings.EqualFold(a.Host, host) {
+				return nil
+			}
+		}
+	}
+	return hub.Errorf(hub.EFORBIDDEN, "a write or invocation from the page at %s needs a token (or http.allowedOrigins)", lmos.Truncate(origin, 128))
 }
 
 // identify resolves the principal without requiring any level (the
