@@ -48,6 +48,12 @@ func governed(topic string, write bool) (op hub.Op, tid string, ok bool) {
 	if shared, found := strings.CutPrefix(f, "$share/"); found {
 		_, f, _ = strings.Cut(shared, "/")
 	}
+	if !write && (f == lmos.HubEventsTopic || f == lmos.TopicRoot+lmos.HubLevel+"/#" || f == lmos.TopicRoot+lmos.HubLevel+"/+") {
+		// The registry's change feed, as GET /events: a directory read.
+		// lmos/v1/hub/status stays open to all: an agent finds the
+		// directory there before it has any right.
+		return hub.OpReadDirectory, "+", true
+	}
 	tail, found := strings.CutPrefix(f, lmos.ThingsPrefix)
 	if !found {
 		return "", "", false

@@ -175,6 +175,7 @@ func (m *Main) openTokens(context.Context) error {
 	if m.Access, err = hub.NewAccess(m.Config.AnonymousAccess(), m.Config.Join.Mode, m.Tokens); err != nil {
 		return err
 	}
+	m.Logger.Info("access", "anonymous", m.Access.Anonymous())
 	return m.bootstrapToken()
 }
 

@@ -225,6 +225,20 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 		// lock (security required): refused to anonymous and read on
 		// every operation; revoked: refused everything.
 	}
+	// MQTT 3.1.1 has no PUBACK reason code: a refused publish is
+	// acknowledged and dropped (as mosquitto does). Sent first, so that a
+	// leak would have reached the agents by the count at the end.
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	for _, pub := range [][]string{
+		{"-t", lmos.ThingTopic(openID, "properties/mode/set"), "-m", `"eco"`},
+		{"-t", lmos.ThingTopic(lockID, "actions/add"), "-m", `{"a":1,"b":2}`},
+		{"-u", "token", "-P", readTok, "-t", lmos.ThingTopic(openID, "actions/add"), "-m", `{"a":1,"b":2}`},
+	} {
+		out, err := exec.Command(mosquittoTool(t, "mosquitto_pub"), append([]string{"-h", host, "-p", port, "-V", "mqttv311", "-q", "1"}, pub...)...).CombinedOutput()
+		if err != nil || len(out) > 0 {
+			t.Fatalf("mosquitto_pub -V mqttv311 %v: %v %q", pub, err, out)
+		}
+	}
 	done := map[string]int{} // writes and invocations allowed, per Thing
 	for _, c := range consumers {
 		ws := wsConsumer(t, h, c.token, c.inQuery)
@@ -309,6 +323,15 @@ func TestAccessAnonymousNoneRefusesReads(t *testing.T) {
 	cmd := exec.Command(mosquittoTool(t, "mosquitto_sub"), "-h", host, "-p", port, "-V", "mqttv5", "-E", "-t", "lmos/v1/things/+/td")
 	if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "All subscription requests were denied") {
 		t.Errorf("mosquitto_sub lmos/v1/things/+/td: %q, want denied", out)
+	}
+	// The change feed is a directory read too; the hub's status stays open
+	// (an agent finds the directory there).
+	for topic, denied := range map[string]bool{lmos.HubEventsTopic: true, lmos.HubStatusTopic: false} {
+		cmd := exec.Command(mosquittoTool(t, "mosquitto_sub"), "-h", host, "-p", port, "-V", "mqttv5", "-E", "-t", topic)
+		out, err := cmd.CombinedOutput()
+		if got := strings.Contains(string(out), "All subscription requests were denied"); got != denied || (!denied && (err != nil || len(out) > 0)) {
+			t.Errorf("mosquitto_sub %s: %v %q, want denied %v", topic, err, out, denied)
+		}
 	}
 	if mqttDoor(t, h, "", id, "readproperty") || mqttDoor(t, h, "", id, "subscribeevent") {
 		t.Error("MQTT reads allowed to an anonymous client")
