@@ -27,10 +27,18 @@ type accessFixture struct {
 	now           *time.Time
 }
 
-func newAccessFixture(t *testing.T) *accessFixture {
+func newAccessFixture(t testing.TB) *accessFixture {
 	t.Helper()
-	s := openStore(t)
-	r := newRegistry(t, s, hub.RegistryOptions{})
+	db, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r, err := hub.NewRegistry(db, hub.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
 	ctx := context.Background()
 	if _, err := r.Put(ctx, "urn:t:lamp", testTD("urn:t:lamp", "Lamp", "actions", `{"toggle":{"forms":[{"href":"t"}]}}`), hub.Origin{}); err != nil {
 		t.Fatal(err)
@@ -41,8 +49,7 @@ func newAccessFixture(t *testing.T) *accessFixture {
 	f := &accessFixture{tok: map[string]hub.Token{}}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.now = &now
-	f.tokens = hub.NewTokens(s.DB, func() time.Time { return *f.now })
-	var err error
+	f.tokens = hub.NewTokens(db, func() time.Time { return *f.now })
 	if f.open, err = r.Get("urn:t:lamp"); err != nil {
 		t.Fatal(err)
 	}
@@ -215,5 +222,35 @@ func TestTokenWithoutScopeIsAdmin(t *testing.T) {
 	a := hub.OpenAccess()
 	if err := a.Allow(hub.TokenPrincipal(tk, ""), hub.OpManage, nil); err != nil {
 		t.Fatalf("an old token cannot manage: %v", err)
+	}
+}
+
+// BenchmarkAccessAllow is the cost of one decision: what every MQTT
+// PUBLISH, SUBSCRIBE and (for Things not open to all) delivery, and every
+// HTTP and WebSocket interaction pays. A token principal rereads its token
+// from the store (revocation and expiry take effect at once).
+func BenchmarkAccessAllow(b *testing.B) {
+	f := newAccessFixture(b)
+	a, err := hub.NewAccess("read", "open", f.tokens)
+	if err != nil {
+		b.Fatal(err)
+	}
+	anon := hub.AnonymousFrom("10.0.0.1")
+	for _, c := range []struct {
+		name  string
+		p     hub.Principal
+		op    hub.Op
+		thing *hub.Thing
+	}{
+		{"anonymous-read-allowed", anon, hub.OpObserveProperty, &f.open},
+		{"anonymous-invoke-refused", anon, hub.OpInvokeAction, &f.secured},
+		{"thing-invoke-secured", hub.ThingPrincipal("urn:t:x", ""), hub.OpInvokeAction, &f.secured},
+		{"token-invoke-secured", hub.TokenPrincipal(f.tok["operate"], ""), hub.OpInvokeAction, &f.secured},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				_ = a.Allow(c.p, c.op, c.thing)
+			}
+		})
 	}
 }
