@@ -424,3 +424,101 @@ func TestThingTakesItsClientIDFromAnonymous(t *testing.T) {
 	cancel()
 	_ = squat.Wait()
 }
+
+// mosquittoLines runs mosquitto_sub and hands its stdout lines on a
+// channel (closed when it exits); stderr is kept for the report.
+func mosquittoLines(t *testing.T, ctx context.Context, args ...string) (<-chan string, *bytes.Buffer, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, mosquittoTool(t, "mosquitto_sub"), args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		buf := make([]byte, 4096)
+		var acc []byte
+		for {
+			n, err := stdout.Read(buf)
+			acc = append(acc, buf[:n]...)
+			for {
+				i := bytes.IndexByte(acc, '\n')
+				if i < 0 {
+					break
+				}
+				lines <- string(acc[:i])
+				acc = acc[i+1:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return lines, &stderr, cmd
+}
+
+// A token revoked while an MQTT subscriber holds a subscription with it
+// stops its deliveries at once: the next event of a Thing that requires
+// security reaches a witness with a valid token, not the revoked one.
+func TestAccessRevokedTokenStopsMQTTDeliveries(t *testing.T) {
+	mosquittoTool(t, "mosquitto_sub")
+	h := startHub(t, nil)
+	const id = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac30"
+	agent := h.startWSAgentTD(id, securedWSTD(id), false)
+	revTok, revID := createToken(t, h, "operate", "")
+	witTok, _ := createToken(t, h, "operate", "")
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	topic := lmos.ThingTopic(id, "events/alarm")
+	subscribers := 0
+	sub := func(tok, cid string) (<-chan string, *bytes.Buffer, *exec.Cmd) {
+		lines, stderr, cmd := mosquittoLines(t, ctx, "-h", host, "-p", port, "-V", "mqttv5", "-i", cid, "-u", "token", "-P", tok,
+			"-t", topic, "-t", "lmos/v1/clients/"+cid+"/marker")
+		subscribers++
+		waitFor(t, 5*time.Second, "the subscription", func() bool {
+			return h.Main.Broker.Subscribers(topic) == subscribers && h.Main.Broker.Subscribers("lmos/v1/clients/"+cid+"/marker") == 1
+		})
+		return lines, stderr, cmd
+	}
+	next := func(lines <-chan string, what string) string {
+		t.Helper()
+		for l := range lines {
+			if l == "1" || l == "2" || l == "M" {
+				return l
+			}
+		}
+		t.Fatalf("%s: mosquitto_sub ended", what)
+		return ""
+	}
+	revoked, revErr, _ := sub(revTok, "revoked-sub")
+	witness, _, _ := sub(witTok, "witness-sub")
+	agent.emit("alarm", 1)
+	if got := next(revoked, "before the revocation"); got != "1" {
+		t.Fatalf("before the revocation: %q", got)
+	}
+	next(witness, "witness, first event")
+	if resp, b := h.do(http.MethodDelete, "/api/tokens/"+revID, "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, b)
+	}
+	agent.emit("alarm", 2)
+	if got := next(witness, "witness, second event"); got != "2" {
+		t.Fatalf("witness: %q", got)
+	}
+	// The witness has the event, so the fan-out has passed the revoked
+	// subscriber too; a marker in its inbox (which its token does not
+	// govern) comes after anything that went to it.
+	if out, err := exec.CommandContext(ctx, mosquittoTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5",
+		"-t", "lmos/v1/clients/revoked-sub/marker", "-m", "M").CombinedOutput(); err != nil || len(out) > 0 {
+		t.Fatalf("marker: %v %q", err, out)
+	}
+	if l := next(revoked, "the revoked subscriber"); l != "M" {
+		t.Fatalf("the revoked token's subscriber got %q after the revocation\n%s", l, revErr.String())
+	}
+}
