@@ -237,6 +237,9 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 		if need == levelAdmin {
 			return Errorf(EUNAUTHORIZED, "a bearer token is required: %s needs an admin token", what)
 		}
+		if mustAuth && a.anon >= need {
+			return Errorf(EUNAUTHORIZED, "a bearer token is required: %s needs an authenticated consumer with scope %s", what, scopeOf(need))
+		}
 		return Errorf(EUNAUTHORIZED, "a bearer token is required: %s needs scope %s (access.anonymous is %s)", what, scopeOf(need), a.Anonymous())
 	}
 	return Errorf(EFORBIDDEN, "%s needs scope %s; %s may not", what, scopeOf(need), p)

@@ -522,3 +522,57 @@ func TestAccessRevokedTokenStopsMQTTDeliveries(t *testing.T) {
 		t.Fatalf("the revoked token's subscriber got %q after the revocation\n%s", l, revErr.String())
 	}
 }
+
+// Authenticated Things operate Things that require security: a WebSocket
+// agent (after its registerThing, without a token) and an MQTT agent with
+// its credentials (mosquitto_pub); an anonymous client on either is
+// refused. join.mode approve caps anonymous access at read.
+func TestAccessThingsOperateSecuredThings(t *testing.T) {
+	mosquittoTool(t, "mosquitto_pub")
+	h := startHub(t, nil)
+	const lockID, wsID, mqttID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac40", "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac41", "urn:example:access-mqtt-agent"
+	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
+	caller := h.startWSAgent(wsID, false)
+	mid := caller.send(map[string]any{"messageType": "invokeAction", "thingId": lockID, "action": "add", "input": map[string]any{"a": 1, "b": 2}}, false)
+	var reply map[string]any
+	waitFor(t, 5*time.Second, "the reply to the agent's invocation", func() bool {
+		for _, m := range caller.requests("actionStatus") {
+			if m["correlationId"] == mid && m["status"] == "completed" {
+				reply = m
+			}
+		}
+		for _, m := range caller.requests("error") {
+			if m["correlationId"] == mid {
+				t.Fatalf("a registered WebSocket agent was refused: %v", m)
+			}
+		}
+		return reply != nil
+	})
+	if wsDoor(t, wsConsumer(t, h, "", false), lockID, "invokeaction") {
+		t.Fatal("an anonymous WebSocket consumer invoked a Thing that requires security")
+	}
+	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
+	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+	out, err := exec.Command(mosquittoTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5", "-u", creds.Username, "-P", creds.Password,
+		"-q", "1", "-t", lmos.ThingTopic(lockID, "actions/add"), "-m", `{"a":1,"b":2}`).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("an MQTT Thing with its credentials: %v %q", err, out)
+	}
+	if mqttDoor(t, h, "", lockID, "invokeaction") {
+		t.Fatal("an anonymous MQTT client invoked a Thing that requires security")
+	}
+	waitFor(t, 5*time.Second, "both invocations at the lock", func() bool { return len(lock.requests("invokeAction")) >= 2 })
+	if n := len(lock.requests("invokeAction")); n != 2 {
+		t.Fatalf("the lock got %d invocations, want the 2 of the Things", n)
+	}
+
+	// join.mode approve: anonymous clients may read, not operate.
+	h2 := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	var st struct {
+		Access struct{ Anonymous string }
+	}
+	h2.getJSON("/api/status", http.StatusOK, &st)
+	if st.Access.Anonymous != "read" {
+		t.Fatalf("/api/status access.anonymous %q under join.mode approve, want read", st.Access.Anonymous)
+	}
+}
