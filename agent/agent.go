@@ -58,9 +58,9 @@ type Options struct {
 	KeepAlive time.Duration
 	// StateDir is where the agent keeps what must outlive it: its key
 	// (key.json, mode 0600, made on first use) and the time of its last
-	// proof. "" keeps nothing: the agent makes a key in memory, so its DID
-	// changes with every start, and a hub that binds ids to keys will
-	// refuse it after a restart (PROTOCOL §6).
+	// proof. "" (and no Key): the agent joins unsigned, since a key made
+	// for one run would bind its id to a key lost at the next start, and a
+	// hub that binds ids to keys would then refuse it (PROTOCOL §6).
 	StateDir string
 	// Key, when set, is the agent's key instead of the one in StateDir
 	// (read one with proof.ReadKeyFile). The agent signs its TD with it on

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"os"
@@ -40,7 +39,7 @@ type signer struct {
 }
 
 // newSigner loads the key the options name: Options.Key, else the one in
-// StateDir (made on first use), else one made in memory for this Agent.
+// StateDir (made on first use); with neither, the agent does not sign.
 func newSigner(opts Options, log *slog.Logger) (*signer, error) {
 	s := &signer{priv: opts.Key, now: time.Now, log: log}
 	if opts.StateDir != "" {
@@ -62,12 +61,12 @@ func newSigner(opts Options, log *slog.Logger) (*signer, error) {
 		}
 	}
 	if s.priv == nil {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, fmt.Errorf("cannot generate the agent's key: %w", err)
-		}
-		s.priv = priv
-		log.Info("the agent's key lives in memory only: its DID changes when it restarts (set Options.StateDir to keep it)")
+		// No key it could keep: signing with one made for this run would
+		// bind the id to a key lost at the next start, and the hub would
+		// then refuse the agent's own id (PROTOCOL §6). It joins unsigned,
+		// as unverified, until it is given a place to keep its key.
+		log.Info("the agent joins unsigned: set Options.StateDir (or Options.Key) to sign its TD with a key it keeps")
+		return s, nil
 	}
 	if len(s.priv) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("Options.Key is %d bytes, not an Ed25519 private key", len(s.priv))
@@ -80,6 +79,9 @@ func newSigner(opts Options, log *slog.Logger) (*signer, error) {
 // or a millisecond after the last proof when the clock has not moved past
 // it (two joins in one millisecond, or a clock set back).
 func (s *signer) sign(doc []byte) ([]byte, error) {
+	if s.priv == nil {
+		return doc, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.now().UTC().Truncate(time.Millisecond)
@@ -118,7 +120,9 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// DID returns the agent's did:key, whose key signs its TD on every join.
+// DID returns the agent's did:key, whose key signs its TD on every join;
+// "" when it has no key (no Options.StateDir or Options.Key) and joins
+// unsigned.
 func (a *Agent) DID() string { return a.signer.did }
 
 // signedTD is the TD to join with: signed anew for each join.

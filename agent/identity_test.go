@@ -3,6 +3,7 @@ package agent
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,8 +99,33 @@ func TestAgentSignedTDSurvivesCBORFrames(t *testing.T) {
 		td := testTD(id)
 		td["properties"].(map[string]any)["level"].(map[string]any)["maximum"] = 37.5
 		td["properties"].(map[string]any)["level"].(map[string]any)["minimum"] = -1e-7
-		a := h.connect(id, func(o *Options) { o.ContentType = CBOR; o.TD = td })
+		a := h.connect(id, func(o *Options) { o.ContentType = CBOR; o.TD = td; o.StateDir = t.TempDir() })
 		h.storedProof(id, a.DID())
+	})
+}
+
+// An agent with nowhere to keep a key joins unsigned: a key made for one
+// run would bind its id to a key lost at the next start, and the hub would
+// refuse the agent's own id then. A new instance of it joins again.
+func TestAgentWithoutStateJoinsUnsigned(t *testing.T) {
+	eachLink(t, func(t *testing.T, h *testHub) {
+		const id = "urn:test:unsigned"
+		a := h.connect(id, nil)
+		if a.DID() != "" {
+			t.Fatalf("an agent without a key has DID %q", a.DID())
+		}
+		resp, raw := h.Do(http.MethodGet, lmos.ThingPath(id)+"?enriched=false", "", nil, "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", id, resp.StatusCode, raw)
+		}
+		if _, err := proof.Verify(raw); !errors.Is(err, proof.ErrNoProof) {
+			t.Fatalf("an agent without a key: the stored TD's proof: %v", err)
+		}
+		creds := a.Credentials() // MQTT: its join's credentials stay its own
+		a.Close()
+		waitFor(t, 5*time.Second, "offline", func() bool { return h.presence(id) == hub.PresenceOffline })
+		h.connect(id, func(o *Options) { o.Credentials = creds })
+		waitFor(t, 5*time.Second, "the new instance online", func() bool { return h.presence(id) == hub.PresenceOnline })
 	})
 }
 

@@ -28,6 +28,9 @@ type Summary struct {
 	search string
 	// schemas holds the affordances' compiled data schemas (checkInput).
 	schemas *dataSchemas
+	// Secured is set when the TD requires a security scheme other than
+	// nosec: only authenticated consumers interact with it (access.go).
+	Secured bool
 }
 
 // Affordance kinds, in Summary.names order.
@@ -88,6 +91,7 @@ func summarize(doc map[string]any) *Summary {
 	}
 	s.bloom = newBloom(doc)
 	s.search = searchFields(doc, s)
+	s.Secured = securedTD(doc)
 	return s
 }
 
@@ -308,7 +312,7 @@ func (s *Summary) fieldPointer(kind byte, a, c int) string {
 // summaryVersion tags encoded summaries. A stored summary of another
 // version is ignored and rebuilt from the document, so changing what a
 // Summary holds only needs a new version here.
-const summaryVersion = 2 // 2: Bloom filters hashed the same in every process
+const summaryVersion = 3 // 2: Bloom filters hashed the same in every process; 3: Secured
 
 // EncodeSummary encodes s for the store, which keeps it next to the
 // Thing's metadata so that start-up rebuilds the registry without parsing
@@ -331,6 +335,11 @@ func EncodeSummary(s *Summary) []byte {
 		strs(names)
 	}
 	str(s.search)
+	secured := byte(0)
+	if s.Secured {
+		secured = 1
+	}
+	b = append(b, secured)
 	b = binary.AppendUvarint(b, uint64(len(s.bloom)))
 	for _, w := range s.bloom {
 		b = binary.LittleEndian.AppendUint64(b, w)
@@ -394,6 +403,12 @@ func DecodeSummary(b []byte) (*Summary, error) {
 	}
 	if ok {
 		s.search, ok = str()
+	}
+	if ok && p < len(all) && all[p] <= 1 {
+		s.Secured = all[p] == 1
+		p++
+	} else {
+		ok = false
 	}
 	var words int
 	if ok {

@@ -89,6 +89,12 @@ type Config struct {
 	// Anonymous admits clients without a username (they may join and use
 	// the "anyone" part of the ACL).
 	Anonymous bool
+	// Access is the one access policy (hub.Access) applied to every
+	// SUBSCRIBE, PUBLISH and delivery; nil: anonymous operate.
+	Access *hub.Access
+	// Tokens verifies clients that connect with username "token" and a
+	// bearer token as password; nil: no such clients.
+	Tokens *hub.Tokens
 	// HubID is the hub's stable id; it names the hub's reply inbox.
 	HubID string
 	// Version is the hub version published on lmos/v1/hub/status.
@@ -138,6 +144,7 @@ type Broker struct {
 	reg    *hub.Registry
 	creds  hub.CredentialStore
 	adm    *hub.Admission // the join policy (hub/join.go)
+	access *hub.Access    // the access policy (access.go)
 	log    *slog.Logger
 	server *mochi.Server
 	inline *mochi.Client
@@ -256,6 +263,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		return nil, errors.New("cannot create mqtt broker: mochi has no inline client")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.Access == nil {
+		cfg.Access = hub.OpenAccess()
+	}
 	b := &Broker{
 		cfg:    cfg,
 		reg:    reg,
@@ -267,6 +277,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		cancel: cancel,
 		stop:   make(chan struct{}),
 		adm:    adm,
+		access: cfg.Access,
 
 		forwards: make(chan struct{}, maxForwards),
 	}

@@ -91,7 +91,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		in.Handler(b.inline, in.Subscription, pk)
 	}
 
-	open := readableByAll(pk.TopicName)
+	open := readableByAll(pk.TopicName) && b.bind.openToAll(pk.TopicName)
 	maxQoS := b.server.Options.Capabilities.MaximumQos
 	// encoded holds the shared encodings: [MQTT 5][retain].
 	var encoded [2][2][]byte
@@ -107,7 +107,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		if !online && qos == 0 {
 			continue // an offline session: QoS 0 messages are not kept for it
 		}
-		if !open && !b.bind.OnACLCheck(cl, pk.TopicName, false) {
+		if !open && !b.bind.mayDeliver(cl, pk.TopicName) {
 			b.dropped[dropACL].Add(1)
 			continue
 		}

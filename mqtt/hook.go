@@ -45,7 +45,13 @@ func (h *binding) Provides(b byte) bool {
 // self is the Thing topic key a client authenticated as, "" for anonymous
 // clients. A username is only ever set on a connected client by
 // OnConnectAuthenticate accepting its password.
-func self(cl *mochi.Client) string { return string(cl.Properties.Username) }
+// A token client (TokenUsername) is no Thing.
+func self(cl *mochi.Client) string {
+	if u := string(cl.Properties.Username); u != TokenUsername {
+		return u
+	}
+	return ""
+}
 
 // OnConnect refuses a CONNECT whose client id names an existing session,
 // connected or kept offline (also one restored from storage), that another
@@ -70,10 +76,16 @@ func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 }
 
 // sessionOfOther reports whether the session clientID exists and belongs to
-// another username than user.
+// another username than user. An anonymous session never blocks a client
+// that names itself: anonymous sessions are never persistent (anonymous.go),
+// so an anonymous connection holding a Thing's client id cannot lock the
+// Thing out; the Thing (once its password is checked) takes the id over.
 func (h *binding) sessionOfOther(clientID string, user []byte) bool {
 	existing, ok := h.b.server.Clients.Get(clientID)
-	return ok && !existing.Net.Inline && !bytes.Equal(existing.Properties.Username, user)
+	if !ok || existing.Net.Inline || bytes.Equal(existing.Properties.Username, user) {
+		return false
+	}
+	return len(existing.Properties.Username) > 0 || len(user) == 0
 }
 
 // OnConnectAuthenticate refuses the inline client's id (PROTOCOL §10),
@@ -93,6 +105,9 @@ func (h *binding) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) boo
 	if len(user) == 0 {
 		return h.b.cfg.Anonymous
 	}
+	if string(user) == TokenUsername {
+		return h.authenticateToken(cl, pk.Connect.Password)
+	}
 	id, ok := idOf(string(user))
 	if !ok {
 		return false
@@ -109,19 +124,30 @@ func (h *binding) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) boo
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// OnACLCheck is called for every SUBSCRIBE filter, every PUBLISH and every
-// delivery to a subscriber (write false, with the topic name).
+// OnACLCheck is called by mochi for every SUBSCRIBE filter and every
+// PUBLISH: the topic ACL, then the access policy (access.go). Deliveries
+// are checked by mayDeliver.
 func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 	if cl.Net.Inline {
 		return true
 	}
-	if write {
+	if write && cl.Properties.ProtocolVersion < 5 {
 		// mochi disconnects an MQTT 3.1.1 client whose QoS 1/2 publish is
 		// denied; OnPublish acknowledges and drops it instead (as mosquitto
 		// does), so the session stays up.
-		if cl.Properties.ProtocolVersion < 5 {
-			return true
-		}
+		return true
+	}
+	return h.aclCheck(cl, topic, write) && !h.refusedByPolicy(cl, topic, write)
+}
+
+// aclCheck is the topic ACL (PROTOCOL §4.4) of a SUBSCRIBE filter, a
+// PUBLISH, or a delivery to a subscriber (write false, with the topic
+// name).
+func (h *binding) aclCheck(cl *mochi.Client, topic string, write bool) bool {
+	if cl.Net.Inline {
+		return true
+	}
+	if write {
 		return mayPublish(self(cl), topic)
 	}
 	if !mayRead(cl.ID, self(cl), topic) {
@@ -158,7 +184,7 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	if cl.Net.Inline {
 		return h.deliver(cl, pk)
 	}
-	if cl.Properties.ProtocolVersion < 5 && !mayPublish(self(cl), pk.TopicName) {
+	if cl.Properties.ProtocolVersion < 5 && (!mayPublish(self(cl), pk.TopicName) || h.refusedByPolicy(cl, pk.TopicName, true)) {
 		return pk, packets.CodeSuccessIgnore // acknowledged, dropped
 	}
 	// willKey is the hub's own carrier of will properties (will.go): a

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"errors"
+	"github.com/eclipse-lmos/lmos-hub/hub"
 	"net"
 	"os"
 	"sync"
@@ -30,6 +31,10 @@ import (
 // client's window (qos.go), the latter by the retained store.
 type outConn struct {
 	net.Conn
+
+	// token is the bearer token the client authenticated with (username
+	// TokenUsername, access.go); nil for anonymous clients and Things.
+	token atomic.Pointer[hub.Token]
 
 	// wmu serialises writes to Conn; it is taken before mu.
 	wmu sync.Mutex

@@ -81,7 +81,7 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 			// A retained will still carries its properties in willKey:
 			// these deliveries do not pass the encode hook.
 			restoreWillProperties(&m)
-			if !h.OnACLCheck(cl, m.TopicName, false) {
+			if !h.mayDeliver(cl, m.TopicName) {
 				h.b.dropped[dropACL].Add(1)
 				continue
 			}

@@ -44,7 +44,7 @@ func (b *Broker) queueRegistryTDs(h *binding, cl *mochi.Client, conn *outConn, f
 			}
 			return // not joined over MQTT
 		}
-		if !h.OnACLCheck(cl, topic, false) {
+		if !h.mayDeliver(cl, topic) {
 			b.dropped[dropACL].Add(1)
 			return
 		}

@@ -27,6 +27,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		"things":     s.reg.Count(),
 		"revision":   s.reg.Revision(),
 		"components": s.checks(),
+		"access":     map[string]any{"anonymous": s.access().Anonymous()},
 	}
 	if s.cfg.StoreSize != nil {
 		st["storeBytes"] = s.cfg.StoreSize()
@@ -76,15 +77,20 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 type tokenView struct {
 	ID      string `json:"id"`
 	Name    string `json:"name"`
+	Scope   string `json:"scope"`
 	Created string `json:"created"`
+	Expires string `json:"expires,omitempty"`
 	Revoked string `json:"revoked,omitempty"`
 	Token   string `json:"token,omitempty"`
 }
 
 func viewToken(t hub.Token) tokenView {
-	v := tokenView{ID: t.ID, Name: t.Name, Created: t.Created.UTC().Format(time.RFC3339)}
+	v := tokenView{ID: t.ID, Name: t.Name, Scope: string(t.EffectiveScope()), Created: t.Created.UTC().Format(time.RFC3339)}
 	if !t.Revoked.IsZero() {
 		v.Revoked = t.Revoked.UTC().Format(time.RFC3339)
+	}
+	if !t.Expires.IsZero() {
+		v.Expires = t.Expires.UTC().Format(time.RFC3339)
 	}
 	return v
 }
@@ -108,14 +114,26 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// scope defaults to admin, as every token before scopes; expires is
+	// a lifetime ("30d", "12h") or an RFC 3339 time, absent for none.
 	var req struct {
-		Name string `json:"name"`
+		Name    string `json:"name"`
+		Scope   string `json:"scope"`
+		Expires string `json:"expires"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Message: "the body must be {\"name\": \"…\"}", Err: err})
+		s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Message: "the body must be {\"name\": \"…\", \"scope\": \"read|operate|admin\", \"expires\": \"30d\"}", Err: err})
 		return
 	}
-	secret, t, err := s.tokens.Create(req.Name)
+	if req.Scope == "" {
+		req.Scope = string(hub.ScopeAdmin)
+	}
+	expires, err := hub.ParseExpiry(req.Expires, s.cfg.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	secret, t, err := s.tokens.CreateScoped(req.Name, hub.Scope(req.Scope), expires)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -124,7 +124,7 @@ func TestTokensCreateListRevoke(t *testing.T) {
 }
 
 func TestPrivateHubWantsATokenForReads(t *testing.T) {
-	d := newDirectory(t, func(c *web.Config, _ *hub.Registry) { c.Private = true })
+	d := newDirectory(t, func(c *web.Config, _ *hub.Registry) { c.Access, _ = hub.NewAccess(hub.AnonymousNone, "open", nil) })
 	for _, path := range []string{"/things", "/events", "/api/status", "/.well-known/wot", "/search/text?q=x"} {
 		r := refusal{what: "GET " + path + " without token", method: "GET", path: path, header: []string{"Authorization", ""},
 			status: 401, code: hub.EUNAUTHORIZED}.check(t, d)

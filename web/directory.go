@@ -159,7 +159,7 @@ func (s *Server) directoryDoc(base string) map[string]any {
 				"type", lmos.MediaJSON, "subprotocol", lmos.WSSubprotocol),
 		},
 	)
-	if s.cfg.Private {
+	if s.access().Anonymous() == hub.AnonymousNone {
 		td["security"] = "bearer_sc"
 	}
 	return td

@@ -17,15 +17,17 @@ const (
 	mtSSE = "text/event-stream"
 )
 
-// proxyRoutes adds the interaction proxy. Reads are open unless the hub is
-// private; writeproperty and invokeaction change the world and need an
-// admin token, as every other write does (PROTOCOL §3.5, §10).
+// proxyRoutes adds the interaction proxy. The access policy decides each
+// operation as on every other door (hub.Access, PROTOCOL §3.5): first
+// without the Thing, then, once the Thing is known, with it (a Thing whose
+// TD requires security). Writes and invocations are rate-limited per
+// client first.
 func (s *Server) proxyRoutes() {
 	m := s.mux
-	m.HandleFunc("GET /proxy/{id}/properties/{name}", s.read(s.proxyReadProperty))
-	m.HandleFunc("PUT /proxy/{id}/properties/{name}", s.write(s.proxyWriteProperty))
-	m.HandleFunc("POST /proxy/{id}/actions/{name}", s.write(s.proxyInvoke))
-	m.HandleFunc("GET /proxy/{id}/events/{name}", s.read(s.proxyEvents))
+	m.HandleFunc("GET /proxy/{id}/properties/{name}", s.allow(hub.OpReadProperty, s.proxyReadProperty))
+	m.HandleFunc("PUT /proxy/{id}/properties/{name}", s.limited(s.allow(hub.OpWriteProperty, s.proxyWriteProperty)))
+	m.HandleFunc("POST /proxy/{id}/actions/{name}", s.limited(s.allow(hub.OpInvokeAction, s.proxyInvoke)))
+	m.HandleFunc("GET /proxy/{id}/events/{name}", s.allow(hub.OpSubscribeEvent, s.proxyEvents))
 }
 
 // accepts reports whether the Accept header names media type mt.
@@ -112,6 +114,12 @@ func (s *Server) proxyReadProperty(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := interaction(r, hub.OpReadProperty)
+	if _, t, err := rt.Check(in); err == nil {
+		if err := s.allowThing(r, in.Op, t); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	ctx, cancel := s.proxyContext(r, s.cfg.ProxyTimeout)
 	defer cancel()
 	var value hub.Result
@@ -139,7 +147,11 @@ func (s *Server) proxyRequest(w http.ResponseWriter, r *http.Request, op hub.Op,
 		return nil, hub.Interaction{}, false
 	}
 	in := interaction(r, op)
-	if _, _, err := rt.Check(in); err != nil {
+	_, t, err := rt.Check(in)
+	if err == nil {
+		err = s.allowThing(r, op, t)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return nil, hub.Interaction{}, false
 	}
@@ -342,7 +354,11 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 	}
 	in := interaction(r, op)
 	in.Accept = lmos.MediaJSON
-	if _, _, err := rt.Check(in); err != nil {
+	_, t, err := rt.Check(in)
+	if err == nil {
+		err = s.allowThing(r, op, t)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -218,7 +218,8 @@ func (c refusal) check(t *testing.T, d *directory) response {
 }
 
 func TestProxyRefusalsReachNoThing(t *testing.T) {
-	d, lamp := newProxy(t)
+	// access.anonymous: read, so writes and invocations need a token.
+	d, lamp := newProxy(t, func(c *web.Config, _ *hub.Registry) { c.Access, _ = hub.NewAccess(hub.AnonymousRead, "open", nil) })
 	on, act := lampPath+"/properties/on", lampPath+"/actions/dim"
 	for _, c := range []refusal{
 		{what: "unknown Thing", method: "GET", path: "/proxy/urn:example:nobody/properties/on", status: 404, code: hub.ENOTFOUND},
@@ -240,7 +241,7 @@ func TestProxyRefusalsReachNoThing(t *testing.T) {
 		c.check(t, d)
 	}
 
-	// The credentials: writes and invocations need the admin token; 401
+	// The credentials: writes and invocations need a token (operate); 401
 	// says how to authenticate, and whether the token sent was bad.
 	noToken := refusal{what: "write without token", method: "PUT", path: on, ctype: lmos.MediaJSON, body: "true",
 		header: []string{"Authorization", ""}, status: 401, code: hub.EUNAUTHORIZED}

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,8 +40,9 @@ type Config struct {
 	// disables the limit.
 	WriteRate  float64
 	WriteBurst int
-	// Private requires a token for reads too.
-	Private bool
+	// Access is the one access policy (hub.Access) every route and the
+	// WebSocket transport ask; nil: anonymous operate.
+	Access *hub.Access
 	// Checks are the components /healthz reports; a nil error means up.
 	Checks map[string]func() error
 	// StoreSize reports the store's size in bytes for status and metrics.
@@ -171,7 +171,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout,
-		Admission: cfg.Admission, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns,
+		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})
 	s.routes()
 	return s
@@ -202,8 +202,16 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))
 	s.proxyRoutes()
-	m.HandleFunc("GET /ws", s.read(func(w http.ResponseWriter, r *http.Request) { s.ws.ServeWS(w, r, clientAddr(r)) }))
+	m.HandleFunc("GET /ws", s.identify(s.serveWS))
 	m.HandleFunc("GET /mqtt", s.serveMQTT)
+}
+
+// serveWS is GET /ws: the consumer is the request's principal (a token in
+// Authorization or, since browsers cannot set headers on a WebSocket, in
+// ?token=); every message is checked against the access policy.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	p, _ := s.principalOf(r)
+	s.ws.ServeWS(w, r, clientAddr(r), p)
 }
 
 // serveMQTT is GET /mqtt, MQTT over WebSocket (ws.Transport.ServeMQTT),
@@ -304,37 +312,21 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// read guards a read endpoint: open on the LAN unless http.private is on.
+// read guards a read endpoint: reading the directory (access.anonymous
+// decides for clients without a token).
 func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
-	if !s.cfg.Private {
-		return h
-	}
-	return s.admin(h)
+	return s.allow(hub.OpReadDirectory, h)
 }
 
 // admin requires a valid admin bearer token.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.tokens.Verify(bearer(r)); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		h(w, r)
-	}
+	return s.allow(hub.OpManage, h)
 }
 
 // write rate-limits per client before checking the token, so guessing
 // tokens is limited too, then requires an admin token.
 func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
-	authed := s.admin(h)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := s.limit.Allow(clientAddr(r)); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-			s.writeError(w, r, hub.Errorf(hub.ERATELIMIT, "too many writes from this client; retry in %s", wait.Round(time.Millisecond)))
-			return
-		}
-		authed(w, r)
-	}
+	return s.limited(s.admin(h))
 }
 
 func bearer(r *http.Request) string {

@@ -78,7 +78,7 @@ func writeStatus(t *testing.T, h *hubtest.Hub, token string) int {
 	t.Helper()
 	id := "urn:uuid:" + newTestUUID(t)
 	resp, body := h.Do(http.MethodPut, "/things/"+url.PathEscape(id), "application/td+json", tdgen.MakeTD(id, "probe"), token)
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusUnauthorized {
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("PUT %s: unexpected %d %s", id, resp.StatusCode, body)
 	}
 	return resp.StatusCode
@@ -329,8 +329,8 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "ID") {
 		t.Errorf("token list: no header in %q", r.stdout)
 	}
-	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 4 || row[1] != "ci" || row[3] != "-" {
-		t.Errorf("token list: row %q, want id, ci, created, -", row)
+	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 6 || row[1] != "ci" || row[2] != "admin" || row[4] != "-" || row[5] != "-" {
+		t.Errorf("token list: row %q, want id, ci, admin, created, -, -", row)
 	}
 	if !strings.Contains(r.stdout, "provisioned") {
 		t.Errorf("token list: the --admin-token token is missing:\n%s", r.stdout)
@@ -345,7 +345,7 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 		t.Errorf("token revoke: stdout %q", got)
 	}
 	r = cli(t, nil, "", "token", "list", "--data-dir", dir).want(t, 0, "token list after revoke")
-	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 4 || row[3] == "-" {
+	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 6 || row[5] == "-" {
 		t.Errorf("token list after revoke: row %q, want a revoked time", row)
 	}
 	r = cli(t, nil, "", "token", "revoke", "--data-dir", dir, "0123456789ab").want(t, 1, "token revoke (unknown id)")
@@ -379,8 +379,8 @@ func TestTokenCommandsWhileHubRuns(t *testing.T) {
 
 	env := map[string]string{"LMOS_HUB_URL": h.URL, "LMOS_HUB_TOKEN": testToken}
 	r = cli(t, env, "", "token", "list").want(t, 0, "token list --hub")
-	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 4 || row[1] != "remote" || row[3] != "-" {
-		t.Errorf("token list --hub: row %q, want id, remote, created, -", row)
+	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 6 || row[1] != "remote" || row[2] != "admin" || row[5] != "-" {
+		t.Errorf("token list --hub: row %q, want id, remote, admin, created, -, -", row)
 	}
 
 	r = cli(t, nil, "", "token", "revoke", "--hub", h.URL, "--token", testToken, tokID).want(t, 0, "token revoke --hub")
@@ -654,5 +654,34 @@ func TestServePortInUse(t *testing.T) {
 	r.want(t, exitFailure, "serve on a taken port")
 	if !strings.Contains(r.stderr, "address already in use") || !strings.Contains(r.stderr, "--mqtt-addr") {
 		t.Errorf("stderr = %s", r.stderr)
+	}
+}
+
+// token create --scope --expires, offline and through the API: the token
+// has its scope (a read token cannot write: 403) and its expiry is listed.
+func TestTokenCreateWithScopeAndExpiry(t *testing.T) {
+	dir := t.TempDir()
+	r := cli(t, nil, "", "token", "create", "--name", "viewer", "--scope", "read", "--expires", "30d", "--data-dir", dir).want(t, 0, "token create --scope read")
+	secret := secretFrom(t, r.stdout)
+	tokID := tokenIDFrom(t, r.stderr)
+	cli(t, nil, "", "token", "create", "--scope", "root", "--data-dir", dir).want(t, 1, "token create --scope root")
+	cli(t, nil, "", "token", "create", "--expires", "soon", "--data-dir", dir).want(t, 1, "token create --expires soon")
+	r = cli(t, nil, "", "token", "list", "--data-dir", dir).want(t, 0, "token list")
+	row := tokenRowLine(t, r.stdout, tokID)
+	if len(row) != 6 || row[2] != "read" || row[4] == "-" {
+		t.Fatalf("token list: row %q, want scope read and an expiry", row)
+	}
+	if exp, err := time.Parse(time.RFC3339, row[4]); err != nil || time.Until(exp) < 29*24*time.Hour || time.Until(exp) > 31*24*time.Hour {
+		t.Fatalf("expiry %q is not 30 days from now (%v)", row[4], err)
+	}
+	h := hubtest.StartIn(t, dir, nil)
+	if code := writeStatus(t, h, secret); code != http.StatusForbidden {
+		t.Errorf("write with a read token: %d, want 403", code)
+	}
+	r = cli(t, nil, "", "token", "create", "--hub", h.URL, "--token", testToken, "--scope", "operate", "--expires", "12h").want(t, 0, "token create --hub --scope operate")
+	remoteID := tokenIDFrom(t, r.stderr)
+	r = cli(t, nil, "", "token", "list", "--hub", h.URL, "--token", testToken).want(t, 0, "token list --hub")
+	if row := tokenRowLine(t, r.stdout, remoteID); len(row) != 6 || row[2] != "operate" || row[4] == "-" {
+		t.Fatalf("token list --hub: row %q, want operate with an expiry", row)
 	}
 }

@@ -18,9 +18,14 @@ import (
 )
 
 const tokenUsage = `usage:
-  lmos-hub token create [--name NAME]
+  lmos-hub token create [--name NAME] [--scope read|operate|admin] [--expires 30d]
   lmos-hub token list
   lmos-hub token revoke ID
+
+A token's scope is what it may do (default admin): read reads the directory,
+properties and events; operate also writes properties and invokes actions,
+and operates Things whose description requires security; admin also manages
+the hub. --expires takes a lifetime (30d, 12h) or an RFC 3339 time.
 
 Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR, default
 ./lmos-data), which works while the hub is stopped. While it runs, pass
@@ -31,7 +36,9 @@ Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR, default
 type tokenRow struct {
 	ID      string `json:"id"`
 	Name    string `json:"name"`
+	Scope   string `json:"scope"`
 	Created string `json:"created"`
+	Expires string `json:"expires,omitempty"`
 	Revoked string `json:"revoked,omitempty"`
 	Token   string `json:"token,omitempty"`
 }
@@ -53,6 +60,8 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	hubURL := fs.String("hub", getenv("LMOS_HUB_URL"), "")
 	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
 	name := fs.String("name", "", "")
+	scope := fs.String("scope", string(hub.ScopeAdmin), "")
+	expires := fs.String("expires", "", "")
 	pos, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n\n%s", err, tokenUsage)
@@ -81,7 +90,7 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	switch cmd {
 	case "create":
 		var row tokenRow
-		if row, err = t.create(*name); err == nil {
+		if row, err = t.create(*name, *scope, *expires); err == nil {
 			fmt.Fprintf(stdout, "%s\n", row.Token)
 			fmt.Fprintf(stderr, "created token %s; the secret above is shown only once\n", row.ID)
 		}
@@ -89,9 +98,9 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 		var rows []tokenRow
 		if rows, err = t.list(); err == nil {
 			tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED\tEXPIRES\tREVOKED")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), r.Created, dash(r.Revoked))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), dash(r.Scope), r.Created, dash(r.Expires), dash(r.Revoked))
 			}
 			_ = tw.Flush()
 		}
@@ -124,7 +133,7 @@ func firstNonEmpty(v ...string) string {
 }
 
 type tokenAPI interface {
-	create(name string) (tokenRow, error)
+	create(name, scope, expires string) (tokenRow, error)
 	list() ([]tokenRow, error)
 	revoke(id string) error
 }
@@ -132,15 +141,22 @@ type tokenAPI interface {
 type localTokens struct{ t *hub.Tokens }
 
 func rowOf(t hub.Token) tokenRow {
-	r := tokenRow{ID: t.ID, Name: t.Name, Created: t.Created.UTC().Format(time.RFC3339)}
+	r := tokenRow{ID: t.ID, Name: t.Name, Scope: string(t.EffectiveScope()), Created: t.Created.UTC().Format(time.RFC3339)}
 	if !t.Revoked.IsZero() {
 		r.Revoked = t.Revoked.UTC().Format(time.RFC3339)
+	}
+	if !t.Expires.IsZero() {
+		r.Expires = t.Expires.UTC().Format(time.RFC3339)
 	}
 	return r
 }
 
-func (l localTokens) create(name string) (tokenRow, error) {
-	secret, t, err := l.t.Create(name)
+func (l localTokens) create(name, scope, expires string) (tokenRow, error) {
+	exp, err := hub.ParseExpiry(expires, time.Now())
+	if err != nil {
+		return tokenRow{}, err
+	}
+	secret, t, err := l.t.CreateScoped(name, hub.Scope(scope), exp)
 	r := rowOf(t)
 	r.Token = secret
 	return r, err
@@ -198,8 +214,8 @@ func (r *remoteTokens) do(method, path string, body, out any) error {
 	return nil
 }
 
-func (r *remoteTokens) create(name string) (row tokenRow, err error) {
-	err = r.do(http.MethodPost, "/api/tokens", map[string]string{"name": name}, &row)
+func (r *remoteTokens) create(name, scope, expires string) (row tokenRow, err error) {
+	err = r.do(http.MethodPost, "/api/tokens", map[string]string{"name": name, "scope": scope, "expires": expires}, &row)
 	return row, err
 }
 

@@ -19,7 +19,7 @@ func main() {
 	host, _ := os.Hostname()
 	hubURL := flag.String("hub", "mqtt://localhost:1883", "the hub's MQTT broker")
 	id := flag.String("id", "urn:lmos:example:thermostat:"+host, "the Thing id")
-	state := flag.String("state", "", "a directory that keeps the agent's key, so its DID survives restarts (default: a key in memory)")
+	state := flag.String("state", "", "a directory that keeps the agent's key, so its DID survives restarts (default: none, the TD is not signed)")
 	tick := flag.Duration("tick", 2*time.Second, "how often the temperature is published")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -59,7 +59,10 @@ type Main struct {
 	Key      ed25519.PrivateKey
 	Registry *hub.Registry
 	Tokens   *hub.Tokens
-	Router   *hub.Router
+	// Access is the one access policy every door asks (access.anonymous,
+	// capped by join.mode).
+	Access *hub.Access
+	Router *hub.Router
 	// Admission is the join policy both doors that admit Things (MQTT,
 	// WebSocket) apply, with one join rate per source.
 	Admission *hub.Admission
@@ -175,6 +178,14 @@ func (m *Main) openRegistry(context.Context) error {
 // openTokens opens the admin tokens and installs or creates the first one.
 func (m *Main) openTokens(context.Context) error {
 	m.Tokens = hub.NewTokens(m.DB, nil)
+	if m.Config.HTTP.Private {
+		m.Logger.Warn("http.private is deprecated: it now means access.anonymous: none on every door")
+	}
+	var err error
+	if m.Access, err = hub.NewAccess(m.Config.AnonymousAccess(), m.Config.Join.Mode, m.Tokens); err != nil {
+		return err
+	}
+	m.Logger.Info("access", "anonymous", m.Access.Anonymous())
 	return m.bootstrapToken()
 }
 
@@ -207,6 +218,8 @@ func (m *Main) openBroker(context.Context) error {
 	cfg := m.Config
 	b, err := mqtt.New(m.Registry, m.DB, m.DB, mqtt.Config{
 		Anonymous:    cfg.MQTT.Anonymous,
+		Access:       m.Access,
+		Tokens:       m.Tokens,
 		Admission:    m.Admission,
 		HubID:        m.DB.HubID(),
 		Version:      m.Version,
@@ -291,7 +304,7 @@ func (m *Main) webConfig() web.Config {
 		MaxBodyBytes:   cfg.HTTP.MaxBodyBytes,
 		WriteRate:      cfg.HTTP.WriteRate,
 		WriteBurst:     cfg.HTTP.WriteBurst,
-		Private:        cfg.HTTP.Private,
+		Access:         m.Access,
 		StoreSize:      db.Size,
 		Router:         m.Router,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),

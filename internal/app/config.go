@@ -82,6 +82,7 @@ type Config struct {
 	MDNS            MDNSConfig     `yaml:"mdns"`
 	Join            JoinConfig     `yaml:"join"`
 	Security        SecurityConfig `yaml:"security"`
+	Access          AccessConfig   `yaml:"access"`
 	AdminToken      string         `yaml:"adminToken"`
 	Log             LogConfig      `yaml:"log"`
 	Registry        RegistryConfig `yaml:"registry"`
@@ -92,7 +93,7 @@ type Config struct {
 // HTTPConfig configures the HTTP listener (directory API, proxy, dashboard).
 type HTTPConfig struct {
 	Addr           string   `yaml:"addr"`           // default ":8080"
-	Private        bool     `yaml:"private"`        // require a token for reads too
+	Private        bool     `yaml:"private"`        // deprecated: true is access.anonymous: none
 	MaxBodyBytes   int64    `yaml:"maxBodyBytes"`   // default 262144
 	WriteRate      float64  `yaml:"writeRate"`      // per-client writes per second, default 200; 0 disables the limit
 	WriteBurst     int      `yaml:"writeBurst"`     // default 400
@@ -149,6 +150,24 @@ type MDNSConfig struct {
 // JoinConfig configures how new agents are admitted.
 type JoinConfig struct {
 	Mode string `yaml:"mode"` // open|approve|closed, default open
+}
+
+// AccessConfig configures the one access policy of every door (hub.Access).
+type AccessConfig struct {
+	// Anonymous is what clients without credentials may do: none, read
+	// (the directory, property values, events) or operate (read, write
+	// properties, invoke actions). Default operate; join.mode approve and
+	// closed cap it at read.
+	Anonymous string `yaml:"anonymous"`
+}
+
+// AnonymousAccess is the effective access.anonymous: http.private: true,
+// which predates it, means none.
+func (c Config) AnonymousAccess() string {
+	if c.HTTP.Private {
+		return hub.AnonymousNone
+	}
+	return c.Access.Anonymous
 }
 
 // SecurityConfig configures signature requirements (PROTOCOL §6).
@@ -227,6 +246,7 @@ func DefaultConfig() Config {
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
+	c.Access = AccessConfig{Anonymous: hub.AnonymousOperate}
 	c.Log = LogConfig{Format: "text", Level: "info"}
 	c.Registry = RegistryConfig{EventLogSize: 1000, MaxDepth: hub.DefaultMaxDepth, MaxThings: 1024, MaxTDBytes: hub.DefaultMaxTDBytes,
 		MaxBytes: 32 << 20, MaxThingsPerSource: 64}
@@ -305,6 +325,7 @@ func (c Config) Validate() error {
 	if c.Security.MaxClockSkew <= 0 {
 		bad("security.maxClockSkew", fmt.Errorf("must be a duration greater than 0 such as \"5m\" (got %s)", c.Security.MaxClockSkew))
 	}
+	bad("access.anonymous", checkOneOf(c.Access.Anonymous, hub.AnonymousLevels))
 	bad("adminToken", checkToken(c.AdminToken))
 	bad("log.format", checkOneOf(c.Log.Format, logFormats))
 	bad("log.level", checkOneOf(c.Log.Level, logLevels))
@@ -516,6 +537,11 @@ var serveSettings = []serveSetting{
 		}},
 	{flag: "join-mode", env: "LMOS_HUB_JOIN_MODE", usage: "admit new agents: `open|approve|closed` (default open)",
 		set: func(c *Config, v string) error { c.Join.Mode = v; return checkOneOf(v, joinModes) }},
+	{flag: "access-anonymous", env: "LMOS_HUB_ACCESS_ANONYMOUS", usage: "what clients without credentials may do: `none|read|operate` (default operate)",
+		set: func(c *Config, v string) error {
+			c.Access.Anonymous = v
+			return checkOneOf(v, hub.AnonymousLevels)
+		}},
 	{flag: "admin-token", env: "LMOS_HUB_ADMIN_TOKEN", usage: "install `TOKEN` as an admin token (for provisioning and automation)",
 		set: func(c *Config, v string) error { c.AdminToken = v; return checkToken(v) }},
 	{flag: "log-format", env: "LMOS_HUB_LOG_FORMAT", usage: "log as `text|json` (default text)",

@@ -34,7 +34,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("DefaultConfig().Validate() = %v", err)
 	}
 	if c.DataDir != "./lmos-data" || c.HTTP.Addr != ":8080" || c.MQTT.Addr != ":1883" ||
-		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Log.Level != "info" || c.Log.Format != "text" ||
+		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Access.Anonymous != "operate" || c.Log.Level != "info" || c.Log.Format != "text" ||
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
 		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) ||
@@ -236,6 +236,7 @@ func TestConfigBadEnv(t *testing.T) {
 	for _, tc := range []struct{ env, value, want string }{
 		{"LMOS_HUB_MDNS", "maybe", `"maybe" is not a boolean`},
 		{"LMOS_HUB_JOIN_MODE", "maybe", `"maybe" is not one of open, approve, closed`},
+		{"LMOS_HUB_ACCESS_ANONYMOUS", "everyone", `"everyone" is not one of none, read, operate`},
 		{"LMOS_HUB_HTTP_ADDR", "localhost", `missing port in address "localhost"`},
 		{"LMOS_HUB_MQTT_ADDR", ":70000", "not a number from 0 to 65535"},
 		{"LMOS_HUB_LOG_FORMAT", "xml", `"xml" is not one of text, json`},
@@ -309,6 +310,7 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"security.verifyRate", func(c *Config) { c.Security.VerifyRate = 0 }, "security.verifyRate: must be greater than 0"},
 		{"security.verifyBurst", func(c *Config) { c.Security.VerifyBurst = 0 }, "security.verifyBurst: must be at least 1"},
 		{"security.maxClockSkew", func(c *Config) { c.Security.MaxClockSkew = 0 }, "security.maxClockSkew: "},
+		{"access.anonymous", func(c *Config) { c.Access.Anonymous = "all" }, `access.anonymous: "all" is not one of none, read, operate`},
 		{"adminToken", func(c *Config) { c.AdminToken = "a b" }, "adminToken: "},
 		{"adminToken", func(c *Config) { c.AdminToken = "short" }, "adminToken: must be at least 16"},
 		{"log.format", func(c *Config) { c.Log.Format = "xml" }, `log.format: "xml" is not one of text, json`},
@@ -397,5 +399,29 @@ func TestConfigDurationYAML(t *testing.T) {
 	}
 	if err := yaml.Unmarshal([]byte("d: soon\n"), &v); err == nil || !strings.Contains(err.Error(), `invalid duration "soon"`) {
 		t.Errorf("bad duration: %v", err)
+	}
+}
+
+// access.anonymous comes from the file, the environment or the flag, and
+// the deprecated http.private: true means none.
+func TestAccessAnonymousSetting(t *testing.T) {
+	path := writeConfigFile(t, "access:\n  anonymous: read\n")
+	c, err := LoadConfig([]string{"--config", path}, nil)
+	if err != nil || c.Access.Anonymous != "read" || c.AnonymousAccess() != "read" {
+		t.Fatalf("file: %q %v", c.Access.Anonymous, err)
+	}
+	c, err = LoadConfig([]string{"--config", path}, func(k string) string {
+		return map[string]string{"LMOS_HUB_ACCESS_ANONYMOUS": "none"}[k]
+	})
+	if err != nil || c.AnonymousAccess() != "none" {
+		t.Fatalf("env: %q %v", c.Access.Anonymous, err)
+	}
+	c, err = LoadConfig([]string{"--access-anonymous", "operate"}, nil)
+	if err != nil || c.AnonymousAccess() != "operate" {
+		t.Fatalf("flag: %q %v", c.Access.Anonymous, err)
+	}
+	c.HTTP.Private = true
+	if c.AnonymousAccess() != "none" {
+		t.Fatalf("http.private: true gives %q, want none", c.AnonymousAccess())
 	}
 }

@@ -183,7 +183,7 @@ func actionPath(id, name string) string { return "/proxy/" + pathEscape(id) + "/
 const agentID = "urn:uuid:5b0d6c1e-0000-4000-8000-00000000a9e1"
 
 func TestProxyInvokeTranscodes(t *testing.T) {
-	h := startHub(t, nil)
+	h := startHub(t, func(c *Config) { c.Access.Anonymous = "read" }) // writes and invocations need a token
 	a := h.startAgent(agentID)
 
 	// JSON consumer, CBOR agent.
@@ -223,7 +223,7 @@ func TestProxyInvokeTranscodes(t *testing.T) {
 	expectProblem(t, resp, body, 400, "invalid CBOR")
 	resp, body = h.request("POST", actionPath(agentID, "add"), "text/plain", "", []byte(`1`), testToken)
 	expectProblem(t, resp, body, 415, "Content-Type")
-	// An invocation is a write: it needs the admin token.
+	// With access.anonymous: read, an invocation needs a token (operate).
 	resp, body = h.request("POST", actionPath(agentID, "add"), "application/json", "", []byte(`{}`), "")
 	expectProblem(t, resp, body, 401, "")
 	if resp.Header.Get("WWW-Authenticate") == "" {
@@ -437,7 +437,7 @@ func TestProxyInvokeChecksDataSchema(t *testing.T) {
 }
 
 func TestProxyPropertiesAndEvents(t *testing.T) {
-	h := startHub(t, nil)
+	h := startHub(t, func(c *Config) { c.Access.Anonymous = "read" }) // writes and invocations need a token
 	a := h.startAgent(agentID)
 	base := "/proxy/" + pathEscape(agentID)
 

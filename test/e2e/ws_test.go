@@ -215,8 +215,14 @@ type wsAgent struct {
 
 func (h *testHub) startWSAgent(id string, binary bool) *wsAgent {
 	h.t.Helper()
+	return h.startWSAgentTD(id, wsTD(id), binary)
+}
+
+// startWSAgentTD is startWSAgent registering td.
+func (h *testHub) startWSAgentTD(id string, td map[string]any, binary bool) *wsAgent {
+	h.t.Helper()
 	a := &wsAgent{wsClient: h.wsDial("lmosprotocol", nil), id: id, binary: binary, stop: make(chan struct{})}
-	mid := a.send(map[string]any{"messageType": "registerThing", "thingId": id, "td": wsTD(id)}, binary)
+	mid := a.send(map[string]any{"messageType": "registerThing", "thingId": id, "td": td}, binary)
 	if r := a.reply(mid); r["messageType"] != "acknowledgement" {
 		h.t.Fatalf("registerThing: %v", r)
 	}

@@ -170,6 +170,11 @@ func (wc *wsConn) registered(m *wsMessage, id string) {
 	defer cancel()
 	wc.mu.Lock()
 	wc.things[id] = true
+	if wc.who.Kind == hub.Anonymous {
+		// An agent is an authenticated Thing once the hub accepted its
+		// registration on this connection (PROTOCOL §5, "Access").
+		wc.who = hub.ThingPrincipal(id, wc.remote)
+	}
 	if wc.media == "" {
 		wc.media = m.Media
 	}

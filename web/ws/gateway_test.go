@@ -43,7 +43,9 @@ func newGateway(t *testing.T) *gateway {
 	rt := hub.NewRouter(reg)
 	g := New(Config{Registry: reg, Router: rt, ProxyTimeout: 10 * time.Second})
 	rt.Handle(hub.SourceWS, g)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.ServeWS(w, r, r.RemoteAddr) }))
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.ServeWS(w, r, r.RemoteAddr, hub.AnonymousFrom(r.RemoteAddr))
+	}))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { g.CloseAll(2 * time.Second) })
 	return &gateway{t: t, g: g, reg: reg, url: "ws" + strings.TrimPrefix(ts.URL, "http")}

@@ -65,6 +65,9 @@ type Config struct {
 	// Admission is the hub's join policy (as for MQTT); nil: open, and no
 	// Thing holds a credential.
 	Admission *hub.Admission
+	// Access is the one access policy; every consumer message is checked
+	// against it (nil: anonymous operate).
+	Access *hub.Access
 	// Publisher carries what agents emit to MQTT consumers, Streams serves
 	// observations and event subscriptions of agents' Things, Conns takes
 	// /mqtt connections; nil without a broker.
@@ -111,6 +114,7 @@ type Transport struct {
 	conns     ConnServer
 
 	adm     *hub.Admission // the join policy of registerThing
+	access  *hub.Access    // the access policy of consumers' messages
 	origins []string       // Origin host patterns besides the hub's own host
 
 	mu     sync.Mutex
@@ -152,6 +156,7 @@ func New(cfg Config) *Transport {
 		reg: cfg.Registry, rt: cfg.Router, log: cfg.Logger.With("component", "ws"), cfg: cfg,
 		metrics: cfg.Metrics, closing: cfg.Closing,
 		adm:     cfg.Admission,
+		access:  cfg.Access,
 		origins: originHosts(cfg.AllowedOrigins),
 
 		publisher: cfg.Publisher, streams: cfg.Streams, conns: cfg.Conns,
@@ -259,13 +264,16 @@ func originHosts(origins []string) []string {
 // ServeWS is GET /ws: the LMOS WebSocket subprotocol (PROTOCOL §5).
 // remote is the client's address as the HTTP adapter names it (one per
 // IPv4 address or IPv6 /64): the join rate and quotas count by it.
-func (t *Transport) ServeWS(w http.ResponseWriter, r *http.Request, remote string) {
+// p is the consumer as the upgrade request identified it (its token, or
+// anonymous); a connection that registers a Thing without a token acts as
+// that Thing from then on.
+func (t *Transport) ServeWS(w http.ResponseWriter, r *http.Request, remote string, p hub.Principal) {
 	c, err := t.accept(w, r, []string{lmos.WSSubprotocol, "webthingprotocol"})
 	if err != nil {
 		t.log.Debug("websocket refused", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	t.serve(c, remote)
+	t.serve(c, remote, p)
 }
 
 // CloseAll ends every connection (going away) and waits for their
@@ -320,6 +328,7 @@ type wsConn struct {
 	// parked are this connection's joins waiting for approval (join mode
 	// approve), their ids reserved for it meanwhile.
 	parked map[string]*hub.JoinWaiter
+	who    hub.Principal // the consumer, for the access policy
 }
 
 // wsInvocation is what queryAction and cancelAction see.
@@ -337,7 +346,7 @@ func (inv *wsInvocation) stop() {
 	inv.cancel()
 }
 
-func (g *Transport) serve(c *websocket.Conn, remote string) {
+func (g *Transport) serve(c *websocket.Conn, remote string, p hub.Principal) {
 	c.SetReadLimit(wsMaxMessage)
 	ctx, cancel := context.WithCancel(context.Background())
 	wc := &wsConn{
@@ -350,6 +359,7 @@ func (g *Transport) serve(c *websocket.Conn, remote string) {
 		things:   make(map[string]bool),
 		pending:  make(map[string]*agentRequest),
 		parked:   make(map[string]*hub.JoinWaiter),
+		who:      p,
 	}
 	wc.log = g.log.With("conn", wc.id, "remote", remote)
 	wc.lastRead.Store(time.Now().UnixNano())
@@ -777,7 +787,10 @@ func (wc *wsConn) interact(m *wsMessage, inv *wsInvocation) {
 		err = &hub.Error{Code: hub.EINVALID, Message: "writeProperty needs a value", Fields: []hub.FieldError{{Field: "/value", Description: "is required"}}}
 	}
 	if err == nil {
-		_, _, err = rt.Check(in)
+		var t hub.Thing
+		if _, t, err = rt.Check(in); err == nil {
+			err = wc.allow(op, &t)
+		}
 	}
 	if err != nil {
 		if inv != nil {
@@ -897,7 +910,11 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 		return
 	}
 	in := hub.Interaction{ThingID: m.ThingID, Op: op, Name: name, Accept: m.Media}
-	if _, _, err := rt.Check(in); err != nil {
+	_, t, err := rt.Check(in)
+	if err == nil {
+		err = wc.allow(op, &t)
+	}
+	if err != nil {
 		if ackIt {
 			wc.replyError(m, err)
 		}
@@ -973,6 +990,14 @@ func (wc *wsConn) subscribeAll(m *wsMessage) {
 			Fields: []hub.FieldError{{Field: "/thingId", Description: "is required"}}})
 		return
 	}
+	t, err := wc.g.reg.Get(m.ThingID)
+	if err == nil {
+		err = wc.allow(hub.OpSubscribeEvent, &t)
+	}
+	if err != nil {
+		wc.replyError(m, err)
+		return
+	}
 	raw, err := wc.g.reg.Raw(m.ThingID)
 	if err != nil {
 		wc.replyError(m, err)
@@ -988,4 +1013,17 @@ func (wc *wsConn) subscribeAll(m *wsMessage) {
 		wc.subscribe(m, hub.OpSubscribeEvent, name, false)
 	}
 	wc.ack(m, "subscribed")
+}
+
+// allow asks the access policy whether this connection's consumer may do
+// op on thing (PROTOCOL §5, "Access").
+func (wc *wsConn) allow(op hub.Op, thing *hub.Thing) error {
+	a := wc.g.access
+	if a == nil {
+		a = hub.OpenAccess()
+	}
+	wc.mu.Lock()
+	p := wc.who
+	wc.mu.Unlock()
+	return a.Allow(p, op, thing)
 }

@@ -1,0 +1,146 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
+)
+
+// The HTTP door of the one access policy (hub.Access, PROTOCOL §3.5): a
+// request's principal is its bearer token's, or anonymous without one; a
+// token that is unknown, revoked or expired is refused (401) even where an
+// anonymous request would pass, so a client learns its token is dead.
+
+type principalKey struct{}
+
+// access is the policy, the open one when none is configured.
+func (s *Server) access() *hub.Access {
+	if s.cfg.Access == nil {
+		return hub.OpenAccess()
+	}
+	return s.cfg.Access
+}
+
+// principalOf is who sends r: a verified token's principal or anonymous.
+func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
+	if p, ok := r.Context().Value(principalKey{}).(hub.Principal); ok {
+		return p, nil
+	}
+	secret := bearer(r)
+	if secret == "" && r.URL.Path == "/ws" && r.Header.Get("Authorization") == "" {
+		// A browser cannot set headers on a WebSocket: /ws takes the token
+		// in the query too (PROTOCOL §5). Only there: elsewhere a secret in
+		// a URL ends up in logs and histories for nothing.
+		secret = r.URL.Query().Get("token")
+	}
+	if secret == "" {
+		if r.Header.Get("Authorization") != "" {
+			return hub.Principal{}, hub.Errorf(hub.EUNAUTHORIZED, "the Authorization header must be \"Bearer <token>\"")
+		}
+		return hub.AnonymousFrom(clientAddr(r)), nil
+	}
+	t, err := s.tokens.Verify(secret)
+	if err != nil {
+		return hub.Principal{}, err
+	}
+	return hub.TokenPrincipal(t, clientAddr(r)), nil
+}
+
+// allow guards a route with op on no particular Thing; the principal is
+// kept in the request's context for a later check on the Thing itself
+// (allowThing).
+func (s *Server) allow(op hub.Op, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.principalOf(r)
+		if err == nil {
+			err = s.access().Allow(p, op, nil)
+		}
+		if err == nil && !p.Authenticated() && (op == hub.OpWriteProperty || op == hub.OpInvokeAction) {
+			err = s.sameSite(r)
+		}
+		if err != nil {
+			s.refuse(w, r, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+// sameSite refuses an anonymous write or invocation a browser sends from
+// another site's page (cross-site request forgery): with anonymous operate
+// such a page could invoke an action without a body, which is a "simple"
+// request no CORS preflight stops. A request with a token is not at risk
+// (Authorization needs a preflight the hub never grants); a client that
+// sends no Origin is not a browser page.
+func (s *Server) sameSite(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err == nil && u.Host != "" {
+		host := strings.ToLower(u.Host)
+		if host == strings.ToLower(r.Host) {
+			return nil
+		}
+		for _, o := range s.cfg.AllowedOrigins {
+			if o == "*" {
+				return nil
+			}
+			if a, err := url.Parse(o); err == nil && strings.EqualFold(a.Host, host) {
+				return nil
+			}
+		}
+	}
+	return hub.Errorf(hub.EFORBIDDEN, "a write or invocation from the page at %s needs a token (or http.allowedOrigins)", lmos.Truncate(origin, 128))
+}
+
+// identify resolves the principal without requiring any level (the
+// WebSocket upgrade: an agent joins whatever access.anonymous says; each
+// message is checked).
+func (s *Server) identify(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.principalOf(r)
+		if err != nil {
+			s.refuse(w, r, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+// limited rate-limits a changing request per client before anything else,
+// so guessing tokens is limited too.
+func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := s.limit.Allow(clientAddr(r)); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+			s.writeError(w, r, hub.Errorf(hub.ERATELIMIT, "too many writes from this client; retry in %s", wait.Round(time.Millisecond)))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// allowThing checks op on the Thing a proxy request names, once the
+// Thing is known: a Thing whose TD requires security is only operated by
+// authenticated consumers.
+func (s *Server) allowThing(r *http.Request, op hub.Op, thing hub.Thing) error {
+	p, err := s.principalOf(r)
+	if err != nil {
+		return err
+	}
+	return s.access().Allow(p, op, &thing)
+}
+
+// refuse answers a refusal of the access policy; writeError counts it
+// (lmos_http_refused_total{reason}).
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeError(w, r, err)
+}
