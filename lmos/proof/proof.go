@@ -101,7 +101,7 @@ func sign(doc []byte, priv ed25519.PrivateKey, created string) ([]byte, error) {
 // Verify checks doc's eddsa-jcs-2022 proof against the did:key named by
 // its verificationMethod.
 func Verify(doc []byte) (Result, error) {
-	p, unsecured, err := readProof(doc)
+	p, d, err := readProof(doc)
 	if err != nil {
 		return Result{}, err
 	}
@@ -109,7 +109,7 @@ func Verify(doc []byte) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("verificationMethod: %w", err)
 	}
-	r, err := verify(p, unsecured, pub)
+	r, err := verify(p, d, pub)
 	r.DID = did
 	return r, err
 }
@@ -118,24 +118,24 @@ func Verify(doc []byte) (Result, error) {
 // its verificationMethod names (for documents whose signer is known by
 // other means, such as the W3C test vectors).
 func VerifyWithKey(doc []byte, pub ed25519.PublicKey) (Result, error) {
-	p, unsecured, err := readProof(doc)
+	p, d, err := readProof(doc)
 	if err != nil {
 		return Result{}, err
 	}
 	if did, _, err := ParseDID(p.VerificationMethod); err == nil {
-		return verifyAs(p, unsecured, pub, did)
+		return verifyAs(p, d, pub, did)
 	}
-	return verify(p, unsecured, pub)
+	return verify(p, d, pub)
 }
 
-func verifyAs(p Proof, unsecured []byte, pub ed25519.PublicKey, did string) (Result, error) {
-	r, err := verify(p, unsecured, pub)
+func verifyAs(p Proof, d document, pub ed25519.PublicKey, did string) (Result, error) {
+	r, err := verify(p, d, pub)
 	r.DID = did
 	return r, err
 }
 
 // verify checks a proof already read from its document.
-func verify(p Proof, unsecured []byte, pub ed25519.PublicKey) (Result, error) {
+func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
 	r := Result{Proof: p}
 	if p.Created != "" {
 		t, err := time.Parse(time.RFC3339, p.Created)
@@ -155,11 +155,11 @@ func verify(p Proof, unsecured []byte, pub ed25519.PublicKey) (Result, error) {
 		return r, malformed("the public key is %d bytes, not %d", len(pub), ed25519.PublicKeySize)
 	}
 	if p.Context != nil {
-		if err := checkContext(unsecured, p.Context); err != nil {
+		if err := checkContext(d.context, p.Context); err != nil {
 			return r, err
 		}
 	}
-	data, err := hashData(unsecured, p)
+	data, err := hashData(d.unsecured, p)
 	if err != nil {
 		return r, err
 	}
@@ -171,47 +171,74 @@ func verify(p Proof, unsecured []byte, pub ed25519.PublicKey) (Result, error) {
 
 // readProof splits doc into its proof, checked for the values this suite
 // signs with, and the document without it.
-func readProof(doc []byte) (Proof, []byte, error) {
+func readProof(doc []byte) (Proof, document, error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &members); err != nil {
-		return Proof{}, nil, malformed("the document is not a JSON object: %v", err)
+		return Proof{}, document{}, malformed("the document is not a JSON object: %v", err)
 	}
 	raw, ok := members["proof"]
 	if !ok {
-		return Proof{}, nil, ErrNoProof
+		return Proof{}, document{}, ErrNoProof
 	}
 	if len(raw) > MaxProofBytes {
-		return Proof{}, nil, malformed("the proof is %d bytes, more than %d", len(raw), MaxProofBytes)
+		return Proof{}, document{}, malformed("the proof is %d bytes, more than %d", len(raw), MaxProofBytes)
 	}
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		if len(t) > 0 && t[0] == '[' {
-			return Proof{}, nil, fmt.Errorf("%w: a proof set (an array of proofs) is not supported; sign with one proof", ErrUnsupported)
+			return Proof{}, document{}, fmt.Errorf("%w: a proof set (an array of proofs) is not supported; sign with one proof", ErrUnsupported)
 		}
-		return Proof{}, nil, malformed("the proof is not a JSON object")
+		return Proof{}, document{}, malformed("the proof is not a JSON object")
 	}
 	var p Proof
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return Proof{}, nil, malformed("the proof does not have the members of a Data Integrity proof: %v", err)
+		return Proof{}, document{}, malformed("the proof does not have the members of a Data Integrity proof: %v", err)
 	}
 	if err := json.Unmarshal(raw, &p.members); err != nil {
-		return Proof{}, nil, malformed("the proof is not a JSON object: %v", err)
+		return Proof{}, document{}, malformed("the proof is not a JSON object: %v", err)
 	}
 	switch {
 	case p.Type != Type:
-		return p, nil, fmt.Errorf("%w: proof type %q; only %s is verified", ErrUnsupported, p.Type, Type)
+		return p, document{}, fmt.Errorf("%w: proof type %q; only %s is verified", ErrUnsupported, p.Type, Type)
 	case p.Cryptosuite != Cryptosuite:
-		return p, nil, fmt.Errorf("%w: cryptosuite %q; only %s is verified", ErrUnsupported, p.Cryptosuite, Cryptosuite)
+		return p, document{}, fmt.Errorf("%w: cryptosuite %q; only %s is verified", ErrUnsupported, p.Cryptosuite, Cryptosuite)
 	case p.ProofPurpose != Purpose:
-		return p, nil, fmt.Errorf("%w: proofPurpose %q; only %s is verified", ErrUnsupported, p.ProofPurpose, Purpose)
+		return p, document{}, fmt.Errorf("%w: proofPurpose %q; only %s is verified", ErrUnsupported, p.ProofPurpose, Purpose)
 	case p.VerificationMethod == "":
-		return p, nil, malformed("the proof has no verificationMethod")
+		return p, document{}, malformed("the proof has no verificationMethod")
 	}
 	delete(members, "proof")
-	unsecured, err := json.Marshal(members)
-	if err != nil {
-		return p, nil, malformed("the document cannot be re-encoded: %v", err)
+	return p, document{unsecured: joinMembers(members), context: members["@context"]}, nil
+}
+
+// document is a secured document without its proof, and its @context.
+type document struct {
+	unsecured []byte
+	context   json.RawMessage
+}
+
+// joinMembers writes members back as one JSON object. The values are as
+// json.Unmarshal checked them, so they are copied, not re-encoded: JCS
+// canonicalizes the result anyway, and re-encoding a large document took
+// more time than verifying its signature.
+func joinMembers(members map[string]json.RawMessage) []byte {
+	n := 2
+	for k, v := range members {
+		n += len(k) + len(v) + 8
 	}
-	return p, unsecured, nil
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	first := true
+	for k, v := range members {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		key, _ := json.Marshal(k) // a string always encodes
+		b = append(b, key...)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	return append(b, '}')
 }
 
 // splitProof returns doc without a proof member, and doc's @context.
@@ -234,12 +261,8 @@ func splitProof(doc []byte) ([]byte, json.RawMessage, error) {
 
 // checkContext: the proof's @context must be the document's or a prefix of
 // it (eddsa-jcs-2022, "Verify Proof").
-func checkContext(unsecured []byte, proofCtx json.RawMessage) error {
-	var doc struct {
-		Context json.RawMessage `json:"@context"`
-	}
-	_ = json.Unmarshal(unsecured, &doc)
-	dl, pl := contextList(doc.Context), contextList(proofCtx)
+func checkContext(docCtx, proofCtx json.RawMessage) error {
+	dl, pl := contextList(docCtx), contextList(proofCtx)
 	if pl == nil || dl == nil || len(pl) > len(dl) {
 		return fmt.Errorf("%w: the proof's @context is not the start of the document's", ErrInvalidSignature)
 	}
