@@ -162,6 +162,10 @@ type Broker struct {
 	// 3.1.1 client, a delivery too large for its client (reasoncodes.go).
 	reasonFixes atomic.Uint64
 	tidies      atomic.Uint64
+	// burstTidies counts the collections made while a burst lasted;
+	// burst wakes tidyStacks every tidyDuring connections (tidy.go).
+	burstTidies atomic.Uint64
+	burst       chan struct{}
 	// dropped counts deliveries not made, by reason; slowCuts the clients
 	// disconnected for being too slow (metrics.go).
 	dropped  drops
@@ -269,6 +273,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
+		burst:  make(chan struct{}, 1),
 		adm:    adm,
 
 		forwards: make(chan struct{}, maxForwards),
@@ -466,7 +471,9 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		if !l.conns.add(conn) {
 			return // closing
 		}
-		l.accepted.Add(1)
+		if l.accepted.Add(1)%tidyDuring == 0 {
+			l.broker.burstGoingOn()
+		}
 		go func() {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.

@@ -646,6 +646,7 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			b.ReportMetric(base["RssAnon"], name+"-idle-anon-MB")
 			b.ReportMetric(loaded["VmRSS"], name+"-1k-clients-RSS-MB")
 			b.ReportMetric(loaded["RssAnon"], name+"-1k-clients-anon-MB")
+			b.ReportMetric(loaded["VmHWM"], name+"-1k-clients-peak-RSS-MB")
 			b.ReportMetric((loaded["VmRSS"]-base["VmRSS"])*1024/clients, "KB/client")
 		}
 	}
