@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"io"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,12 @@ import (
 // has taken everything. A burst of small packets still costs one read
 // system call per chunk, as it did per 1 KiB buffer before.
 //
-// Connections without a file descriptor (MQTT over WebSocket, and TLS,
-// which buffers records itself) are read directly.
+// Connections without a file descriptor (MQTT over WebSocket, TLS) cannot
+// be waited on without reading; they keep a 1 KiB buffer of their own, as
+// mochi's reader was before, so a small packet costs them no more reads.
+
+// connBufSize is the buffer of a connection without a descriptor.
+const connBufSize = 1 << 10
 
 // readChunkSize is the chunk a readable socket is read into. A read as large
 // as a chunk (a packet body mochi reads whole) goes straight into the
@@ -42,6 +47,9 @@ type leanReader struct {
 	dst  []byte
 	n    int
 	err  error
+	// buf is the buffer of a connection without a descriptor (raw nil),
+	// allocated on its first read; its unread bytes are buf[r:w].
+	buf []byte
 }
 
 // initLeanReader sets up buffered reading for c's socket, if it has one.
@@ -100,7 +108,7 @@ func (c *outConn) initLeanReader() {
 func (c *outConn) Read(p []byte) (int, error) {
 	lr := &c.lr
 	if lr.raw == nil {
-		return c.Conn.Read(p)
+		return lr.readConn(c.Conn, p)
 	}
 	chunk := lr.chunk.Load()
 	if chunk == nil {
@@ -116,6 +124,10 @@ func (c *outConn) Read(p []byte) (int, error) {
 			return 0, err // closed, or the read deadline passed
 		}
 		if chunk = lr.chunk.Load(); chunk == nil { // read into p, or an error
+			if lr.err != nil && lr.err != io.EOF {
+				// As net's own read reports it, for the logs.
+				return lr.n, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: lr.err}
+			}
 			return lr.n, lr.err
 		}
 	}
@@ -130,3 +142,25 @@ func (c *outConn) Read(p []byte) (int, error) {
 
 // idle reports that no chunk is held.
 func (lr *leanReader) idle() bool { return lr.chunk.Load() == nil }
+
+// readConn serves reads of a connection without a descriptor from buf.
+// A connection's read error repeats, so one that comes with bytes is left
+// for the next read.
+func (lr *leanReader) readConn(conn net.Conn, p []byte) (int, error) {
+	if lr.r == lr.w {
+		if len(p) >= connBufSize {
+			return conn.Read(p)
+		}
+		if lr.buf == nil {
+			lr.buf = make([]byte, connBufSize)
+		}
+		n, err := conn.Read(lr.buf)
+		if n == 0 {
+			return 0, err
+		}
+		lr.r, lr.w = 0, n
+	}
+	n := copy(p, lr.buf[lr.r:lr.w])
+	lr.r += n
+	return n, nil
+}

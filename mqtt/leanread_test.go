@@ -18,39 +18,67 @@ import (
 // one of them larger than three chunks, all reach mosquitto_sub whole and
 // in order: outConn.Read hands mochi every byte of a chunk before the next
 // read, and reads a body of a chunk or more straight into mochi's buffer.
+// The same over a connection without a descriptor (ServeConn, as MQTT
+// over WebSocket), which is read through its own buffer.
 func TestReadChunksCarryEveryPacket(t *testing.T) {
-	e := newEnv(t, nil)
-	const id = "urn:chunks"
-	topic := lmos.ThingsPrefix + id + "/events/n"
-	_, creds := joinOwner(t, e, id, nil)
-	const n = 300
-	wait := mosquittoSub(t, e, "chunks-sub", topic, "-V", "mqttv5", "-C", fmt.Sprint(n))
-	want := make([]string, n)
-	var burst []byte
-	for i := range want {
-		size := (i * 37) % 200
-		if i == n/2 {
-			size = 3*readChunkSize + 5
-		}
-		want[i] = fmt.Sprintf("m-%d-%s", i, strings.Repeat("x", size))
-		body := append([]byte{0, byte(len(topic))}, topic...)
-		body = append(body, 0) // no properties
-		body = append(body, want[i]...)
-		burst = append(appendVarInt(append(burst, 0x30), len(body)), body...)
+	for _, transport := range []string{"tcp", "pipe"} {
+		t.Run(transport, func(t *testing.T) {
+			e := newEnv(t, nil)
+			id := "urn:chunks-" + transport
+			topic := lmos.ThingsPrefix + id + "/events/n"
+			_, creds := joinOwner(t, e, id, nil)
+			const n = 300
+			wait := mosquittoSub(t, e, "chunks-sub", topic, "-V", "mqttv5", "-C", fmt.Sprint(n))
+			want := make([]string, n)
+			var burst []byte
+			for i := range want {
+				size := (i * 37) % 200
+				if i == n/2 {
+					size = 3*readChunkSize + 5
+				}
+				want[i] = fmt.Sprintf("m-%d-%s", i, strings.Repeat("x", size))
+				body := append([]byte{0, byte(len(topic))}, topic...)
+				body = append(body, 0) // no properties
+				body = append(body, want[i]...)
+				burst = append(appendVarInt(append(burst, 0x30), len(body)), body...)
+			}
+			var conn net.Conn
+			if transport == "tcp" {
+				conn = rawConnect5As(t, e.addr, "chunks-pub", true, creds)
+			} else {
+				var server net.Conn
+				server, conn = net.Pipe()
+				t.Cleanup(func() { conn.Close() })
+				go e.b.ServeConn(server)
+				discard(conn)
+				burst = append(connect5("chunks-pub", creds), burst...)
+			}
+			if _, err := conn.Write(burst); err != nil {
+				t.Fatal(err)
+			}
+			got := wait()
+			if len(got) != n {
+				t.Fatalf("mosquitto_sub got %d of %d messages", len(got), n)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("message %d: got %.40q (%d bytes), want %.40q (%d bytes)", i, got[i], len(got[i]), want[i], len(want[i]))
+				}
+			}
+		})
 	}
-	conn := rawConnect5As(t, e.addr, "chunks-pub", true, creds)
-	if _, err := conn.Write(burst); err != nil {
-		t.Fatal(err)
-	}
-	got := wait()
-	if len(got) != n {
-		t.Fatalf("mosquitto_sub got %d of %d messages", len(got), n)
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("message %d: got %.40q (%d bytes), want %.40q (%d bytes)", i, got[i], len(got[i]), want[i], len(want[i]))
-		}
-	}
+}
+
+// connect5 is an MQTT 5 CONNECT of id with a Thing's credentials, clean
+// start, keep-alive 60 s.
+func connect5(id string, cred *credentials) []byte {
+	vh := []byte{0, 4, 'M', 'Q', 'T', 'T', 5, 0xc2, 0, 60, 0, 0, byte(len(id))}
+	vh = append(vh, id...)
+	vh = append(vh, 0, byte(len(cred.Username)))
+	vh = append(vh, cred.Username...)
+	vh = append(vh, 0, byte(len(cred.Password)))
+	vh = append(vh, cred.Password...)
+	return append(appendVarInt([]byte{0x10}, len(vh)), vh...)
 }
 
 // An idle client holds no read buffer of the hub's: its connection is
