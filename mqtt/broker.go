@@ -35,11 +35,14 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// Limits of the broker. Per-client memory is dominated by mochi's write
-// channel (MaximumClientWritesPending pointers to packets), the read buffer
-// and the two goroutines per client, so 1,000 idle agents cost a few MB;
-// the hub's own queue (outConn) takes memory only while it holds something,
-// at most Config.MaxQueuedBytes of QoS 0 messages.
+// Limits of the broker. An idle client costs ~28 KB (docs/PERFORMANCE.md,
+// "Issue 16 — memory"): the stacks of mochi's two goroutines per client
+// (16 KB reading, 4 KB writing; their frames keep them from shrinking
+// further) and ~7 KB of mochi's heap (client, session, subscription, the
+// write channel of MaximumClientWritesPending pointers). The hub's own
+// queue (outConn) takes memory only while it holds something, at most
+// Config.MaxQueuedBytes of QoS 0 messages, and its read buffer only while
+// bytes wait to be read (leanread.go).
 const (
 	// MaxPacketSize is the largest MQTT packet the broker accepts (1 MiB,
 	// advertised in the v5 CONNACK). A bigger packet closes the connection
@@ -58,10 +61,10 @@ const (
 	// netWriteBufferSize is the buffer mochi batches its own writes to a
 	// client in (allocated while it has a backlog).
 	netWriteBufferSize = 2 << 10
-	// netReadBufferSize is each client's read buffer, allocated for every
-	// connection: 1 KiB holds several small packets per read, and larger
-	// packets are read past it.
-	netReadBufferSize = 1 << 10
+	// netReadBufferSize is mochi's read buffer, allocated for every
+	// connection: bufio's least, because outConn buffers in pooled chunks
+	// held only while bytes wait to be read (leanread.go).
+	netReadBufferSize = 16
 	// maxSessionExpiry caps how long a disconnected persistent session is
 	// kept: 7 days.
 	maxSessionExpiry = 7 * 24 * 60 * 60
@@ -166,6 +169,10 @@ type Broker struct {
 	// 3.1.1 client, a delivery too large for its client (reasoncodes.go).
 	reasonFixes atomic.Uint64
 	tidies      atomic.Uint64
+	// burstTidies counts the collections made while a burst lasted;
+	// burst wakes tidyStacks every tidyDuring connections (tidy.go).
+	burstTidies atomic.Uint64
+	burst       chan struct{}
 	// dropped counts deliveries not made, by reason; slowCuts the clients
 	// disconnected for being too slow (metrics.go).
 	dropped  drops
@@ -276,6 +283,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
+		burst:  make(chan struct{}, 1),
 		adm:    adm,
 		access: cfg.Access,
 
@@ -474,7 +482,9 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		if !l.conns.add(conn) {
 			return // closing
 		}
-		l.accepted.Add(1)
+		if l.accepted.Add(1)%tidyDuring == 0 {
+			l.broker.burstGoingOn()
+		}
 		go func() {
 			defer l.conns.remove(conn)
 			// Refused and dropped connections end here: not worth a warning.

@@ -100,10 +100,14 @@ type outConn struct {
 	writeTimeout time.Duration
 	onStall      func()
 	deadlineSet  time.Time
+
+	lr leanReader // the read side (leanread.go)
 }
 
 func newOutConn(c net.Conn, budget int, writeTimeout time.Duration, onStall func()) *outConn {
-	return &outConn{Conn: c, budget: budget, served: make(chan struct{}), writeTimeout: writeTimeout, onStall: onStall}
+	oc := &outConn{Conn: c, budget: budget, served: make(chan struct{}), writeTimeout: writeTimeout, onStall: onStall}
+	oc.initLeanReader()
+	return oc
 }
 
 // SetDeadline is mochi's keep-alive (MQTT-3.1.2-22): a read deadline. The

@@ -3,34 +3,77 @@ package mqtt
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"time"
 )
 
 // Go shrinks a goroutine's stack only during a garbage collection, by half
 // each time, and an idle hub may not collect for minutes (the runtime
 // forces one every two minutes). mochi's handshake grows each client's
-// reading goroutine to ~32 KB, while an idle client needs 8–16 KB. So once
+// reading goroutine to ~32 KB, while an idle client needs 16 KB. So once
 // a burst of connections is over, the broker runs the two collections that
 // bring the stacks down: for 1,000 idle clients, from ~45 MB to ~21 MB.
 // The second one also hands the memory freed back to the OS at once
 // (debug.FreeOSMemory), instead of leaving it to the background scavenger.
+//
+// While a burst lasts (1,000 agents reconnecting after a restart), every
+// tidyDuring new connections the broker collects once more: the stacks of
+// the clients already idle halve to 16 KB and the next handshakes reuse
+// what they freed, so the peak stays near what the clients settle at
+// instead of 32 KB each until the burst is over (for 1,000 clients
+// ~60 MB → ~53 MB, with 10k TDs ~95 → ~74 MB; docs/PERFORMANCE.md,
+// "Issue 16 — memory"). Such a collection takes 5–20 ms of CPU with 10k
+// TDs and 1,000 clients; with a larger heap they come less often
+// (burstStackShare).
 const (
 	// tidyAfter is how many new connections make a burst.
 	tidyAfter = 64
 	// tidyQuiet is how long no connection may arrive before the burst is
 	// taken as over.
 	tidyQuiet = time.Second
+	// tidyDuring is how many new connections make a collection while a
+	// burst lasts.
+	tidyDuring = 256
+	// burstStackShare: a collection during a burst is made only once the
+	// stacks grew by a quarter of the live heap since the last one, so its
+	// cost (marking the live heap) stays in proportion to what it gives
+	// back, however many TDs the hub holds.
+	burstStackShare = 4
 )
+
+// burstGoingOn wakes tidyStacks for a collection during a burst; one
+// already pending is enough.
+func (b *Broker) burstGoingOn() {
+	select {
+	case b.burst <- struct{}{}:
+	default:
+	}
+}
 
 // tidyStacks runs until b.stop closes.
 func (b *Broker) tidyStacks() {
 	t := time.NewTicker(tidyQuiet)
 	defer t.Stop()
 	var seen, tidied uint64
+	// stacksAtGC is the goroutine stack memory after the last collection
+	// during a burst.
+	var stacksAtGC uint64
+	burstSamples := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/gc/heap/live:bytes"}}
 	for {
 		select {
 		case <-b.stop:
 			return
+		case <-b.burst:
+			metrics.Read(burstSamples)
+			stacks, live := burstSamples[0].Value.Uint64(), burstSamples[1].Value.Uint64()
+			if stacks < stacksAtGC+live/burstStackShare {
+				continue
+			}
+			runtime.GC()
+			b.burstTidies.Add(1)
+			metrics.Read(burstSamples)
+			stacksAtGC = burstSamples[0].Value.Uint64()
+			continue
 		case <-t.C:
 		}
 		n := b.accepted.Load()

@@ -34,3 +34,21 @@ func TestTidyAfterConnectionBurst(t *testing.T) {
 		t.Fatalf("collected %d times after one burst", n)
 	}
 }
+
+// TestTidyDuringLongBurst: while connections keep coming, the broker
+// collects every tidyDuring of them (two wake-ups may fold into one),
+// without waiting for the burst to end.
+func TestTidyDuringLongBurst(t *testing.T) {
+	e := newEnv(t, nil)
+	for i := range 2*tidyDuring + 10 {
+		c, err := idleClient(e.addr, fmt.Sprintf("burst-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	testwait.Eventually(t, 5*time.Second, "a collection during the burst", func() bool { return e.b.burstTidies.Load() >= 1 })
+	if n := e.b.burstTidies.Load(); n > 2 {
+		t.Fatalf("%d collections for %d connections", n, 2*tidyDuring+10)
+	}
+}

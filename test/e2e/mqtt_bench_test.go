@@ -589,7 +589,9 @@ func raiseNoFile(b *testing.B, n uint64) {
 // BenchmarkMQTTIdleAgentsRSS builds the real binary, starts it, reads its
 // RSS after 2 s idle, connects 1,000 MQTT 5 clients (anonymous, keepalive
 // 60 s, each subscribed to its own reply inbox), waits 5 s and reads it
-// again: with an empty store, and with 10k TDs stored.
+// again: with an empty store, and with 10k TDs stored. In the same run it
+// measures Debian's mosquitto and a bare mochi (internal/baremochi), each
+// in its own process too, under the same clients.
 func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 	if testing.Short() {
 		b.Skip("heavy benchmark")
@@ -597,11 +599,11 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 	const clients = 1000
 	raiseNoFile(b, 2*clients+512)
 	bin := buildTool(b, lmosHubPkg, "lmos-hub")
-	measure := func(b *testing.B, dir, name string) {
+	measure := func(b *testing.B, name string, start func(b *testing.B) (pid int, addr string, stop func())) {
 		for b.Loop() {
-			p := startHubBinary(b, bin, dir)
+			pid, addr, stop := start(b)
 			time.Sleep(2 * time.Second)
-			base := procMemMB(b, p.pid)
+			base := procMemMB(b, pid)
 			var wg sync.WaitGroup
 			var next atomic.Int64
 			var failed atomic.Value
@@ -610,7 +612,7 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 				wg.Go(func() {
 					for i := int(next.Add(1)) - 1; i < clients; i = int(next.Add(1)) - 1 {
 						id := fmt.Sprintf("idle-%d", i)
-						c, err := mqttdial.Dial(p.mqttAddr, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, func(*paho.Publish) {})
+						c, err := mqttdial.Dial(addr, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, func(*paho.Publish) {})
 						if err != nil {
 							failed.Store(err)
 							return
@@ -630,24 +632,69 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			if err, _ := failed.Load().(error); err != nil {
 				b.Fatal(err)
 			}
-			// The broker collects once a burst of connections is over
+			// The hub collects once a burst of connections is over
 			// (mqtt/tidy.go: 1-2 s); measure after that.
 			time.Sleep(5 * time.Second)
-			loaded := procMemMB(b, p.pid)
+			loaded := procMemMB(b, pid)
 			for _, c := range conns {
-				_ = c.Disconnect(&paho.Disconnect{})
+				if c != nil {
+					_ = c.Disconnect(&paho.Disconnect{})
+				}
 			}
-			p.stop()
+			stop()
 			b.ReportMetric(base["VmRSS"], name+"-idle-RSS-MB")
+			b.ReportMetric(base["RssAnon"], name+"-idle-anon-MB")
 			b.ReportMetric(loaded["VmRSS"], name+"-1k-clients-RSS-MB")
 			b.ReportMetric(loaded["RssAnon"], name+"-1k-clients-anon-MB")
+			b.ReportMetric(loaded["VmHWM"], name+"-1k-clients-peak-RSS-MB")
 			b.ReportMetric((loaded["VmRSS"]-base["VmRSS"])*1024/clients, "KB/client")
 		}
 	}
-	b.Run("empty", func(b *testing.B) { measure(b, b.TempDir(), "empty") })
+	hub := func(dir string) func(b *testing.B) (int, string, func()) {
+		return func(b *testing.B) (int, string, func()) {
+			p := startHubBinary(b, bin, dir)
+			return p.pid, p.mqttAddr, p.stop
+		}
+	}
+	b.Run("empty", func(b *testing.B) { measure(b, "empty", hub(b.TempDir())) })
 	b.Run("10kTDs", func(b *testing.B) {
 		dir := b.TempDir()
 		fillDir(b, dir)
-		measure(b, dir, "10kTDs")
+		measure(b, "10kTDs", hub(dir))
 	})
+	b.Run("mosquitto", func(b *testing.B) {
+		measure(b, "mosquitto", func(b *testing.B) (int, string, func()) {
+			addr, pid := startMosquitto(b)
+			return pid, addr, func() {}
+		})
+	})
+	mochiBin := buildTool(b, "../../internal/baremochi", "baremochi")
+	b.Run("mochi", func(b *testing.B) {
+		measure(b, "mochi", func(b *testing.B) (int, string, func()) { return startBareMochiBinary(b, mochiBin) })
+	})
+}
+
+// startBareMochiBinary runs internal/baremochi on a free loopback port
+// until it says where it listens; it is stopped at cleanup at the latest.
+func startBareMochiBinary(b *testing.B, bin string) (pid int, addr string, stop func()) {
+	b.Helper()
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stop = sync.OnceFunc(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	b.Cleanup(stop)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		b.Fatalf("baremochi did not say where it listens: %q %v", line, err)
+	}
+	return cmd.Process.Pid, addr, stop
 }
