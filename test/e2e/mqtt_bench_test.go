@@ -393,9 +393,9 @@ func procCPU(b *testing.B, pid int) time.Duration {
 }
 
 // startMosquitto starts Debian's mosquitto on a free loopback port with
-// anonymous access and returns its address and pid; it is killed at
-// cleanup.
-func startMosquitto(b *testing.B) (addr string, pid int) {
+// anonymous access (and the configuration lines conf) and returns its
+// address and pid; it is killed at cleanup.
+func startMosquitto(b *testing.B, conf ...string) (addr string, pid int) {
 	b.Helper()
 	if _, err := os.Stat(mosquittoBin); err != nil {
 		b.Skipf("%s not found: install the broker with `sudo apt-get install -y mosquitto` "+
@@ -409,15 +409,19 @@ func startMosquitto(b *testing.B) (addr string, pid int) {
 	_, port, _ := net.SplitHostPort(addr)
 	ln.Close()
 	dir := b.TempDir()
-	conf := filepath.Join(dir, "mosquitto.conf")
-	if err := os.WriteFile(conf, []byte("listener "+port+" 127.0.0.1\nallow_anonymous true\npersistence false\n"), 0o644); err != nil {
+	file := filepath.Join(dir, "mosquitto.conf")
+	text := "listener " + port + " 127.0.0.1\nallow_anonymous true\npersistence false\n"
+	for _, line := range conf {
+		text += line + "\n"
+	}
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	// Run as root, mosquitto drops to the user mosquitto: let it read.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(mosquittoBin, "-c", conf)
+	cmd := exec.Command(mosquittoBin, "-c", file)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
