@@ -1,8 +1,10 @@
 package mqtt
 
 import (
+	"sync/atomic"
 	"time"
 
+	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -129,4 +131,29 @@ func (c *outConn) sendHeld(timeout time.Duration) {
 	if err != nil {
 		c.fail()
 	}
+}
+
+// ackPublish acknowledges cl's QoS 1 publish pk, delivered, itself and
+// reports whether it did. mochi's acknowledgement of a QoS 1 publish
+// stores the PUBACK in the session, runs the session hooks, encodes it
+// (its property encoder) and deletes it again; the PUBACK it writes is
+// the same four bytes as this one (Success needs no reason code in MQTT
+// 5, §3.4.2.1; mochi's 0x01 is made 0x00 by OnPacketEncode), and the
+// session's store and delete are a no-op together. QoS 2 publishes stay
+// with mochi, whose session keeps the PUBREC until the PUBREL.
+func (b *Broker) ackPublish(cl *mochi.Client, pk packets.Packet) bool {
+	if pk.FixedHeader.Qos != 1 || cl.Net.Inline {
+		return false
+	}
+	conn, ok := cl.Net.Conn.(*outConn)
+	if !ok {
+		return false
+	}
+	ack := [4]byte{packets.Puback << 4, 2, byte(pk.PacketID >> 8), byte(pk.PacketID)}
+	if !conn.holdAck(ack[:]) {
+		return false // a dead connection: mochi's write finds out
+	}
+	atomic.AddInt64(&b.server.Info.PacketsSent, 1)
+	atomic.AddInt64(&b.server.Info.BytesSent, int64(len(ack)))
+	return true
 }
