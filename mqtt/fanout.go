@@ -56,6 +56,9 @@ var fanTargets = sync.Pool{New: func() any { s := make([]fanTarget, 0, 64); retu
 // the pooled target slice across the loop; split up, those would have to
 // be passed around or escape for every subscriber.
 func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
+	if b.mochiPath() {
+		return false
+	}
 	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
 		r := b.server.Topics.RetainMessage(pk.Copy(false))
 		b.state.OnRetainMessage(cl, pk, r)

@@ -35,6 +35,9 @@ import (
 // startSession sets up flow control for a connected client: its window and
 // the QoS 1/2 messages mochi has just resent from its session.
 func (b *Broker) startSession(cl *mochi.Client) {
+	if b.mochiPath() {
+		return // mochi's own flow control
+	}
 	cl.State.Inflight.ResetSendQuota(0)
 	conn, ok := cl.Net.Conn.(*outConn)
 	if !ok {

@@ -207,6 +207,7 @@ func (m *Main) openBroker(context.Context) error {
 		MaxQueuedBytes:    cfg.MQTT.MaxQueuedBytes,
 		SlowClientTimeout: time.Duration(cfg.MQTT.SlowClientTimeout),
 		ConnectTimeout:    time.Duration(cfg.MQTT.ConnectTimeout),
+		DeliveryPath:      cfg.MQTT.DeliveryPath,
 	})
 	if err != nil {
 		return err
