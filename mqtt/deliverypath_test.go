@@ -273,8 +273,9 @@ func runDeliveryScenario(t *testing.T, path string) map[string][]string {
 	for name, r := range recs {
 		got[name] = r.all()
 	}
-	// A resumed session gets its stored messages in no particular order on
-	// either path (mochi's resend, which both use): compared as a set.
+	// A resumed session gets its stored messages in no particular order
+	// within a second on either path (mochi's resend, which both use, sorts
+	// by a timestamp in seconds; PROTOCOL §10): compared as a set.
 	slices.Sort(got["persistent"][resumedAt : resumedAt+stored])
 	return got
 }
