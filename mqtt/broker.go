@@ -137,6 +137,9 @@ type Config struct {
 	// CONNECT (default DefaultConnectTimeout); then it is closed and
 	// counted (mqtt.connectTimeout).
 	ConnectTimeout time.Duration
+	// DeliveryPath is who writes deliveries: DeliveryHub (default) or
+	// DeliveryMochi (deliverypath.go).
+	DeliveryPath string
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -240,6 +243,12 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		cfg.AckGrace = defaultAckGrace
 	}
 	cfg.AckGrace = min(cfg.AckGrace, cfg.SlowClientTimeout)
+	if cfg.DeliveryPath == "" {
+		cfg.DeliveryPath = DeliveryHub
+	}
+	if err := checkDeliveryPath(cfg.DeliveryPath); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = maxWritesPending

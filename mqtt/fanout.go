@@ -56,6 +56,9 @@ var fanTargets = sync.Pool{New: func() any { s := make([]fanTarget, 0, 64); retu
 // the pooled target slice across the loop; split up, those would have to
 // be passed around or escape for every subscriber.
 func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
+	if b.mochiPath() {
+		return false
+	}
 	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
 		r := b.server.Topics.RetainMessage(pk.Copy(false))
 		b.state.OnRetainMessage(cl, pk, r)
@@ -97,6 +100,10 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	var encoded [2][2][]byte
 	now := time.Now().Unix()
 	var n tally
+	n.from, _ = cl.Net.Conn.(*outConn)
+	if len(targets) > 1 && pk.FixedHeader.Qos > 0 {
+		n.share = &qosShare{left: len(targets)}
+	}
 	for _, t := range targets {
 		cl, sub := t.cl, t.sub
 		if sub.NoLocal && pk.Origin == cl.ID { // [MQTT-3.8.3-3]
@@ -157,6 +164,12 @@ type tally struct {
 	// waitUntil bounds how long one publish waits for room in full
 	// sessions, over all its subscribers (qos.go, waitRoom).
 	waitUntil time.Time
+	// from is the publisher's connection (nil: the hub's own publish),
+	// whose held acknowledgements go out before a wait (ackbatch.go).
+	from *outConn
+	// share is what the QoS 1/2 deliveries of one publish share (nil:
+	// nothing, each is copied and encoded on its own).
+	share *qosShare
 }
 
 // queue queues the QoS 0 delivery data for cl on conn (kind qos0, or
@@ -170,7 +183,7 @@ func (b *Broker) queue(t *tally, cl *mochi.Client, conn *outConn, data []byte, k
 		b.dropped[dropTooLarge].Add(1)
 		return
 	}
-	switch conn.enqueue(data, kind) {
+	switch conn.enqueue(data, kind, t.from) {
 	case queued:
 		t.sent++
 		t.bytes += int64(len(data))

@@ -658,7 +658,7 @@ func TestOutConn(t *testing.T) {
 	const budget = 100
 	c := newOutConn(server, budget, 0, nil)
 	for _, p := range []string{"a", "b"} {
-		if c.enqueue([]byte(p), qos0) != queued {
+		if c.enqueue([]byte(p), qos0, nil) != queued {
 			t.Fatalf("enqueue %s refused", p)
 		}
 	}
@@ -682,7 +682,7 @@ func TestOutConn(t *testing.T) {
 	// The peer stops reading: the flusher blocks on its first batch, and
 	// the queue takes budget bytes of QoS 0 more, no more; owed packets
 	// still go in.
-	c.enqueue([]byte("x"), qos0)
+	c.enqueue([]byte("x"), qos0, nil)
 	testwait.Eventually(t, 2*time.Second, "the flusher holds x", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -690,7 +690,7 @@ func TestOutConn(t *testing.T) {
 	})
 	accepted := 0
 	for range budget + 10 {
-		if c.enqueue([]byte("y"), qos0) == queued {
+		if c.enqueue([]byte("y"), qos0, nil) == queued {
 			accepted++
 		}
 	}
@@ -700,11 +700,11 @@ func TestOutConn(t *testing.T) {
 	if c.slowFor(time.Now().Add(time.Second)) < time.Second {
 		t.Fatal("a refused delivery did not start the slow clock")
 	}
-	if c.enqueue([]byte("owed"), owed) != queued || c.enqueue([]byte("retained"), retained) != queued {
+	if c.enqueue([]byte("owed"), owed, nil) != queued || c.enqueue([]byte("retained"), retained, nil) != queued {
 		t.Fatal("a full queue refused what is owed")
 	}
 	peer.Close() // the blocked write fails
-	testwait.Eventually(t, 2*time.Second, "broken connection refuses", func() bool { return c.enqueue([]byte("z"), owed) == gone && !c.flushingNow() })
+	testwait.Eventually(t, 2*time.Second, "broken connection refuses", func() bool { return c.enqueue([]byte("z"), owed, nil) == gone && !c.flushingNow() })
 	c.Close()
 }
 

@@ -242,10 +242,15 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 
 // deliver retains and delivers a publish through the broker's own fan-out
 // (fanout.go, qos.go) and tells mochi to skip both (mochi's Ignore); mochi
-// still acknowledges it, after the deliveries are queued or stored.
+// still acknowledges it, after the deliveries are queued or stored, unless
+// the broker did (a QoS 1 publish, ackbatch.go): then mochi skips the
+// publish altogether.
 func (h *binding) deliver(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	if !h.b.fanOut(cl, pk) {
 		return pk, nil
+	}
+	if h.b.ackPublish(cl, pk) {
+		return pk, packets.ErrRejectPacket
 	}
 	return pk, packets.CodeSuccessIgnore
 }

@@ -108,6 +108,9 @@ func (c *outConn) initLeanReader() {
 func (c *outConn) Read(p []byte) (int, error) {
 	lr := &c.lr
 	if lr.raw == nil {
+		if lr.r == lr.w {
+			c.flushBeforeRead()
+		}
 		return lr.readConn(c.Conn, p)
 	}
 	chunk := lr.chunk.Load()
@@ -115,6 +118,7 @@ func (c *outConn) Read(p []byte) (int, error) {
 		if len(p) == 0 {
 			return 0, nil
 		}
+		c.flushBeforeRead()
 		if len(p) >= readChunkSize {
 			lr.dst = p
 		}

@@ -81,6 +81,13 @@ type outConn struct {
 	enqueued uint64
 	written  atomic.Uint64
 
+	// Writes held until the next read (ackbatch.go): waitRead says the
+	// queue holds packets waiting for it (acknowledgements, deliveries
+	// queued by this client's own reading goroutine); ackSlab is where
+	// acknowledgements are copied.
+	waitRead atomic.Bool
+	ackSlab  []byte
+
 	// noExpiry is set when an anonymous MQTT 5 client asked for a session
 	// that outlives the connection: its CONNACK says Session Expiry
 	// Interval 0 (anonymous.go).
@@ -168,16 +175,18 @@ const (
 )
 
 // enqueue queues the encoded packet p, shared read-only with other
-// subscribers.
-func (c *outConn) enqueue(p []byte, kind queueKind) queueResult {
+// subscribers. from is the connection whose reading goroutine queues it
+// (nil: unknown): when it is c, the write waits for c's next read
+// (ackbatch.go).
+func (c *outConn) enqueue(p []byte, kind queueKind, from *outConn) queueResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.enqueueLocked(p, kind, time.Time{})
+	return c.enqueueLocked(p, kind, time.Time{}, from)
 }
 
 // enqueueLocked is enqueue with c.mu held; now (zero: not needed) dates a
 // refusal for slowFor.
-func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) (r queueResult) {
+func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time, from *outConn) (r queueResult) {
 	if c.dead {
 		return gone
 	}
@@ -211,7 +220,7 @@ func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time) (r queu
 		c.q0 += len(p)
 	}
 	c.q = append(c.q, p)
-	c.startLocked()
+	c.kickLocked(from)
 	return queued
 }
 
@@ -364,8 +373,12 @@ func (c *outConn) writeBatch(q net.Buffers, p []byte) error {
 }
 
 // Write is mochi's write of one or more whole packets: it goes out after
-// the packets queued before it.
+// the packets queued before it. An acknowledgement to a publisher waits
+// for the next read instead (ackbatch.go).
 func (c *outConn) Write(p []byte) (int, error) {
+	if c.holdAck(p) {
+		return len(p), nil
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	q := c.take()
@@ -425,6 +438,7 @@ func (c *outConn) reached(mark uint64) (delivered, settled bool) {
 // Close closes the connection; queued packets are dropped (QoS 1/2 ones
 // stay in the session).
 func (c *outConn) Close() error {
+	c.sendHeld(closeFlushTimeout)
 	c.mu.Lock()
 	c.dead = true
 	c.wakeLocked()

@@ -35,6 +35,9 @@ import (
 // startSession sets up flow control for a connected client: its window and
 // the QoS 1/2 messages mochi has just resent from its session.
 func (b *Broker) startSession(cl *mochi.Client) {
+	if b.mochiPath() {
+		return // mochi's own flow control
+	}
 	cl.State.Inflight.ResetSendQuota(0)
 	conn, ok := cl.Net.Conn.(*outConn)
 	if !ok {
@@ -145,7 +148,12 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 		t.dropped++
 		return
 	}
-	out := pk.Copy(false)
+	var out packets.Packet
+	if t.share != nil && t.share.left > 1 {
+		out = t.share.packet(pk)
+	} else {
+		out = pk.Copy(false) // nothing to share
+	}
 	out.FixedHeader.Qos = qos
 	out.FixedHeader.Retain = retain
 	out.FixedHeader.Dup = false
@@ -183,7 +191,12 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 	if v5 {
 		ids = out.Properties.SubscriptionIdentifier
 	}
-	data := appendPublish(nil, out, v5, out.FixedHeader.Retain, out.FixedHeader.Qos, out.PacketID, ids, time.Now().Unix())
+	var data []byte
+	if now := time.Now().Unix(); t.share != nil && len(ids) == 0 {
+		data = t.share.encode(out, v5, now)
+	} else {
+		data = appendPublish(nil, out, v5, out.FixedHeader.Retain, out.FixedHeader.Qos, out.PacketID, ids, now)
+	}
 	if m := cl.Properties.Props.MaximumPacketSize; m > 0 && uint32(len(data)) > m {
 		b.dropped[dropTooLarge].Add(1)
 		if cl.State.Inflight.Delete(out.PacketID) {
@@ -192,7 +205,7 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 		}
 		return
 	}
-	if conn.enqueueLocked(data, kind, time.Time{}) != queued {
+	if conn.enqueueLocked(data, kind, time.Time{}, t.from) != queued {
 		return // dead: the session keeps it
 	}
 	conn.markLocked(out.PacketID)
@@ -210,6 +223,9 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn, t *tally) bool {
 	if t.waitUntil.IsZero() {
 		t.waitUntil = time.Now().Add(b.cfg.SlowClientTimeout)
+	}
+	if t.from != nil {
+		t.from.sendHeld(0) // what waits for the publisher's next read does not wait with it
 	}
 	deadline := time.NewTimer(time.Until(t.waitUntil))
 	defer deadline.Stop()
@@ -291,7 +307,9 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 	if pk.FixedHeader.Type == packets.Pubrec && pk.ReasonCode < packets.ErrUnspecifiedError.Code {
 		return // a PUBREL follows; the slot is freed by PUBCOMP
 	}
-	var t tally
+	// What the acknowledgement frees goes out at the client's next read,
+	// with what the other acknowledgements read with it free.
+	t := tally{from: conn}
 	now := time.Now().Unix()
 	conn.mu.Lock()
 	conn.lastAck = time.Now()

@@ -144,8 +144,11 @@ func TestPubackWithUserProperties(t *testing.T) {
 			t.Fatalf("PUBACK % x, want % x", got, want)
 		}
 	}
-	if e.b.reasonFixes.Load() == 0 {
-		t.Error("the encode hook replaced no reason code; mochi still sends 0x01, so the guard did not run")
+	// The broker writes the PUBACK of a delivered QoS 1 publish itself
+	// (ackbatch.go, issue 16): mochi's, with its 0x01, is not written at
+	// all, so the encode hook has nothing to fix.
+	if n := e.b.reasonFixes.Load(); n != 0 {
+		t.Errorf("the encode hook fixed %d reason codes: mochi wrote the PUBACK", n)
 	}
 }
 

@@ -29,7 +29,7 @@ import (
 // holds the client's live deliveries until the SUBSCRIBE is processed.
 func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	conn, ok := cl.Net.Conn.(*outConn)
-	if !ok {
+	if !ok || h.b.mochiPath() {
 		return pk
 	}
 	plan := make([]bool, len(pk.Filters))

@@ -230,6 +230,7 @@ func (m *Main) openBroker(context.Context) error {
 		MaxQueuedBytes:    cfg.MQTT.MaxQueuedBytes,
 		SlowClientTimeout: time.Duration(cfg.MQTT.SlowClientTimeout),
 		ConnectTimeout:    time.Duration(cfg.MQTT.ConnectTimeout),
+		DeliveryPath:      cfg.MQTT.DeliveryPath,
 	})
 	if err != nil {
 		return err

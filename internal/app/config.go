@@ -134,6 +134,10 @@ type MQTTConfig struct {
 	// ConnectTimeout is how long a new connection may take to send its
 	// CONNECT before it is closed (counted). Default 10s.
 	ConnectTimeout Duration `yaml:"connectTimeout"`
+	// DeliveryPath is who writes deliveries: "hub" (default, the hub's
+	// own path) or "mochi" (the broker library's, with its known losses;
+	// kept for comparison).
+	DeliveryPath string `yaml:"deliveryPath"`
 }
 
 // minQueuedBytes is the smallest mqtt.maxQueuedBytes: a few small
@@ -225,9 +229,11 @@ type SearchConfig struct {
 
 // Allowed values of the enumerated settings.
 var (
-	joinModes  = []string{"open", "approve", "closed"}
-	logFormats = []string{"text", "json"}
-	logLevels  = []string{"debug", "info", "warn", "error"}
+	joinModes = []string{"open", "approve", "closed"}
+	// deliveryPaths are the values of mqtt.deliveryPath.
+	deliveryPaths = []string{mqtt.DeliveryHub, mqtt.DeliveryMochi}
+	logFormats    = []string{"text", "json"}
+	logLevels     = []string{"debug", "info", "warn", "error"}
 )
 
 // maxHubNameBytes is the longest hub name: it becomes a DNS-SD instance label.
@@ -242,7 +248,8 @@ func DefaultConfig() Config {
 	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64,
 		AllowedHosts: []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
-		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout)}
+		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout),
+		DeliveryPath: mqtt.DeliveryHub}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
@@ -374,6 +381,7 @@ func (c Config) validateMQTT(bad func(string, error)) {
 	if c.MQTT.SlowClientTimeout <= 0 {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
 	}
+	bad("mqtt.deliveryPath", checkOneOf(c.MQTT.DeliveryPath, deliveryPaths))
 }
 
 // validateLimits checks the registry's and search's limits; bad records a

@@ -37,7 +37,7 @@ func TestConfigDefaults(t *testing.T) {
 		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Access.Anonymous != "operate" || c.Log.Level != "info" || c.Log.Format != "text" ||
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
-		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) ||
+		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) || c.MQTT.DeliveryPath != "hub" ||
 		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 1024 || c.Registry.MaxDepth != 32 ||
 		c.Search.MaxNodes != 10_000_000 || c.Search.MaxResultBytes != 16<<20 || c.Search.Timeout != Duration(5*time.Second) ||
 		c.Search.MaxQueryBytes != 1024 || c.Search.MaxDescendants != 2 || c.Search.MaxConcurrentPerClient != 2 ||
@@ -76,6 +76,7 @@ mqtt:
   maxQueuedBytes: 65536
   slowClientTimeout: 5s
   connectTimeout: 3s
+  deliveryPath: mochi
 mdns:
   enabled: false
   forgetAfter: 1h
@@ -137,6 +138,7 @@ shutdownTimeout: 3s
 		{"mqtt.maxQueuedBytes (file)", c.MQTT.MaxQueuedBytes, 65536},
 		{"mqtt.slowClientTimeout (file)", c.MQTT.SlowClientTimeout, Duration(5 * time.Second)},
 		{"mqtt.connectTimeout (file)", c.MQTT.ConnectTimeout, Duration(3 * time.Second)},
+		{"mqtt.deliveryPath (file)", c.MQTT.DeliveryPath, "mochi"},
 		{"shutdownTimeout (file)", c.ShutdownTimeout, Duration(3 * time.Second)},
 		{"http.maxBodyBytes (default kept)", c.HTTP.MaxBodyBytes, int64(262144)},
 		{"mqtt.anonymous (default kept)", c.MQTT.Anonymous, true},
@@ -304,6 +306,7 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"mqtt.maxQueuedBytes", func(c *Config) { c.MQTT.MaxQueuedBytes = 1000 }, "mqtt.maxQueuedBytes: must be at least 4096 bytes"},
 		{"mqtt.slowClientTimeout", func(c *Config) { c.MQTT.SlowClientTimeout = 0 }, "mqtt.slowClientTimeout: "},
 		{"mqtt.connectTimeout", func(c *Config) { c.MQTT.ConnectTimeout = 0 }, "mqtt.connectTimeout: "},
+		{"mqtt.deliveryPath", func(c *Config) { c.MQTT.DeliveryPath = "both" }, `mqtt.deliveryPath: "both" is not one of hub, mochi`},
 		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},
 		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},

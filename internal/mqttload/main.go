@@ -4,9 +4,10 @@
 // or mosquitto — never shares a Go runtime (scheduler, GC) with the clients
 // that load it.
 //
-// It connects -subs MQTT 5 subscribers (paho.golang) to -topic at QoS 0,
-// then one publisher sends -n messages of -size bytes to it at QoS 0 and
-// prints one JSON line:
+// It connects -subs MQTT 5 subscribers (paho.golang) to -topic at -qos,
+// then -pubs publishers send -n messages of -size bytes in all to it at
+// -qos (each an equal share; QoS 1/2 pipelined up to the broker's Receive
+// Maximum) and prints one JSON line:
 //
 //	{"deliveries":…, "expected":…, "seconds":…, "perSecond":…}
 //
@@ -19,6 +20,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -43,6 +45,8 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:1883", "broker address")
 	topic := flag.String("topic", "bench/fanout", "topic")
 	subs := flag.Int("subs", 50, "subscribers")
+	pubs := flag.Int("pubs", 1, "publishers")
+	qos := flag.Int("qos", 0, "QoS of the subscriptions and the publishes (0, 1 or 2)")
 	n := flag.Int("n", 10000, "messages to publish")
 	size := flag.Int("size", 100, "payload bytes")
 	window := flag.Int("window", 100, "most messages the publisher runs ahead of the slowest subscriber")
@@ -52,7 +56,11 @@ func main() {
 	if *size < 8 {
 		*size = 8 // room for the sequence number
 	}
-	res, err := run(*addr, *topic, *subs, *n, *size, *window, *user, *pass)
+	if *qos < 0 || *qos > 2 || *pubs < 1 || *subs < 1 {
+		fmt.Fprintln(os.Stderr, "mqttload: -qos must be 0, 1 or 2; -pubs and -subs at least 1")
+		os.Exit(2)
+	}
+	res, err := run(*addr, *topic, *subs, *pubs, byte(*qos), *n, *size, *window, *user, *pass)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mqttload:", err)
 		os.Exit(1)
@@ -73,19 +81,23 @@ func connect(addr, id, user, pass string, onMsg func(*paho.Publish)) (*paho.Clie
 	return mqttdial.Dial(addr, cp, onMsg)
 }
 
-// run connects the subscribers and the publisher, then measures.
-func run(addr, topic string, subs, n, size, window int, user, pass string) (result, error) {
-	l := &load{counts: make([]atomic.Int64, subs), progress: make(chan struct{}, 1)}
+// run connects the subscribers and the publishers, then measures.
+func run(addr, topic string, subs, pubs int, qos byte, n, size, window int, user, pass string) (result, error) {
+	l := &load{counts: make([]atomic.Int64, subs), progress: make(chan struct{}, 1), qos: qos}
 	defer l.disconnect()
 	if err := l.subscribe(addr, topic); err != nil {
 		return result{}, err
 	}
-	pub, err := connect(addr, fmt.Sprintf("load-%d-pub", os.Getpid()), user, pass, nil)
-	if err != nil {
-		return result{}, err
+	var all []*paho.Client
+	for i := range pubs {
+		pub, err := connect(addr, fmt.Sprintf("load-%d-pub-%d", os.Getpid(), i), user, pass, nil)
+		if err != nil {
+			return result{}, err
+		}
+		l.clients = append(l.clients, pub)
+		all = append(all, pub)
 	}
-	l.clients = append(l.clients, pub)
-	return l.measure(pub, topic, n, size, window)
+	return l.measure(all, topic, n, size, window)
 }
 
 // load is one run: its clients and what the subscribers received.
@@ -96,6 +108,11 @@ type load struct {
 	lastNano atomic.Int64 // time of the last delivery
 	clients  []*paho.Client
 	start    time.Time
+	qos      byte
+	// published counts the publishes handed to the clients, over all
+	// publishers; stalled is set when a run made no progress for 5 s.
+	published atomic.Int64
+	stalled   atomic.Bool
 }
 
 // disconnect closes every client connected so far.
@@ -124,7 +141,7 @@ func (l *load) subscribe(addr, topic string) error {
 		}
 		l.clients = append(l.clients, c)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: 0}}})
+		sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: l.qos}}})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("subscribe: %w", err)
@@ -136,34 +153,56 @@ func (l *load) subscribe(addr, topic string) error {
 	return nil
 }
 
-// measure publishes n messages of size bytes, at most window ahead of the
+// measure has the publishers send n messages of size bytes in all (each
+// an equal share, the first the remainder), at most window ahead of the
 // slowest subscriber, and waits until every subscriber has them all or the
 // run stalls.
-func (l *load) measure(pub *paho.Client, topic string, n, size, window int) (result, error) {
+func (l *load) measure(pubs []*paho.Client, topic string, n, size, window int) (result, error) {
 	want := int64(n) * int64(len(l.counts))
-	payload := make([]byte, size)
-	for i := range payload {
-		payload[i] = 'x'
-	}
-	ctx := context.Background()
+	opts := paho.PublishOptions{Method: paho.PublishMethod_AsyncSend}
+	errs := make(chan error, len(pubs))
 	l.start = time.Now()
-	for i := range n {
-		for int64(i)-l.slowest() >= int64(window) {
-			if !l.await() {
-				return l.result(want), nil
-			}
+	for i, pub := range pubs {
+		share := n / len(pubs)
+		if i == 0 {
+			share += n % len(pubs)
 		}
-		binary.BigEndian.PutUint64(payload, uint64(i))
-		if _, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 0, Payload: payload}); err != nil {
-			return result{}, fmt.Errorf("publish: %w", err)
+		go func() { errs <- l.publish(pub, topic, share, size, window, opts) }()
+	}
+	for range pubs {
+		if err := <-errs; err != nil {
+			return result{}, err
 		}
 	}
-	for l.total.Load() < want {
+	for l.total.Load() < want && !l.stalled.Load() {
 		if !l.await() {
-			return l.result(want), nil
+			break
 		}
 	}
 	return l.result(want), nil
+}
+
+// publish sends count messages from pub, each numbered, keeping the
+// messages published by all within window of the slowest subscriber.
+func (l *load) publish(pub *paho.Client, topic string, count, size, window int, opts paho.PublishOptions) error {
+	ctx := context.Background()
+	for range count {
+		for l.published.Load()-l.slowest() >= int64(window) {
+			if l.stalled.Load() || !l.await() {
+				l.stalled.Store(true)
+				return nil
+			}
+		}
+		seq := l.published.Add(1)
+		// A buffer per message: paho's session keeps the QoS 1/2 packet,
+		// payload included, until it is acknowledged.
+		payload := bytes.Repeat([]byte{'x'}, size)
+		binary.BigEndian.PutUint64(payload, uint64(seq))
+		if _, err := pub.PublishWithOptions(ctx, &paho.Publish{Topic: topic, QoS: l.qos, Payload: payload}, opts); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+	}
+	return nil
 }
 
 // slowest is the count of the subscriber that received the fewest.

@@ -163,10 +163,42 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 		ids[i] = benchAgentID(i)
 	}
 	creds := joinThings(b, addr, ids)
-	ready := make(chan struct{})
+	connects := make([]*paho.Connect, agents)
 	for i, cr := range creds {
+		connects[i] = thingConnect(cr)
+	}
+	invoke := startEchoAgents(b, addr, ids, connects)
+	for _, qos := range []byte{0, 1} {
+		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
+			for range 2 * agents { // warm up: every agent, every connection
+				if _, err := invoke(qos); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var lat []time.Duration
+			for b.Loop() {
+				d, err := invoke(qos)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, d)
+			}
+			percentile.Report(b, lat, time.Millisecond, "ms")
+		})
+	}
+}
+
+// startEchoAgents connects one echo agent per id to the broker at addr
+// (with connects[i]), each subscribed to its echo action topic, and a
+// requester subscribed to its reply inbox. invoke sends the next
+// invocation (the agents in turn) at qos and returns the time until its
+// completed result arrived, checked.
+func startEchoAgents(b *testing.B, addr string, ids []string, connects []*paho.Connect) (invoke func(qos byte) (time.Duration, error)) {
+	b.Helper()
+	ready := make(chan struct{})
+	for i, cp := range connects {
 		var agent *paho.Client
-		agent = benchMQTT(b, addr, thingConnect(cr), func(p *paho.Publish) {
+		agent = benchMQTT(b, addr, cp, func(p *paho.Publish) {
 			<-ready // agent is set
 			if p.Properties == nil || p.Properties.ResponseTopic == "" {
 				return
@@ -183,7 +215,7 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 			defer cancel()
 			_, _ = agent.Publish(ctx, &paho.Publish{Topic: p.Properties.ResponseTopic, QoS: p.QoS, Payload: out, Properties: props})
 		})
-		benchSubscribe(b, agent, "lmos/v1/things/"+cr.Username+"/actions/echo", 1)
+		benchSubscribe(b, agent, "lmos/v1/things/"+lmos.TopicKey(ids[i])+"/actions/echo", 1)
 	}
 	close(ready)
 
@@ -194,7 +226,8 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 	benchSubscribe(b, req, inbox, 1)
 
 	var seq uint64
-	invoke := func(qos byte) (time.Duration, error) {
+	agents := uint64(len(ids))
+	return func(qos byte) (time.Duration, error) {
 		seq++
 		tid := lmos.TopicKey(ids[seq%agents])
 		in, err := cbor.Marshal(echoInput{N: seq, Text: "hello agent"})
@@ -228,24 +261,6 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 				return 0, fmt.Errorf("no result for invocation %d of %s within 10 s", seq, tid)
 			}
 		}
-	}
-	for _, qos := range []byte{0, 1} {
-		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
-			for range 2 * agents { // warm up: every agent, every connection
-				if _, err := invoke(qos); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var lat []time.Duration
-			for b.Loop() {
-				d, err := invoke(qos)
-				if err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, d)
-			}
-			percentile.Report(b, lat, time.Millisecond, "ms")
-		})
 	}
 }
 
@@ -393,9 +408,9 @@ func procCPU(b *testing.B, pid int) time.Duration {
 }
 
 // startMosquitto starts Debian's mosquitto on a free loopback port with
-// anonymous access and returns its address and pid; it is killed at
-// cleanup.
-func startMosquitto(b *testing.B) (addr string, pid int) {
+// anonymous access (and the configuration lines conf) and returns its
+// address and pid; it is killed at cleanup.
+func startMosquitto(b *testing.B, conf ...string) (addr string, pid int) {
 	b.Helper()
 	if _, err := os.Stat(mosquittoBin); err != nil {
 		b.Skipf("%s not found: install the broker with `sudo apt-get install -y mosquitto` "+
@@ -409,15 +424,19 @@ func startMosquitto(b *testing.B) (addr string, pid int) {
 	_, port, _ := net.SplitHostPort(addr)
 	ln.Close()
 	dir := b.TempDir()
-	conf := filepath.Join(dir, "mosquitto.conf")
-	if err := os.WriteFile(conf, []byte("listener "+port+" 127.0.0.1\nallow_anonymous true\npersistence false\n"), 0o644); err != nil {
+	file := filepath.Join(dir, "mosquitto.conf")
+	text := "listener " + port + " 127.0.0.1\nallow_anonymous true\npersistence false\n"
+	for _, line := range conf {
+		text += line + "\n"
+	}
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	// Run as root, mosquitto drops to the user mosquitto: let it read.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(mosquittoBin, "-c", conf)
+	cmd := exec.Command(mosquittoBin, "-c", file)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
