@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -55,6 +56,18 @@ type Options struct {
 	MaxBackoff time.Duration
 	// KeepAlive is the MQTT keep alive; default 30 s.
 	KeepAlive time.Duration
+
+	// TLS (mqtts://, wss:// URLs). The hub's certificate is trusted, in
+	// this order: when TLSFingerprint is set, exactly the certificate with
+	// that fingerprint (lmos-hub version --tls prints it; any case, colons
+	// optional); else when TLSPinFile is set, the fingerprint kept in that
+	// file, written on the first connection (trust on first use, as ssh's
+	// known_hosts); else TLSConfig, or the system's CAs. A pinned
+	// certificate that does not match refuses the connection with an error
+	// wrapping lmos.ErrFingerprintMismatch.
+	TLSFingerprint string
+	TLSPinFile     string
+	TLSConfig      *tls.Config
 }
 
 // Credentials are what the hub issues at join: the Thing's topic key and a

@@ -27,7 +27,8 @@ import (
 type wsLink struct {
 	a      *Agent
 	url    string
-	binary bool // CBOR frames (Options.ContentType application/cbor)
+	client *http.Client // wss:// with the TLS of Options; nil: the default
+	binary bool         // CBOR frames (Options.ContentType application/cbor)
 
 	mu      sync.Mutex
 	c       *websocket.Conn // nil while reconnecting
@@ -146,11 +147,19 @@ func newWSAgent(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot prepare the Thing Description: %w", err)
 	}
+	var client *http.Client
+	if u.Scheme == "wss" {
+		cfg, err := clientTLS(opts, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
 	if opts.ClientID == "" {
 		opts.ClientID = randomClientID()
 	}
 	a := newAgent(opts, td, opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"))
-	a.link = &wsLink{a: a, url: u.String(), binary: isCBOR(opts.ContentType), up: make(chan struct{}),
+	a.link = &wsLink{a: a, url: u.String(), client: client, binary: isCBOR(opts.ContentType), up: make(chan struct{}),
 		pending: make(map[string]chan wsFrame), watching: make(map[string]bool), watches: make(map[string]map[uint64]func(Value))}
 	return a, nil
 }
@@ -179,7 +188,8 @@ func (l *wsLink) establish(initial bool) (*websocket.Conn, error) {
 			return c, nil
 		}
 		var p *Problem
-		if errors.As(err, &p) && (initial || p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable) {
+		if errors.As(err, &p) && (initial || p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable) ||
+			initial && untrusted(err) {
 			return nil, err
 		}
 		l.a.log.Debug("websocket connect failed", "err", err, "initial", initial)
@@ -194,7 +204,7 @@ func (l *wsLink) establish(initial bool) (*websocket.Conn, error) {
 func (l *wsLink) dialRegister() (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}})
+	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}, HTTPClient: l.client})
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,10 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.StoreSize != nil {
 		st["storeBytes"] = s.cfg.StoreSize()
 	}
+	if t := s.cfg.TLS; t != nil {
+		st["tls"] = map[string]any{"fingerprint": t.Fingerprint(), "httpsPort": t.HTTPSPort, "mqttsPort": t.MQTTSPort,
+			"only": t.Only, "notAfter": t.NotAfter().UTC().Format(time.RFC3339)}
+	}
 	writeJSON(w, http.StatusOK, lmos.MediaJSON, st)
 }
 
