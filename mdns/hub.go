@@ -119,7 +119,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 			h.SetTLSFingerprint(fp) // reloaded while probing
 		}
 		s := a.Services()
-		h.log.Info("mdns advertising", "name", s[0].Instance, "host", a.Host()+".local", "http_port", cfg.HTTPPort, "mqtt_port", cfg.MQTTPort)
+		h.log.Info("mdns advertising", "name", s[0].Instance, "host", a.Host()+".local", "http_port", cfg.HTTPPort, "mqtt_port", cfg.MQTTPort, "mqtts_port", cfg.MQTTSPort)
 	}()
 	h.log.Info("mdns browsing", "type", lmos.ServiceWoT, "interfaces", cfg.Interfaces)
 	return h, nil

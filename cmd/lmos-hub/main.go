@@ -41,7 +41,7 @@ usage:
                                    manage admin tokens
   lmos-hub discover [--timeout 3s] list the hubs and Things mDNS sees on the LAN
   lmos-hub config print [flags]    print the effective configuration
-  lmos-hub version                 print the version
+  lmos-hub version [--tls]         print the version; --tls: the certificate's fingerprint
 `
 
 func main() {
@@ -65,8 +65,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	case "discover":
 		return runDiscover(rest, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "lmos-hub", version)
-		return exitOK
+		return runVersion(rest, stdout, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

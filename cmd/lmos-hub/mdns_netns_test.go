@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // The tests here run hubs and agents in network namespaces joined by a
@@ -86,8 +88,14 @@ func mdnsHubB(b *testing.B, lan *netnstest.LAN, name string) (*netnstest.Proc, s
 
 func startMDNSHub(t testing.TB, dir string, lan *netnstest.LAN, node, name string) (*netnstest.Proc, string) {
 	t.Helper()
+	return startMDNSHubWith(t, dir, lan, node, name, "")
+}
+
+// startMDNSHubWith is startMDNSHub with more YAML settings.
+func startMDNSHubWith(t testing.TB, dir string, lan *netnstest.LAN, node, name, extraYAML string) (*netnstest.Proc, string) {
+	t.Helper()
 	cfg := filepath.Join(dir, "hub.yaml")
-	yaml := "mdns:\n  interfaces: [eth0]\n  forgetAfter: 1h\n"
+	yaml := "mdns:\n  interfaces: [eth0]\n  forgetAfter: 1h\n" + extraYAML
 	if _, bench := t.(*testing.B); bench {
 		// The benchmarks' 100 agents share one address: more than the
 		// default registry.maxThingsPerSource (64) allows.
@@ -208,6 +216,30 @@ func TestMDNSLAN(t *testing.T) {
 		d.WaitContains(10*time.Second, "HUBS (2)")
 		d.WaitContains(5*time.Second, "Test Hub (2)", lan.Addr("a2"))
 	})
+}
+
+// TestMDNSTLSHubPinnedByDiscover: a hub with TLS carries its certificate's
+// fingerprint in its TXT records and advertises MQTTS as
+// _secure-mqtt._tcp; `lmos-hub discover --pin` on another host lists both,
+// connects, finds the certificate the TXT record names and pins it, and
+// the next run finds it unchanged.
+func TestMDNSTLSHubPinnedByDiscover(t *testing.T) {
+	lan := netnstest.New(t, []string{"hub", "a1"})
+	dir := t.TempDir()
+	startMDNSHubWith(t, dir, lan, "hub", "TLS Hub", "tls:\n  enabled: true\n  mqttsAddr: 0.0.0.0:8883\n  httpsAddr: 0.0.0.0:8443\n")
+	pem, err := os.ReadFile(filepath.Join(dir, "data", "tls-cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pemDecode(pem)
+	fp := lmos.Fingerprint(block)
+	known := filepath.Join(t.TempDir(), "known_hubs")
+	args := "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0|--pin|--known-hubs|" + known
+	d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
+	d.WaitContains(10*time.Second, "TLS Hub", "mqtts://"+lan.Addr("hub")+":8883 "+fp)
+	d.WaitContains(10*time.Second, "PIN TLS Hub: pinned "+fp)
+	d = lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
+	d.WaitContains(10*time.Second, "PIN TLS Hub: ok")
 }
 
 // TestMDNSNodeInterop: an agent written with npm multicast-dns, sending
@@ -374,4 +406,13 @@ print("held", flush=True); time.sleep(60)`))
 	hold.WaitContains(10*time.Second, "held")
 	p, _ := mdnsHub(t, lan, "hub", "Blocked Hub") // serves /healthz
 	p.WaitContains(5*time.Second, "mdns is off", "5353")
+}
+
+// pemDecode returns the DER bytes of the first PEM block.
+func pemDecode(b []byte) ([]byte, bool) {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, false
+	}
+	return block.Bytes, true
 }
