@@ -113,10 +113,11 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 // from an hour before now (clocks on a LAN disagree) for Validity, and
 // returns it and its key in PEM.
 //
-// It is its own CA (basic constraints CA, key usage certificate signing):
-// OpenSSL (curl, mosquitto clients) accepts a self-signed certificate
-// given with --cacert/--cafile as a trust anchor only when its key usage
-// allows signing certificates.
+// It is not a CA (basic constraints CA:FALSE, no certificate signing):
+// a user who adds it to a trust store (curl --cacert, mosquitto --cafile,
+// an OS store) trusts this one certificate, never certificates for other
+// names signed with its key should the hub's key leak. OpenSSL, Go and
+// Python accept such a self-signed certificate as its own trust anchor.
 func Generate(names Names, now time.Time) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -135,11 +136,10 @@ func Generate(names Names, now time.Time) (certPEM, keyPEM []byte, err error) {
 		Subject:               pkix.Name{CommonName: cn, Organization: []string{"lmos-hub self-signed"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(Validity),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
+		IsCA:                  false,
 		DNSNames:              names.DNS,
 		IPAddresses:           names.IPs,
 	}

@@ -63,6 +63,10 @@ func TestEnsureGeneratesOnceAndKeeps(t *testing.T) {
 			t.Errorf("not valid for the host's .local name: %v", err)
 		}
 	}
+	// Not a CA: trusting it trusts nothing its key might sign.
+	if leaf.IsCA || leaf.KeyUsage&x509.KeyUsageCertSign != 0 || !leaf.BasicConstraintsValid {
+		t.Errorf("the certificate can sign certificates (CA %v, key usage %b)", leaf.IsCA, leaf.KeyUsage)
+	}
 	if d := leaf.NotAfter.Sub(now); d < Validity-time.Minute || d > Validity+time.Minute {
 		t.Errorf("valid for %v, want %v", d, Validity)
 	}

@@ -131,7 +131,8 @@ func TestTLSUntrustingClientsAreRefused(t *testing.T) {
 // certificate's) and the directory TD, whose links name the TLS doors with
 // that fingerprint first; Go agents pinned to the fingerprint join over
 // MQTTS and WSS; mosquitto_sub and mosquitto_pub --cafile (MQTT 5 and
-// 3.1.1) read and write the MQTTS agent's property, mosquitto_rr --cafile
+// 3.1.1) read and write the MQTTS agent's property, Python paho reads it
+// with the certificate as its CA, mosquitto_rr --cafile
 // invokes the WSS agent's action, and the HTTPS proxy invokes both. Every
 // client must exit 0 and every message is counted.
 func TestTLSTrustingClients(t *testing.T) {
@@ -220,6 +221,33 @@ func TestTLSTrustingClients(t *testing.T) {
 	}
 	if got := strings.Fields(stdout.String()); len(got) != 2 || got[0] != "1" || got[1] != "7" {
 		t.Fatalf("mosquitto_sub --cafile got %q, want 1 then 7", stdout.String())
+	}
+
+	// Python paho 1.6.1 with the certificate as its CA reads the level
+	// retained over MQTTS; any connection error fails it.
+	py := pahoPython(t)
+	script := `
+import sys, ssl
+import paho.mqtt.client as mqtt
+host, port, ca, topic = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+got = []
+def on_connect(c, u, f, rc):
+    if rc != 0:
+        print("connack", rc, file=sys.stderr); sys.exit(3)
+    c.subscribe(topic, 1)
+def on_message(c, u, m):
+    got.append(m.payload.decode()); c.disconnect()
+c = mqtt.Client(client_id="tls-paho", protocol=mqtt.MQTTv311)
+c.tls_set(ca_certs=ca)
+c.on_connect, c.on_message = on_connect, on_message
+c.connect(host, port, 30)
+rc = c.loop_forever(timeout=5.0)
+if got != ["7"]:
+    print("got", got, "rc", rc, file=sys.stderr); sys.exit(1)
+print(got[0])
+`
+	if out, err := exec.CommandContext(ctx, py, "-c", script, host, port, h.certFile(), level).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "7" {
+		t.Fatalf("paho over mqtts: %v\n%s", err, out)
 	}
 
 	const cid = "tls-rr"
