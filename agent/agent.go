@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,6 +143,15 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 			return nil, err
 		}
 		opts.URL = h.BrokerURL
+		trusts := opts.TLSFingerprint != "" || opts.TLSPinFile != "" || opts.TLSConfig != nil
+		if trusts && h.SecureBrokerURL != "" {
+			opts.URL = h.SecureBrokerURL // TLS when the agent knows whom to trust
+		}
+		if strings.HasPrefix(opts.URL, "mqtts://") && !trusts {
+			// A TLS-only hub and no trust configured: the certificate its
+			// own advertisement names (trust on first use, not kept).
+			opts.TLSFingerprint = h.TLSFingerprint
+		}
 	}
 	// The URL's scheme picks the link; nothing after this depends on it.
 	newLinked := newMQTTAgent

@@ -218,28 +218,40 @@ func TestMDNSLAN(t *testing.T) {
 	})
 }
 
-// TestMDNSTLSHubPinnedByDiscover: a hub with TLS carries its certificate's
-// fingerprint in its TXT records and advertises MQTTS as
-// _secure-mqtt._tcp; `lmos-hub discover --pin` on another host lists both,
-// connects, finds the certificate the TXT record names and pins it, and
-// the next run finds it unchanged.
+// TestMDNSTLSHubPinnedByDiscover: a hub serving TLS only advertises its
+// directory as https and MQTTS as _secure-mqtt._tcp, both with its
+// certificate's fingerprint in TXT (tls=); `lmos-hub discover --pin` on
+// another host lists them, connects, finds the certificate the TXT record
+// names and pins it, and the next run finds it unchanged; agent.FindHub
+// reads the https directory trusting that certificate and returns the
+// mqtts broker with the fingerprint.
 func TestMDNSTLSHubPinnedByDiscover(t *testing.T) {
 	lan := netnstest.New(t, []string{"hub", "a1"})
 	dir := t.TempDir()
-	startMDNSHubWith(t, dir, lan, "hub", "TLS Hub", "tls:\n  enabled: true\n  mqttsAddr: 0.0.0.0:8883\n  httpsAddr: 0.0.0.0:8443\n")
+	cfg := filepath.Join(dir, "hub.yaml")
+	yaml := "mdns:\n  interfaces: [eth0]\ntls:\n  enabled: true\n  only: true\n  mqttsAddr: 0.0.0.0:8883\n  httpsAddr: 0.0.0.0:8443\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hub := lan.Helper("hub", "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS="+strings.Join([]string{"serve", "--config", cfg,
+		"--data-dir", filepath.Join(dir, "data"), "--admin-token", testToken, "--hub-name", "TLS Hub"}, "|"))
+	hub.WaitContains(10*time.Second, "mdns advertising", "http_port=8443", "mqtt_port=0", "mqtts_port=8883")
 	pem, err := os.ReadFile(filepath.Join(dir, "data", "tls-cert.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, _ := pemDecode(pem)
-	fp := lmos.Fingerprint(block)
+	der, _ := pemDecode(pem)
+	fp := lmos.Fingerprint(der)
+	hubIP := lan.Addr("hub")
 	known := filepath.Join(t.TempDir(), "known_hubs")
 	args := "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0|--pin|--known-hubs|" + known
 	d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
-	d.WaitContains(10*time.Second, "TLS Hub", "mqtts://"+lan.Addr("hub")+":8883 "+fp)
+	d.WaitContains(10*time.Second, "TLS Hub", "https://"+hubIP+":8443/.well-known/wot", "mqtts://"+hubIP+":8883 "+fp)
 	d.WaitContains(10*time.Second, "PIN TLS Hub: pinned "+fp)
 	d = lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
 	d.WaitContains(10*time.Second, "PIN TLS Hub: ok")
+	f := lan.Helper("a1", "TestMDNSChild", childEnv+"=findhub")
+	f.WaitContains(10*time.Second, `"BrokerURL":"mqtts://`+hubIP+`:8883"`, `"TLSFingerprint":"`+fp+`"`)
 }
 
 // TestMDNSNodeInterop: an agent written with npm multicast-dns, sending
