@@ -148,11 +148,13 @@ func (h *Hub) SetTLSFingerprint(fp string) {
 	if a == nil {
 		return // the advertiser announces it once it has its names
 	}
+	changed := map[int][]string{}
 	for i, t := range texts {
 		if h.tlsAt[i] {
-			a.SetText(i, t)
+			changed[i] = t
 		}
 	}
+	a.SetTexts(changed) // in one announcement (SetTexts says why)
 }
 
 // Advertiser returns the advertiser once the names are settled, else nil.

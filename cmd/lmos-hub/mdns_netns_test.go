@@ -20,6 +20,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
+	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -224,12 +225,14 @@ func TestMDNSLAN(t *testing.T) {
 // another host lists them, connects, finds the certificate the TXT record
 // names and pins it, and the next run finds it unchanged; agent.FindHub
 // reads the https directory trusting that certificate and returns the
-// mqtts broker with the fingerprint.
+// mqtts broker with the fingerprint. A new certificate written to the data
+// directory is reloaded and announced: discover lists the new fingerprint
+// and reports the pinned one CHANGED.
 func TestMDNSTLSHubPinnedByDiscover(t *testing.T) {
 	lan := netnstest.New(t, []string{"hub", "a1"})
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hub.yaml")
-	yaml := "mdns:\n  interfaces: [eth0]\ntls:\n  enabled: true\n  only: true\n  mqttsAddr: 0.0.0.0:8883\n  httpsAddr: 0.0.0.0:8443\n"
+	yaml := "mdns:\n  interfaces: [eth0]\ntls:\n  enabled: true\n  only: true\n  mqttsAddr: 0.0.0.0:8883\n  httpsAddr: 0.0.0.0:8443\n  reloadInterval: 100ms\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +255,27 @@ func TestMDNSTLSHubPinnedByDiscover(t *testing.T) {
 	d.WaitContains(10*time.Second, "PIN TLS Hub: ok")
 	f := lan.Helper("a1", "TestMDNSChild", childEnv+"=findhub")
 	f.WaitContains(10*time.Second, `"BrokerURL":"mqtts://`+hubIP+`:8883"`, `"TLSFingerprint":"`+fp+`"`)
+
+	// A new certificate in the data directory: the hub reloads it and
+	// announces the new fingerprint; discover sees the pinned one changed.
+	certPEM, keyPEM, err := tlscert.Generate(tlscert.HostNames(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"tls-key.pem", keyPEM}, {"tls-cert.pem", certPEM}} {
+		if err := os.WriteFile(filepath.Join(dir, "data", f.name), f.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	der, _ = pemDecode(certPEM)
+	fp2 := lmos.Fingerprint(der)
+	hub.WaitContains(10*time.Second, "tls certificate reloaded", fp2)
+	d = lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
+	d.WaitContains(10*time.Second, "mqtts://"+hubIP+":8883 "+fp2)
+	d.WaitContains(10*time.Second, "PIN TLS Hub: CHANGED", fp2, "pinned is "+fp)
 }
 
 // TestMDNSNodeInterop: an agent written with npm multicast-dns, sending
