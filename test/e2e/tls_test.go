@@ -353,8 +353,9 @@ func freePort(t *testing.T) string {
 }
 
 // TestTLSOnlyClosesPlainListeners: with tls.only the addresses configured
-// for plain HTTP and MQTT refuse connections, and the directory TD and the
-// broker's status name only TLS doors.
+// for plain HTTP and MQTT refuse connections, the directory TD names only
+// TLS doors, the broker's status (read with mosquitto_sub --cafile) the
+// HTTPS directory, and an agent works over MQTTS.
 func TestTLSOnlyClosesPlainListeners(t *testing.T) {
 	httpAddr, mqttAddr := freePort(t), freePort(t)
 	h := startTLSHub(t, func(c *Config) {
@@ -383,6 +384,16 @@ func TestTLSOnlyClosesPlainListeners(t *testing.T) {
 			t.Errorf("directory TD under tls.only lacks %s…: %s", secure, raw)
 		}
 	}
+	// The broker's retained status names the HTTPS directory
+	// (mosquitto_sub trusting the certificate as its CA).
+	sub := mosquittoTool(t, "mosquitto_sub")
+	host, port, _ := strings.Cut(h.Main.MQTTSAddr.String(), ":")
+	out, err := exec.Command(sub, "-h", host, "-p", port, "--cafile", h.certFile(), "-t", "lmos/v1/hub/status", "-C", "1", "-W", "10").CombinedOutput()
+	var status struct{ Status, Directory string }
+	if err != nil || json.Unmarshal(out, &status) != nil || status.Directory != h.HTTPSURL+lmos.DirectoryPath {
+		t.Fatalf("hub status over mqtts: %v %s, want the directory %s", err, out, h.HTTPSURL+lmos.DirectoryPath)
+	}
+
 	// An agent on MQTTS reads its own property back through the broker.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -452,5 +463,48 @@ func TestTLSReloadsCertificate(t *testing.T) {
 	}
 	if n := h.Main.TLS.Reloads(); n != 1 {
 		t.Errorf("reloads %d, want 1", n)
+	}
+}
+
+// TestTLSHandshakeBoundedAndCounted: hostile input on the MQTTS port. A
+// client that opens a connection and never starts the handshake is closed
+// after mqtt.connectTimeout (the handshake comes before CONNECT), and one
+// that speaks plain MQTT to it is closed at once; each is one failed
+// handshake counted for the door, and the broker accepted no client.
+func TestTLSHandshakeBoundedAndCounted(t *testing.T) {
+	h := startTLSHub(t, func(c *Config) { c.MQTT.ConnectTimeout = Duration(300 * time.Millisecond) })
+	addr := h.Main.MQTTSAddr.String()
+	closedBy := func(c net.Conn, d time.Duration) error {
+		_ = c.SetReadDeadline(time.Now().Add(d))
+		_, err := c.Read(make([]byte, 64))
+		return err
+	}
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	if err := closedBy(silent, 5*time.Second); !errors.Is(err, io.EOF) {
+		t.Fatalf("a silent connection: %v, want closed by the hub (EOF)", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("a silent connection closed after %v, before mqtt.connectTimeout", d)
+	}
+	plain, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	// An MQTT 3.1.1 CONNECT, client id "x": not a TLS record.
+	if _, err := plain.Write([]byte{0x10, 0x0d, 0, 4, 'M', 'Q', 'T', 'T', 4, 2, 0, 30, 0, 1, 'x'}); err != nil {
+		t.Fatal(err)
+	}
+	if err := closedBy(plain, 5*time.Second); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("plain MQTT on the MQTTS port: %v, want the connection ended", err)
+	}
+	waitFor(t, 5*time.Second, "2 mqtts handshake failures counted", func() bool { return h.Main.TLS.HandshakeFailures("mqtts") == 2 })
+	if n := h.Main.Broker.Clients(); n != 0 {
+		t.Fatalf("%d clients connected", n)
 	}
 }
