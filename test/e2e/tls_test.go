@@ -90,12 +90,12 @@ func TestTLSUntrustingClientsAreRefused(t *testing.T) {
 	if !errors.As(err, &unknown) {
 		t.Fatalf("Go client without the certificate: %v, want x509.UnknownAuthorityError", err)
 	}
-	if curl, err := exec.LookPath("curl"); err == nil {
-		out, err := exec.Command(curl, "-sS", "--max-time", "10", httpsURL).CombinedOutput()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 60 {
-			t.Fatalf("curl without --cacert: %v (want exit 60)\n%s", err, out)
-		}
+	// mosquittoTool finds any Debian tool of scripts/test-deps.sh, curl too.
+	curl := mosquittoTool(t, "curl")
+	out, err := exec.Command(curl, "-sS", "--max-time", "10", httpsURL).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 60 {
+		t.Fatalf("curl without --cacert: %v (want exit 60)\n%s", err, out)
 	}
 	waitFor(t, 5*time.Second, "2 https handshake failures counted", func() bool {
 		return h.Main.TLS.HandshakeFailures("https") == 2
@@ -103,7 +103,7 @@ func TestTLSUntrustingClientsAreRefused(t *testing.T) {
 
 	host, port, _ := strings.Cut(h.Main.MQTTSAddr.String(), ":")
 	sub := mosquittoTool(t, "mosquitto_sub")
-	out, err := exec.Command(sub, "-h", host, "-p", port, "--tls-use-os-certs", "-t", "lmos/v1/hub/status", "-C", "1", "-W", "5").CombinedOutput()
+	out, err = exec.Command(sub, "-h", host, "-p", port, "--tls-use-os-certs", "-t", "lmos/v1/hub/status", "-C", "1", "-W", "5").CombinedOutput()
 	if err == nil {
 		t.Fatalf("mosquitto_sub without --cafile got a message: %s", out)
 	}
@@ -138,10 +138,7 @@ func TestTLSUntrustingClientsAreRefused(t *testing.T) {
 func TestTLSTrustingClients(t *testing.T) {
 	h := startTLSHub(t, nil)
 	fp := h.Main.TLS.Fingerprint()
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl not installed")
-	}
+	curl := mosquittoTool(t, "curl")
 	out, err := exec.Command(curl, "-sS", "--fail", "--max-time", "10", "--cacert", h.certFile(), h.HTTPSURL+"/api/status").CombinedOutput()
 	if err != nil {
 		t.Fatalf("curl --cacert: %v\n%s", err, out)
