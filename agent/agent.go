@@ -25,8 +25,10 @@ var ErrNotConnected = errors.New("the agent is not connected to the hub")
 // Options configure an Agent.
 type Options struct {
 	// URL is the hub's broker: mqtt://host:port (tcp:// is accepted; the
-	// port defaults to 1883). Empty: the hub is found over mDNS (FindHub)
-	// within Timeout.
+	// port defaults to 1883), mqtts://host:port over TLS (ssl:// accepted;
+	// port 8883), or its WebSocket ws://host:port/ws, wss:// over TLS (see
+	// TLSFingerprint). Empty: the hub is found over mDNS (FindHub) within
+	// Timeout.
 	URL string
 	// ClientID is the MQTT client id; "" picks a random one. It names the
 	// agent's reply inbox, so it must not contain '/', '+' or '#'.
