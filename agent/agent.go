@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +26,10 @@ var ErrNotConnected = errors.New("the agent is not connected to the hub")
 // Options configure an Agent.
 type Options struct {
 	// URL is the hub's broker: mqtt://host:port (tcp:// is accepted; the
-	// port defaults to 1883). Empty: the hub is found over mDNS (FindHub)
-	// within Timeout.
+	// port defaults to 1883), mqtts://host:port over TLS (ssl:// accepted;
+	// port 8883), or its WebSocket ws://host:port/ws, wss:// over TLS (see
+	// TLSFingerprint). Empty: the hub is found over mDNS (FindHub) within
+	// Timeout.
 	URL string
 	// ClientID is the MQTT client id; "" picks a random one. It names the
 	// agent's reply inbox, so it must not contain '/', '+' or '#'.
@@ -66,6 +70,18 @@ type Options struct {
 	// (read one with proof.ReadKeyFile). The agent signs its TD with it on
 	// every join, over MQTT and WebSocket alike.
 	Key ed25519.PrivateKey
+
+	// TLS (mqtts://, wss:// URLs). The hub's certificate is trusted, in
+	// this order: when TLSFingerprint is set, exactly the certificate with
+	// that fingerprint (lmos-hub version --tls prints it; any case, colons
+	// optional); else when TLSPinFile is set, the fingerprint kept in that
+	// file, written on the first connection (trust on first use, as ssh's
+	// known_hosts); else TLSConfig, or the system's CAs. A pinned
+	// certificate that does not match refuses the connection with an error
+	// wrapping lmos.ErrFingerprintMismatch.
+	TLSFingerprint string
+	TLSPinFile     string
+	TLSConfig      *tls.Config
 }
 
 // Credentials are what the hub issues at join: the Thing's topic key and a
@@ -144,6 +160,15 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 			return nil, err
 		}
 		opts.URL = h.BrokerURL
+		trusts := opts.TLSFingerprint != "" || opts.TLSPinFile != "" || opts.TLSConfig != nil
+		if trusts && h.SecureBrokerURL != "" {
+			opts.URL = h.SecureBrokerURL // TLS when the agent knows whom to trust
+		}
+		if strings.HasPrefix(opts.URL, "mqtts://") && !trusts {
+			// A TLS-only hub and no trust configured: the certificate its
+			// own advertisement names (trust on first use, not kept).
+			opts.TLSFingerprint = h.TLSFingerprint
+		}
 	}
 	// The URL's scheme picks the link; nothing after this depends on it.
 	newLinked := newMQTTAgent

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,8 +26,9 @@ import (
 // Topic.
 type mqttLink struct {
 	a     *Agent
-	addr  string // host:port of the broker
-	inbox string // lmos/v1/clients/{clientID}/
+	addr  string      // host:port of the broker
+	tls   *tls.Config // mqtts://; nil: plain MQTT
+	inbox string      // lmos/v1/clients/{clientID}/
 
 	mu      sync.Mutex
 	cli     *paho.Client // nil while disconnected
@@ -43,9 +45,20 @@ type mqttLink struct {
 // newMQTTAgent is the Agent of Connect for an mqtt:// URL, not connected
 // yet.
 func newMQTTAgent(opts Options) (*Agent, error) {
-	addr, err := brokerAddr(opts.URL)
+	addr, secure, err := brokerAddr(opts.URL)
 	if err != nil {
 		return nil, err
+	}
+	var tlsCfg *tls.Config
+	base := addr
+	if secure {
+		if tlsCfg, err = clientTLS(opts, opts.Logger); err != nil {
+			return nil, err
+		}
+		if tlsCfg.ServerName == "" {
+			tlsCfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		base = "mqtts://" + addr
 	}
 	if opts.ClientID == "" {
 		opts.ClientID = randomClientID()
@@ -53,7 +66,7 @@ func newMQTTAgent(opts Options) (*Agent, error) {
 	if strings.ContainsAny(opts.ClientID, "/+#") {
 		return nil, fmt.Errorf("cannot use client id %q: it must not contain '/', '+' or '#'", opts.ClientID)
 	}
-	td, err := prepareTD(opts.TD, addr, opts.ContentType)
+	td, err := prepareTD(opts.TD, base, opts.ContentType)
 	if err != nil {
 		return nil, fmt.Errorf("cannot prepare the Thing Description: %w", err)
 	}
@@ -62,6 +75,7 @@ func newMQTTAgent(opts Options) (*Agent, error) {
 	a.link = &mqttLink{
 		a:       a,
 		addr:    addr,
+		tls:     tlsCfg,
 		inbox:   lmos.ClientsPrefix + opts.ClientID + "/",
 		up:      make(chan struct{}),
 		watches: make(map[string]map[uint64]func(Value)),
@@ -266,7 +280,8 @@ func (e *connackError) Error() string {
 func permanent(err error) bool {
 	var p *Problem
 	var c *connackError
-	return errors.As(err, &p) || errors.As(err, &c) && (c.code == 0x84 || c.code == 0x85 || c.code == 0x86 || c.code == 0x87 || c.code == 0x8C)
+	return errors.As(err, &p) || errors.As(err, &c) && (c.code == 0x84 || c.code == 0x85 || c.code == 0x86 || c.code == 0x87 || c.code == 0x8C) ||
+		untrusted(err)
 }
 
 // establish makes one authenticated session: an anonymous join first when
@@ -428,8 +443,15 @@ func (l *mqttLink) join(ctx context.Context, cli *paho.Client, anonymous bool) (
 
 // dial opens a TCP connection and an MQTT 5 session (clean start) on it.
 func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials, will *paho.WillMessage) (*paho.Client, net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", l.addr)
+	var conn net.Conn
+	var err error
+	if l.tls != nil {
+		d := tls.Dialer{Config: l.tls}
+		conn, err = d.DialContext(ctx, "tcp", l.addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", l.addr)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot reach the broker: %w", err)
 	}
@@ -606,23 +628,28 @@ func (l *mqttLink) goHandle(p *paho.Publish, key string, f func()) {
 	}
 }
 
-// brokerAddr returns host:port of an mqtt:// or tcp:// URL.
-func brokerAddr(raw string) (string, error) {
+// brokerAddr returns host:port of an mqtt:// or tcp:// URL, or of an
+// mqtts:// or ssl:// one (secure: MQTT over TLS).
+func brokerAddr(raw string) (addr string, secure bool, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("invalid hub URL %q: %w", raw, err)
+		return "", false, fmt.Errorf("invalid hub URL %q: %w", raw, err)
 	}
-	if u.Scheme != "mqtt" && u.Scheme != "tcp" {
-		return "", fmt.Errorf("invalid hub URL %q: the scheme must be mqtt:// (or tcp://)", raw)
+	port := "1883"
+	switch u.Scheme {
+	case "mqtt", "tcp":
+	case "mqtts", "ssl":
+		secure, port = true, "8883"
+	default:
+		return "", false, fmt.Errorf("invalid hub URL %q: the scheme must be mqtt:// or mqtts:// (or tcp://, ssl://)", raw)
 	}
 	if u.Hostname() == "" {
-		return "", fmt.Errorf("invalid hub URL %q: no host", raw)
+		return "", false, fmt.Errorf("invalid hub URL %q: no host", raw)
 	}
-	port := u.Port()
-	if port == "" {
-		port = "1883"
+	if u.Port() != "" {
+		port = u.Port()
 	}
-	return net.JoinHostPort(u.Hostname(), port), nil
+	return net.JoinHostPort(u.Hostname(), port), secure, nil
 }
 
 // request is an Invoke waiting for its results.

@@ -27,7 +27,8 @@ import (
 type wsLink struct {
 	a      *Agent
 	url    string
-	binary bool // CBOR frames (Options.ContentType application/cbor)
+	client *http.Client // wss:// with the TLS of Options; nil: the default
+	binary bool         // CBOR frames (Options.ContentType application/cbor)
 
 	mu      sync.Mutex
 	c       *websocket.Conn // nil while reconnecting
@@ -146,11 +147,19 @@ func newWSAgent(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot prepare the Thing Description: %w", err)
 	}
+	var client *http.Client
+	if u.Scheme == "wss" {
+		cfg, err := clientTLS(opts, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
 	if opts.ClientID == "" {
 		opts.ClientID = randomClientID()
 	}
 	a := newAgent(opts, td, opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"))
-	a.link = &wsLink{a: a, url: u.String(), binary: isCBOR(opts.ContentType), up: make(chan struct{}),
+	a.link = &wsLink{a: a, url: u.String(), client: client, binary: isCBOR(opts.ContentType), up: make(chan struct{}),
 		pending: make(map[string]chan wsFrame), watching: make(map[string]bool), watches: make(map[string]map[uint64]func(Value))}
 	return a, nil
 }
@@ -184,7 +193,7 @@ func (l *wsLink) establish(initial bool) (*websocket.Conn, []wsFrame, error) {
 		}
 		var p *Problem
 		refused := errors.As(err, &p)
-		if initial && refused {
+		if initial && (refused || untrusted(err)) {
 			return nil, nil, err
 		}
 		if refused && p.Status != http.StatusConflict && p.Status != http.StatusTooManyRequests && p.Status != http.StatusServiceUnavailable {
@@ -215,7 +224,7 @@ const maxEarlyFrames = 64
 func (l *wsLink) dialRegister() (*websocket.Conn, []wsFrame, error) {
 	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}})
+	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}, HTTPClient: l.client})
 	if err != nil {
 		return nil, nil, err
 	}

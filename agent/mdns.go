@@ -24,8 +24,15 @@ type HubInfo struct {
 	// DirectoryURL is the directory TD (…/.well-known/wot).
 	DirectoryURL string
 	// BrokerURL is mqtt://host:port, from the directory TD's lmos:broker
-	// link, else from the hub's _mqtt._tcp advertisement.
+	// link, else from the hub's _mqtt._tcp advertisement; mqtts://… when
+	// the hub serves TLS only.
 	BrokerURL string
+	// SecureBrokerURL is mqtts://host:port when the hub serves MQTT over
+	// TLS (its directory TD's mqtts lmos:broker link).
+	SecureBrokerURL string
+	// TLSFingerprint is the hub certificate's fingerprint as its TXT
+	// record says (tls=): what a first connection can pin.
+	TLSFingerprint string
 }
 
 // FindOptions configure FindHub.
@@ -84,9 +91,13 @@ func hubInfo(ctx context.Context, dir dnssd.Entry, entries []dnssd.Entry) (HubIn
 	if err != nil {
 		return HubInfo{}, err
 	}
-	info := HubInfo{Name: dir.Instance, DirectoryURL: u}
-	if link, err := brokerLink(ctx, u); err == nil && link != "" {
-		info.BrokerURL = link
+	info := HubInfo{Name: dir.Instance, DirectoryURL: u, TLSFingerprint: dir.TXT()[lmos.TXTTLS]}
+	plain, secure, err := brokerLinks(ctx, u, info.TLSFingerprint)
+	if err == nil && (plain != "" || secure != "") {
+		info.BrokerURL, info.SecureBrokerURL = plain, secure
+		if plain == "" {
+			info.BrokerURL = secure
+		}
 		return info, nil
 	}
 	for _, e := range entries {
@@ -102,21 +113,32 @@ func hubInfo(ctx context.Context, dir dnssd.Entry, entries []dnssd.Entry) (HubIn
 	return HubInfo{}, fmt.Errorf("the hub %q advertises no broker (no lmos:broker link, no _mqtt._tcp)", dir.Instance)
 }
 
-// brokerLink reads the lmos:broker link of the directory TD at u.
-func brokerLink(ctx context.Context, u string) (string, error) {
+// brokerLinks reads the lmos:broker links of the directory TD at u: the
+// mqtt:// and the mqtts:// one. An https directory is read trusting the
+// certificate with fingerprint fp (from the same TXT record).
+func brokerLinks(ctx context.Context, u, fp string) (plain, secure string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if strings.HasPrefix(u, "https://") && fp != "" {
+		check, err := lmos.Pin(fp)
+		if err != nil {
+			return "", "", err
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: lmos.PinnedConfig(check)}}
+		defer client.CloseIdleConnections()
+	}
+	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("directory TD: %s", resp.Status)
+		return "", "", fmt.Errorf("directory TD: %s", resp.Status)
 	}
 	var td struct {
 		Links []struct {
@@ -125,14 +147,18 @@ func brokerLink(ctx context.Context, u string) (string, error) {
 		} `json:"links"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&td); err != nil {
-		return "", err
+		return "", "", err
 	}
 	for _, l := range td.Links {
-		if l.Rel == "lmos:broker" && strings.HasPrefix(l.Href, "mqtt") {
-			return l.Href, nil
+		switch {
+		case l.Rel != "lmos:broker":
+		case strings.HasPrefix(l.Href, "mqtt://") && plain == "":
+			plain = l.Href
+		case strings.HasPrefix(l.Href, "mqtts://") && secure == "":
+			secure = l.Href
 		}
 	}
-	return "", nil
+	return plain, secure, nil
 }
 
 // AdvertiseOptions configure Advertise.

@@ -103,7 +103,10 @@ func fillForms(aff map[string]any, kind, hostport, topic, contentType string) st
 			// socket (PROTOCOL §5).
 			return map[string]any{"href": hostport, "subprotocol": "lmosprotocol", "op": op, "contentType": ct}
 		}
-		return map[string]any{"href": "mqtt://" + hostport + "/" + topic, term: topic, "op": op, "contentType": ct}
+		if !strings.HasPrefix(hostport, "mqtts://") {
+			hostport = "mqtt://" + hostport
+		}
+		return map[string]any{"href": hostport + "/" + topic, term: topic, "op": op, "contentType": ct}
 	}
 	switch kind {
 	case "properties":

@@ -24,8 +24,14 @@ type Config struct {
 	// HTTPPort and MQTTPort are the bound ports to advertise.
 	HTTPPort, MQTTPort int
 	// Scheme of the directory: http or https.
-	Scheme      string
-	ForgetAfter time.Duration
+	Scheme string
+	// MQTTSPort is the MQTT-over-TLS port, advertised as _secure-mqtt._tcp;
+	// 0: none.
+	MQTTSPort int
+	// TLSFingerprint, when TLS is on, is carried in the TXT key tls of the
+	// directory and the secure broker (lmos.Fingerprint).
+	TLSFingerprint string
+	ForgetAfter    time.Duration
 	// Admission is the join mode for new Things (nil: open).
 	Admission *hub.Admission
 	Logger    *slog.Logger
@@ -39,6 +45,11 @@ type Hub struct {
 	Registrar *Registrar
 
 	host string // the host label asked for, before any rename
+	// texts are the TXT records of the services, in order, without the
+	// tls key; tlsAt marks the services that carry it.
+	texts [][]string
+	tlsAt []bool
+	fp    string
 
 	mu   sync.Mutex
 	adv  *dnssd.Advertiser
@@ -78,8 +89,19 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		Instance: cfg.Name, Type: lmos.ServiceWoT, Subtypes: []string{lmos.SubtypeDirectory}, Port: cfg.HTTPPort,
 		Text: []string{lmos.TXTPath + "=" + lmos.DirectoryPath, lmos.TXTType + "=" + lmos.TypeDirectory, lmos.TXTScheme + "=" + cfg.Scheme},
 	}}
+	h.tlsAt = []bool{true}
 	if cfg.MQTTPort > 0 {
 		services = append(services, dnssd.Service{Instance: cfg.Name, Type: lmos.ServiceMQTT, Port: cfg.MQTTPort})
+		h.tlsAt = append(h.tlsAt, false)
+	}
+	if cfg.MQTTSPort > 0 {
+		services = append(services, dnssd.Service{Instance: cfg.Name, Type: lmos.ServiceSecureMQTT, Port: cfg.MQTTSPort})
+		h.tlsAt = append(h.tlsAt, true)
+	}
+	h.fp = cfg.TLSFingerprint
+	for i := range services {
+		h.texts = append(h.texts, services[i].Text)
+		services[i].Text = h.text(i)
 	}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	go func() {
@@ -93,12 +115,48 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		}
 		h.mu.Lock()
 		h.adv = a
+		fp := h.fp
 		h.mu.Unlock()
+		if fp != cfg.TLSFingerprint {
+			h.SetTLSFingerprint(fp) // reloaded while probing
+		}
 		s := a.Services()
-		h.log.Info("mdns advertising", "name", s[0].Instance, "host", a.Host()+".local", "http_port", cfg.HTTPPort, "mqtt_port", cfg.MQTTPort)
+		h.log.Info("mdns advertising", "name", s[0].Instance, "host", a.Host()+".local", "http_port", cfg.HTTPPort, "mqtt_port", cfg.MQTTPort, "mqtts_port", cfg.MQTTSPort)
 	}()
 	h.log.Info("mdns browsing", "type", lmos.ServiceWoT, "interfaces", cfg.Interfaces)
 	return h, nil
+}
+
+// text is the i-th service's TXT record with the current fingerprint.
+func (h *Hub) text(i int) []string {
+	t := append([]string{}, h.texts[i]...)
+	if h.tlsAt[i] && h.fp != "" {
+		t = append(t, lmos.TXTTLS+"="+h.fp)
+	}
+	return t
+}
+
+// SetTLSFingerprint announces a new certificate's fingerprint (after a
+// reload) in the TXT records that carry it.
+func (h *Hub) SetTLSFingerprint(fp string) {
+	h.mu.Lock()
+	h.fp = fp
+	a := h.adv
+	var texts [][]string
+	for i := range h.texts {
+		texts = append(texts, h.text(i))
+	}
+	h.mu.Unlock()
+	if a == nil {
+		return // the advertiser announces it once it has its names
+	}
+	changed := map[int][]string{}
+	for i, t := range texts {
+		if h.tlsAt[i] {
+			changed[i] = t
+		}
+	}
+	a.SetTexts(changed) // in one announcement (SetTexts says why)
 }
 
 // Advertiser returns the advertiser once the names are settled, else nil.

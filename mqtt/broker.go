@@ -164,7 +164,9 @@ type Broker struct {
 	// unserved counts requests no subscription matched (unserved.go).
 	unserved atomic.Uint64
 
-	ln net.Listener
+	// lns are the listeners added (Listen, Serves), closed by Close when
+	// the broker never served.
+	lns []net.Listener
 	// accepted counts accepted connections (see tidyStacks).
 	accepted atomic.Uint64
 	// reasonFixes counts packets the encode hook had to correct: a reason
@@ -318,12 +320,18 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on mqtt.addr %s: %w", addr, err)
 	}
-	l := &listener{id: "tcp", ln: ln, log: b.log, accepted: &b.accepted, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
+	return b.Serves("tcp", ln)
+}
+
+// Serves adds ln (a TLS listener for MQTTS, say) as the listener named id;
+// it closes ln when it cannot. Call it before Serve.
+func (b *Broker) Serves(id string, ln net.Listener) (net.Addr, error) {
+	l := &listener{id: id, ln: ln, log: b.log, accepted: &b.accepted, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
 	}
-	b.ln = ln
+	b.lns = append(b.lns, ln)
 	return ln.Addr(), nil
 }
 
@@ -405,8 +413,10 @@ func (b *Broker) Close(ctx context.Context) error {
 		b.wsConns.close()
 		if b.served.Load() {
 			_ = b.server.Close() // always nil; closes listeners and clients
-		} else if b.ln != nil {
-			b.ln.Close()
+		} else {
+			for _, ln := range b.lns {
+				ln.Close()
+			}
 		}
 		b.stopOnce.Do(func() { close(b.stop) })
 		b.events.Wait()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -23,14 +24,36 @@ func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
 	base := scheme + "://" + r.Host + "/"
 	td := s.directoryDoc(base)
 	// The broker is reached at the host the request came to, like base.
-	if port := s.brokerPort(); port > 0 {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(r.Host); err == nil {
-			host = h
-		}
-		broker := map[string]any{"rel": "lmos:broker", "href": "mqtt://" + net.JoinHostPort(host, strconv.Itoa(port))}
-		td["links"] = append([]any{broker}, td["links"].([]any)...)
+	host := r.Host
+	if h, _, err := net.SplitHostPort(r.Host); err == nil {
+		host = h
 	}
+	var links []any
+	if t := s.cfg.TLS; t != nil {
+		// TLS first: a client that can use it should (PROTOCOL §10 "TLS").
+		fp := t.Fingerprint()
+		links = append(links, map[string]any{"rel": "lmos:broker", "href": "mqtts://" + net.JoinHostPort(host, strconv.Itoa(t.MQTTSPort)),
+			lmos.MemberCertFingerprint: fp})
+		if r.TLS == nil {
+			links = append(links,
+				map[string]any{"rel": "alternate", "href": "https://" + net.JoinHostPort(host, strconv.Itoa(t.HTTPSPort)) + lmos.DirectoryPath,
+					"type": mtTD, lmos.MemberCertFingerprint: fp},
+				map[string]any{"rel": "lmos:websocket", "href": "wss://" + net.JoinHostPort(host, strconv.Itoa(t.HTTPSPort)) + "/ws",
+					"type": lmos.MediaJSON, "subprotocol": lmos.WSSubprotocol, lmos.MemberCertFingerprint: fp})
+		}
+	}
+	if port := s.brokerPort(); port > 0 {
+		links = append(links, map[string]any{"rel": "lmos:broker", "href": "mqtt://" + net.JoinHostPort(host, strconv.Itoa(port))})
+	}
+	own := td["links"].([]any)
+	if r.TLS != nil && s.cfg.TLS != nil {
+		for _, l := range own {
+			if m := l.(map[string]any); m["rel"] == "lmos:websocket" {
+				m[lmos.MemberCertFingerprint] = s.cfg.TLS.Fingerprint()
+			}
+		}
+	}
+	td["links"] = append(links, own...)
 	if s.cfg.Key == nil {
 		writeJSON(w, http.StatusOK, mtTD, td)
 		return
@@ -53,6 +76,18 @@ func (s *Server) writeSignedTD(w http.ResponseWriter, td map[string]any) {
 		return
 	}
 	writeBytes(w, http.StatusOK, mtTD, append(b, '\n'))
+}
+
+// TLSInfo describes the hub's TLS doors (web.Config.TLS).
+type TLSInfo struct {
+	HTTPSPort, MQTTSPort int
+	// Only: the plain listeners are closed.
+	Only bool
+	// Fingerprint is the served certificate's (lmos.Fingerprint); it
+	// changes when the certificate is reloaded.
+	Fingerprint func() string
+	// NotAfter is when the served certificate expires.
+	NotAfter func() time.Time
 }
 
 func (s *Server) brokerPort() int { return s.cfg.BrokerPort }

@@ -56,6 +56,9 @@ type Config struct {
 	// BrokerPort is the MQTT broker's port for the directory TD's
 	// lmos:broker link; 0 leaves the link out.
 	BrokerPort int
+	// TLS describes the TLS doors for the directory TD and /api/status;
+	// nil when TLS is off.
+	TLS *TLSInfo
 	// Publisher carries what WebSocket agents emit to MQTT consumers;
 	// nil without a broker.
 	Publisher hub.Publisher

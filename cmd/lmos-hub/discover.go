@@ -22,9 +22,12 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to listen")
 	ifaces := fs.String("interfaces", "", "comma-separated interfaces to browse on (default: every LAN interface)")
+	pin := fs.Bool("pin", false, "connect to each TLS hub, check that its certificate is the one its TXT record names, and pin it in --known-hubs (trust on first use, like ssh)")
+	known := fs.String("known-hubs", defaultKnownHubs(), "the `FILE` of pinned hub certificates")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: lmos-hub discover [--timeout 3s] [--interfaces eth0,wlan0]\n\n"+
-			"Browses mDNS (_wot._tcp, _mqtt._tcp) and prints the hubs and Things on the LAN.\n\n")
+		fmt.Fprint(stderr, "usage: lmos-hub discover [--timeout 3s] [--interfaces eth0,wlan0] [--pin [--known-hubs FILE]]\n\n"+
+			"Browses mDNS (_wot._tcp, _mqtt._tcp, _secure-mqtt._tcp) and prints the hubs and Things on the LAN,\n"+
+			"with each TLS hub's certificate fingerprint (TXT tls=).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -34,7 +37,7 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if fs.NArg() > 0 || *timeout <= 0 {
-		fmt.Fprintln(stderr, "error: discover takes only --timeout (> 0) and --interfaces")
+		fmt.Fprintln(stderr, "error: discover takes only --timeout (> 0), --interfaces, --pin and --known-hubs")
 		return exitUsage
 	}
 	var names []string
@@ -44,7 +47,7 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	b, err := dnssd.Browse(dnssd.BrowserConfig{
-		Types:      []string{lmos.ServiceWoT, lmos.ServiceMQTT},
+		Types:      []string{lmos.ServiceWoT, lmos.ServiceMQTT, lmos.ServiceSecureMQTT},
 		Interfaces: names,
 		Logger:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -56,14 +59,21 @@ func runDiscover(args []string, stdout, stderr io.Writer) int {
 	entries := b.Entries()
 	b.Close()
 	printDiscovered(stdout, entries)
+	if *pin {
+		return pinHubs(stdout, stderr, entries, *known)
+	}
 	return exitOK
 }
 
 func printDiscovered(w io.Writer, entries []dnssd.Entry) {
 	brokers := map[string]string{} // instance → mqtt URL
+	secure := map[string]string{}  // instance → mqtts URL
 	for _, e := range entries {
 		if e.Service == lmos.ServiceMQTT && len(e.IPs) > 0 {
 			brokers[e.Instance] = "mqtt://" + net.JoinHostPort(hostOf(e), strconv.Itoa(e.Port))
+		}
+		if e.Service == lmos.ServiceSecureMQTT && len(e.IPs) > 0 {
+			secure[e.Instance] = "mqtts://" + net.JoinHostPort(hostOf(e), strconv.Itoa(e.Port))
 		}
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -82,7 +92,14 @@ func printDiscovered(w io.Writer, entries []dnssd.Entry) {
 			if b == "" {
 				b = "-"
 			}
-			hubs = append(hubs, fmt.Sprintf("  %s\t%s\t%s\t%s", e.Instance, u, b, e.Iface))
+			tlsCol := "-"
+			if fp := e.TXT()[lmos.TXTTLS]; fp != "" {
+				tlsCol = fp
+				if s := secure[e.Instance]; s != "" {
+					tlsCol = s + " " + fp
+				}
+			}
+			hubs = append(hubs, fmt.Sprintf("  %s\t%s\t%s\t%s\t%s", e.Instance, u, b, e.Iface, tlsCol))
 		} else {
 			if typ == "" {
 				typ = lmos.TypeThing
@@ -92,7 +109,7 @@ func printDiscovered(w io.Writer, entries []dnssd.Entry) {
 	}
 	fmt.Fprintf(tw, "HUBS (%d)\n", len(hubs))
 	if len(hubs) > 0 {
-		fmt.Fprintln(tw, "  NAME\tDIRECTORY\tMQTT\tIFACE")
+		fmt.Fprintln(tw, "  NAME\tDIRECTORY\tMQTT\tIFACE\tTLS")
 		for _, l := range hubs {
 			fmt.Fprintln(tw, l)
 		}

@@ -2,10 +2,15 @@ package main
 
 import (
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // discover's usage errors are reported before any socket is opened (a
@@ -45,5 +50,59 @@ func TestPrintDiscovered(t *testing.T) {
 	printDiscovered(&b, nil)
 	if !strings.Contains(b.String(), "nothing seen") {
 		t.Errorf("empty: %q", b.String())
+	}
+}
+
+// TestDiscoverPinsHubCertificates: `discover --pin` against a real TLS hub
+// (the mDNS entries are what its advertisement carries; browsing itself
+// is covered by the namespace tests): the first run pins the certificate
+// its TXT record names, the next one finds it unchanged, a TXT record
+// naming another certificate is a MISMATCH, and a pinned fingerprint the
+// hub no longer presents is CHANGED; both fail the command and pin
+// nothing.
+func TestDiscoverPinsHubCertificates(t *testing.T) {
+	h := hubtest.Start(t, func(c *Config) { c.TLS.Enabled = true })
+	fp := h.Main.TLS.Fingerprint()
+	_, port, _ := net.SplitHostPort(h.Main.MQTTSAddr.String())
+	p, _ := strconv.Atoi(port)
+	lo := net.IPv4(127, 0, 0, 1)
+	entries := func(txtFP string) []dnssd.Entry {
+		return []dnssd.Entry{
+			{Instance: "Home", Service: "_wot._tcp", Port: 8080, IPs: []net.IP{lo}, Iface: "lo",
+				Text: []string{"td=/.well-known/wot", "type=Directory", "scheme=http", "tls=" + txtFP}},
+			{Instance: "Home", Service: "_secure-mqtt._tcp", Port: p, IPs: []net.IP{lo}, Iface: "lo", Text: []string{"tls=" + txtFP}},
+		}
+	}
+	file := filepath.Join(t.TempDir(), "cfg", "known_hubs")
+	var out, errOut strings.Builder
+	if code := pinHubs(&out, &errOut, entries(fp), file); code != exitOK || !strings.Contains(out.String(), "PIN Home: pinned "+fp) {
+		t.Fatalf("first use: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "Home\t"+fp+"\n" {
+		t.Fatalf("known_hubs holds %q (%v)", b, err)
+	}
+	out.Reset()
+	if code := pinHubs(&out, &errOut, entries(strings.ToLower(fp)), file); code != exitOK || !strings.Contains(out.String(), "PIN Home: ok") {
+		t.Fatalf("second run: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	other := lmos.Fingerprint([]byte("spoofed"))
+	if code := pinHubs(&out, &errOut, entries(other), file); code != exitFailure || !strings.Contains(out.String(), "MISMATCH") {
+		t.Fatalf("TXT naming another certificate: exit %d\n%s", code, out.String())
+	}
+	if err := os.WriteFile(file, []byte("Home\t"+other+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := pinHubs(&out, &errOut, entries(fp), file); code != exitFailure || !strings.Contains(out.String(), "CHANGED") {
+		t.Fatalf("pinned certificate replaced: exit %d\n%s", code, out.String())
+	}
+	if b, _ := os.ReadFile(file); string(b) != "Home\t"+other+"\n" {
+		t.Fatalf("a CHANGED hub was re-pinned: %q", b)
+	}
+	var b strings.Builder
+	printDiscovered(&b, entries(fp))
+	if !strings.Contains(b.String(), "mqtts://127.0.0.1:"+port+" "+fp) {
+		t.Errorf("discover does not print the TLS door and fingerprint:\n%s", b.String())
 	}
 }

@@ -46,7 +46,7 @@ usage:
   lmos-hub verify [-key FILE] TD.json|-
                                    check a TD's proof: print the signer's DID and created, or why not
   lmos-hub config print [flags]    print the effective configuration
-  lmos-hub version                 print the version
+  lmos-hub version [--tls]         print the version; --tls: the certificate's fingerprint
 `
 
 func main() {
@@ -76,8 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	case "verify":
 		return runVerify(rest, stdin, stdout, stderr, getenv)
 	case "version":
-		fmt.Fprintln(stdout, "lmos-hub", version)
-		return exitOK
+		return runVersion(rest, stdout, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

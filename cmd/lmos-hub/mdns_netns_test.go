@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,8 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
+	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // The tests here run hubs and agents in network namespaces joined by a
@@ -86,8 +89,14 @@ func mdnsHubB(b *testing.B, lan *netnstest.LAN, name string) (*netnstest.Proc, s
 
 func startMDNSHub(t testing.TB, dir string, lan *netnstest.LAN, node, name string) (*netnstest.Proc, string) {
 	t.Helper()
+	return startMDNSHubWith(t, dir, lan, node, name, "")
+}
+
+// startMDNSHubWith is startMDNSHub with more YAML settings.
+func startMDNSHubWith(t testing.TB, dir string, lan *netnstest.LAN, node, name, extraYAML string) (*netnstest.Proc, string) {
+	t.Helper()
 	cfg := filepath.Join(dir, "hub.yaml")
-	yaml := "mdns:\n  interfaces: [eth0]\n  forgetAfter: 1h\n"
+	yaml := "mdns:\n  interfaces: [eth0]\n  forgetAfter: 1h\n" + extraYAML
 	if _, bench := t.(*testing.B); bench {
 		// The benchmarks' 100 agents share one address: more than the
 		// default registry.maxThingsPerSource (64) allows.
@@ -208,6 +217,65 @@ func TestMDNSLAN(t *testing.T) {
 		d.WaitContains(10*time.Second, "HUBS (2)")
 		d.WaitContains(5*time.Second, "Test Hub (2)", lan.Addr("a2"))
 	})
+}
+
+// TestMDNSTLSHubPinnedByDiscover: a hub serving TLS only advertises its
+// directory as https and MQTTS as _secure-mqtt._tcp, both with its
+// certificate's fingerprint in TXT (tls=); `lmos-hub discover --pin` on
+// another host lists them, connects, finds the certificate the TXT record
+// names and pins it, and the next run finds it unchanged; agent.FindHub
+// reads the https directory trusting that certificate and returns the
+// mqtts broker with the fingerprint. A new certificate written to the data
+// directory is reloaded and announced: discover lists the new fingerprint
+// and reports the pinned one CHANGED.
+func TestMDNSTLSHubPinnedByDiscover(t *testing.T) {
+	lan := netnstest.New(t, []string{"hub", "a1"})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hub.yaml")
+	yaml := "mdns:\n  interfaces: [eth0]\ntls:\n  enabled: true\n  only: true\n  mqttsAddr: 0.0.0.0:8883\n  httpsAddr: 0.0.0.0:8443\n  reloadInterval: 100ms\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hub := lan.Helper("hub", "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS="+strings.Join([]string{"serve", "--config", cfg,
+		"--data-dir", filepath.Join(dir, "data"), "--admin-token", testToken, "--hub-name", "TLS Hub"}, "|"))
+	hub.WaitContains(10*time.Second, "mdns advertising", "http_port=8443", "mqtt_port=0", "mqtts_port=8883")
+	pem, err := os.ReadFile(filepath.Join(dir, "data", "tls-cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := pemDecode(pem)
+	fp := lmos.Fingerprint(der)
+	hubIP := lan.Addr("hub")
+	known := filepath.Join(t.TempDir(), "known_hubs")
+	args := "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0|--pin|--known-hubs|" + known
+	d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
+	d.WaitContains(10*time.Second, "TLS Hub", "https://"+hubIP+":8443/.well-known/wot", "mqtts://"+hubIP+":8883 "+fp)
+	d.WaitContains(10*time.Second, "PIN TLS Hub: pinned "+fp)
+	d = lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
+	d.WaitContains(10*time.Second, "PIN TLS Hub: ok")
+	f := lan.Helper("a1", "TestMDNSChild", childEnv+"=findhub")
+	f.WaitContains(10*time.Second, `"BrokerURL":"mqtts://`+hubIP+`:8883"`, `"TLSFingerprint":"`+fp+`"`)
+
+	// A new certificate in the data directory: the hub reloads it and
+	// announces the new fingerprint; discover sees the pinned one changed.
+	certPEM, keyPEM, err := tlscert.Generate(tlscert.HostNames(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"tls-key.pem", keyPEM}, {"tls-cert.pem", certPEM}} {
+		if err := os.WriteFile(filepath.Join(dir, "data", f.name), f.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	der, _ = pemDecode(certPEM)
+	fp2 := lmos.Fingerprint(der)
+	hub.WaitContains(10*time.Second, "tls certificate reloaded", fp2)
+	d = lan.Helper("a1", "TestMDNSChild", childEnv+"=run", args)
+	d.WaitContains(10*time.Second, "mqtts://"+hubIP+":8883 "+fp2)
+	d.WaitContains(10*time.Second, "PIN TLS Hub: CHANGED", fp2, "pinned is "+fp)
 }
 
 // TestMDNSNodeInterop: an agent written with npm multicast-dns, sending
@@ -374,4 +442,13 @@ print("held", flush=True); time.sleep(60)`))
 	hold.WaitContains(10*time.Second, "held")
 	p, _ := mdnsHub(t, lan, "hub", "Blocked Hub") // serves /healthz
 	p.WaitContains(5*time.Second, "mdns is off", "5353")
+}
+
+// pemDecode returns the DER bytes of the first PEM block.
+func pemDecode(b []byte) ([]byte, bool) {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, false
+	}
+	return block.Bytes, true
 }

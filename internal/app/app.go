@@ -10,6 +10,7 @@ package app
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
 	"github.com/eclipse-lmos/lmos-hub/store"
@@ -66,19 +68,28 @@ type Main struct {
 	// Admission is the join policy both doors that admit Things (MQTT,
 	// WebSocket) apply, with one join rate per source.
 	Admission *hub.Admission
-	// HTTPAddr is the address the HTTP listener actually bound.
+	// TLS is the served certificate; nil when tls.enabled is false.
+	TLS *tlscert.Cert
+	// HTTPAddr is the address the HTTP listener actually bound; nil when
+	// tls.only closed it.
 	HTTPAddr net.Addr
-	Broker   *mqtt.Broker
-	// MQTTAddr is the address the MQTT listener actually bound.
+	// HTTPSAddr is the address the HTTPS listener bound; nil without TLS.
+	HTTPSAddr net.Addr
+	Broker    *mqtt.Broker
+	// MQTTAddr is the address the MQTT listener actually bound; nil when
+	// tls.only closed it.
 	MQTTAddr net.Addr
-	Web      *web.Server
-	HTTP     *http.Server
+	// MQTTSAddr is the address the MQTTS listener bound; nil without TLS.
+	MQTTSAddr net.Addr
+	Web       *web.Server
+	HTTP      *http.Server
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
 
-	// httpLn is the HTTP listener until the HTTP server owns it.
-	httpLn net.Listener
+	// httpLn and httpsLn are the HTTP(S) listeners until the HTTP server
+	// owns them.
+	httpLn, httpsLn net.Listener
 	// names are the hub's own names for the Host check.
 	names   *hostNames
 	errc    chan error
@@ -99,8 +110,10 @@ func NewMain(cfg Config, stdout io.Writer, logger *slog.Logger) *Main {
 func (m *Main) Run(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			if m.httpLn != nil {
-				m.httpLn.Close()
+			for _, ln := range []net.Listener{m.httpLn, m.httpsLn} {
+				if ln != nil {
+					ln.Close()
+				}
 			}
 			_ = m.Close(context.Background())
 		}
@@ -111,6 +124,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openIdentity,
 		m.openRegistry,
 		m.openTokens,
+		m.openTLS,
 		m.openListeners,
 		m.openBroker,
 		m.openWeb,
@@ -200,16 +214,36 @@ func OpenTokens(dataDir string) (tokens *hub.Tokens, close func() error, err err
 	return hub.NewTokens(db, nil), db.Close, nil
 }
 
-// openListeners binds the HTTP listener: the broker announces its address
-// on lmos/v1/hub/status, and the directory TD names it. The MQTT listener is
-// the broker's own (it wraps every connection), bound in openBroker.
+// openListeners binds the HTTP listeners (plain unless tls.only, HTTPS
+// when TLS is on): the broker announces the directory's address on
+// lmos/v1/hub/status, and the directory TD names it. The MQTT listeners
+// are the broker's own (it wraps every connection), bound in openBroker.
 func (m *Main) openListeners(context.Context) error {
-	ln, err := net.Listen("tcp", m.Config.HTTP.Addr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on http.addr %s: %w", m.Config.HTTP.Addr, err)
+	cfg := m.Config
+	if !cfg.TLS.Only {
+		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		if err != nil {
+			return fmt.Errorf("cannot listen on http.addr %s: %w", cfg.HTTP.Addr, err)
+		}
+		m.httpLn, m.HTTPAddr = ln, ln.Addr()
 	}
-	m.httpLn, m.HTTPAddr = ln, ln.Addr()
+	if m.TLS != nil {
+		ln, err := net.Listen("tcp", cfg.TLS.HTTPSAddr)
+		if err != nil {
+			return fmt.Errorf("cannot listen on tls.httpsAddr %s: %w", cfg.TLS.HTTPSAddr, err)
+		}
+		m.httpsLn, m.HTTPSAddr = ln, ln.Addr()
+	}
 	return nil
+}
+
+// directoryURL is the directory TD's URL the broker announces: the plain
+// one while it is open, else the HTTPS one.
+func (m *Main) directoryURL() string {
+	if m.HTTPAddr != nil {
+		return directoryURL("http", m.HTTPAddr)
+	}
+	return directoryURL("https", m.HTTPSAddr)
 }
 
 // openBroker starts the embedded MQTT broker on cfg.MQTT.Addr, before HTTP
@@ -223,7 +257,7 @@ func (m *Main) openBroker(context.Context) error {
 		Admission:    m.Admission,
 		HubID:        m.DB.HubID(),
 		Version:      m.Version,
-		DirectoryURL: directoryURL(m.HTTPAddr),
+		DirectoryURL: m.directoryURL(),
 		Forward:      m.Router,
 		Logger:       m.Logger.With("component", "mqtt"),
 
@@ -235,17 +269,32 @@ func (m *Main) openBroker(context.Context) error {
 	if err != nil {
 		return err
 	}
-	addr, err := b.Listen(cfg.MQTT.Addr)
-	if err != nil {
-		return err
-	}
 	m.onClose("mqtt", b.Close)
+	if !cfg.TLS.Only {
+		if m.MQTTAddr, err = b.Listen(cfg.MQTT.Addr); err != nil {
+			return err
+		}
+	}
+	if m.TLS != nil {
+		ln, err := net.Listen("tcp", cfg.TLS.MQTTSAddr)
+		if err != nil {
+			return fmt.Errorf("cannot listen on tls.mqttsAddr %s: %w", cfg.TLS.MQTTSAddr, err)
+		}
+		if m.MQTTSAddr, err = b.Serves("tls", m.TLS.Listener(ln, "mqtts")); err != nil {
+			return err
+		}
+	}
 	if err := b.Serve(); err != nil {
 		return err
 	}
-	m.Broker, m.MQTTAddr = b, addr
+	m.Broker = b
 	m.Router.Handle(hub.SourceMQTT, b)
-	m.Logger.Info("mqtt listening", "addr", addr.String())
+	if m.MQTTAddr != nil {
+		m.Logger.Info("mqtt listening", "addr", m.MQTTAddr.String())
+	}
+	if m.MQTTSAddr != nil {
+		m.Logger.Info("mqtts listening", "addr", m.MQTTSAddr.String(), "fingerprint", m.TLS.Fingerprint())
+	}
 	return nil
 }
 
@@ -260,22 +309,38 @@ func (m *Main) openWeb(ctx context.Context) error {
 	srv.ResetWSPresence(ctx)
 	m.Router.Handle(hub.SourceWS, srv.WSTransport())
 	var silent silentConns
+	errorLog := slog.NewLogLogger(m.Logger.With("component", "http").Handler(), slog.LevelWarn)
+	if m.TLS != nil {
+		errorLog = m.TLS.HTTPErrorLog("https", m.Logger.With("component", "http"))
+	}
 	m.HTTP = &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(m.Logger.With("component", "http").Handler(), slog.LevelWarn),
+		ErrorLog:          errorLog,
 		ConnState:         silent.track,
 	}
-	ln := m.httpLn
-	m.httpLn = nil
-	go func() {
-		if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.errc <- fmt.Errorf("http server failed: %w", err)
-		}
-	}()
+	serve := func(ln net.Listener, what string) {
+		go func() {
+			if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				select {
+				case m.errc <- fmt.Errorf("%s server failed: %w", what, err):
+				default: // the other listener's failure is reported
+				}
+			}
+		}()
+	}
+	if ln := m.httpLn; ln != nil {
+		m.httpLn = nil
+		serve(ln, "http")
+	}
+	if ln := m.httpsLn; ln != nil {
+		m.httpsLn = nil
+		// HTTP/1.1 only: WebSocket upgrades (/ws, /mqtt) need it.
+		serve(tls.NewListener(ln, m.TLS.ServerConfig("http/1.1")), "https")
+	}
 	m.onClose("http", func(ctx context.Context) error {
 		// Event streams never end by themselves: end them so Shutdown only
 		// waits for requests in flight, whose writes then complete.
@@ -289,7 +354,12 @@ func (m *Main) openWeb(ctx context.Context) error {
 	// Start-up allocates transiently (the store walk, the broker's
 	// reconciliation): collect it and give it back before the hub idles.
 	debug.FreeOSMemory()
-	m.Logger.Info("http listening", "addr", m.HTTPAddr.String())
+	if m.HTTPAddr != nil {
+		m.Logger.Info("http listening", "addr", m.HTTPAddr.String())
+	}
+	if m.HTTPSAddr != nil {
+		m.Logger.Info("https listening", "addr", m.HTTPSAddr.String(), "fingerprint", m.TLS.Fingerprint())
+	}
 	return nil
 }
 
@@ -324,8 +394,9 @@ func (m *Main) webConfig() web.Config {
 		SSEHeartbeat:    m.SSEHeartbeat,
 		SSEWriteTimeout: m.SSEWriteTimeout,
 		WriteTimeout:    m.HTTPWriteTimeout,
-		Metrics:         []func(io.Writer){b.WritePrometheus},
+		Metrics:         m.metrics(),
 		BrokerPort:      portOf(m.MQTTAddr),
+		TLS:             m.tlsInfo(),
 		// WebSocket agents reach MQTT consumers through the broker.
 		Publisher: b,
 		Streams:   b,
@@ -363,27 +434,37 @@ func (m *Main) advertise() error {
 		m.Logger.Warn("http listens on loopback only: agents on the lan will find the hub over mdns but cannot reach it; use --http-addr :8080",
 			"addr", m.HTTPAddr.String())
 	}
-	host, _ := os.Hostname()
-	// Namespaces and containers share a host name: the hub id keeps each
-	// hub's .local host name its own.
-	id := strings.ReplaceAll(m.DB.HubID(), "-", "")
-	host = strings.SplitN(host, ".", 2)[0] + "-" + id[:min(6, len(id))]
+	host := m.mdnsHost()
+	// The directory is advertised where plain clients reach it while that
+	// door is open; with tls.only, on HTTPS (PROTOCOL §8).
+	httpPort, scheme, fp := portOf(m.HTTPAddr), "http", ""
+	if m.TLS != nil {
+		fp = m.TLS.Fingerprint()
+		if m.HTTPAddr == nil {
+			httpPort, scheme = portOf(m.HTTPSAddr), "https"
+		}
+	}
 	h, err := mdns.Open(m.Registry, mdns.Config{
-		Name:        cfg.Hub.Name,
-		Host:        host,
-		Interfaces:  cfg.MDNS.Interfaces,
-		HTTPPort:    portOf(m.HTTPAddr),
-		MQTTPort:    portOf(m.MQTTAddr),
-		Scheme:      "http",
-		ForgetAfter: time.Duration(cfg.MDNS.ForgetAfter),
-		Admission:   m.Admission,
-		Logger:      m.Logger.With("component", "mdns"),
+		Name:           cfg.Hub.Name,
+		Host:           host,
+		Interfaces:     cfg.MDNS.Interfaces,
+		HTTPPort:       httpPort,
+		MQTTPort:       portOf(m.MQTTAddr),
+		MQTTSPort:      portOf(m.MQTTSAddr),
+		Scheme:         scheme,
+		TLSFingerprint: fp,
+		ForgetAfter:    time.Duration(cfg.MDNS.ForgetAfter),
+		Admission:      m.Admission,
+		Logger:         m.Logger.With("component", "mdns"),
 	})
 	if err != nil {
 		return err
 	}
 	m.MDNS = h
 	m.names.mdns.Store(h)
+	if m.TLS != nil {
+		m.TLS.OnChange(h.SetTLSFingerprint)
+	}
 	m.onClose("mdns", h.Close)
 	return nil
 }
@@ -424,9 +505,18 @@ func portOf(a net.Addr) int {
 	return 0
 }
 
-// directoryURL is the directory TD's URL for the HTTP listener at addr; an
+// mdnsHost is the host label the hub advertises over mDNS (before any
+// rename on a conflict): namespaces and containers share a host name, so
+// the hub id keeps each hub's .local host name its own.
+func (m *Main) mdnsHost() string {
+	host, _ := os.Hostname()
+	id := strings.ReplaceAll(m.DB.HubID(), "-", "")
+	return strings.SplitN(host, ".", 2)[0] + "-" + id[:min(6, len(id))]
+}
+
+// directoryURL is the directory TD's URL for the listener at addr; an
 // unspecified host (all interfaces) is replaced by the host name.
-func directoryURL(addr net.Addr) string {
+func directoryURL(scheme string, addr net.Addr) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return ""
@@ -436,7 +526,7 @@ func directoryURL(addr net.Addr) string {
 			host = name
 		}
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/.well-known/wot"
+	return scheme + "://" + net.JoinHostPort(host, port) + "/.well-known/wot"
 }
 
 // bootstrapToken installs --admin-token, or on first start creates a token

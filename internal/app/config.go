@@ -83,6 +83,7 @@ type Config struct {
 	Join            JoinConfig     `yaml:"join"`
 	Security        SecurityConfig `yaml:"security"`
 	Access          AccessConfig   `yaml:"access"`
+	TLS             TLSConfig      `yaml:"tls"`
 	AdminToken      string         `yaml:"adminToken"`
 	Log             LogConfig      `yaml:"log"`
 	Registry        RegistryConfig `yaml:"registry"`
@@ -187,6 +188,22 @@ type SecurityConfig struct {
 	MaxClockSkew Duration `yaml:"maxClockSkew"`
 }
 
+// TLSConfig configures HTTPS, WSS and MQTTS (PROTOCOL §10 "TLS").
+type TLSConfig struct {
+	Enabled bool `yaml:"enabled"` // default false
+	// Only closes the plain listeners (http.addr, mqtt.addr).
+	Only      bool   `yaml:"only"`
+	HTTPSAddr string `yaml:"httpsAddr"` // default ":8443"; also WSS (/ws, /mqtt)
+	MQTTSAddr string `yaml:"mqttsAddr"` // default ":8883"
+	// Cert and Key are the user's PEM files; both empty: a self-signed
+	// certificate generated on first start in the data directory.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// ReloadInterval is how often the files are checked for a new
+	// certificate; default 10s.
+	ReloadInterval Duration `yaml:"reloadInterval"`
+}
+
 // LogConfig configures log/slog output.
 type LogConfig struct {
 	Format string `yaml:"format"` // text|json, default text
@@ -254,6 +271,7 @@ func DefaultConfig() Config {
 	c.Join = JoinConfig{Mode: "open"}
 	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
 	c.Access = AccessConfig{Anonymous: hub.AnonymousOperate}
+	c.TLS = TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}
 	c.Log = LogConfig{Format: "text", Level: "info"}
 	c.Registry = RegistryConfig{EventLogSize: 1000, MaxDepth: hub.DefaultMaxDepth, MaxThings: 1024, MaxTDBytes: hub.DefaultMaxTDBytes,
 		MaxBytes: 32 << 20, MaxThingsPerSource: 64}
@@ -314,6 +332,7 @@ func (c Config) Validate() error {
 	bad("hub.name", checkHubName(c.Hub.Name))
 	c.validateHTTP(bad)
 	c.validateMQTT(bad)
+	c.validateTLS(bad)
 	for i, name := range c.MDNS.Interfaces {
 		if strings.TrimSpace(name) == "" {
 			bad(fmt.Sprintf("mdns.interfaces[%d]", i), errors.New("must be an interface name such as eth0, not empty"))
@@ -382,6 +401,21 @@ func (c Config) validateMQTT(bad func(string, error)) {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
 	}
 	bad("mqtt.deliveryPath", checkOneOf(c.MQTT.DeliveryPath, deliveryPaths))
+}
+
+// validateTLS checks the tls settings; bad records a bad one.
+func (c Config) validateTLS(bad func(string, error)) {
+	bad("tls.httpsAddr", checkAddr(c.TLS.HTTPSAddr))
+	bad("tls.mqttsAddr", checkAddr(c.TLS.MQTTSAddr))
+	if c.TLS.Only && !c.TLS.Enabled {
+		bad("tls.only", errors.New("needs tls.enabled: true (it closes the plain listeners, leaving only the TLS ones)"))
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		bad("tls.cert", errors.New("tls.cert and tls.key go together: give both files, or neither for a self-signed certificate in the data directory"))
+	}
+	if c.TLS.ReloadInterval <= 0 {
+		bad("tls.reloadInterval", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.TLS.ReloadInterval))
+	}
 }
 
 // validateLimits checks the registry's and search's limits; bad records a
@@ -536,13 +570,20 @@ var serveSettings = []serveSetting{
 		set: func(c *Config, v string) error { c.MQTT.Addr = v; return checkAddr(v) }},
 	{flag: "mdns", env: "LMOS_HUB_MDNS", isBool: true, usage: "advertise the hub and discover agents over mDNS: --mdns=true|false (default true)",
 		set: func(c *Config, v string) error {
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
-			if err != nil {
-				return fmt.Errorf("%q is not a boolean (use true or false)", v)
-			}
-			c.MDNS.Enabled = b
-			return nil
+			return setBool(&c.MDNS.Enabled, v)
 		}},
+	{flag: "tls", env: "LMOS_HUB_TLS", isBool: true, usage: "serve HTTPS, WSS and MQTTS too: --tls=true|false (default false)",
+		set: func(c *Config, v string) error { return setBool(&c.TLS.Enabled, v) }},
+	{flag: "tls-only", env: "LMOS_HUB_TLS_ONLY", isBool: true, usage: "close the plain HTTP and MQTT listeners: --tls-only=true|false (default false)",
+		set: func(c *Config, v string) error { return setBool(&c.TLS.Only, v) }},
+	{flag: "https-addr", env: "LMOS_HUB_HTTPS_ADDR", usage: "listen for HTTPS and WSS on `HOST:PORT` when TLS is on (default :8443)",
+		set: func(c *Config, v string) error { c.TLS.HTTPSAddr = v; return checkAddr(v) }},
+	{flag: "mqtts-addr", env: "LMOS_HUB_MQTTS_ADDR", usage: "listen for MQTT over TLS on `HOST:PORT` when TLS is on (default :8883)",
+		set: func(c *Config, v string) error { c.TLS.MQTTSAddr = v; return checkAddr(v) }},
+	{flag: "tls-cert", env: "LMOS_HUB_TLS_CERT", usage: "serve the PEM certificate `FILE` (with --tls-key; default a self-signed one in the data dir)",
+		set: func(c *Config, v string) error { c.TLS.Cert = v; return nil }},
+	{flag: "tls-key", env: "LMOS_HUB_TLS_KEY", usage: "the PEM private key `FILE` of --tls-cert",
+		set: func(c *Config, v string) error { c.TLS.Key = v; return nil }},
 	{flag: "join-mode", env: "LMOS_HUB_JOIN_MODE", usage: "admit new agents: `open|approve|closed` (default open)",
 		set: func(c *Config, v string) error { c.Join.Mode = v; return checkOneOf(v, joinModes) }},
 	{flag: "access-anonymous", env: "LMOS_HUB_ACCESS_ANONYMOUS", usage: "what clients without credentials may do: `none|read|operate` (default operate)",
@@ -558,6 +599,16 @@ var serveSettings = []serveSetting{
 		set: func(c *Config, v string) error { c.Log.Level = v; return checkOneOf(v, logLevels) }},
 	{flag: "hub-name", env: "LMOS_HUB_NAME", usage: "call the hub `NAME` (mDNS instance, dashboard; default the host name)",
 		set: func(c *Config, v string) error { c.Hub.Name = v; return checkHubName(v) }},
+}
+
+// setBool sets *dst from a boolean setting's text.
+func setBool(dst *bool, v string) error {
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("%q is not a boolean (use true or false)", v)
+	}
+	*dst = b
+	return nil
 }
 
 // settingFlag is the flag.Value of a serveSetting. Set checks the value at
@@ -623,8 +674,12 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	}
 	if fs.NArg() > 0 {
 		hint := ""
-		if i := len(args) - fs.NArg() - 1; i >= 0 && strings.TrimLeft(args[i], "-") == "mdns" {
-			hint = " (write boolean flags with =, e.g. --mdns=false)"
+		if i := len(args) - fs.NArg() - 1; i >= 0 {
+			if f := fs.Lookup(strings.TrimLeft(args[i], "-")); f != nil {
+				if bf, ok := f.Value.(*settingFlag); ok && bf.IsBoolFlag() {
+					hint = fmt.Sprintf(" (write boolean flags with =, e.g. --%s=false)", f.Name)
+				}
+			}
 		}
 		return Config{}, fmt.Errorf("unexpected argument %q: the hub takes only flags%s", fs.Arg(0), hint)
 	}

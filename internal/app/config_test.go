@@ -44,7 +44,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.Search.MaxConcurrent != runtime.GOMAXPROCS(0) ||
 		c.Registry.MaxTDBytes != 262144 || c.Registry.MaxBytes != 32<<20 || c.Registry.MaxThingsPerSource != 64 ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" ||
-		c.Security.RequireSigned || c.Security.VerifyRate != 50 || c.Security.VerifyBurst != 100 || c.Security.MaxClockSkew != Duration(5*time.Minute) {
+		c.Security.RequireSigned || c.Security.VerifyRate != 50 || c.Security.VerifyBurst != 100 || c.Security.MaxClockSkew != Duration(5*time.Minute) ||
+		c.TLS != (TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}) {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {
@@ -82,6 +83,12 @@ mdns:
   forgetAfter: 1h
 join:
   mode: approve
+tls:
+  enabled: false
+  httpsAddr: "127.0.0.1:9443"
+  cert: /etc/hub.crt
+  key: /etc/hub.key
+  reloadInterval: 1m
 log:
   format: json
   level: debug
@@ -102,13 +109,15 @@ security:
 shutdownTimeout: 3s
 `)
 	env := map[string]string{
-		"LMOS_HUB_CONFIG":    path,
-		"LMOS_HUB_MQTT_ADDR": "127.0.0.1:9102", // env over file
-		"LMOS_HUB_JOIN_MODE": "closed",         // env over file, then flag over env
-		"LMOS_HUB_LOG_LEVEL": "warn",           // env over file
-		"LMOS_HUB_MDNS":      "true",           // env over file
+		"LMOS_HUB_CONFIG":     path,
+		"LMOS_HUB_MQTT_ADDR":  "127.0.0.1:9102", // env over file
+		"LMOS_HUB_JOIN_MODE":  "closed",         // env over file, then flag over env
+		"LMOS_HUB_LOG_LEVEL":  "warn",           // env over file
+		"LMOS_HUB_MDNS":       "true",           // env over file
+		"LMOS_HUB_TLS":        "true",           // env over file
+		"LMOS_HUB_MQTTS_ADDR": "127.0.0.1:9883", // env over the default
 	}
-	args := []string{"--join-mode", "open", "--log-format=text", "--http-addr", ":0", "--hub-name", "flag-hub"}
+	args := []string{"--join-mode", "open", "--log-format=text", "--http-addr", ":0", "--hub-name", "flag-hub", "--tls-only", "--tls-key", "/flag.key"}
 	c, err := LoadConfig(args, envMap(env))
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +159,13 @@ shutdownTimeout: 3s
 		{"log.format (flag over file)", c.Log.Format, "text"},
 		{"http.addr (flag over file)", c.HTTP.Addr, ":0"},
 		{"hub.name (flag over file)", c.Hub.Name, "flag-hub"},
+		{"tls.enabled (env over file)", c.TLS.Enabled, true},
+		{"tls.only (flag)", c.TLS.Only, true},
+		{"tls.httpsAddr (file)", c.TLS.HTTPSAddr, "127.0.0.1:9443"},
+		{"tls.mqttsAddr (env)", c.TLS.MQTTSAddr, "127.0.0.1:9883"},
+		{"tls.cert (file)", c.TLS.Cert, "/etc/hub.crt"},
+		{"tls.key (flag over file)", c.TLS.Key, "/flag.key"},
+		{"tls.reloadInterval (file)", c.TLS.ReloadInterval, Duration(time.Minute)},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {
@@ -307,6 +323,12 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"mqtt.slowClientTimeout", func(c *Config) { c.MQTT.SlowClientTimeout = 0 }, "mqtt.slowClientTimeout: "},
 		{"mqtt.connectTimeout", func(c *Config) { c.MQTT.ConnectTimeout = 0 }, "mqtt.connectTimeout: "},
 		{"mqtt.deliveryPath", func(c *Config) { c.MQTT.DeliveryPath = "both" }, `mqtt.deliveryPath: "both" is not one of hub, mochi`},
+		{"tls.httpsAddr", func(c *Config) { c.TLS.HTTPSAddr = "8443" }, "tls.httpsAddr: "},
+		{"tls.mqttsAddr", func(c *Config) { c.TLS.MQTTSAddr = ":99999" }, "tls.mqttsAddr: "},
+		{"tls.only", func(c *Config) { c.TLS.Only = true }, "tls.only: needs tls.enabled: true"},
+		{"tls.cert", func(c *Config) { c.TLS.Cert = "hub.crt" }, "tls.cert: tls.cert and tls.key go together"},
+		{"tls.cert (key alone)", func(c *Config) { c.TLS.Key = "hub.key" }, "tls.cert: tls.cert and tls.key go together"},
+		{"tls.reloadInterval", func(c *Config) { c.TLS.ReloadInterval = 0 }, "tls.reloadInterval: "},
 		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},
 		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},

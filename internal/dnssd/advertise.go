@@ -167,6 +167,22 @@ func (a *Advertiser) SetText(i int, text []string) {
 	a.announce()
 }
 
+// SetTexts replaces the TXT records of several services (index → text)
+// and announces them together: announced one by one, the first
+// announcement would still carry the others' old records, and the
+// advertiser, hearing its own packet back, would take them for another
+// host's and rename.
+func (a *Advertiser) SetTexts(texts map[int][]string) {
+	a.mu.Lock()
+	for i, text := range texts {
+		if i >= 0 && i < len(a.services) {
+			a.services[i].Text = slices.Clone(text)
+		}
+	}
+	a.mu.Unlock()
+	a.announce()
+}
+
 func (a *Advertiser) ttl(def uint32) uint32 {
 	if a.cfg.TTL > 0 {
 		return a.cfg.TTL

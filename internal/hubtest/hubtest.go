@@ -36,8 +36,11 @@ const Token = "test-admin-token-0123456789"
 type Hub struct {
 	tb   testing.TB
 	Main *app.Main
-	// URL is the HTTP base URL, http://127.0.0.1:port.
+	// URL is the HTTP base URL, http://127.0.0.1:port (with tls.only,
+	// HTTPSURL).
 	URL string
+	// HTTPSURL is the HTTPS base URL when TLS is on.
+	HTTPSURL string
 	// Dir is the data directory.
 	Dir string
 }
@@ -51,6 +54,8 @@ func Config(dir string) app.Config {
 	cfg.Hub.Name = "test-hub"
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.MQTT.Addr = "127.0.0.1:0"
+	cfg.TLS.HTTPSAddr = "127.0.0.1:0"
+	cfg.TLS.MQTTSAddr = "127.0.0.1:0"
 	cfg.MDNS.Enabled = false
 	cfg.AdminToken = Token
 	cfg.HTTP.WriteRate = 0
@@ -90,7 +95,14 @@ func Run(tb testing.TB, m *app.Main) *Hub {
 	if err := m.Run(context.Background()); err != nil {
 		tb.Fatalf("start hub: %v", err)
 	}
-	h := &Hub{tb: tb, Main: m, URL: "http://" + m.HTTPAddr.String(), Dir: m.Config.DataDir}
+	h := &Hub{tb: tb, Main: m, Dir: m.Config.DataDir}
+	if m.HTTPSAddr != nil {
+		h.HTTPSURL = "https://" + m.HTTPSAddr.String()
+		h.URL = h.HTTPSURL // tls.only: no plain URL
+	}
+	if m.HTTPAddr != nil {
+		h.URL = "http://" + m.HTTPAddr.String()
+	}
 	tb.Cleanup(h.Close)
 	return h
 }

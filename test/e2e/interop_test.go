@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,8 @@ func tdPlayground(t *testing.T, files ...string) map[string]bool {
 // samples as enriched by the hub, an anonymous one, and the directory TD.
 // The invalid samples are rejected by both the hub and the validator.
 func TestServedTDsPassPlayground(t *testing.T) {
-	h := startHub(t, nil)
+	// TLS on: the directory TD carries its TLS links too (issue 14).
+	h := startHub(t, func(c *Config) { c.TLS.Enabled = true })
 	dir := t.TempDir()
 	var served []string
 	save := func(name string, body []byte) string {
@@ -80,6 +82,13 @@ func TestServedTDsPassPlayground(t *testing.T) {
 	served = append(served, save("served-anonymous.json", body))
 	_, body = h.do("GET", "/.well-known/wot", "", nil, "")
 	served = append(served, save("directory.json", body))
+	tlsResp, err := h.trustingClient().Get(h.HTTPSURL + "/.well-known/wot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(tlsResp.Body)
+	tlsResp.Body.Close()
+	served = append(served, save("directory-https.json", body))
 
 	var invalid []string
 	for _, name := range []string{"invalid-missing-security.json", "invalid-undefined-security.json"} {

@@ -506,12 +506,12 @@ type hubProcess struct {
 	stop func()
 }
 
-// startHubBinary runs bin on dir until it logs both listening addresses
-// and answers GET /healthz.
-func startHubBinary(b *testing.B, bin, dir string) hubProcess {
+// startHubBinary runs bin on dir (with the extra serve flags) until it
+// logs both listening addresses and answers GET /healthz.
+func startHubBinary(b *testing.B, bin, dir string, extra ...string) hubProcess {
 	b.Helper()
-	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
-		"--mdns=false", "--admin-token", testToken, "--log-format", "json")
+	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0",
+		"--mdns=false", "--admin-token", testToken, "--log-format", "json"}, extra...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LMOS_HUB_") {
 			cmd.Env = append(cmd.Env, kv)
