@@ -20,6 +20,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
@@ -503,5 +504,35 @@ func TestTLSHandshakeBoundedAndCounted(t *testing.T) {
 	waitFor(t, 5*time.Second, "2 mqtts handshake failures counted", func() bool { return h.Main.TLS.HandshakeFailures("mqtts") == 2 })
 	if n := h.Main.Broker.Clients(); n != 0 {
 		t.Fatalf("%d clients connected", n)
+	}
+}
+
+// TestTLSMQTTOverWSS: mqtt.js, as a browser page uses it, speaks MQTT 5 over
+// /mqtt on the HTTPS port (WSS): trusting the hub's certificate it gets all
+// of its own QoS 1 messages back, each once; trusting only the system's
+// CAs its handshake is refused.
+func TestTLSMQTTOverWSS(t *testing.T) {
+	script := hubtest.InteropScript(t, "mqttjs-wss.mjs", "mqtt")
+	h := startTLSHub(t, nil)
+	url := "wss" + strings.TrimPrefix(h.HTTPSURL, "https") + "/mqtt"
+	run := func(ca string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "node", script, url, ca, "25").CombinedOutput()
+		if err != nil {
+			t.Fatalf("node %s: %v\n%s", ca, err, out)
+		}
+		var line map[string]any
+		if err := json.Unmarshal(bytes.TrimSpace(out), &line); err != nil {
+			t.Fatalf("node %s: %v\n%s", ca, err, out)
+		}
+		return line
+	}
+	if got := run(h.certFile()); got["got"] != 25.0 {
+		t.Fatalf("over WSS with the certificate trusted: %v", got)
+	}
+	if got := run("-"); got["refused"] == nil || !strings.Contains(fmt.Sprint(got["refused"]), "certificate") {
+		t.Fatalf("over WSS without trusting the certificate: %v", got)
 	}
 }
