@@ -305,7 +305,10 @@ func (a *Admission) Approve(ctx context.Context, id string) error {
 	}
 	origin := Origin{Source: e.Door, Addr: e.Addr}
 	res := a.reg.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin,
-		cond: Precondition{IfNoneMatch: true, IfNoneMatchAny: true}, credHash: hash, dropPending: true})
+		cond: Precondition{IfNoneMatch: true, IfNoneMatchAny: true}, credHash: hash, dropPending: true,
+		// The parked proof binds the id (or must match its binding) as
+		// an open join's would (PROTOCOL §6).
+		signer: p.signer})
 	if ErrorCode(res.err) == EPRECONDITION {
 		err := Errorf(ECONFLICT, "the Thing %q was registered by other means while its join waited; the pending join is dropped", id)
 		a.dropLocked(e, err)
