@@ -36,7 +36,7 @@ func parkDoc(t *testing.T, a *hub.Admission, r *hub.Registry, id string, doc []b
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.Park(id, p.Raw(), hub.SourceMQTT, "10.0.0.9", nil)
+	return a.Park(id, p, hub.SourceMQTT, "10.0.0.9", nil)
 }
 
 // An approved signed join binds the id to its key and shows the Thing
@@ -66,5 +66,77 @@ func TestApproveOfSignedJoinBindsTheID(t *testing.T) {
 	// Another key cannot take the approved id over.
 	if _, err := r.Put(context.Background(), id, signTD(t, testTD(id, "Mine"), other, time.Now()), hub.Origin{Source: hub.SourceWS, Addr: "10.0.0.66"}); hub.ErrorCode(err) != hub.EFORBIDDEN {
 		t.Fatalf("another key's description of the approved id: %v, want forbidden", err)
+	}
+}
+
+// A bound id (its Thing deleted: the binding outlives it) parks only a
+// join signed by its key with a fresh proof: another key's, an unsigned
+// or a replayed description is refused at once with the code a write
+// would get, so no attacker's TD waits on the pending list for an admin
+// to approve under the owner's id. The owner's fresh join parks, and its
+// approval registers the Thing verified.
+func TestParkChecksTheBinding(t *testing.T) {
+	_, r, a := approvalHub(t)
+	owner, other := newKey(t), newKey(t)
+	id := "urn:ab:bound"
+	ctx := context.Background()
+	last := signTD(t, testTD(id, "T"), owner, time.Now().Add(-time.Hour))
+	if _, err := r.Put(ctx, id, last, hub.Origin{Source: hub.SourceHTTP, Admin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		doc  []byte
+		code string
+	}{
+		{"another key", signTD(t, testTD(id, "Evil"), other, time.Now()), hub.EFORBIDDEN},
+		{"unsigned", testTD(id, "Evil"), hub.EFORBIDDEN},
+		{"the last signed description, replayed", last, hub.ECONFLICT},
+	} {
+		if err := parkDoc(t, a, r, id, c.doc); hub.ErrorCode(err) != c.code {
+			t.Errorf("%s: park = %v, want %s", c.name, err, c.code)
+		}
+		if n := a.PendingCount(); n != 0 {
+			t.Fatalf("%s: %d joins pending, want none", c.name, n)
+		}
+	}
+	if err := parkDoc(t, a, r, id, signTD(t, testTD(id, "T"), owner, time.Now())); err != nil {
+		t.Fatalf("the owner's fresh join: %v", err)
+	}
+	if err := a.Approve(ctx, id); err != nil {
+		t.Fatalf("approving the owner's join: %v", err)
+	}
+	if th, err := r.Get(id); err != nil || th.Meta.Verified != didOf(owner) {
+		t.Fatalf("approved Thing: %+v %v", th.Meta, err)
+	}
+}
+
+// A join parked while its id was free is checked again at approval: an
+// admin who re-bound the id to another key meanwhile wins, nothing is
+// registered and the entry stays for a decision.
+func TestApproveChecksTheBindingAgain(t *testing.T) {
+	_, r, a := approvalHub(t)
+	k1, k2 := newKey(t), newKey(t)
+	id := "urn:ab:race"
+	if err := parkDoc(t, a, r, id, signTD(t, testTD(id, "T"), k1, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Rebind(context.Background(), id, didOf(k2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Approve(context.Background(), id); hub.ErrorCode(err) != hub.EFORBIDDEN {
+		t.Fatalf("approve after a re-bind to another key: %v, want forbidden", err)
+	}
+	if _, err := r.Get(id); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Fatalf("the Thing was registered: %v", err)
+	}
+	if b, _ := r.Binding(id); b.DID != didOf(k2) {
+		t.Fatalf("binding = %s, want %s", b.DID, didOf(k2))
+	}
+	if a.PendingCount() != 1 {
+		t.Fatalf("the entry is gone")
 	}
 }

@@ -118,7 +118,7 @@ func (wc *wsConn) park(m *wsMessage, id string, raw []byte) {
 		old := wc.parked[id]
 		wc.parked[id] = w
 		wc.mu.Unlock()
-		if err = wc.g.adm.Park(id, prep.Raw(), hub.SourceWS, wc.remote, w); err != nil {
+		if err = wc.g.adm.Park(id, prep, hub.SourceWS, wc.remote, w); err != nil {
 			wc.mu.Lock()
 			if wc.parked[id] == w {
 				if old != nil {
