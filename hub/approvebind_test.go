@@ -140,3 +140,40 @@ func TestApproveChecksTheBindingAgain(t *testing.T) {
 		t.Fatalf("the entry is gone")
 	}
 }
+
+// A Thing deleted over HTTP keeps its MQTT credential (so that an agent
+// whose Thing expired can come back), but its return is a new Thing's
+// join: under join mode closed it is refused and under approve it waits
+// for approval like any new Thing, or an admin could never evict a member
+// from a hub that picks its members. A registered member's updates and
+// every deregistration stay its own.
+func TestHolderOfDeletedThingPassesTheJoinMode(t *testing.T) {
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{})
+	open := newAdmission(t, s, r, "open", -1, 0)
+	register(t, open, r, "urn:evicted", hub.Origin{Source: hub.SourceMQTT}, "h")
+	register(t, open, r, "urn:member", hub.Origin{Source: hub.SourceMQTT}, "h2")
+	if err := r.Delete(context.Background(), "urn:evicted"); err != nil {
+		t.Fatal(err)
+	}
+	closed := newAdmission(t, s, r, "closed", -1, 0)
+	approve := newAdmission(t, s, r, "approve", -1, 0)
+	rejoin := hub.JoinRequest{ID: "urn:evicted", Door: hub.SourceMQTT, Holder: true, Addr: "10.0.0.5"}
+	if _, err := closed.Admit(rejoin); hub.ErrorCode(err) != hub.EFORBIDDEN {
+		t.Errorf("an evicted member re-joining a closed hub: %v, want forbidden", err)
+	}
+	if _, err := approve.Admit(rejoin); !errors.Is(err, hub.ErrJoinPending) {
+		t.Errorf("an evicted member re-joining under approve: %v, want ErrJoinPending", err)
+	}
+	if _, err := open.Admit(rejoin); err != nil {
+		t.Errorf("an evicted member re-joining an open hub: %v", err)
+	}
+	if _, err := closed.Admit(hub.JoinRequest{ID: "urn:member", Door: hub.SourceMQTT, Holder: true}); err != nil {
+		t.Errorf("a registered member's update under closed: %v", err)
+	}
+	del := rejoin
+	del.Deregister = true
+	if _, err := closed.Admit(del); err != nil {
+		t.Errorf("an evicted member deleting its credential under closed: %v", err)
+	}
+}

@@ -104,7 +104,7 @@ func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
 	}
 	if held {
 		if r.Holder {
-			return true, nil
+			return true, a.admitReturning(r)
 		}
 		verb := "replace its description"
 		if r.Deregister {
@@ -133,6 +133,32 @@ func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
 		return false, ErrJoinPending
 	}
 	return false, nil
+}
+
+// admitReturning is Admit for the holder of id's credential: a
+// registered member updates itself and any holder deregisters, whatever
+// the join mode; a holder whose Thing is gone (deleted over HTTP or by
+// expiry: the credential stays) joins as a new Thing does, so that under
+// approve or closed an admin's deletion evicts it (PROTOCOL §4.4).
+func (a *Admission) admitReturning(r JoinRequest) error {
+	if r.Deregister {
+		return nil
+	}
+	switch _, err := a.reg.Get(r.ID); ErrorCode(err) {
+	case "":
+		return nil
+	case ENOTFOUND:
+	default:
+		return err
+	}
+	mode := a.joinMode()
+	if err := checkJoinMode(mode); err != nil {
+		return err
+	}
+	if mode == "approve" {
+		return ErrJoinPending
+	}
+	return nil
 }
 
 // admitAgent is Admit for a Thing without a credential at a door whose

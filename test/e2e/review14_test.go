@@ -74,3 +74,32 @@ func TestApproveMeetsBindingOverMQTT(t *testing.T) {
 		t.Fatalf("approved Thing: title %v, lmos:verified %v; want Plug by %s", doc["title"], doc["lmos:verified"], keyDID(owner))
 	}
 }
+
+// An admin deletes a member of an approve hub over HTTP (its MQTT
+// credential stays, so an agent whose Thing expired can come back): the
+// member's next join with that credential waits for approval like any
+// new Thing's instead of registering it again.
+func TestEvictedMemberWaitsForApprovalOverMQTT(t *testing.T) {
+	pahoPython(t)
+	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	id := "urn:example:review14-evicted"
+	h.permit("60")
+	res := joinOverPaho(t, h, id, makeTD(id, "Member"))
+	if res.Status != lmos.JoinAccepted || res.Credentials == nil {
+		t.Fatalf("join in the permit window: %+v", res)
+	}
+	h.permit("0")
+	if resp, body := h.do(http.MethodDelete, lmos.ThingPath(id), "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("admin delete: %d %s", resp.StatusCode, body)
+	}
+	again := joinOverPaho(t, h, id, makeTD(id, "Back"), res.Credentials.Username, res.Credentials.Password)
+	if again.Status != lmos.JoinPending || again.Credentials != nil {
+		t.Fatalf("the evicted member's join: %+v, want pending", again)
+	}
+	if resp, _ := h.do(http.MethodGet, lmos.ThingPath(id), "", nil, ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the evicted member is back in the directory: %d", resp.StatusCode)
+	}
+	if ids := h.pendingIDs(); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("pending: %v", ids)
+	}
+}
