@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +104,73 @@ func TestEvictedMemberWaitsForApprovalOverMQTT(t *testing.T) {
 	}
 	if ids := h.pendingIDs(); len(ids) != 1 || ids[0] != id {
 		t.Fatalf("pending: %v", ids)
+	}
+}
+
+// A Thing the admin deleted is no authenticated Thing any more: its MQTT
+// credential (kept so that it may re-join) and the WebSocket connection
+// that registered it lose a Thing's right to operate Things that require
+// security (mosquitto_pub with the credential, the agent's own socket),
+// as an anonymous client has none; before the deletion both could.
+func TestDeletedThingLosesThingRights(t *testing.T) {
+	mosquittoTool(t, "mosquitto_pub")
+	h := startHub(t, nil)
+	const lockID, wsID, mqttID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ad40", "urn:uuid:3c6a1f52-0000-4000-8000-00000000ad41", "urn:example:review14-deleted-caller"
+	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
+	caller := h.startWSAgent(wsID, false)
+	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
+	invoke := func() bool {
+		host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+		cmd := exec.Command(mosquittoTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5", "-u", creds.Username, "-P", creds.Password,
+			"-q", "1", "-t", lmos.ThingTopic(lockID, "actions/add"), "-m", `{"a":1,"b":2}`)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		switch msg := stderr.String(); {
+		case err == nil && msg == "":
+			return true
+		case strings.Contains(msg, "Publish 1 failed: Not authorized"):
+			return false
+		default:
+			t.Fatalf("mosquitto_pub: %v %q", err, msg)
+		}
+		return false
+	}
+	wsInvoke := func() bool {
+		mid := caller.send(map[string]any{"messageType": "invokeAction", "thingId": lockID, "action": "add", "input": map[string]any{"a": 1, "b": 2}}, false)
+		var ok *bool
+		waitFor(t, 5*time.Second, "the answer to the agent's invocation", func() bool {
+			for _, m := range caller.requests("actionStatus") {
+				if m["correlationId"] == mid && m["status"] == "completed" {
+					ok = new(bool)
+					*ok = true
+				}
+			}
+			for _, m := range caller.requests("error") {
+				if m["correlationId"] == mid {
+					ok = new(bool)
+				}
+			}
+			return ok != nil
+		})
+		return *ok
+	}
+	if !invoke() || !wsInvoke() {
+		t.Fatal("registered Things could not operate the secured Thing")
+	}
+	for _, id := range []string{mqttID, wsID} {
+		if resp, body := h.do(http.MethodDelete, lmos.ThingPath(id), "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("admin delete %s: %d %s", id, resp.StatusCode, body)
+		}
+	}
+	if invoke() {
+		t.Error("the credential of a deleted Thing still operates a Thing that requires security")
+	}
+	if wsInvoke() {
+		t.Error("the socket of a deleted WebSocket Thing still operates a Thing that requires security")
+	}
+	waitFor(t, 5*time.Second, "the lock's invocations", func() bool { return len(lock.requests("invokeAction")) >= 2 })
+	if n := len(lock.requests("invokeAction")); n != 2 {
+		t.Fatalf("the lock got %d invocations, want the 2 made before the deletions", n)
 	}
 }

@@ -1025,5 +1025,12 @@ func (wc *wsConn) allow(op hub.Op, thing *hub.Thing) error {
 	wc.mu.Lock()
 	p := wc.who
 	wc.mu.Unlock()
+	if p.Kind == hub.ByThing {
+		// The Thing this connection registered, while it is registered:
+		// one an admin deleted leaves an anonymous connection.
+		if _, err := wc.g.reg.Get(p.ThingID); err != nil {
+			p = hub.AnonymousFrom(hub.SourceOf(wc.remote))
+		}
+	}
 	return a.Allow(p, op, thing)
 }
