@@ -174,3 +174,37 @@ func TestDeletedThingLosesThingRights(t *testing.T) {
 		t.Fatalf("the lock got %d invocations, want the 2 made before the deletions", n)
 	}
 }
+
+// A token revoked while a WebSocket consumer holds an event subscription
+// with it stops the subscription's deliveries at once (PROTOCOL §3.5: "also
+// on connections opened with it"), as over MQTT: the consumer gets an
+// error 401 instead of the next event. A witness with a token of its own
+// gets that event, which bounds the wait.
+func TestRevokedTokenEndsWebSocketSubscription(t *testing.T) {
+	h := startHub(t, nil)
+	const lockID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ae40"
+	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
+	revoked, revokedID := createToken(t, h, "operate", "")
+	kept, _ := createToken(t, h, "operate", "")
+	consumer, witness := wsConsumer(t, h, revoked, true), wsConsumer(t, h, kept, false)
+	for _, c := range []*wsClient{consumer, witness} {
+		if r := c.reply(c.send(map[string]any{"messageType": "subscribeEvent", "thingId": lockID, "event": "alarm"}, false)); r["messageType"] != "acknowledgement" {
+			t.Fatalf("subscribe: %v", r)
+		}
+	}
+	isEvent := func(n float64) func(map[string]any) bool {
+		return func(m map[string]any) bool { return m["messageType"] == "event" && m["data"] == n }
+	}
+	lock.emit("alarm", 1)
+	consumer.next(isEvent(1))
+	witness.next(isEvent(1))
+	if resp, body := h.do(http.MethodDelete, "/api/tokens/"+revokedID, "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+	}
+	lock.emit("alarm", 2)
+	witness.next(isEvent(2))
+	m := consumer.next(func(m map[string]any) bool { return m["messageType"] == "error" || isEvent(2)(m) })
+	if m["messageType"] != "error" || m["status"] != float64(401) {
+		t.Fatalf("after the revocation the consumer got %v, want an error 401 and no event", m)
+	}
+}
