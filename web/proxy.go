@@ -392,10 +392,23 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 		<-d.done
 		return
 	}
+	refused := false // pump calls both functions on this goroutine
 	s.pump(r, e, d, cancel, func(res hub.Result) {
-		if res.Status != hub.StatusPending {
-			e.event(in.Name, res.Data)
+		if res.Status == hub.StatusPending || refused {
+			return
 		}
+		cur := t
+		if now, err := s.reg.Get(in.ThingID); err == nil {
+			cur = now
+		}
+		if err := s.stillAllowed(r, op, &cur); err != nil {
+			refused = true
+			s.countRefusal("http", err)
+			streamError(r, e, err)
+			cancel() // the delivery ends, and with it the stream
+			return
+		}
+		e.event(in.Name, res.Data)
 	}, func(err error) {
 		p := hub.ProblemOf(err)
 		p.Instance = r.URL.RequestURI()

@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strings"
 	"testing"
@@ -206,5 +209,95 @@ func TestRevokedTokenEndsWebSocketSubscription(t *testing.T) {
 	m := consumer.next(func(m map[string]any) bool { return m["messageType"] == "error" || isEvent(2)(m) })
 	if m["messageType"] != "error" || m["status"] != float64(401) {
 		t.Fatalf("after the revocation the consumer got %v, want an error 401 and no event", m)
+	}
+}
+
+// openSSEWith is openSSE with a bearer token.
+func (h *testHub) openSSEWith(path, token string) *sseStream {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		cancel()
+		h.t.Fatalf("GET %s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	s := &sseStream{t: h.t, C: make(chan sseEvent, 100), cancel: cancel, resp: resp}
+	go func() {
+		defer close(s.C)
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case line == "":
+				if ev.Type != "" {
+					s.C <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "event: "):
+				ev.Type = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.Data = line[6:]
+			}
+		}
+	}()
+	h.t.Cleanup(s.Close)
+	return s
+}
+
+// A token revoked while an HTTP event stream is open with it ends the
+// stream: the proxy's event stream of a Thing (operate token) and the
+// directory's change feed (read token) send an error event (401) and
+// close instead of the next event; witnesses with tokens of their own get
+// that event, which bounds the wait.
+func TestRevokedTokenEndsHTTPStreams(t *testing.T) {
+	h := startHub(t, nil)
+	const lockID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000af40"
+	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
+	operate, operateID := createToken(t, h, "operate", "")
+	read, readID := createToken(t, h, "read", "")
+	keptOperate, _ := createToken(t, h, "operate", "")
+	keptRead, _ := createToken(t, h, "read", "")
+	proxyPath := "/proxy/" + url.PathEscape(lockID) + "/events/alarm"
+	proxy, proxyWitness := h.openSSEWith(proxyPath, operate), h.openSSEWith(proxyPath, keptOperate)
+	feed, feedWitness := h.openSSEWith("/events", read), h.openSSEWith("/events", keptRead)
+	lock.emit("alarm", 1)
+	for _, s := range []*sseStream{proxy, proxyWitness} {
+		if ev := s.next(5 * time.Second); ev.Type != "alarm" || ev.Data != "1" {
+			t.Fatalf("proxy stream before the revocation: %+v", ev)
+		}
+	}
+	for _, id := range []string{operateID, readID} {
+		if resp, body := h.do(http.MethodDelete, "/api/tokens/"+id, "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+		}
+	}
+	lock.emit("alarm", 2)
+	if ev := proxyWitness.next(5 * time.Second); ev.Data != "2" {
+		t.Fatalf("proxy witness: %+v", ev)
+	}
+	h.put("urn:example:review14-feed", makeTD("urn:example:review14-feed", "Feed"))
+	if ev := feedWitness.next(5 * time.Second); ev.Type != "thing_created" {
+		t.Fatalf("feed witness: %+v", ev)
+	}
+	for name, s := range map[string]*sseStream{"proxy event stream": proxy, "change feed": feed} {
+		ev := s.next(5 * time.Second)
+		if ev.Type != "error" || !strings.Contains(ev.Data, `"status":401`) {
+			t.Errorf("%s after the revocation: %+v, want an error 401", name, ev)
+			continue
+		}
+		select {
+		case ev, ok := <-s.C:
+			if ok {
+				t.Errorf("%s went on after its error: %+v", name, ev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s stayed open after its error", name)
+		}
 	}
 }
