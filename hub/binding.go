@@ -175,6 +175,12 @@ func judgeBinding(b *Binding, o *op, old *Thing, now time.Time) (verified string
 	if o.byProof && (b == nil || s == nil) {
 		return "", nil, Errorf(EUNAUTHORIZED, "writing %q without an admin token needs a proof by the key the id is bound to", o.id)
 	}
+	if o.byProof && old == nil && !b.Created.IsZero() && !o.origin.JoinOpen {
+		// Not an id an admin reserved for the key (a re-bind, no
+		// description accepted since): its Thing was deleted, and its
+		// return is a join the join mode decides.
+		return "", nil, Errorf(EFORBIDDEN, "the Thing %q is not registered and joining is not open on this hub: an admin registers it, or it joins over MQTT or WebSocket to wait for approval", o.id)
+	}
 	switch {
 	case s == nil && b == nil:
 		return "", nil, nil

@@ -141,6 +141,10 @@ func (a *Admission) joinMode() string {
 	return a.mode
 }
 
+// JoinOpen reports whether new Things may join now: join.mode open or a
+// permit-join window.
+func (a *Admission) JoinOpen() bool { return a.joinMode() == "open" }
+
 // Permit opens the permit-join window for seconds (0 closes it) and
 // returns when it closes.
 func (a *Admission) Permit(seconds int) (time.Time, error) {

@@ -301,3 +301,42 @@ func TestRevokedTokenEndsHTTPStreams(t *testing.T) {
 		}
 	}
 }
+
+// Under join.mode approve, an HTTP PUT without a token, authenticated by
+// the proof alone, updates its own Thing but does not bring back a Thing
+// the admin deleted (the binding outlives it): that is a new Thing's join,
+// which the admin approves (403, nothing registered). An id the admin
+// reserved for a key (re-bind, no description accepted since) is
+// registered by that key's PUT, and a permit window admits the evicted
+// one as an open hub does.
+func TestProofPutObeysJoinMode(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	owner, reserved := newSigningKey(t), newSigningKey(t)
+	id, rid := "urn:example:review14-proofput", "urn:example:review14-reserved"
+	path := lmos.ThingPath(id)
+	if resp, body := h.do(http.MethodPut, path, "application/td+json", signedTD(t, id, "Lamp", owner, time.Now().Add(-time.Minute)), testToken); resp.StatusCode != 201 {
+		t.Fatalf("admin's signed PUT: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h.do(http.MethodPut, path, "application/td+json", signedTD(t, id, "Lamp 2", owner, time.Now().Add(-time.Second)), ""); resp.StatusCode != 204 {
+		t.Fatalf("the owner's update without a token: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h.do(http.MethodDelete, path, "", nil, testToken); resp.StatusCode != 204 {
+		t.Fatalf("admin DELETE: %d %s", resp.StatusCode, body)
+	}
+	resp, body := h.do(http.MethodPut, path, "application/td+json", signedTD(t, id, "Back", owner, time.Now()), "")
+	expectProblem(t, resp, body, 403, "join")
+	if resp, _ := h.do(http.MethodGet, path, "", nil, ""); resp.StatusCode != 404 {
+		t.Fatalf("the deleted Thing is back without approval: %d", resp.StatusCode)
+	}
+	bindPath := "/api/things/" + pathEscape(rid) + "/binding"
+	if resp, body := h.do(http.MethodPut, bindPath, "application/json", []byte(`{"did":"`+keyDID(reserved)+`"}`), testToken); resp.StatusCode != 200 {
+		t.Fatalf("reserve: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h.do(http.MethodPut, lmos.ThingPath(rid), "application/td+json", signedTD(t, rid, "Reserved", reserved, time.Now()), ""); resp.StatusCode != 201 {
+		t.Fatalf("the reserved key's PUT: %d %s", resp.StatusCode, body)
+	}
+	h.permit("60")
+	if resp, body := h.do(http.MethodPut, path, "application/td+json", signedTD(t, id, "Back", owner, time.Now().Add(time.Millisecond)), ""); resp.StatusCode != 201 {
+		t.Fatalf("the owner's PUT in a permit window: %d %s", resp.StatusCode, body)
+	}
+}
