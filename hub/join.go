@@ -83,9 +83,6 @@ type JoinRequest struct {
 	// Addr is the requester's address: the anonymous join rate and the
 	// per-source quota count by it.
 	Addr string
-	// Again is a re-registration by the live connection the id is bound to
-	// (WebSocket): the Thing is that connection's already.
-	Again bool
 }
 
 // Admit applies the join policy to r. It reports whether the Thing holds a
@@ -174,9 +171,6 @@ func (a *Admission) admitAgent(r JoinRequest) error {
 	case ENOTFOUND:
 	default:
 		return err
-	}
-	if r.Again {
-		return nil
 	}
 	mode := a.joinMode()
 	if err := checkJoinMode(mode); err != nil {

@@ -340,3 +340,30 @@ func TestProofPutObeysJoinMode(t *testing.T) {
 		t.Fatalf("the owner's PUT in a permit window: %d %s", resp.StatusCode, body)
 	}
 }
+
+// Under join.mode approve, a WebSocket agent whose Thing the admin deleted
+// while its socket stayed open is evicted too: its next registerThing on
+// that socket waits for approval (pending) instead of registering the
+// Thing again.
+func TestEvictedWebSocketAgentWaitsForApproval(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	id := "urn:example:review14-ws-evicted"
+	h.permit("60")
+	w := h.wsDial("lmosprotocol", nil)
+	if r := wsRegister(t, w, id, makeTD(id, "Member")); r["messageType"] != "acknowledgement" || r["message"] != "registered" {
+		t.Fatalf("register in the permit window: %v", r)
+	}
+	h.permit("0")
+	if resp, body := h.do(http.MethodDelete, lmos.ThingPath(id), "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("admin delete: %d %s", resp.StatusCode, body)
+	}
+	if r := wsRegister(t, w, id, makeTD(id, "Back")); r["messageType"] != "acknowledgement" || r["message"] != "pending" {
+		t.Fatalf("the evicted agent's registerThing: %v, want pending", r)
+	}
+	if resp, _ := h.do(http.MethodGet, lmos.ThingPath(id), "", nil, ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the evicted Thing is back without approval: %d", resp.StatusCode)
+	}
+	if ids := h.pendingIDs(); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("pending: %v", ids)
+	}
+}
