@@ -154,7 +154,7 @@ func (s *Server) stillAllowed(r *http.Request, op hub.Op, thing *hub.Thing) erro
 // streamError writes err as an SSE error event (the problem as data).
 func streamError(r *http.Request, e *sse, err error) {
 	p := hub.ProblemOf(err)
-	p.Instance = r.URL.RequestURI()
+	p.Instance = instanceOf(r)
 	data, _ := json.Marshal(p)
 	e.event("error", data)
 }

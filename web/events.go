@@ -152,7 +152,7 @@ func (st *eventStream) live(sub *hub.Subscription) {
 				// the end (PROTOCOL §3.5).
 				st.s.countRefusal("http", err)
 				p := hub.ProblemOf(err)
-				p.Instance = st.r.URL.RequestURI()
+				p.Instance = instanceOf(st.r)
 				data, _ := json.Marshal(p)
 				st.buf.WriteString("event: error\ndata: ")
 				st.buf.Write(data)

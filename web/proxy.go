@@ -218,7 +218,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 // status 502 (hub.ThingFailed); instance is the request.
 func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *lmos.Problem) {
 	out := hub.ThingProblem(p)
-	out.Instance = r.URL.RequestURI()
+	out.Instance = instanceOf(r)
 	out.ValidationErrors = nil
 	s.log.Debug("proxied interaction failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
 	w.Header().Set("Content-Type", lmos.MediaProblem)
@@ -332,13 +332,13 @@ func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hu
 		data := res.Data
 		if res.Status == hub.StatusFailed {
 			out := hub.ThingProblem(res.Problem)
-			out.Instance = r.URL.RequestURI()
+			out.Instance = instanceOf(r)
 			data, _ = json.Marshal(out)
 		}
 		e.event(res.Status, data)
 	}, func(err error) {
 		p := hub.ProblemOf(err)
-		p.Instance = r.URL.RequestURI()
+		p.Instance = instanceOf(r)
 		data, _ := json.Marshal(p)
 		e.event(hub.StatusFailed, data)
 	})
@@ -411,7 +411,7 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 		e.event(in.Name, res.Data)
 	}, func(err error) {
 		p := hub.ProblemOf(err)
-		p.Instance = r.URL.RequestURI()
+		p.Instance = instanceOf(r)
 		data, _ := json.Marshal(p)
 		e.event("error", data)
 	})

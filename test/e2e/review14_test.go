@@ -367,3 +367,19 @@ func TestEvictedWebSocketAgentWaitsForApproval(t *testing.T) {
 		t.Fatalf("pending: %v", ids)
 	}
 }
+
+// A token sent in /ws?token= (browsers cannot set headers on a WebSocket)
+// is never echoed: the 401 problem of a dead one names the path without
+// the query, so the secret ends up in no client log or error report.
+func TestWSTokenInQueryNotEchoed(t *testing.T) {
+	h := startHub(t, nil)
+	secret, id := createToken(t, h, "operate", "")
+	if resp, body := h.do(http.MethodDelete, "/api/tokens/"+id, "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+	}
+	resp, body := h.do(http.MethodGet, "/ws?token="+url.QueryEscape(secret), "", nil, "")
+	p := expectProblem(t, resp, body, http.StatusUnauthorized, "")
+	if strings.Contains(string(body), secret) || p.Instance != "/ws" {
+		t.Fatalf("the 401 echoes the token: instance %q, body %s", p.Instance, body)
+	}
+}
