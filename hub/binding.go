@@ -153,9 +153,33 @@ func (r *Registry) bindingOf(id string) *Binding {
 // Thing is verified by ("" when unsigned) and the binding to store with
 // it (nil: unchanged).
 func (r *Registry) checkBinding(o *op, old *Thing, now time.Time) (verified string, nb *Binding, err error) {
-	b, s := r.bindingOf(o.id), o.signer
+	return judgeBinding(r.bindingOf(o.id), o, old, now)
+}
+
+// CheckBindingOf refuses, as a write would, a description of the new
+// Thing id signed by s (nil: unsigned) that id's committed binding does
+// not admit: a join parked for approval (Admission.Park) is checked at
+// once, so no other key's description waits under a bound id. Approval
+// checks again in the write loop.
+func (r *Registry) CheckBindingOf(id string, s *Signer) error {
+	r.mu.RLock()
+	b := r.bindings[id]
+	r.mu.RUnlock()
+	_, _, err := judgeBinding(b, &op{id: id, signer: s}, nil, time.Time{})
+	return err
+}
+
+// judgeBinding applies binding b (nil: none) to the write o.
+func judgeBinding(b *Binding, o *op, old *Thing, now time.Time) (verified string, nb *Binding, err error) {
+	s := o.signer
 	if o.byProof && (b == nil || s == nil) {
 		return "", nil, Errorf(EUNAUTHORIZED, "writing %q without an admin token needs a proof by the key the id is bound to", o.id)
+	}
+	if o.byProof && old == nil && !b.Created.IsZero() && !o.origin.JoinOpen {
+		// Not an id an admin reserved for the key (a re-bind, no
+		// description accepted since): its Thing was deleted, and its
+		// return is a join the join mode decides.
+		return "", nil, Errorf(EFORBIDDEN, "the Thing %q is not registered and joining is not open on this hub: an admin registers it, or it joins over MQTT or WebSocket to wait for approval", o.id)
 	}
 	switch {
 	case s == nil && b == nil:

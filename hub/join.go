@@ -83,9 +83,6 @@ type JoinRequest struct {
 	// Addr is the requester's address: the anonymous join rate and the
 	// per-source quota count by it.
 	Addr string
-	// Again is a re-registration by the live connection the id is bound to
-	// (WebSocket): the Thing is that connection's already.
-	Again bool
 }
 
 // Admit applies the join policy to r. It reports whether the Thing holds a
@@ -104,7 +101,7 @@ func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
 	}
 	if held {
 		if r.Holder {
-			return true, nil
+			return true, a.admitReturning(r)
 		}
 		verb := "replace its description"
 		if r.Deregister {
@@ -135,6 +132,32 @@ func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
 	return false, nil
 }
 
+// admitReturning is Admit for the holder of id's credential: a
+// registered member updates itself and any holder deregisters, whatever
+// the join mode; a holder whose Thing is gone (deleted over HTTP or by
+// expiry: the credential stays) joins as a new Thing does, so that under
+// approve or closed an admin's deletion evicts it (PROTOCOL §4.4).
+func (a *Admission) admitReturning(r JoinRequest) error {
+	if r.Deregister {
+		return nil
+	}
+	switch _, err := a.reg.Get(r.ID); ErrorCode(err) {
+	case "":
+		return nil
+	case ENOTFOUND:
+	default:
+		return err
+	}
+	mode := a.joinMode()
+	if err := checkJoinMode(mode); err != nil {
+		return err
+	}
+	if mode == "approve" {
+		return ErrJoinPending
+	}
+	return nil
+}
+
 // admitAgent is Admit for a Thing without a credential at a door whose
 // agents stay connected (WebSocket): the Thing's own door may resume it.
 func (a *Admission) admitAgent(r JoinRequest) error {
@@ -148,9 +171,6 @@ func (a *Admission) admitAgent(r JoinRequest) error {
 	case ENOTFOUND:
 	default:
 		return err
-	}
-	if r.Again {
-		return nil
 	}
 	mode := a.joinMode()
 	if err := checkJoinMode(mode); err != nil {

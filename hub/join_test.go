@@ -162,7 +162,6 @@ func TestAdmitRules(t *testing.T) {
 		{"deregister unknown, approve", approve, hub.JoinRequest{ID: "urn:new", Door: hub.SourceMQTT, Deregister: true}, hub.ENOTFOUND, false},
 		{"ws, takeover decides first", approve, hub.JoinRequest{ID: "urn:http", Door: hub.SourceWS}, hub.EFORBIDDEN, false},
 		{"new, closed", closed, hub.JoinRequest{ID: "urn:new", Door: hub.SourceWS}, hub.EFORBIDDEN, false},
-		{"new again on its connection, closed", closed, hub.JoinRequest{ID: "urn:new", Door: hub.SourceWS, Again: true}, "", false},
 		{"new, open", open, hub.JoinRequest{ID: "urn:new", Door: hub.SourceMQTT}, "", false},
 		{"deregister unknown", open, hub.JoinRequest{ID: "urn:new", Door: hub.SourceMQTT, Deregister: true}, hub.ENOTFOUND, false},
 	} {

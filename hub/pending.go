@@ -141,6 +141,10 @@ func (a *Admission) joinMode() string {
 	return a.mode
 }
 
+// JoinOpen reports whether new Things may join now: join.mode open or a
+// permit-join window.
+func (a *Admission) JoinOpen() bool { return a.joinMode() == "open" }
+
 // Permit opens the permit-join window for seconds (0 closes it) and
 // returns when it closes.
 func (a *Admission) Permit(seconds int) (time.Time, error) {
@@ -209,9 +213,15 @@ func (a *Admission) PendingTD(id string) (PendingJoin, error) {
 }
 
 // Park puts the join of a new Thing (admitted with ErrJoinPending) on the
-// pending list: raw is its validated description as JSON. The same source
-// may send it again (replacing it and the waiter); another source may not.
-func (a *Admission) Park(id string, raw []byte, door Source, addr string, w *JoinWaiter) error {
+// pending list: p is its prepared (validated, proof verified) description.
+// A description id's key binding would refuse is refused now, as its
+// write would be. The same source may send it again (replacing it and the
+// waiter); another source may not.
+func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *JoinWaiter) error {
+	if err := a.reg.CheckBindingOf(id, p.signer); err != nil {
+		return err
+	}
+	raw := p.raw
 	l := &a.pending
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -235,18 +245,18 @@ func (a *Admission) Park(id string, raw []byte, door Source, addr string, w *Joi
 		return &Error{Code: EFULL, Limit: "join.pendingBytes",
 			Message: fmt.Sprintf("the joins waiting for approval would hold more than %d bytes", MaxPendingBytes)}
 	}
-	p := PendingJoin{ID: id, Title: titleOf(raw), Door: door, Addr: addr, Received: l.now().UTC(), TD: json.RawMessage(raw)}
+	pj := PendingJoin{ID: id, Title: titleOf(raw), Door: door, Addr: addr, Received: l.now().UTC(), TD: json.RawMessage(raw)}
 	if l.store != nil {
-		if err := l.store.PutPending(p); err != nil {
+		if err := l.store.PutPending(pj); err != nil {
 			return &Error{Code: EINTERNAL, Message: "cannot store the pending join", Err: err}
 		}
 	}
 	l.remove(id)
-	l.add(&pendingEntry{PendingJoin: p, waiter: w})
+	l.add(&pendingEntry{PendingJoin: pj, waiter: w})
 	if old == nil {
 		// A description sent again is news to nobody (an mDNS Thing
 		// re-announces itself for as long as it waits).
-		a.announce(EventJoinPending, p)
+		a.announce(EventJoinPending, pj)
 	}
 	return nil
 }
@@ -255,12 +265,12 @@ func (a *Admission) Park(id string, raw []byte, door Source, addr string, w *Joi
 // LAN itself (mDNS): open admits it (nil, false), approve parks it with
 // nobody waiting (parked true), closed refuses it. Nobody is rate-limited
 // here: the mDNS registrar bounds its own fetches.
-func (a *Admission) Discovered(id string, raw []byte, addr string) (parked bool, err error) {
+func (a *Admission) Discovered(id string, p *PreparedTD, addr string) (parked bool, err error) {
 	switch mode := a.joinMode(); mode {
 	case "closed":
 		return false, Errorf(EFORBIDDEN, "joining is closed on this hub")
 	case "approve":
-		return true, a.Park(id, raw, SourceMDNS, addr, nil)
+		return true, a.Park(id, p, SourceMDNS, addr, nil)
 	}
 	return false, nil
 }
@@ -305,7 +315,10 @@ func (a *Admission) Approve(ctx context.Context, id string) error {
 	}
 	origin := Origin{Source: e.Door, Addr: e.Addr}
 	res := a.reg.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin,
-		cond: Precondition{IfNoneMatch: true, IfNoneMatchAny: true}, credHash: hash, dropPending: true})
+		cond: Precondition{IfNoneMatch: true, IfNoneMatchAny: true}, credHash: hash, dropPending: true,
+		// The parked proof binds the id (or must match its binding) as
+		// an open join's would (PROTOCOL §6).
+		signer: p.signer})
 	if ErrorCode(res.err) == EPRECONDITION {
 		err := Errorf(ECONFLICT, "the Thing %q was registered by other means while its join waited; the pending join is dropped", id)
 		a.dropLocked(e, err)

@@ -56,7 +56,7 @@ func park(t *testing.T, a *hub.Admission, r *hub.Registry, id, addr string, door
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.Park(id, p.Raw(), door, addr, w)
+	return a.Park(id, p, door, addr, w)
 }
 
 func storedPending(t *testing.T, db *store.DB) []string {
@@ -361,7 +361,7 @@ func TestPendingListBoundedInBytes(t *testing.T) {
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		err = a.Park(id, p.Raw(), hub.SourceMQTT, fmt.Sprintf("10.0.3.%d", n/hub.MaxPendingPerSource), nil)
+		err = a.Park(id, p, hub.SourceMQTT, fmt.Sprintf("10.0.3.%d", n/hub.MaxPendingPerSource), nil)
 	}
 	var he *hub.Error
 	if !errors.As(err, &he) || he.Code != hub.EFULL || he.Limit != "join.pendingBytes" {

@@ -38,6 +38,11 @@ type Origin struct {
 	// alone (an HTTP PUT without a token): the id must be bound to its
 	// signer (PROTOCOL §3.5).
 	ByProof bool `json:"-"`
+	// JoinOpen says new Things may join now (join.mode open or a
+	// permit-join window). A ByProof write may bring back a Thing whose id
+	// an accepted proof bound (the Thing since deleted) only then: that is
+	// a new Thing's join (PROTOCOL §4.4).
+	JoinOpen bool `json:"-"`
 	// Takeover says the write hands the Thing to a new live connection (a
 	// WebSocket registerThing on another socket): its proof must be
 	// fresh, not the stored description sent again, which anyone can

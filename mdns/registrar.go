@@ -341,7 +341,7 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 		}
 	case hub.ENOTFOUND:
 		if adm := r.cfg.Admission; adm != nil {
-			parked, err := adm.Discovered(id, p.Raw(), origin.Addr)
+			parked, err := adm.Discovered(id, p, origin.Addr)
 			if err != nil {
 				return fmt.Errorf("cannot register %q: %w", id, err)
 			}

@@ -33,7 +33,9 @@ func (h *binding) principal(cl *mochi.Client) hub.Principal {
 		}
 	}
 	if s := self(cl); s != "" {
-		if id, ok := idOf(s); ok {
+		// A Thing while it is registered: the credential of one an admin
+		// deleted (kept so that it may re-join) is no Thing's any more.
+		if id, ok := idOf(s); ok && h.thingOf(s) != nil {
 			return hub.ThingPrincipal(id, remote)
 		}
 	}

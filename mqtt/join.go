@@ -307,7 +307,7 @@ func (b *Broker) park(id string, j *joinRequest) joinResult {
 		// Thing's worker, in order with its joins, without waiting here.
 		go b.enqueue(j.tid, func() { b.decided(id, j, password, err) })
 	}
-	if err := b.adm.Park(id, j.prep.Raw(), hub.SourceMQTT, j.remote, w); err != nil {
+	if err := b.adm.Park(id, j.prep, hub.SourceMQTT, j.remote, w); err != nil {
 		return rejected(id, err)
 	}
 	return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinPending, ID: id}}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -137,6 +138,25 @@ func (s *Server) allowThing(r *http.Request, op hub.Op, thing hub.Thing) error {
 		return err
 	}
 	return s.access().Allow(p, op, &thing)
+}
+
+// stillAllowed decides op again for a stream that stays open (an event
+// stream, the change feed): a token revoked or expired since, or a Thing
+// that came to require security, ends it (PROTOCOL §3.5).
+func (s *Server) stillAllowed(r *http.Request, op hub.Op, thing *hub.Thing) error {
+	p, err := s.principalOf(r)
+	if err != nil {
+		return err
+	}
+	return s.access().Allow(p, op, thing)
+}
+
+// streamError writes err as an SSE error event (the problem as data).
+func streamError(r *http.Request, e *sse, err error) {
+	p := hub.ProblemOf(err)
+	p.Instance = instanceOf(r)
+	data, _ := json.Marshal(p)
+	e.event("error", data)
 }
 
 // refuse answers a refusal of the access policy; writeError counts it

@@ -147,6 +147,19 @@ func (st *eventStream) live(sub *hub.Subscription) {
 			if !st.wanted(e) {
 				continue
 			}
+			if err := st.s.stillAllowed(st.r, hub.OpReadDirectory, nil); err != nil {
+				// A token revoked or expired since: an error event, then
+				// the end (PROTOCOL §3.5).
+				st.s.countRefusal("http", err)
+				p := hub.ProblemOf(err)
+				p.Instance = instanceOf(st.r)
+				data, _ := json.Marshal(p)
+				st.buf.WriteString("event: error\ndata: ")
+				st.buf.Write(data)
+				st.buf.WriteString("\n\n")
+				st.send()
+				return
+			}
 			st.emit(e)
 		}
 		if !st.send() {

@@ -14,7 +14,7 @@ import (
 // does not see.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	p := hub.ProblemOf(err)
-	p.Instance = r.URL.RequestURI()
+	p.Instance = instanceOf(r)
 	status := p.Status
 	s.countRefusal("http", err)
 	switch {
@@ -76,4 +76,14 @@ func writeBytes(w http.ResponseWriter, status int, contentType string, b []byte)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// instanceOf is a problem's instance for r: its path and query, without
+// the query when it carries a token (/ws?token=), so no answer echoes a
+// secret into a client's logs.
+func instanceOf(r *http.Request) string {
+	if r.URL.Query().Has("token") {
+		return r.URL.EscapedPath()
+	}
+	return r.URL.RequestURI()
 }

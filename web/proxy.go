@@ -218,7 +218,7 @@ func (s *Server) proxyInvoke(w http.ResponseWriter, r *http.Request) {
 // status 502 (hub.ThingFailed); instance is the request.
 func (s *Server) writeAgentProblem(w http.ResponseWriter, r *http.Request, p *lmos.Problem) {
 	out := hub.ThingProblem(p)
-	out.Instance = r.URL.RequestURI()
+	out.Instance = instanceOf(r)
 	out.ValidationErrors = nil
 	s.log.Debug("proxied interaction failed", "path", r.URL.Path, "type", out.Type, "detail", out.Detail)
 	w.Header().Set("Content-Type", lmos.MediaProblem)
@@ -332,13 +332,13 @@ func (s *Server) streamInvocation(w http.ResponseWriter, r *http.Request, rt *hu
 		data := res.Data
 		if res.Status == hub.StatusFailed {
 			out := hub.ThingProblem(res.Problem)
-			out.Instance = r.URL.RequestURI()
+			out.Instance = instanceOf(r)
 			data, _ = json.Marshal(out)
 		}
 		e.event(res.Status, data)
 	}, func(err error) {
 		p := hub.ProblemOf(err)
-		p.Instance = r.URL.RequestURI()
+		p.Instance = instanceOf(r)
 		data, _ := json.Marshal(p)
 		e.event(hub.StatusFailed, data)
 	})
@@ -392,13 +392,26 @@ func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, op hub.Op) 
 		<-d.done
 		return
 	}
+	refused := false // pump calls both functions on this goroutine
 	s.pump(r, e, d, cancel, func(res hub.Result) {
-		if res.Status != hub.StatusPending {
-			e.event(in.Name, res.Data)
+		if res.Status == hub.StatusPending || refused {
+			return
 		}
+		cur := t
+		if now, err := s.reg.Get(in.ThingID); err == nil {
+			cur = now
+		}
+		if err := s.stillAllowed(r, op, &cur); err != nil {
+			refused = true
+			s.countRefusal("http", err)
+			streamError(r, e, err)
+			cancel() // the delivery ends, and with it the stream
+			return
+		}
+		e.event(in.Name, res.Data)
 	}, func(err error) {
 		p := hub.ProblemOf(err)
-		p.Instance = r.URL.RequestURI()
+		p.Instance = instanceOf(r)
 		data, _ := json.Marshal(p)
 		e.event("error", data)
 	})

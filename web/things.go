@@ -199,7 +199,8 @@ func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
 	if byProof(r) {
 		// No token: the proof by the id's bound key is the credential; its
 		// verification is charged to the client (security.verifyRate).
-		origin = hub.Origin{Source: hub.SourceHTTP, ByProof: true, Addr: clientAddr(r)}
+		origin = hub.Origin{Source: hub.SourceHTTP, ByProof: true, Addr: clientAddr(r),
+			JoinOpen: s.cfg.Admission == nil || s.cfg.Admission.JoinOpen()}
 	}
 	created, err := s.reg.PutIf(r.Context(), id, body, origin, writePrecondition(r))
 	if err != nil {

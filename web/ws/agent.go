@@ -73,12 +73,17 @@ func (wc *wsConn) register(m *wsMessage) {
 	}
 	g.agents[id] = wc
 	g.mu.Unlock()
-	// Only a Thing registered on this connection comes again; a parked
-	// one is still new.
+	// A Thing this connection registered that is gone since (an admin
+	// deleted it, its registration expired) is no longer its own: its
+	// return is a new Thing's join, decided by the join mode.
 	wc.mu.Lock()
-	again := owner == wc && wc.things[id]
+	if owner == wc && wc.things[id] {
+		if _, err := g.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
+			delete(wc.things, id)
+		}
+	}
 	wc.mu.Unlock()
-	err = wc.admit(id, again)
+	err = wc.admit(id)
 	if errors.Is(err, hub.ErrJoinPending) {
 		wc.park(m, id, raw)
 		return
@@ -118,7 +123,7 @@ func (wc *wsConn) park(m *wsMessage, id string, raw []byte) {
 		old := wc.parked[id]
 		wc.parked[id] = w
 		wc.mu.Unlock()
-		if err = wc.g.adm.Park(id, prep.Raw(), hub.SourceWS, wc.remote, w); err != nil {
+		if err = wc.g.adm.Park(id, prep, hub.SourceWS, wc.remote, w); err != nil {
 			wc.mu.Lock()
 			if wc.parked[id] == w {
 				if old != nil {
@@ -192,9 +197,9 @@ func (wc *wsConn) registered(m *wsMessage, id string) {
 }
 
 // admit applies the hub's join policy to a registration of id by this
-// connection; again is a re-registration on the same connection.
-func (wc *wsConn) admit(id string, again bool) error {
-	_, err := wc.g.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, Again: again})
+// connection.
+func (wc *wsConn) admit(id string) error {
+	_, err := wc.g.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote})
 	return err
 }
 

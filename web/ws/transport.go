@@ -939,6 +939,7 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 	wc.wg.Go(func() {
 		defer cancel()
 		started := false
+		var refused atomic.Bool // read after Deliver returns
 		err := rt.Deliver(ctx, in, func(res hub.Result) error {
 			if res.Status == hub.StatusPending {
 				if !started && ackIt {
@@ -946,6 +947,20 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 				}
 				started = true
 				return nil
+			}
+			// Each delivery is decided again, as over MQTT: a token revoked
+			// or expired since, a Thing that now requires security or a
+			// consumer Thing deleted since ends the stream (PROTOCOL §3.5).
+			cur := t
+			if now, err := wc.g.reg.Get(m.ThingID); err == nil {
+				cur = now
+			}
+			if err := wc.allow(op, &cur); err != nil {
+				if refused.CompareAndSwap(false, true) {
+					wc.replyError(m, err)
+				}
+				cancel()
+				return err
 			}
 			now := time.Now().UTC().Format(time.RFC3339Nano)
 			if op == hub.OpSubscribeEvent {
@@ -963,7 +978,7 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 			return nil
 		})
 		wc.mu.Lock()
-		if wc.streams[key] != nil && ctx.Err() == nil {
+		if wc.streams[key] != nil && (ctx.Err() == nil || refused.Load()) {
 			delete(wc.streams, key)
 		}
 		wc.mu.Unlock()
@@ -1025,5 +1040,12 @@ func (wc *wsConn) allow(op hub.Op, thing *hub.Thing) error {
 	wc.mu.Lock()
 	p := wc.who
 	wc.mu.Unlock()
+	if p.Kind == hub.ByThing {
+		// The Thing this connection registered, while it is registered:
+		// one an admin deleted leaves an anonymous connection.
+		if _, err := wc.g.reg.Get(p.ThingID); err != nil {
+			p = hub.AnonymousFrom(hub.SourceOf(wc.remote))
+		}
+	}
 	return a.Allow(p, op, thing)
 }
