@@ -26,27 +26,6 @@ func (w *writeCounter) Write(p []byte) (int, error) {
 	return w.Conn.Write(p)
 }
 
-// tcpPair is a connected pair of loopback TCP connections.
-func tcpPair(t *testing.T) (server, peer net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	return server, peer
-}
-
 // readN reads exactly n bytes from c within 5 s.
 func readN(t *testing.T, c net.Conn, n int) []byte {
 	t.Helper()
@@ -63,7 +42,7 @@ func readN(t *testing.T, c net.Conn, n int) []byte {
 // ahead of anything written after them; a connection that closes still
 // sends them. Any other packet is written at once.
 func TestAcksHeldUntilNextRead(t *testing.T) {
-	server, peer := tcpPair(t)
+	peer, server := loopbackPair(t)
 	w := &writeCounter{Conn: server}
 	c := newOutConn(w, 1<<10, 0, nil)
 	acks := [][]byte{

@@ -29,10 +29,26 @@ type sseStream struct {
 
 func (h *testHub) openSSE(path, lastEventID string) *sseStream {
 	h.t.Helper()
+	header := http.Header{}
+	if lastEventID != "" {
+		header.Set("Last-Event-ID", lastEventID)
+	}
+	return h.openSSEHeader(path, header)
+}
+
+// openSSEWith is openSSE with a bearer token.
+func (h *testHub) openSSEWith(path, token string) *sseStream {
+	h.t.Helper()
+	return h.openSSEHeader(path, http.Header{"Authorization": {"Bearer " + token}})
+}
+
+// openSSEHeader opens the event stream at path with the request header.
+func (h *testHub) openSSEHeader(path string, header http.Header) *sseStream {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+path, nil)
-	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

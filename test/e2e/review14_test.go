@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -210,44 +208,6 @@ func TestRevokedTokenEndsWebSocketSubscription(t *testing.T) {
 	if m["messageType"] != "error" || m["status"] != float64(401) {
 		t.Fatalf("after the revocation the consumer got %v, want an error 401 and no event", m)
 	}
-}
-
-// openSSEWith is openSSE with a bearer token.
-func (h *testHub) openSSEWith(path, token string) *sseStream {
-	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		h.t.Fatalf("GET %s: %v", path, err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		cancel()
-		h.t.Fatalf("GET %s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	s := &sseStream{t: h.t, C: make(chan sseEvent, 100), cancel: cancel, resp: resp}
-	go func() {
-		defer close(s.C)
-		sc := bufio.NewScanner(resp.Body)
-		var ev sseEvent
-		for sc.Scan() {
-			switch line := sc.Text(); {
-			case line == "":
-				if ev.Type != "" {
-					s.C <- ev
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.Type = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				ev.Data = line[6:]
-			}
-		}
-	}()
-	h.t.Cleanup(s.Close)
-	return s
 }
 
 // A token revoked while an HTTP event stream is open with it ends the
