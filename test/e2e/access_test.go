@@ -523,56 +523,149 @@ func TestAccessRevokedTokenStopsMQTTDeliveries(t *testing.T) {
 	}
 }
 
-// Authenticated Things operate Things that require security: a WebSocket
-// agent (after its registerThing, without a token) and an MQTT agent with
-// its credentials (mosquitto_pub); an anonymous client on either is
-// refused. join.mode approve caps anonymous access at read.
+// Only Things the hub picked operate Things that require security
+// (PROTOCOL §10 "Access"). On a default hub (join.mode open) anyone may
+// join, so a WebSocket agent (registerThing on its own socket) and an MQTT
+// agent (its issued credentials, mosquitto_pub) that joined by themselves
+// are refused like anonymous clients (403, counted) and the secured lock
+// receives nothing; an admin's write of their descriptions admits them.
+// Under join.mode approve, agents whose joins an admin approved (a waiting
+// paho agent gets its credentials then) invoke the lock without a token,
+// and anonymous clients may read, not operate.
 func TestAccessThingsOperateSecuredThings(t *testing.T) {
-	mosquittoTool(t, "mosquitto_pub")
-	h := startHub(t, nil)
+	pub := mosquittoTool(t, "mosquitto_pub")
+	pahoPython(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	const lockID, wsID, mqttID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac40", "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac41", "urn:example:access-mqtt-agent"
+	// invokeWS invokes the lock as caller's Thing: true when completed,
+	// false when refused with 403; anything else fails the test.
+	invokeWS := func(caller *wsAgent) bool {
+		t.Helper()
+		mid := caller.send(map[string]any{"messageType": "invokeAction", "thingId": lockID, "action": "add", "input": map[string]any{"a": 1, "b": 2}}, false)
+		var reply map[string]any
+		waitFor(t, 5*time.Second, "the reply to the agent's invocation", func() bool {
+			for _, typ := range []string{"actionStatus", "error"} {
+				for _, m := range caller.requests(typ) {
+					if m["correlationId"] == mid {
+						reply = m
+					}
+				}
+			}
+			return reply != nil
+		})
+		switch {
+		case reply["messageType"] == "actionStatus" && reply["status"] == "completed":
+			return true
+		case reply["messageType"] == "error" && reply["status"] == float64(403):
+			return false
+		}
+		t.Fatalf("invokeAction by %s: %v", caller.id, reply)
+		return false
+	}
+	// invokeMQTT invokes the lock with mosquitto_pub (MQTT 5, QoS 1) and
+	// a Thing's credentials: true on success, false on the PUBACK's Not
+	// authorized; any other complaint fails the test.
+	invokeMQTT := func(h *testHub, user, pass string) bool {
+		t.Helper()
+		host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+		out, err := exec.CommandContext(ctx, pub, "-h", host, "-p", port, "-V", "mqttv5", "-u", user, "-P", pass,
+			"-q", "1", "-t", lmos.ThingTopic(lockID, "actions/add"), "-m", `{"a":1,"b":2}`).CombinedOutput()
+		switch {
+		case err == nil && len(out) == 0:
+			return true
+		case strings.Contains(string(out), "Publish 1 failed: Not authorized"):
+			return false
+		}
+		t.Fatalf("mosquitto_pub as %s: %v %q", user, err, out)
+		return false
+	}
+	invocations := func(lock *wsAgent, want int) {
+		t.Helper()
+		waitFor(t, 5*time.Second, "the invocations at the lock", func() bool { return len(lock.requests("invokeAction")) >= want })
+		if n := len(lock.requests("invokeAction")); n != want {
+			t.Fatalf("the lock got %d invocations, want %d", n, want)
+		}
+	}
+
+	// join.mode open: Things that joined by themselves.
+	h := startHub(t, nil)
 	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
 	caller := h.startWSAgent(wsID, false)
-	mid := caller.send(map[string]any{"messageType": "invokeAction", "thingId": lockID, "action": "add", "input": map[string]any{"a": 1, "b": 2}}, false)
-	var reply map[string]any
-	waitFor(t, 5*time.Second, "the reply to the agent's invocation", func() bool {
-		for _, m := range caller.requests("actionStatus") {
-			if m["correlationId"] == mid && m["status"] == "completed" {
-				reply = m
-			}
-		}
-		for _, m := range caller.requests("error") {
-			if m["correlationId"] == mid {
-				t.Fatalf("a registered WebSocket agent was refused: %v", m)
-			}
-		}
-		return reply != nil
-	})
+	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
+	if invokeWS(caller) {
+		t.Fatal("a WebSocket agent that joined by itself under join.mode open invoked a Thing that requires security")
+	}
+	if invokeMQTT(h, creds.Username, creds.Password) {
+		t.Fatal("an MQTT Thing that joined by itself under join.mode open invoked a Thing that requires security")
+	}
 	if wsDoor(t, wsConsumer(t, h, "", false), lockID, "invokeaction") {
 		t.Fatal("an anonymous WebSocket consumer invoked a Thing that requires security")
-	}
-	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
-	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
-	out, err := exec.Command(mosquittoTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5", "-u", creds.Username, "-P", creds.Password,
-		"-q", "1", "-t", lmos.ThingTopic(lockID, "actions/add"), "-m", `{"a":1,"b":2}`).CombinedOutput()
-	if err != nil || len(out) > 0 {
-		t.Fatalf("an MQTT Thing with its credentials: %v %q", err, out)
 	}
 	if mqttDoor(t, h, "", lockID, "invokeaction") {
 		t.Fatal("an anonymous MQTT client invoked a Thing that requires security")
 	}
-	waitFor(t, 5*time.Second, "both invocations at the lock", func() bool { return len(lock.requests("invokeAction")) >= 2 })
-	if n := len(lock.requests("invokeAction")); n != 2 {
-		t.Fatalf("the lock got %d invocations, want the 2 of the Things", n)
+	for _, door := range []string{"ws", "mqtt"} {
+		if n := h.refusals(fmt.Sprintf(`lmos_%s_refused_total{reason="forbidden"}`, door)); n != 1 {
+			t.Errorf("lmos_%s_refused_total{reason=\"forbidden\"} = %d, want the self-joined Thing's 1", door, n)
+		}
 	}
+	// On a nosec Thing it keeps what anonymous clients have (operate).
+	if !wsDoor(t, wsConsumer(t, h, "", false), wsID, "invokeaction") {
+		t.Fatal("an anonymous consumer may not invoke a nosec Thing on a default hub")
+	}
+	// An admin's write of their descriptions admits them, while they stay
+	// connected.
+	for _, id := range []string{wsID, mqttID} {
+		if resp, body := h.do(http.MethodPatch, lmos.ThingPath(id), "application/merge-patch+json", []byte(`{}`), testToken); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("admin PATCH %s: %d %s", id, resp.StatusCode, body)
+		}
+	}
+	if !invokeWS(caller) || !invokeMQTT(h, creds.Username, creds.Password) {
+		t.Fatal("a Thing an admin wrote may not operate a Thing that requires security")
+	}
+	invocations(lock, 2) // the admitted two; none of the refused ones
 
-	// join.mode approve: anonymous clients may read, not operate.
+	// join.mode approve: approved Things operate it.
 	h2 := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	h2.permit("60")
+	lock2 := h2.startWSAgentTD(lockID, securedWSTD(lockID), false)
+	h2.permit("0")
+	caller2 := h2.startWSAgent(wsID, false) // acknowledged "pending"
+	py := startScript(t, ctx, "paho-mqtt waiting agent", "paho_join_wait.py", "mqtt://"+h2.Main.MQTTAddr.String(), mqttID)
+	if r := resultOf(py.next(10*time.Second, func(m map[string]any) bool { return m["result"] != nil })); r.Status != lmos.JoinPending {
+		t.Fatalf("the MQTT agent's join: %+v, want pending", r)
+	}
+	h2.decide(wsID, "approve", http.StatusNoContent)
+	h2.decide(mqttID, "approve", http.StatusNoContent)
+	waitFor(t, 5*time.Second, "the WebSocket agent's registration", func() bool {
+		for _, m := range caller2.requests("acknowledgement") {
+			if m["message"] == "registered" {
+				return true
+			}
+		}
+		return false
+	})
+	r := resultOf(py.next(10*time.Second, func(m map[string]any) bool { return m["result"] != nil }))
+	if r.Status != lmos.JoinAccepted || r.Credentials == nil {
+		t.Fatalf("the MQTT agent after approval: %+v", r)
+	}
+	if !invokeWS(caller2) {
+		t.Fatal("an approved WebSocket agent may not operate a Thing that requires security")
+	}
+	if !invokeMQTT(h2, r.Credentials.Username, r.Credentials.Password) {
+		t.Fatal("an approved MQTT Thing may not operate a Thing that requires security")
+	}
+	invocations(lock2, 2)
+	py.exit()
 	var st struct {
 		Access struct{ Anonymous string }
 	}
 	h2.getJSON("/api/status", http.StatusOK, &st)
 	if st.Access.Anonymous != "read" {
 		t.Fatalf("/api/status access.anonymous %q under join.mode approve, want read", st.Access.Anonymous)
+	}
+	if mqttDoor(t, h2, "", lockID, "invokeaction") || wsDoor(t, wsConsumer(t, h2, "", false), lockID, "invokeaction") {
+		t.Fatal("an anonymous client operated a Thing under join.mode approve")
 	}
 }

@@ -71,6 +71,10 @@ func TestApproveMeetsBindingOverMQTT(t *testing.T) {
 	if res := joinOverPaho(t, h, id, signedTD(t, id, "Plug", owner, time.Now())); res.Status != lmos.JoinPending {
 		t.Fatalf("the owner's fresh join: %+v, want pending", res)
 	}
+	// The admin sees which key an approval binds the id to.
+	if l := h.joinList(); len(l.List) != 1 || l.List[0].Signer != keyDID(owner) {
+		t.Fatalf("GET /api/join: %+v, want the pending join signed by %s", l.List, keyDID(owner))
+	}
 	if resp, body := h.do(http.MethodPost, "/api/join/pending/"+id+"/approve", "", nil, testToken); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("approve: %d %s", resp.StatusCode, body)
 	}
