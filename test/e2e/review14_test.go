@@ -114,7 +114,8 @@ func TestEvictedMemberWaitsForApprovalOverMQTT(t *testing.T) {
 	}
 }
 
-// A Thing the admin deleted is no authenticated Thing any more: its MQTT
+// A Thing the admin deleted is no authenticated Thing any more, even one
+// the admin had admitted: its MQTT
 // credential (kept so that it may re-join) and the WebSocket connection
 // that registered it lose a Thing's right to operate Things that require
 // security (mosquitto_pub with the credential, the agent's own socket),
@@ -126,6 +127,13 @@ func TestDeletedThingLosesThingRights(t *testing.T) {
 	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
 	caller := h.startWSAgent(wsID, false)
 	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
+	// Joined by themselves under join.mode open: an admin's write admits
+	// them, so they may operate secured Things (PROTOCOL §10 "Access").
+	for _, id := range []string{wsID, mqttID} {
+		if resp, body := h.do(http.MethodPatch, lmos.ThingPath(id), "application/merge-patch+json", []byte(`{}`), testToken); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("admin PATCH %s: %d %s", id, resp.StatusCode, body)
+		}
+	}
 	invoke := func() bool {
 		host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
 		cmd := exec.Command(mosquittoTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5", "-u", creds.Username, "-P", creds.Password,
