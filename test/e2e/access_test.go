@@ -99,10 +99,20 @@ func httpDoor(t *testing.T, h *testHub, token, id, op string) bool {
 // CONNACK Bad User Name or Password; any other complaint fails the test.
 func mqttDoor(t *testing.T, h *testHub, token, id, op string) bool {
 	t.Helper()
+	if token != "" {
+		return mqttDoorAs(t, h, "token", token, id, op)
+	}
+	return mqttDoorAs(t, h, "", "", id, op)
+}
+
+// mqttDoorAs is mqttDoor connected as user with password pass (a Thing's
+// credentials; "" anonymous).
+func mqttDoorAs(t *testing.T, h *testHub, user, pass, id, op string) bool {
+	t.Helper()
 	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
 	args := []string{"-h", host, "-p", port, "-V", "mqttv5"}
-	if token != "" {
-		args = append(args, "-u", "token", "-P", token)
+	if user != "" {
+		args = append(args, "-u", user, "-P", pass)
 	}
 	topic := func(rest string) string { return lmos.ThingTopic(id, rest) }
 	bin := "mosquitto_pub"
@@ -212,8 +222,15 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 	type consumer struct {
 		name, token string
 		inQuery     bool // the WebSocket carries the token in ?token=
+		// thing: the consumer is a Thing of that id prefix, over MQTT with
+		// its join's credentials and over WebSocket as the socket that
+		// registered it (HTTP has no Thing principal); admit: an admin
+		// wrote it after it joined by itself (join.mode open).
+		thing string
+		admit bool
 	}
-	consumers := []consumer{{"anonymous", "", false}, {"read", readTok, false}, {"operate", opTok, true}, {"revoked", revTok, false}}
+	consumers := []consumer{{name: "anonymous"}, {name: "read", token: readTok}, {name: "operate", token: opTok, inQuery: true}, {name: "revoked", token: revTok},
+		{name: "self-joined thing", thing: "urn:example:door-self"}, {name: "admitted thing", thing: "urn:example:door-picked", admit: true}}
 	// The decisions, written out (not computed by the policy under test).
 	allowed := map[string]bool{}
 	for _, op := range accessOps {
@@ -222,6 +239,11 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 		allowed["read|"+op+"|open"] = reads
 		allowed["operate|"+op+"|open"] = true
 		allowed["operate|"+op+"|lock"] = true
+		// A Thing the hub picked is operate; one that joined by itself
+		// is anonymous (here read).
+		allowed["admitted thing|"+op+"|open"] = true
+		allowed["admitted thing|"+op+"|lock"] = true
+		allowed["self-joined thing|"+op+"|open"] = reads
 		// lock (security required): refused to anonymous and read on
 		// every operation; revoked: refused everything.
 	}
@@ -245,15 +267,36 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 		if (ws == nil) != (c.name == "revoked") {
 			t.Fatalf("%s: WebSocket upgrade refused %v", c.name, ws == nil)
 		}
+		var creds joinCreds
+		if c.thing != "" {
+			mqttID, wsID := c.thing+"-mqtt", c.thing+"-ws"
+			creds = h.mqttDial(nil).join(mqttID, makeTD(mqttID, c.name))
+			if r := ws.reply(ws.send(map[string]any{"messageType": "registerThing", "thingId": wsID, "td": wsTD(wsID)}, false)); r["messageType"] != "acknowledgement" {
+				t.Fatalf("%s: registerThing: %v", c.name, r)
+			}
+			for _, id := range []string{mqttID, wsID} {
+				if !c.admit {
+					continue
+				}
+				if resp, b := h.do(http.MethodPatch, lmos.ThingPath(id), "application/merge-patch+json", []byte(`{}`), testToken); resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("admin PATCH %s: %d %s", id, resp.StatusCode, b)
+				}
+			}
+		}
 		for _, thing := range []string{"open", "lock"} {
 			id := map[string]string{"open": openID, "lock": lockID}[thing]
 			for _, op := range accessOps {
 				key := c.name + "|" + op + "|" + thing
 				want := allowed[key]
-				got := map[string]bool{
-					"http": httpDoor(t, h, c.token, id, op),
-					"mqtt": mqttDoor(t, h, c.token, id, op),
-					"ws":   wsDoor(t, ws, id, op),
+				var got map[string]bool
+				if c.thing != "" {
+					got = map[string]bool{"mqtt": mqttDoorAs(t, h, creds.Username, creds.Password, id, op), "ws": wsDoor(t, ws, id, op)}
+				} else {
+					got = map[string]bool{
+						"http": httpDoor(t, h, c.token, id, op),
+						"mqtt": mqttDoor(t, h, c.token, id, op),
+						"ws":   wsDoor(t, ws, id, op),
+					}
 				}
 				for door, g := range got {
 					if g != want {
@@ -261,7 +304,7 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 					}
 				}
 				if want && (op == "writeproperty" || op == "invokeaction") {
-					done[id+"|"+op] += 3
+					done[id+"|"+op] += len(got)
 				}
 			}
 		}
@@ -284,7 +327,7 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	t.Logf("%d decisions alike on HTTP, MQTT and WebSocket", len(consumers)*2*len(accessOps))
+	t.Logf("%d decisions alike on HTTP, MQTT and WebSocket (Things: MQTT and WebSocket)", len(consumers)*2*len(accessOps))
 
 }
 
@@ -558,6 +601,9 @@ func TestAccessThingsOperateSecuredThings(t *testing.T) {
 		case reply["messageType"] == "actionStatus" && reply["status"] == "completed":
 			return true
 		case reply["messageType"] == "error" && reply["status"] == float64(403):
+			if typ, _ := reply["type"].(string); !strings.HasSuffix(typ, "#forbidden") || !strings.Contains(fmt.Sprint(reply["detail"]), "joined by itself") {
+				t.Fatalf("the refusal's problem: %v", reply)
+			}
 			return false
 		}
 		t.Fatalf("invokeAction by %s: %v", caller.id, reply)
