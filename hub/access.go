@@ -87,8 +87,10 @@ const (
 	// ByToken: a bearer token (Principal.Token, its scope).
 	ByToken
 	// ByThing: a registered Thing, by its MQTT credentials or as the
-	// WebSocket connection that registered it. A Thing may operate other
-	// Things (agents call agents), never manage the hub.
+	// WebSocket connection that registered it. A Thing the hub picked
+	// (Principal.Admitted) may operate other Things (agents call agents);
+	// one that joined itself while anyone could join has the rights of an
+	// anonymous client. No Thing manages the hub.
 	ByThing
 )
 
@@ -100,6 +102,11 @@ type Principal struct {
 	Token Token
 	// ThingID is the Thing it authenticated as (ByThing).
 	ThingID string
+	// Admitted (ByThing) says the hub picked the Thing (ThingMeta.Admitted):
+	// approved, joined in an admin's permit window, or written by an
+	// admin. Under join.mode open anyone may join, so a Thing that joined
+	// itself proves no more than an anonymous client does.
+	Admitted bool
 	// Source is the client's address (hub.SourceOf), for logs.
 	Source string
 }
@@ -112,13 +119,19 @@ func TokenPrincipal(t Token, source string) Principal {
 	return Principal{Kind: ByToken, Token: t, Source: source}
 }
 
-// ThingPrincipal is a Thing authenticated as id.
-func ThingPrincipal(id, source string) Principal {
-	return Principal{Kind: ByThing, ThingID: id, Source: source}
+// ThingPrincipal is a Thing authenticated as id; admitted is its
+// ThingMeta.Admitted, read when the decision is taken (an approval or an
+// admin's write changes it while the Thing stays connected).
+func ThingPrincipal(id, source string, admitted bool) Principal {
+	return Principal{Kind: ByThing, ThingID: id, Source: source, Admitted: admitted}
 }
 
-// Authenticated reports whether the principal presented credentials.
-func (p Principal) Authenticated() bool { return p.Kind != Anonymous }
+// Authenticated reports whether the principal counts as an authenticated
+// consumer: a token, or a Thing the hub picked. A Thing that joined itself
+// under join.mode open presented credentials the hub gave to anyone.
+func (p Principal) Authenticated() bool {
+	return p.Kind == ByToken || p.Kind == ByThing && p.Admitted
+}
 
 // String names the principal in logs.
 func (p Principal) String() string {
@@ -228,11 +241,19 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 		have = p.Token.EffectiveScope().level()
 	case ByThing:
 		have = levelOperate
+		if !p.Admitted {
+			have = a.anon
+		}
 	}
 	if have >= need && (!mustAuth || p.Authenticated()) {
 		return nil
 	}
 	what := describeAccess(op, thing, secured)
+	if p.Kind == ByThing && !p.Admitted {
+		// A token would not help a Thing's connection: its MQTT
+		// credentials or its WebSocket are the Thing's.
+		return Errorf(EFORBIDDEN, "%s needs an authenticated consumer with scope %s; %s joined by itself while joining was open to all and has an anonymous client's rights (an administrator admits it by approving its join or writing its description)", what, scopeOf(need), p)
+	}
 	if !p.Authenticated() {
 		if need == levelAdmin {
 			return Errorf(EUNAUTHORIZED, "a bearer token is required: %s needs an admin token", what)

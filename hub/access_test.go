@@ -106,7 +106,10 @@ func TestAccessPolicyTable(t *testing.T) {
 	read := principal{"read", hub.TokenPrincipal(f.tok["read"], "")}
 	operate := principal{"operate", hub.TokenPrincipal(f.tok["operate"], "")}
 	admin := principal{"admin", hub.TokenPrincipal(f.tok["admin"], "")}
-	thing := principal{"thing", hub.ThingPrincipal("urn:t:other", "")}
+	thing := principal{"thing", hub.ThingPrincipal("urn:t:other", "", true)}
+	// A Thing that joined itself under join.mode open: the hub did not
+	// pick it, so it has an anonymous client's rights.
+	selfJoined := principal{"self-joined thing", hub.ThingPrincipal("urn:t:stranger", "10.0.0.8", false)}
 	revoked := principal{"revoked", hub.TokenPrincipal(f.tok["revoked"], "")}
 	const ok, e401, e403 = "", hub.EUNAUTHORIZED, hub.EFORBIDDEN
 	cases := []struct {
@@ -134,6 +137,21 @@ func TestAccessPolicyTable(t *testing.T) {
 		{"operate", "open", operate, hub.OpInvokeAction, true, ok},
 		{"operate", "open", thing, hub.OpInvokeAction, true, ok},
 		{"operate", "open", thing, hub.OpManage, false, e403},
+		{"none", "open", thing, hub.OpReadProperty, false, ok},
+		{"none", "open", thing, hub.OpInvokeAction, false, ok},
+		// A self-joined Thing: what anonymous clients may, and no more.
+		{"operate", "open", selfJoined, hub.OpInvokeAction, false, ok},
+		{"operate", "open", selfJoined, hub.OpObserveProperty, false, ok},
+		{"operate", "open", selfJoined, hub.OpInvokeAction, true, e403},
+		{"operate", "open", selfJoined, hub.OpWriteProperty, true, e403},
+		{"operate", "open", selfJoined, hub.OpObserveProperty, true, e403},
+		{"operate", "open", selfJoined, hub.OpSubscribeEvent, true, e403},
+		{"operate", "open", selfJoined, hub.OpReadDirectory, true, ok},
+		{"operate", "open", selfJoined, hub.OpManage, false, e403},
+		{"none", "open", selfJoined, hub.OpReadDirectory, false, e403},
+		{"none", "open", selfJoined, hub.OpReadProperty, false, e403},
+		{"read", "open", selfJoined, hub.OpReadProperty, false, ok},
+		{"read", "open", selfJoined, hub.OpInvokeAction, false, e403},
 		{"operate", "open", admin, hub.OpObserveProperty, true, ok},
 		// Scopes.
 		{"none", "open", read, hub.OpInvokeAction, false, e403},
@@ -244,7 +262,7 @@ func BenchmarkAccessAllow(b *testing.B) {
 	}{
 		{"anonymous-read-allowed", anon, hub.OpObserveProperty, &f.open},
 		{"anonymous-invoke-refused", anon, hub.OpInvokeAction, &f.secured},
-		{"thing-invoke-secured", hub.ThingPrincipal("urn:t:x", ""), hub.OpInvokeAction, &f.secured},
+		{"thing-invoke-secured", hub.ThingPrincipal("urn:t:x", "", true), hub.OpInvokeAction, &f.secured},
 		{"token-invoke-secured", hub.TokenPrincipal(f.tok["operate"], ""), hub.OpInvokeAction, &f.secured},
 	} {
 		b.Run(c.name, func(b *testing.B) {

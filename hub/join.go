@@ -253,6 +253,10 @@ func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, orig
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
+	// A new Thing that joins while the configured mode is approve or
+	// closed came through an admin's permit window: the hub picked it.
+	// Under open it picked itself (ThingMeta.Admitted).
+	origin.Admitted = a.mode != "open"
 	return a.reg.putPreparedWith(ctx, id, p, origin, Precondition{}, credHash)
 }
 

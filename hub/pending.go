@@ -39,7 +39,10 @@ type PendingJoin struct {
 	Title string `json:"title,omitempty"`
 	Door  Source `json:"door"`
 	// Addr is the requester's address; Source (SourceOf) bounds and names it.
-	Addr     string          `json:"addr"`
+	Addr string `json:"addr"`
+	// Signer is the DID whose proof the parked description carries ("":
+	// unsigned): approving binds the id to it (PROTOCOL §6).
+	Signer   string          `json:"signer,omitempty"`
 	Received time.Time       `json:"received"`
 	TD       json.RawMessage `json:"td"`
 }
@@ -67,10 +70,13 @@ type JoinWaiter struct {
 }
 
 // JoinEvent is the join member of a join event.
+//
+// It names no source address: the feeds (lmos/v1/hub/events, GET /events,
+// the dashboard) are read by anyone with directory read, and an address
+// that knocks is for administrators (GET /api/join).
 type JoinEvent struct {
-	Door   Source `json:"door"`
-	Source string `json:"source"`
-	Title  string `json:"title,omitempty"`
+	Door  Source `json:"door"`
+	Title string `json:"title,omitempty"`
 }
 
 type pendingEntry struct {
@@ -246,6 +252,9 @@ func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *
 			Message: fmt.Sprintf("the joins waiting for approval would hold more than %d bytes", MaxPendingBytes)}
 	}
 	pj := PendingJoin{ID: id, Title: titleOf(raw), Door: door, Addr: addr, Received: l.now().UTC(), TD: json.RawMessage(raw)}
+	if p.signer != nil {
+		pj.Signer = p.signer.DID
+	}
 	if l.store != nil {
 		if err := l.store.PutPending(pj); err != nil {
 			return &Error{Code: EINTERNAL, Message: "cannot store the pending join", Err: err}
@@ -313,7 +322,7 @@ func (a *Admission) Approve(ctx context.Context, id string) error {
 		}
 		hash = HashToken(password)
 	}
-	origin := Origin{Source: e.Door, Addr: e.Addr}
+	origin := Origin{Source: e.Door, Addr: e.Addr, Admitted: true} // an admin's decision
 	res := a.reg.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin,
 		cond: Precondition{IfNoneMatch: true, IfNoneMatchAny: true}, credHash: hash, dropPending: true,
 		// The parked proof binds the id (or must match its binding) as
@@ -365,7 +374,7 @@ func (a *Admission) dropLocked(e *pendingEntry, why error) error {
 
 // announce sends a join event to the hub's feed.
 func (a *Admission) announce(t EventType, p PendingJoin) {
-	a.reg.Announce(Event{Type: t, ID: p.ID, Join: &JoinEvent{Door: p.Door, Source: SourceOf(p.Addr), Title: p.Title}})
+	a.reg.Announce(Event{Type: t, ID: p.ID, Join: &JoinEvent{Door: p.Door, Title: p.Title}})
 }
 
 // titleOf is the title of a validated description, for the pending list.

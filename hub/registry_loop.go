@@ -407,10 +407,16 @@ func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec
 	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
 		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source},
 		Size:     int64(len(o.raw)), Anon: anon, Verified: verified}
+	// Admitted: an admin's write or an admission by the hub's decision
+	// makes it; the Thing's own updates keep it, except a takeover by
+	// another connection without the bound key's proof (anyone may
+	// re-register an unsigned WebSocket Thing).
+	meta.Admitted = o.admin || o.origin.Admitted
 	if old != nil {
 		// Presence and creation outlive a new document; a verification
 		// does not: it was of the old document.
 		meta.Created, meta.Presence = old.Meta.Created, old.Meta.Presence
+		meta.Admitted = o.admin || old.Meta.Admitted && !(o.origin.Takeover && verified == "")
 	}
 	meta.TTL, meta.Expires = registrationOf(o.doc, now)
 	if !meta.Expires.IsZero() && !meta.Expires.After(now) {

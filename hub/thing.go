@@ -48,6 +48,10 @@ type Origin struct {
 	// fresh, not the stored description sent again, which anyone can
 	// read from the directory.
 	Takeover bool `json:"-"`
+	// Admitted says the hub picked the Thing: it joined while joining was
+	// not open to all (a permit window under join.mode approve or closed)
+	// or an administrator approved its join (ThingMeta.Admitted).
+	Admitted bool `json:"-"`
 }
 
 // Presence status values.
@@ -82,4 +86,10 @@ type ThingMeta struct {
 	// authenticated writer did (registry.maxThingsPerSource). Stored, so
 	// the count per source survives restarts.
 	Anon string `json:"anon,omitempty"`
+	// Admitted says the hub picked this Thing (Origin.Admitted, or an
+	// admin token wrote it): only then is it an authenticated consumer of
+	// Things that require security (hub.Access). A Thing that joined
+	// itself while anyone could join has an anonymous client's rights.
+	// Stored with the Thing, so it survives restarts.
+	Admitted bool `json:"admitted,omitempty"`
 }

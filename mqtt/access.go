@@ -35,8 +35,10 @@ func (h *binding) principal(cl *mochi.Client) hub.Principal {
 	if s := self(cl); s != "" {
 		// A Thing while it is registered: the credential of one an admin
 		// deleted (kept so that it may re-join) is no Thing's any more.
-		if id, ok := idOf(s); ok && h.thingOf(s) != nil {
-			return hub.ThingPrincipal(id, remote)
+		if id, ok := idOf(s); ok {
+			if t := h.thingOf(s); t != nil {
+				return hub.ThingPrincipal(id, remote, t.Meta.Admitted)
+			}
 		}
 	}
 	return hub.AnonymousFrom(hub.SourceOf(remote))

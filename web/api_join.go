@@ -35,10 +35,13 @@ func (s *Server) joinAdmission(w http.ResponseWriter, r *http.Request) *hub.Admi
 // door, when, and what the description offers (not the document itself:
 // GET /api/join/pending/{id}).
 type pendingView struct {
-	ID         string    `json:"id"`
-	Title      string    `json:"title,omitempty"`
-	Door       string    `json:"door"`
-	Source     string    `json:"source"`
+	ID     string `json:"id"`
+	Title  string `json:"title,omitempty"`
+	Door   string `json:"door"`
+	Source string `json:"source"`
+	// Signer is the DID of the parked description's proof: the key an
+	// approval binds the id to (omitted when unsigned).
+	Signer     string    `json:"signer,omitempty"`
 	Received   time.Time `json:"received"`
 	Bytes      int       `json:"bytes"`
 	Properties []string  `json:"properties"`
@@ -47,7 +50,7 @@ type pendingView struct {
 }
 
 func viewPending(p hub.PendingJoin) pendingView {
-	v := pendingView{ID: p.ID, Title: p.Title, Door: string(p.Door), Source: hub.SourceOf(p.Addr), Received: p.Received,
+	v := pendingView{ID: p.ID, Title: p.Title, Door: string(p.Door), Source: hub.SourceOf(p.Addr), Signer: p.Signer, Received: p.Received,
 		Bytes: len(p.TD), Properties: []string{}, Actions: []string{}, Events: []string{}}
 	var td struct {
 		Properties map[string]json.RawMessage `json:"properties"`

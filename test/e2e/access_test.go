@@ -99,10 +99,20 @@ func httpDoor(t *testing.T, h *testHub, token, id, op string) bool {
 // CONNACK Bad User Name or Password; any other complaint fails the test.
 func mqttDoor(t *testing.T, h *testHub, token, id, op string) bool {
 	t.Helper()
+	if token != "" {
+		return mqttDoorAs(t, h, "token", token, id, op)
+	}
+	return mqttDoorAs(t, h, "", "", id, op)
+}
+
+// mqttDoorAs is mqttDoor connected as user with password pass (a Thing's
+// credentials; "" anonymous).
+func mqttDoorAs(t *testing.T, h *testHub, user, pass, id, op string) bool {
+	t.Helper()
 	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
 	args := []string{"-h", host, "-p", port, "-V", "mqttv5"}
-	if token != "" {
-		args = append(args, "-u", "token", "-P", token)
+	if user != "" {
+		args = append(args, "-u", user, "-P", pass)
 	}
 	topic := func(rest string) string { return lmos.ThingTopic(id, rest) }
 	bin := "mosquitto_pub"
@@ -212,8 +222,15 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 	type consumer struct {
 		name, token string
 		inQuery     bool // the WebSocket carries the token in ?token=
+		// thing: the consumer is a Thing of that id prefix, over MQTT with
+		// its join's credentials and over WebSocket as the socket that
+		// registered it (HTTP has no Thing principal); admit: an admin
+		// wrote it after it joined by itself (join.mode open).
+		thing string
+		admit bool
 	}
-	consumers := []consumer{{"anonymous", "", false}, {"read", readTok, false}, {"operate", opTok, true}, {"revoked", revTok, false}}
+	consumers := []consumer{{name: "anonymous"}, {name: "read", token: readTok}, {name: "operate", token: opTok, inQuery: true}, {name: "revoked", token: revTok},
+		{name: "self-joined thing", thing: "urn:example:door-self"}, {name: "admitted thing", thing: "urn:example:door-picked", admit: true}}
 	// The decisions, written out (not computed by the policy under test).
 	allowed := map[string]bool{}
 	for _, op := range accessOps {
@@ -222,6 +239,11 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 		allowed["read|"+op+"|open"] = reads
 		allowed["operate|"+op+"|open"] = true
 		allowed["operate|"+op+"|lock"] = true
+		// A Thing the hub picked is operate; one that joined by itself
+		// is anonymous (here read).
+		allowed["admitted thing|"+op+"|open"] = true
+		allowed["admitted thing|"+op+"|lock"] = true
+		allowed["self-joined thing|"+op+"|open"] = reads
 		// lock (security required): refused to anonymous and read on
 		// every operation; revoked: refused everything.
 	}
@@ -245,15 +267,36 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 		if (ws == nil) != (c.name == "revoked") {
 			t.Fatalf("%s: WebSocket upgrade refused %v", c.name, ws == nil)
 		}
+		var creds joinCreds
+		if c.thing != "" {
+			mqttID, wsID := c.thing+"-mqtt", c.thing+"-ws"
+			creds = h.mqttDial(nil).join(mqttID, makeTD(mqttID, c.name))
+			if r := ws.reply(ws.send(map[string]any{"messageType": "registerThing", "thingId": wsID, "td": wsTD(wsID)}, false)); r["messageType"] != "acknowledgement" {
+				t.Fatalf("%s: registerThing: %v", c.name, r)
+			}
+			for _, id := range []string{mqttID, wsID} {
+				if !c.admit {
+					continue
+				}
+				if resp, b := h.do(http.MethodPatch, lmos.ThingPath(id), "application/merge-patch+json", []byte(`{}`), testToken); resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("admin PATCH %s: %d %s", id, resp.StatusCode, b)
+				}
+			}
+		}
 		for _, thing := range []string{"open", "lock"} {
 			id := map[string]string{"open": openID, "lock": lockID}[thing]
 			for _, op := range accessOps {
 				key := c.name + "|" + op + "|" + thing
 				want := allowed[key]
-				got := map[string]bool{
-					"http": httpDoor(t, h, c.token, id, op),
-					"mqtt": mqttDoor(t, h, c.token, id, op),
-					"ws":   wsDoor(t, ws, id, op),
+				var got map[string]bool
+				if c.thing != "" {
+					got = map[string]bool{"mqtt": mqttDoorAs(t, h, creds.Username, creds.Password, id, op), "ws": wsDoor(t, ws, id, op)}
+				} else {
+					got = map[string]bool{
+						"http": httpDoor(t, h, c.token, id, op),
+						"mqtt": mqttDoor(t, h, c.token, id, op),
+						"ws":   wsDoor(t, ws, id, op),
+					}
 				}
 				for door, g := range got {
 					if g != want {
@@ -261,7 +304,7 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 					}
 				}
 				if want && (op == "writeproperty" || op == "invokeaction") {
-					done[id+"|"+op] += 3
+					done[id+"|"+op] += len(got)
 				}
 			}
 		}
@@ -284,7 +327,7 @@ func TestAccessSameOnEveryDoor(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	t.Logf("%d decisions alike on HTTP, MQTT and WebSocket", len(consumers)*2*len(accessOps))
+	t.Logf("%d decisions alike on HTTP, MQTT and WebSocket (Things: MQTT and WebSocket)", len(consumers)*2*len(accessOps))
 
 }
 
@@ -523,56 +566,152 @@ func TestAccessRevokedTokenStopsMQTTDeliveries(t *testing.T) {
 	}
 }
 
-// Authenticated Things operate Things that require security: a WebSocket
-// agent (after its registerThing, without a token) and an MQTT agent with
-// its credentials (mosquitto_pub); an anonymous client on either is
-// refused. join.mode approve caps anonymous access at read.
+// Only Things the hub picked operate Things that require security
+// (PROTOCOL §10 "Access"). On a default hub (join.mode open) anyone may
+// join, so a WebSocket agent (registerThing on its own socket) and an MQTT
+// agent (its issued credentials, mosquitto_pub) that joined by themselves
+// are refused like anonymous clients (403, counted) and the secured lock
+// receives nothing; an admin's write of their descriptions admits them.
+// Under join.mode approve, agents whose joins an admin approved (a waiting
+// paho agent gets its credentials then) invoke the lock without a token,
+// and anonymous clients may read, not operate.
 func TestAccessThingsOperateSecuredThings(t *testing.T) {
-	mosquittoTool(t, "mosquitto_pub")
-	h := startHub(t, nil)
+	pub := mosquittoTool(t, "mosquitto_pub")
+	pahoPython(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	const lockID, wsID, mqttID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac40", "urn:uuid:3c6a1f52-0000-4000-8000-00000000ac41", "urn:example:access-mqtt-agent"
+	// invokeWS invokes the lock as caller's Thing: true when completed,
+	// false when refused with 403; anything else fails the test.
+	invokeWS := func(caller *wsAgent) bool {
+		t.Helper()
+		mid := caller.send(map[string]any{"messageType": "invokeAction", "thingId": lockID, "action": "add", "input": map[string]any{"a": 1, "b": 2}}, false)
+		var reply map[string]any
+		waitFor(t, 5*time.Second, "the reply to the agent's invocation", func() bool {
+			for _, typ := range []string{"actionStatus", "error"} {
+				for _, m := range caller.requests(typ) {
+					if m["correlationId"] == mid {
+						reply = m
+					}
+				}
+			}
+			return reply != nil
+		})
+		switch {
+		case reply["messageType"] == "actionStatus" && reply["status"] == "completed":
+			return true
+		case reply["messageType"] == "error" && reply["status"] == float64(403):
+			if typ, _ := reply["type"].(string); !strings.HasSuffix(typ, "#forbidden") || !strings.Contains(fmt.Sprint(reply["detail"]), "joined by itself") {
+				t.Fatalf("the refusal's problem: %v", reply)
+			}
+			return false
+		}
+		t.Fatalf("invokeAction by %s: %v", caller.id, reply)
+		return false
+	}
+	// invokeMQTT invokes the lock with mosquitto_pub (MQTT 5, QoS 1) and
+	// a Thing's credentials: true on success, false on the PUBACK's Not
+	// authorized; any other complaint fails the test.
+	invokeMQTT := func(h *testHub, user, pass string) bool {
+		t.Helper()
+		host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
+		out, err := exec.CommandContext(ctx, pub, "-h", host, "-p", port, "-V", "mqttv5", "-u", user, "-P", pass,
+			"-q", "1", "-t", lmos.ThingTopic(lockID, "actions/add"), "-m", `{"a":1,"b":2}`).CombinedOutput()
+		switch {
+		case err == nil && len(out) == 0:
+			return true
+		case strings.Contains(string(out), "Publish 1 failed: Not authorized"):
+			return false
+		}
+		t.Fatalf("mosquitto_pub as %s: %v %q", user, err, out)
+		return false
+	}
+	invocations := func(lock *wsAgent, want int) {
+		t.Helper()
+		waitFor(t, 5*time.Second, "the invocations at the lock", func() bool { return len(lock.requests("invokeAction")) >= want })
+		if n := len(lock.requests("invokeAction")); n != want {
+			t.Fatalf("the lock got %d invocations, want %d", n, want)
+		}
+	}
+
+	// join.mode open: Things that joined by themselves.
+	h := startHub(t, nil)
 	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
 	caller := h.startWSAgent(wsID, false)
-	mid := caller.send(map[string]any{"messageType": "invokeAction", "thingId": lockID, "action": "add", "input": map[string]any{"a": 1, "b": 2}}, false)
-	var reply map[string]any
-	waitFor(t, 5*time.Second, "the reply to the agent's invocation", func() bool {
-		for _, m := range caller.requests("actionStatus") {
-			if m["correlationId"] == mid && m["status"] == "completed" {
-				reply = m
-			}
-		}
-		for _, m := range caller.requests("error") {
-			if m["correlationId"] == mid {
-				t.Fatalf("a registered WebSocket agent was refused: %v", m)
-			}
-		}
-		return reply != nil
-	})
+	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
+	if invokeWS(caller) {
+		t.Fatal("a WebSocket agent that joined by itself under join.mode open invoked a Thing that requires security")
+	}
+	if invokeMQTT(h, creds.Username, creds.Password) {
+		t.Fatal("an MQTT Thing that joined by itself under join.mode open invoked a Thing that requires security")
+	}
 	if wsDoor(t, wsConsumer(t, h, "", false), lockID, "invokeaction") {
 		t.Fatal("an anonymous WebSocket consumer invoked a Thing that requires security")
-	}
-	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
-	host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
-	out, err := exec.Command(mosquittoTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5", "-u", creds.Username, "-P", creds.Password,
-		"-q", "1", "-t", lmos.ThingTopic(lockID, "actions/add"), "-m", `{"a":1,"b":2}`).CombinedOutput()
-	if err != nil || len(out) > 0 {
-		t.Fatalf("an MQTT Thing with its credentials: %v %q", err, out)
 	}
 	if mqttDoor(t, h, "", lockID, "invokeaction") {
 		t.Fatal("an anonymous MQTT client invoked a Thing that requires security")
 	}
-	waitFor(t, 5*time.Second, "both invocations at the lock", func() bool { return len(lock.requests("invokeAction")) >= 2 })
-	if n := len(lock.requests("invokeAction")); n != 2 {
-		t.Fatalf("the lock got %d invocations, want the 2 of the Things", n)
+	for _, door := range []string{"ws", "mqtt"} {
+		if n := h.refusals(fmt.Sprintf(`lmos_%s_refused_total{reason="forbidden"}`, door)); n != 1 {
+			t.Errorf("lmos_%s_refused_total{reason=\"forbidden\"} = %d, want the self-joined Thing's 1", door, n)
+		}
 	}
+	// On a nosec Thing it keeps what anonymous clients have (operate).
+	if !wsDoor(t, wsConsumer(t, h, "", false), wsID, "invokeaction") {
+		t.Fatal("an anonymous consumer may not invoke a nosec Thing on a default hub")
+	}
+	// An admin's write of their descriptions admits them, while they stay
+	// connected.
+	for _, id := range []string{wsID, mqttID} {
+		if resp, body := h.do(http.MethodPatch, lmos.ThingPath(id), "application/merge-patch+json", []byte(`{}`), testToken); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("admin PATCH %s: %d %s", id, resp.StatusCode, body)
+		}
+	}
+	if !invokeWS(caller) || !invokeMQTT(h, creds.Username, creds.Password) {
+		t.Fatal("a Thing an admin wrote may not operate a Thing that requires security")
+	}
+	invocations(lock, 2) // the admitted two; none of the refused ones
 
-	// join.mode approve: anonymous clients may read, not operate.
+	// join.mode approve: approved Things operate it.
 	h2 := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	h2.permit("60")
+	lock2 := h2.startWSAgentTD(lockID, securedWSTD(lockID), false)
+	h2.permit("0")
+	caller2 := h2.startWSAgent(wsID, false) // acknowledged "pending"
+	py := startScript(t, ctx, "paho-mqtt waiting agent", "paho_join_wait.py", "mqtt://"+h2.Main.MQTTAddr.String(), mqttID)
+	if r := resultOf(py.next(10*time.Second, func(m map[string]any) bool { return m["result"] != nil })); r.Status != lmos.JoinPending {
+		t.Fatalf("the MQTT agent's join: %+v, want pending", r)
+	}
+	h2.decide(wsID, "approve", http.StatusNoContent)
+	h2.decide(mqttID, "approve", http.StatusNoContent)
+	waitFor(t, 5*time.Second, "the WebSocket agent's registration", func() bool {
+		for _, m := range caller2.requests("acknowledgement") {
+			if m["message"] == "registered" {
+				return true
+			}
+		}
+		return false
+	})
+	r := resultOf(py.next(10*time.Second, func(m map[string]any) bool { return m["result"] != nil }))
+	if r.Status != lmos.JoinAccepted || r.Credentials == nil {
+		t.Fatalf("the MQTT agent after approval: %+v", r)
+	}
+	if !invokeWS(caller2) {
+		t.Fatal("an approved WebSocket agent may not operate a Thing that requires security")
+	}
+	if !invokeMQTT(h2, r.Credentials.Username, r.Credentials.Password) {
+		t.Fatal("an approved MQTT Thing may not operate a Thing that requires security")
+	}
+	invocations(lock2, 2)
+	py.exit()
 	var st struct {
 		Access struct{ Anonymous string }
 	}
 	h2.getJSON("/api/status", http.StatusOK, &st)
 	if st.Access.Anonymous != "read" {
 		t.Fatalf("/api/status access.anonymous %q under join.mode approve, want read", st.Access.Anonymous)
+	}
+	if mqttDoor(t, h2, "", lockID, "invokeaction") || wsDoor(t, wsConsumer(t, h2, "", false), lockID, "invokeaction") {
+		t.Fatal("an anonymous client operated a Thing under join.mode approve")
 	}
 }

@@ -23,9 +23,9 @@ type joinList struct {
 	Remaining int    `json:"remaining"`
 	Pending   int    `json:"pending"`
 	List      []struct {
-		ID, Title, Door, Source string
-		Properties, Actions     []string
-		Events                  []string
+		ID, Title, Door, Source, Signer string
+		Properties, Actions             []string
+		Events                          []string
 	} `json:"list"`
 }
 
@@ -102,10 +102,16 @@ func TestApproveModeMQTTWaitingAgents(t *testing.T) {
 	}
 	var ev struct {
 		Type, ID string
-		Join     *struct{ Door string }
+		Join     map[string]any
 	}
-	if err := json.Unmarshal(feed.Next("lmos/v1/hub/events").Payload, &ev); err != nil || ev.Type != "join_pending" || ev.ID != id || ev.Join == nil || ev.Join.Door != "mqtt" {
+	// The feed is read by anyone with directory read: the address that
+	// knocked is for administrators only (GET /api/join above).
+	payload := feed.Next("lmos/v1/hub/events").Payload
+	if err := json.Unmarshal(payload, &ev); err != nil || ev.Type != "join_pending" || ev.ID != id || ev.Join == nil || ev.Join["door"] != "mqtt" {
 		t.Fatalf("feed: %+v %v", ev, err)
+	}
+	if _, has := ev.Join["source"]; has || strings.Contains(string(payload), "127.0.0.1") {
+		t.Fatalf("the join event shows the source address to every reader: %s", payload)
 	}
 
 	// The pending Thing cannot publish as that Thing.

@@ -69,6 +69,10 @@ func TestApproveMeetsBindingOverMQTT(t *testing.T) {
 	if res := joinOverPaho(t, h, id, signedTD(t, id, "Plug", owner, time.Now())); res.Status != lmos.JoinPending {
 		t.Fatalf("the owner's fresh join: %+v, want pending", res)
 	}
+	// The admin sees which key an approval binds the id to.
+	if l := h.joinList(); len(l.List) != 1 || l.List[0].Signer != keyDID(owner) {
+		t.Fatalf("GET /api/join: %+v, want the pending join signed by %s", l.List, keyDID(owner))
+	}
 	if resp, body := h.do(http.MethodPost, "/api/join/pending/"+id+"/approve", "", nil, testToken); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("approve: %d %s", resp.StatusCode, body)
 	}
@@ -108,7 +112,8 @@ func TestEvictedMemberWaitsForApprovalOverMQTT(t *testing.T) {
 	}
 }
 
-// A Thing the admin deleted is no authenticated Thing any more: its MQTT
+// A Thing the admin deleted is no authenticated Thing any more, even one
+// the admin had admitted: its MQTT
 // credential (kept so that it may re-join) and the WebSocket connection
 // that registered it lose a Thing's right to operate Things that require
 // security (mosquitto_pub with the credential, the agent's own socket),
@@ -120,6 +125,13 @@ func TestDeletedThingLosesThingRights(t *testing.T) {
 	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
 	caller := h.startWSAgent(wsID, false)
 	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
+	// Joined by themselves under join.mode open: an admin's write admits
+	// them, so they may operate secured Things (PROTOCOL §10 "Access").
+	for _, id := range []string{wsID, mqttID} {
+		if resp, body := h.do(http.MethodPatch, lmos.ThingPath(id), "application/merge-patch+json", []byte(`{}`), testToken); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("admin PATCH %s: %d %s", id, resp.StatusCode, body)
+		}
+	}
 	invoke := func() bool {
 		host, port, _ := strings.Cut(h.Main.MQTTAddr.String(), ":")
 		cmd := exec.Command(mosquittoTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-V", "mqttv5", "-u", creds.Username, "-P", creds.Password,

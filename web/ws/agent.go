@@ -97,7 +97,10 @@ func (wc *wsConn) register(m *wsMessage) {
 	defer cancel()
 	// Another socket than the live owner's takes the Thing over: a bound
 	// id then needs a fresh proof by its key (PROTOCOL §6).
-	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc}
+	// A new Thing joining while the configured mode is approve or closed
+	// came in an admin's permit window: the hub picked it.
+	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc,
+		Admitted: g.adm != nil && g.adm.Mode() != "open"}
 	if _, err := g.reg.Put(ctx, id, raw, origin); err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
@@ -178,7 +181,7 @@ func (wc *wsConn) registered(m *wsMessage, id string) {
 	if wc.who.Kind == hub.Anonymous {
 		// An agent is an authenticated Thing once the hub accepted its
 		// registration on this connection (PROTOCOL §5, "Access").
-		wc.who = hub.ThingPrincipal(id, wc.remote)
+		wc.who = hub.ThingPrincipal(id, wc.remote, false) // Admitted: read at each decision (allow)
 	}
 	if wc.media == "" {
 		wc.media = m.Media

@@ -1043,8 +1043,13 @@ func (wc *wsConn) allow(op hub.Op, thing *hub.Thing) error {
 	if p.Kind == hub.ByThing {
 		// The Thing this connection registered, while it is registered:
 		// one an admin deleted leaves an anonymous connection.
-		if _, err := wc.g.reg.Get(p.ThingID); err != nil {
+		// Whether the hub picked it is read now: an approval or an
+		// admin's write may come while the socket stays open.
+		t, err := wc.g.reg.Get(p.ThingID)
+		if err != nil {
 			p = hub.AnonymousFrom(hub.SourceOf(wc.remote))
+		} else {
+			p.Admitted = t.Meta.Admitted
 		}
 	}
 	return a.Allow(p, op, thing)
