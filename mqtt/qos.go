@@ -151,8 +151,16 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 	var out packets.Packet
 	if t.share != nil && t.share.left > 1 {
 		out = t.share.packet(pk)
+	} else if pk.Origin == mochi.InlineClientId {
+		out = pk.Copy(false) // the hub's own: its caller's memory
 	} else {
-		out = pk.Copy(false) // nothing to share
+		// One session gets a client's publish: it keeps pk's own bytes. mochi decoded
+		// them into memory of this packet alone (ReadPacket), the retained
+		// store has its own copy (fanOut), and nothing writes to a stored
+		// delivery's payload or properties, so a copy would only be
+		// garbage (qosShare shares one copy among several sessions the
+		// same way).
+		out = *pk
 	}
 	out.FixedHeader.Qos = qos
 	out.FixedHeader.Retain = retain
