@@ -64,7 +64,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		b.state.OnRetainMessage(cl, pk, r)
 		atomic.StoreInt64(&b.server.Info.Retained, int64(b.server.Topics.Retained.Len()))
 	}
-	subs := b.server.Topics.Subscribers(pk.TopicName)
+	subs := b.subscribers(pk.TopicName) // read only, unless shared (subcache.go)
 	if len(subs.Shared) > 0 {
 		subs.SelectShared()
 		subs.MergeSharedSelected()

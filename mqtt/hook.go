@@ -36,7 +36,7 @@ func (h *binding) Provides(b byte) bool {
 	switch b {
 	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
 		mochi.OnWillSent, mochi.OnPacketEncode, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPacketProcessed,
-		mochi.OnSessionEstablish, mochi.OnSessionEstablished:
+		mochi.OnSessionEstablish, mochi.OnSessionEstablished, mochi.OnUnsubscribed:
 		return true
 	}
 	return false
