@@ -200,7 +200,7 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 		ids = out.Properties.SubscriptionIdentifier
 	}
 	var data []byte
-	if now := time.Now().Unix(); t.share != nil && len(ids) == 0 {
+	if now := t.unixNow(); t.share != nil && len(ids) == 0 {
 		data = t.share.encode(out, v5, now)
 	} else {
 		data = appendPublish(nil, out, v5, out.FixedHeader.Retain, out.FixedHeader.Qos, out.PacketID, ids, now)
@@ -229,6 +229,10 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 // publish waits at most Config.SlowClientTimeout over all its subscribers
 // (t.waitUntil); a full subscriber it meets after that is cut off.
 func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn, t *tally) bool {
+	if t.now != 0 {
+		// What is encoded after the wait says the expiry left then.
+		defer func() { t.now = time.Now().Unix() }()
+	}
 	if t.waitUntil.IsZero() {
 		t.waitUntil = time.Now().Add(b.cfg.SlowClientTimeout)
 	}
@@ -317,10 +321,11 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 	}
 	// What the acknowledgement frees goes out at the client's next read,
 	// with what the other acknowledgements read with it free.
-	t := tally{from: conn}
-	now := time.Now().Unix()
+	ackAt := time.Now()
+	now := ackAt.Unix()
+	t := tally{from: conn, now: now}
 	conn.mu.Lock()
-	conn.lastAck = time.Now()
+	conn.lastAck = ackAt
 	delete(conn.unacked, pk.PacketID)
 	for len(conn.waiting) > 0 && len(conn.unacked) < max(conn.window, 1) && !conn.dead {
 		out := conn.waiting[0]
