@@ -40,18 +40,28 @@ import (
 // is drawn per publish, in the result itself. Nothing else writes to a
 // kept result; it is only read.
 
-// subsCacheMax bounds the topics kept; the cache starts over when full.
-const subsCacheMax = 256
+// The cache is bounded by the subscriptions it holds (each ~100 bytes
+// with its map entry), not only by topics: a topic that a thousand
+// wildcard subscriptions match would otherwise keep a thousand for each
+// of its topics. It starts over when full; a result larger than a quarter
+// of it is not kept (with many subscribers the deliveries cost far more
+// than the look-up).
+const (
+	subsCacheTopics = 256
+	subsCacheSubs   = 4096
+)
 
 type subsCache struct {
-	gen atomic.Uint64
-	mu  sync.RWMutex
-	m   map[string]subsEntry
+	gen  atomic.Uint64
+	mu   sync.RWMutex
+	m    map[string]subsEntry
+	subs int // subscriptions held in m
 }
 
 type subsEntry struct {
 	gen  uint64
 	subs *mochi.Subscribers
+	size int // 1 + its subscriptions
 }
 
 // changed invalidates every kept result (see above).
@@ -69,17 +79,24 @@ func (b *Broker) subscribers(topic string) *mochi.Subscribers {
 		return e.subs
 	}
 	s := b.server.Topics.Subscribers(topic)
-	if len(s.Shared) > 0 {
+	n := 1 + len(s.Subscriptions) + len(s.InlineSubscriptions)
+	if len(s.Shared) > 0 || n > subsCacheSubs/4 {
 		return s
 	}
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = make(map[string]subsEntry)
 	}
-	if _, ok := c.m[topic]; !ok && len(c.m) >= subsCacheMax {
-		clear(c.m)
+	old, kept := c.m[topic]
+	if kept {
+		c.subs -= old.size
 	}
-	c.m[topic] = subsEntry{gen, s}
+	if (!kept && len(c.m) >= subsCacheTopics) || c.subs+n > subsCacheSubs {
+		clear(c.m)
+		c.subs = 0
+	}
+	c.m[topic] = subsEntry{gen, s, n}
+	c.subs += n
 	c.mu.Unlock()
 	return s
 }

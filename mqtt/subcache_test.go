@@ -10,6 +10,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // TestSubscriberCacheFollowsEveryChange: the fan-out keeps each topic's
@@ -179,5 +180,37 @@ func TestSubscriberCacheFollowsEveryChange(t *testing.T) {
 	}
 	if msgs := wait(); strings.Join(msgs, " ") != strings.Join(owed, " ") {
 		t.Fatalf("mosquitto_sub got %v, owed %v", msgs, owed)
+	}
+}
+
+// TestSubscriberCacheBounded: however many topics are published to, the
+// kept results stay within their bounds, and a result with many
+// subscriptions is not kept.
+func TestSubscriberCacheBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	e.b.server.Topics.Subscribe("w", packets.Subscription{Filter: "bound/+"})
+	e.b.subs.changed()
+	for i := range 3 * subsCacheTopics {
+		topic := fmt.Sprint("bound/", i)
+		if s := e.b.subscribers(topic); len(s.Subscriptions) != 1 {
+			t.Fatalf("%s: %d subscriptions, want 1", topic, len(s.Subscriptions))
+		}
+		e.b.subs.mu.RLock()
+		topics, subs := len(e.b.subs.m), e.b.subs.subs
+		e.b.subs.mu.RUnlock()
+		if topics > subsCacheTopics || subs > subsCacheSubs {
+			t.Fatalf("after %d topics: %d topics, %d subscriptions kept", i+1, topics, subs)
+		}
+	}
+	for i := range subsCacheSubs / 4 {
+		e.b.server.Topics.Subscribe(fmt.Sprint("many-", i), packets.Subscription{Filter: "big/#"})
+	}
+	e.b.subs.changed()
+	e.b.subscribers("big/t")
+	e.b.subs.mu.RLock()
+	_, kept := e.b.subs.m["big/t"]
+	e.b.subs.mu.RUnlock()
+	if kept {
+		t.Fatal("a result with more than a quarter of the budget was kept")
 	}
 }
