@@ -140,7 +140,17 @@ func (h *binding) openToAll(topic string) bool {
 	if !ok {
 		return true
 	}
-	return h.b.access.OpenToAll(op, h.thingOf(tid))
+	// Asked on every publish: the Thing is looked at here, not copied to
+	// the heap as thingOf's result is.
+	id, ok := idOf(tid)
+	if !ok {
+		return h.b.access.OpenToAll(op, nil)
+	}
+	t, err := h.b.reg.Get(id)
+	if err != nil {
+		return h.b.access.OpenToAll(op, nil)
+	}
+	return h.b.access.OpenToAll(op, &t)
 }
 
 // authenticateToken checks a CONNECT with username TokenUsername: the

@@ -151,6 +151,7 @@ type Broker struct {
 	creds  hub.CredentialStore
 	adm    *hub.Admission // the join policy (hub/join.go)
 	access *hub.Access    // the access policy (access.go)
+	subs   subsCache      // subscribers per topic (subcache.go)
 	log    *slog.Logger
 	server *mochi.Server
 	inline *mochi.Client
@@ -363,6 +364,7 @@ func (b *Broker) Serve() (err error) {
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
+	b.subs.changed()       // Serve loaded the stored subscriptions (subcache.go)
 	b.retainOffline(reset) // the retained store is loaded now
 	if err := b.serveReplies(); err != nil {
 		return err

@@ -36,7 +36,7 @@ func (h *binding) Provides(b byte) bool {
 	switch b {
 	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
 		mochi.OnWillSent, mochi.OnPacketEncode, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPacketProcessed,
-		mochi.OnSessionEstablish, mochi.OnSessionEstablished:
+		mochi.OnSessionEstablish, mochi.OnSessionEstablished, mochi.OnUnsubscribed:
 		return true
 	}
 	return false
@@ -46,11 +46,28 @@ func (h *binding) Provides(b byte) bool {
 // clients. A username is only ever set on a connected client by
 // OnConnectAuthenticate accepting its password.
 // A token client (TokenUsername) is no Thing.
+//
+// It is asked on every publish and for every delivery that needs the
+// policy, so a wrapped connection keeps it: a client's username does not
+// change while it is connected, and converting it allocated each time.
 func self(cl *mochi.Client) string {
-	if u := string(cl.Properties.Username); u != TokenUsername {
-		return u
+	c, ok := cl.Net.Conn.(*outConn)
+	if !ok {
+		return selfOf(cl.Properties.Username)
 	}
-	return ""
+	if s := c.self.Load(); s != nil {
+		return *s
+	}
+	s := selfOf(cl.Properties.Username)
+	c.self.Store(&s)
+	return s
+}
+
+func selfOf(username []byte) string {
+	if string(username) == TokenUsername {
+		return ""
+	}
+	return string(username)
 }
 
 // OnConnect refuses a CONNECT whose client id names an existing session,
@@ -250,10 +267,18 @@ func (h *binding) deliver(cl *mochi.Client, pk packets.Packet) (packets.Packet, 
 		return pk, nil
 	}
 	if h.b.ackPublish(cl, pk) {
-		return pk, packets.ErrRejectPacket
+		return pk, errRejectPacket
 	}
-	return pk, packets.CodeSuccessIgnore
+	return pk, errSuccessIgnore
 }
+
+// mochi's codes are structs: returned as an error, each would be boxed
+// (allocated) on every publish. Boxed once here; mochi compares them with
+// errors.Is, by value.
+var (
+	errRejectPacket  error = packets.ErrRejectPacket
+	errSuccessIgnore error = packets.CodeSuccessIgnore
+)
 
 // refuse answers a PUBLISH the hub will not take: PUBACK 0x87 (Not
 // authorized) at QoS 1; QoS 0 and 2 publishes are dropped (mochi can only

@@ -35,6 +35,9 @@ type outConn struct {
 	// token is the bearer token the client authenticated with (username
 	// TokenUsername, access.go); nil for anonymous clients and Things.
 	token atomic.Pointer[hub.Token]
+	// self is the client's Thing topic key ("" for none), once asked
+	// (hook.go, self).
+	self atomic.Pointer[string]
 
 	// wmu serialises writes to Conn; it is taken before mu.
 	wmu sync.Mutex

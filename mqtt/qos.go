@@ -151,8 +151,16 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 	var out packets.Packet
 	if t.share != nil && t.share.left > 1 {
 		out = t.share.packet(pk)
+	} else if pk.Origin == mochi.InlineClientId {
+		out = pk.Copy(false) // the hub's own: its caller's memory
 	} else {
-		out = pk.Copy(false) // nothing to share
+		// One session gets a client's publish: it keeps pk's own bytes. mochi decoded
+		// them into memory of this packet alone (ReadPacket), the retained
+		// store has its own copy (fanOut), and nothing writes to a stored
+		// delivery's payload or properties, so a copy would only be
+		// garbage (qosShare shares one copy among several sessions the
+		// same way).
+		out = *pk
 	}
 	out.FixedHeader.Qos = qos
 	out.FixedHeader.Retain = retain
@@ -192,7 +200,7 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 		ids = out.Properties.SubscriptionIdentifier
 	}
 	var data []byte
-	if now := time.Now().Unix(); t.share != nil && len(ids) == 0 {
+	if now := t.unixNow(); t.share != nil && len(ids) == 0 {
 		data = t.share.encode(out, v5, now)
 	} else {
 		data = appendPublish(nil, out, v5, out.FixedHeader.Retain, out.FixedHeader.Qos, out.PacketID, ids, now)
@@ -221,6 +229,10 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 // publish waits at most Config.SlowClientTimeout over all its subscribers
 // (t.waitUntil); a full subscriber it meets after that is cut off.
 func (b *Broker) waitRoom(cl *mochi.Client, conn *outConn, t *tally) bool {
+	if t.now != 0 {
+		// What is encoded after the wait says the expiry left then.
+		defer func() { t.now = time.Now().Unix() }()
+	}
 	if t.waitUntil.IsZero() {
 		t.waitUntil = time.Now().Add(b.cfg.SlowClientTimeout)
 	}
@@ -309,10 +321,11 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 	}
 	// What the acknowledgement frees goes out at the client's next read,
 	// with what the other acknowledgements read with it free.
-	t := tally{from: conn}
-	now := time.Now().Unix()
+	ackAt := time.Now()
+	now := ackAt.Unix()
+	t := tally{from: conn, now: now}
 	conn.mu.Lock()
-	conn.lastAck = time.Now()
+	conn.lastAck = ackAt
 	delete(conn.unacked, pk.PacketID)
 	for len(conn.waiting) > 0 && len(conn.unacked) < max(conn.window, 1) && !conn.dead {
 		out := conn.waiting[0]

@@ -56,6 +56,7 @@ func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packe
 // index by now, so a publish retained after the read below is delivered
 // live, and held until these are out.
 func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte) {
+	h.b.subs.changed() // first: before the retained store is read (subcache.go)
 	conn, ok := cl.Net.Conn.(*outConn)
 	if !ok {
 		return
@@ -116,8 +117,15 @@ func (h *binding) OnPacketProcessed(cl *mochi.Client, pk packets.Packet, _ error
 // The client is in mochi's table now: the next connection with its id
 // may go ahead (reuse.go).
 func (h *binding) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
+	h.b.subs.changed() // a resumed session's subscriptions (subcache.go)
 	if c, ok := cl.Net.Conn.(*outConn); ok {
 		h.b.gates.leave(c)
 	}
 	h.b.startSession(cl)
+}
+
+// OnUnsubscribed follows every removal of subscriptions from mochi's topic
+// index (subcache.go).
+func (h *binding) OnUnsubscribed(*mochi.Client, packets.Packet) {
+	h.b.subs.changed()
 }
