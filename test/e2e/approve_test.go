@@ -429,3 +429,40 @@ func TestAgentLibraryWaitsForApproval(t *testing.T) {
 		})
 	}
 }
+
+// Signed registerThings parked under approve are verified at the socket's
+// address's cost (security.verifyRate), as every other door's writes are:
+// past the burst the next one is refused 429 and nothing more is parked.
+func TestParkedWebSocketJoinsCountAgainstTheVerifyRate(t *testing.T) {
+	h := startHub(t, func(c *Config) {
+		c.Join.Mode = "approve"
+		c.Security.VerifyRate = 0.001
+		c.Security.VerifyBurst = 2
+	})
+	ws := h.wsDial("lmosprotocol", nil)
+	k := newSigningKey(t)
+	created := time.Now().Add(-time.Minute)
+	for i := range 3 {
+		id := fmt.Sprintf("urn:uuid:6f1d2c3b-0000-4000-8000-0000000000%02d", i)
+		var td map[string]any
+		if err := json.Unmarshal(signedTD(t, id, "Parked", k, created), &td); err != nil {
+			t.Fatal(err)
+		}
+		r := ws.reply(ws.send(map[string]any{"messageType": "registerThing", "thingId": id, "td": td}, false))
+		if i < 2 {
+			if r["messageType"] != "acknowledgement" || r["message"] != "pending" {
+				t.Fatalf("join %d: %v", i, r)
+			}
+			continue
+		}
+		if r["messageType"] != "error" || r["status"] != 429.0 || r["type"] != lmos.ErrorTypeBase+lmos.CodeRateLimit {
+			t.Fatalf("join %d past the verification burst: %v", i, r)
+		}
+	}
+	if l := h.joinList(); len(l.List) != 2 {
+		t.Fatalf("%d joins pending, want the first 2", len(l.List))
+	}
+	if n := h.refusals(`lmos_ws_refused_total{reason="security.verifyRate"}`); n != 1 {
+		t.Fatalf("%d refusals counted for security.verifyRate, want 1", n)
+	}
+}

@@ -115,7 +115,7 @@ func (wc *wsConn) register(m *wsMessage) {
 // error (403) when an admin decides. The id stays reserved for this
 // connection meanwhile, and the agent may not emit values for it.
 func (wc *wsConn) park(m *wsMessage, id string, raw []byte) {
-	prep, err := wc.g.reg.Prepare(raw)
+	prep, err := wc.g.reg.PrepareFrom(raw, wc.remote)
 	if err == nil {
 		w := &hub.JoinWaiter{Live: func() bool { return wc.ctx.Err() == nil }}
 		w.Decided = func(_ string, err error) {
