@@ -356,6 +356,21 @@ func (a *Admission) Deny(id string) error {
 	return a.dropLocked(e, Errorf(EFORBIDDEN, "an administrator denied the join of %q", id))
 }
 
+// Superseded settles the pending join of id, if any, once a Thing was
+// registered under that id by other means (an admin's write, or its bound
+// key's proof over HTTP): the entry is dropped and a waiting agent is told
+// 409, what approving it would now answer.
+func (a *Admission) Superseded(id string) error {
+	l := &a.pending
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[id]
+	if e == nil {
+		return nil
+	}
+	return a.dropLocked(e, Errorf(ECONFLICT, "the Thing %q was registered by other means while its join waited; the pending join is dropped", id))
+}
+
 // dropLocked removes e from the list and the store and tells its waiter why.
 func (a *Admission) dropLocked(e *pendingEntry, why error) error {
 	l := &a.pending

@@ -207,6 +207,13 @@ func (s *Server) putThing(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if created && s.cfg.Admission != nil {
+		// A join of this id that waited for approval is settled by this
+		// write; the registration stands whatever that costs.
+		if err := s.cfg.Admission.Superseded(id); err != nil {
+			s.log.Warn("cannot drop the pending join of a Thing registered over HTTP", "id", id, "err", err)
+		}
+	}
 	if created {
 		w.Header().Set("Location", lmos.ThingPath(id))
 		w.WriteHeader(http.StatusCreated)

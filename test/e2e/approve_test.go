@@ -466,3 +466,33 @@ func TestParkedWebSocketJoinsCountAgainstTheVerifyRate(t *testing.T) {
 		t.Fatalf("%d refusals counted for security.verifyRate, want 1", n)
 	}
 }
+
+// An admin who registers an id whose join is pending settles it: the
+// pending entry is dropped and the agent still waiting on its socket is
+// told 409 (the admin's Thing won), as an approval of it would now say.
+func TestAdminWriteSettlesAPendingJoin(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	const id = "urn:uuid:6f1d2c3b-0000-4000-8000-0000000000aa"
+	ws := h.wsDial("lmosprotocol", nil)
+	var td map[string]any
+	if err := json.Unmarshal(makeTD(id, "Waiting"), &td); err != nil {
+		t.Fatal(err)
+	}
+	reg := ws.send(map[string]any{"messageType": "registerThing", "thingId": id, "td": td}, false)
+	if r := ws.reply(reg); r["message"] != "pending" {
+		t.Fatalf("registerThing: %v", r)
+	}
+	if resp, body := h.do(http.MethodPut, lmos.ThingPath(id), "application/td+json", makeTD(id, "The admin's"), testToken); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("admin PUT: %d %s", resp.StatusCode, body)
+	}
+	r := ws.reply(reg)
+	if r["messageType"] != "error" || r["status"] != 409.0 || r["type"] != lmos.ErrorTypeBase+lmos.CodeConflict {
+		t.Fatalf("the waiting agent after the admin's write: %v", r)
+	}
+	if l := h.joinList(); len(l.List) != 0 {
+		t.Fatalf("still pending after the admin's write: %+v", l.List)
+	}
+	if th, err := h.Main.Registry.Get(id); err != nil || th.Summary.Title != "The admin's" {
+		t.Fatalf("the admin's Thing: %+v %v", th.Summary, err)
+	}
+}
