@@ -15,9 +15,9 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
-	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
 // These tests drive the Registrar with browser events for agents served
@@ -28,16 +28,7 @@ import (
 // newRegistry opens a store in a temp dir and a registry over it.
 func newRegistry(t *testing.T) *hub.Registry {
 	t.Helper()
-	db, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: hubtest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
+	reg, _ := regtest.Open(t, hub.RegistryOptions{Logger: hubtest.Logger(t)})
 	return reg
 }
 

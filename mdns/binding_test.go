@@ -2,7 +2,7 @@ package mdns_test
 
 import (
 	"crypto/ed25519"
-	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
 	"testing"
 	"time"
 
@@ -77,16 +77,7 @@ func TestMDNSRegistrarKeepsBoundIDs(t *testing.T) {
 // is refused (403, the setting named) and nothing is stored; a signed one
 // registers.
 func TestMDNSRegistrarRequiresSigned(t *testing.T) {
-	db, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: hubtest.Logger(t), Security: hub.SecurityOptions{RequireSigned: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
+	reg, _ := regtest.Open(t, hub.RegistryOptions{Logger: hubtest.Logger(t), Security: hub.SecurityOptions{RequireSigned: true}})
 	_, key, _ := ed25519.GenerateKey(nil)
 	signed, err := proof.Sign(hubtest.BareTD("urn:test:s", "S"), key, time.Now())
 	if err != nil {

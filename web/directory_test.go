@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/eclipse-lmos/lmos-hub/store"
 	"github.com/eclipse-lmos/lmos-hub/web"
 )
 
@@ -29,16 +29,7 @@ type directory struct {
 // Router for the proxy, limits) before it is built.
 func newDirectory(t *testing.T, configure ...func(*web.Config, *hub.Registry)) *directory {
 	t.Helper()
-	db, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
+	reg, db := regtest.Open(t, hub.RegistryOptions{})
 	tokens := hub.NewTokens(db, nil)
 	secret, _, err := tokens.Create("test")
 	if err != nil {

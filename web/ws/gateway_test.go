@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
 // gateway is the WebSocket transport alone over a real registry in a temp
@@ -30,16 +30,7 @@ type gateway struct {
 
 func newGateway(t *testing.T) *gateway {
 	t.Helper()
-	db, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	reg, err := hub.NewRegistry(db, hub.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
+	reg, _ := regtest.Open(t, hub.RegistryOptions{})
 	rt := hub.NewRouter(reg)
 	g := New(Config{Registry: reg, Router: rt, ProxyTimeout: 10 * time.Second})
 	rt.Handle(hub.SourceWS, g)
