@@ -155,14 +155,7 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 		b.Skip("heavy benchmark")
 	}
 	const agents = 100
-	m, _, stop := startBenchHub(b, b.TempDir(), nil)
-	b.Cleanup(stop)
-	addr := m.MQTTAddr.String()
-	ids := make([]string, agents)
-	for i := range ids {
-		ids[i] = benchAgentID(i)
-	}
-	creds := joinThings(b, addr, ids)
+	addr, ids, creds := startJoinedBenchHub(b, agents)
 	connects := make([]*paho.Connect, agents)
 	for i, cr := range creds {
 		connects[i] = thingConnect(cr)
@@ -186,6 +179,21 @@ func BenchmarkMQTTActionRoundTrip100Agents(b *testing.B) {
 			percentile.Report(b, lat, time.Millisecond, "ms")
 		})
 	}
+}
+
+// startJoinedBenchHub starts a benchmark hub and joins n agents' Things
+// (benchAgentID) to its broker; it returns the broker's address, the ids
+// and their credentials.
+func startJoinedBenchHub(b *testing.B, n int) (addr string, ids []string, creds []joinCreds) {
+	b.Helper()
+	m, _, stop := startBenchHub(b, b.TempDir(), nil)
+	b.Cleanup(stop)
+	addr = m.MQTTAddr.String()
+	ids = make([]string, n)
+	for i := range ids {
+		ids[i] = benchAgentID(i)
+	}
+	return addr, ids, joinThings(b, addr, ids)
 }
 
 // startEchoAgents connects one echo agent per id to the broker at addr

@@ -125,14 +125,7 @@ func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
 		b.Skip("heavy benchmark")
 	}
 	const agents = 100
-	m, _, stop := startBenchHub(b, b.TempDir(), nil)
-	b.Cleanup(stop)
-	hubAddr := m.MQTTAddr.String()
-	ids := make([]string, agents)
-	for i := range ids {
-		ids[i] = benchAgentID(i)
-	}
-	creds := joinThings(b, hubAddr, ids)
+	hubAddr, ids, creds := startJoinedBenchHub(b, agents)
 	hubConnects := make([]*paho.Connect, agents)
 	mosqConnects := make([]*paho.Connect, agents)
 	for i, cr := range creds {
