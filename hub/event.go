@@ -46,6 +46,8 @@ type Event struct {
 	Join *JoinEvent `json:"join,omitempty"`
 	// DID is the new key of a binding event ("" when removed).
 	DID string `json:"did,omitempty"`
+	// Group describes a group event (hub/group.go).
+	Group *GroupEvent `json:"group,omitempty"`
 }
 
 // Subscription receives change-feed events in sequence order. C is closed

@@ -44,6 +44,8 @@ type RegistryOptions struct {
 	Search SearchLimits
 	// Security are the proof rules (hub/binding.go).
 	Security SecurityOptions
+	// Issuer signs group membership credentials (nil: none are issued).
+	Issuer MembershipIssuer
 }
 
 // Registry holds the registered Things in memory (their metadata and a
@@ -105,6 +107,15 @@ type Registry struct {
 	// write loop.
 	bindings    map[string]*Binding
 	bindOverlay map[string]*Binding
+	// groups are the agent groups by id and status the credential status
+	// list (under mu); groupOverlay (nil: dissolved), statusOverlay and
+	// membershipChanges are the batch's changes, owned by the write loop.
+	groups            map[string]*Group
+	status            StatusList
+	groupOverlay      map[string]*Group
+	statusOverlay     *StatusList
+	membershipChanges []MembershipChange
+	membershipFns     []func(MembershipChange)
 	// verifyLimit bounds proof verifications per client source.
 	verifyLimit *ratelimit.Limiter
 }
@@ -119,6 +130,7 @@ const (
 	opExpire
 	opPresence
 	opBind
+	opGroup
 )
 
 type op struct {
@@ -156,7 +168,9 @@ type op struct {
 	byProof bool
 	// bindDID is the DID an opBind binds the id to ("" removes it).
 	bindDID string
-	done    chan opResult
+	// group is what an opGroup does (hub/group.go).
+	group *groupOp
+	done  chan opResult
 }
 
 type opResult struct {
@@ -179,10 +193,14 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		bySource: make(map[string]int),
 		search:   newSearchGate(opts.Search),
 		bindings: make(map[string]*Binding),
+		groups:   make(map[string]*Group),
 	}
 	r.verifyLimit = newVerifyLimiter(opts.Security, nil)
 	if err := r.loadBindings(); err != nil {
 		return nil, fmt.Errorf("cannot load key bindings: %w", err)
+	}
+	if err := r.loadGroups(); err != nil {
+		return nil, fmt.Errorf("cannot load groups: %w", err)
 	}
 	recs, sums, err := r.loadStored()
 	if err != nil {

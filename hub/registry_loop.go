@@ -122,7 +122,11 @@ func (r *Registry) apply(batch []*op) {
 	r.batchRaws = make(map[string][]byte, len(batch))
 	r.undo = nil
 	r.bindOverlay = make(map[string]*Binding)
-	defer func() { r.overlay, r.batchDocs, r.batchRaws, r.undo, r.bindOverlay = nil, nil, nil, nil, nil }()
+	r.groupOverlay, r.statusOverlay, r.membershipChanges = make(map[string]*Group), nil, nil
+	defer func() {
+		r.overlay, r.batchDocs, r.batchRaws, r.undo, r.bindOverlay = nil, nil, nil, nil, nil
+		r.groupOverlay, r.statusOverlay, r.membershipChanges = nil, nil, nil
+	}()
 	var b Batch
 	var live []Event // what subscribers get: b.Events plus unlogged ones
 	puts := make(map[string]ThingRecord, len(batch))
@@ -152,6 +156,19 @@ func (r *Registry) apply(batch []*op) {
 			emit(Event{Type: EventDeleted, ID: o.id})
 			r.setOverlay(o.id, nil)
 			delete(puts, o.id)
+			for _, gev := range r.dropMemberships(o.id, now) {
+				emit(gev)
+			}
+		}
+		if o.kind == opGroup {
+			evs, err := r.applyGroup(o, now)
+			if err != nil && err != errUnchanged {
+				results[i] = opResult{err: err}
+			}
+			for _, gev := range evs {
+				emit(gev)
+			}
+			continue
 		}
 		ev, rec, del, res := r.prepare(o, now)
 		if res.err == nil || res.err == errUnchanged {
@@ -178,6 +195,9 @@ func (r *Registry) apply(batch []*op) {
 		if del {
 			r.setOverlay(o.id, nil)
 			delete(puts, o.id)
+			for _, gev := range r.dropMemberships(o.id, now) {
+				emit(gev)
+			}
 		} else {
 			r.setOverlay(o.id, &Thing{ID: o.id, Summary: o.sum, Meta: rec.Meta})
 			if o.doc != nil {
@@ -210,6 +230,7 @@ func (r *Registry) apply(batch []*op) {
 		}
 	}
 	r.bindingChanges(&b)
+	r.groupChanges(&b)
 	if len(live) > 0 || len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
@@ -230,6 +251,7 @@ func (r *Registry) apply(batch []*op) {
 			return
 		}
 		r.install(now)
+		r.notifyMemberships()
 		r.publish(live)
 	}
 	r.reply(batch, results)
@@ -259,6 +281,7 @@ func (r *Registry) install(now time.Time) {
 	defer r.mu.Unlock()
 	r.rev = r.seq
 	r.installBindings()
+	r.installGroups()
 	close(r.installed)
 	r.installed = make(chan struct{})
 	for id, t := range r.overlay {

@@ -41,6 +41,12 @@ type Batch struct {
 	// Deleting a Thing never deletes its binding.
 	Bindings       []Binding
 	DeleteBindings []string
+	// Groups are groups created or changed (each whole, with its members),
+	// DeleteGroups dissolved ones, and StatusList the credential status
+	// list when a membership was added or revoked (hub/group.go).
+	Groups       []Group
+	DeleteGroups []string
+	StatusList   *StatusList
 }
 
 // CredentialRecord is the password hash (HashToken) of a joined Thing.
@@ -73,6 +79,11 @@ type Store interface {
 	Commit(b *Batch) error
 	// LoadBindings calls fn for every stored key binding.
 	LoadBindings(fn func(Binding) error) error
+	// LoadGroups calls fn for every stored group.
+	LoadGroups(fn func(Group) error) error
+	// LoadStatusList returns the stored credential status list (the zero
+	// value when none was stored).
+	LoadStatusList() (StatusList, error)
 	// LastSeq returns the highest event sequence ever committed (0 if none).
 	LastSeq() (uint64, error)
 	// EventsAfter calls fn for each logged event with Seq > seq, in order.

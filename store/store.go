@@ -321,7 +321,7 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 // DeleteCredentials, then Bindings and DeleteBindings, then Events, then trims the event log. Event seqs must be strictly increasing and above LastSeq; otherwise
 // nothing is applied, because feed readers rely on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
-	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) == 0 {
+	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings)+len(b.Groups)+len(b.DeleteGroups) == 0 && b.StatusList == nil {
 		return nil
 	}
 	// Encode before the transaction to keep the writer lock short.
@@ -385,6 +385,9 @@ func (s *DB) Commit(b *hub.Batch) error {
 			return err
 		}
 		if err := putBindings(tx, b.Bindings, b.DeleteBindings); err != nil {
+			return err
+		}
+		if err := putGroups(tx, b.Groups, b.DeleteGroups, b.StatusList); err != nil {
 			return err
 		}
 		return s.appendEvents(tx, b.Events, events)
