@@ -383,12 +383,11 @@ func (r *Registry) groupCount() int {
 	return n
 }
 
-// groupsOfCount is the number of groups thing is a member of, as the
-// batch so far left them.
-func (r *Registry) groupsOfCount(thing string) int {
-	n := 0
+// batchGroupIDs returns the ids of the stored groups and of those the
+// batch so far touched, sorted (a dissolved one may be among them).
+func (r *Registry) batchGroupIDs() []string {
 	r.mu.RLock()
-	ids := make([]string, 0, len(r.groups))
+	ids := make([]string, 0, len(r.groups)+len(r.groupOverlay))
 	for id := range r.groups {
 		ids = append(ids, id)
 	}
@@ -397,7 +396,14 @@ func (r *Registry) groupsOfCount(thing string) int {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	for _, id := range slices.Compact(ids) {
+	return slices.Compact(ids)
+}
+
+// groupsOfCount is the number of groups thing is a member of, as the
+// batch so far left them.
+func (r *Registry) groupsOfCount(thing string) int {
+	n := 0
+	for _, id := range r.batchGroupIDs() {
 		if g := r.currentGroup(id); g != nil {
 			if _, ok := g.Member(thing); ok {
 				n++
@@ -616,17 +622,7 @@ func (r *Registry) revokeMember(g *Group, m Member) {
 // new Thing registered later under the same id is not the member.
 func (r *Registry) dropMemberships(thing string, now time.Time) []Event {
 	var evs []Event
-	r.mu.RLock()
-	ids := make([]string, 0, len(r.groups))
-	for id := range r.groups {
-		ids = append(ids, id)
-	}
-	r.mu.RUnlock()
-	for id := range r.groupOverlay {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range slices.Compact(ids) {
+	for _, id := range r.batchGroupIDs() {
 		old := r.currentGroup(id)
 		if old == nil {
 			continue
