@@ -170,6 +170,9 @@ func readStatement(raw []byte) (membershipStatement, error) {
 	if len(raw) > MaxStatementBytes {
 		return st, TooLarge(len(raw), MaxStatementBytes)
 	}
+	if !json.Valid(raw) {
+		return st, Errorf(EINVALID, `the statement is not JSON: it is {"group", "thing", "action": "join"|"leave", "proof"}`)
+	}
 	if ptr, dup := jsonx.DuplicateMember(raw); dup {
 		return st, &Error{Code: EINVALID, Message: "the statement has a member twice", Fields: []FieldError{{Field: ptr, Description: "appears twice"}}}
 	}

@@ -171,10 +171,10 @@ func (s *Server) parseGroup(doc any, gid string) (hub.GroupSpec, error) {
 					bad(k+"/"+strconv.Itoa(i), "must be a Thing id (a string)")
 					continue
 				}
-				if hub.ValidateID(id) == nil {
-					if _, err := s.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
-						bad(k+"/"+strconv.Itoa(i), fmt.Sprintf("no Thing %q is registered", lmos.Truncate(id, 128)))
-					}
+				if hub.ValidateID(id) != nil {
+					bad(k+"/"+strconv.Itoa(i), "not a Thing id")
+				} else if _, err := s.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
+					bad(k+"/"+strconv.Itoa(i), fmt.Sprintf("no Thing %q is registered", lmos.Truncate(id, 128)))
 				}
 				spec.Members = append(spec.Members, id)
 			}
@@ -199,12 +199,12 @@ func (s *Server) readGroupDoc(w http.ResponseWriter, r *http.Request, media ...s
 	if err != nil {
 		return nil, err
 	}
-	if ptr, dup := jsonx.DuplicateMember(body); dup {
-		return nil, &hub.Error{Code: hub.EINVALID, Message: "the body has a member twice", Fields: []hub.FieldError{{Field: ptr, Description: "appears twice"}}}
-	}
 	var doc any
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, &hub.Error{Code: hub.EINVALID, Message: "the body is not JSON: " + errGroupFormat, Err: err}
+	}
+	if ptr, dup := jsonx.DuplicateMember(body); dup {
+		return nil, &hub.Error{Code: hub.EINVALID, Message: "the body has a member twice", Fields: []hub.FieldError{{Field: ptr, Description: "appears twice"}}}
 	}
 	return doc, nil
 }
