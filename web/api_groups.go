@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -121,13 +122,7 @@ func (s *Server) parseGroup(doc any, gid string) (hub.GroupSpec, error) {
 	bad := func(member, want string) {
 		fields = append(fields, hub.FieldError{Field: "/" + member, Description: want})
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range obj {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		v := obj[k]
 		switch k {
 		case "id":

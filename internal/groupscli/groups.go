@@ -63,15 +63,16 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stdout, Usage)
 		return 0
 	}
-	c := &command{name: name, fs: flag.NewFlagSet("groups "+name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
-	c.fs.SetOutput(io.Discard)
-	hubURL := c.fs.String("hub", "", "")
-	token := c.fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
-	timeout := c.fs.Duration("timeout", 10*time.Second, "")
+	c := &command{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("groups "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	hubURL := fs.String("hub", "", "")
+	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
+	timeout := fs.Duration("timeout", 10*time.Second, "")
 	var run func(pos []string) error
 	switch name {
 	case "ls":
-		asJSON := c.fs.Bool("json", false, "")
+		asJSON := fs.Bool("json", false, "")
 		run = func(pos []string) error {
 			if len(pos) > 0 {
 				return usageError("groups ls takes no arguments, got %q", pos[0])
@@ -79,11 +80,11 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return c.list(*asJSON)
 		}
 	case "create":
-		id := c.fs.String("id", "", "")
-		title := c.fs.String("title", "", "")
-		desc := c.fs.String("description", "", "")
-		signed := c.fs.Bool("require-signed", false, "")
-		self := c.fs.Bool("self-join", false, "")
+		id := fs.String("id", "", "")
+		title := fs.String("title", "", "")
+		desc := fs.String("description", "", "")
+		signed := fs.Bool("require-signed", false, "")
+		self := fs.Bool("self-join", false, "")
 		run = func(pos []string) error {
 			if strings.TrimSpace(*title) == "" {
 				return usageError("groups create needs --title")
@@ -116,7 +117,7 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stderr, Usage)
 		return 2
 	}
-	pos, err := parse(c.fs, args[1:])
+	pos, err := parse(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, Usage)
 		return 0
@@ -202,8 +203,6 @@ func hubBase(s string) (string, error) {
 
 // command is one invocation: where it writes and the hub it talks to.
 type command struct {
-	name           string
-	fs             *flag.FlagSet
 	stdout, stderr io.Writer
 	base, token    string
 	http           *http.Client
