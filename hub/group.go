@@ -217,6 +217,9 @@ type groupOp struct {
 	// ifModified, when set, requires the group to exist with this
 	// modified time (a conditional write, hub/groupjoin.go).
 	ifModified *time.Time
+	// edit, when set, makes a groupPut's spec from the group as the
+	// write loop finds it (PatchGroup, hub/groupjoin.go).
+	edit func(Group) (GroupSpec, error)
 }
 
 // CreateGroup creates a group (ECONFLICT when the id is taken, ENOTFOUND

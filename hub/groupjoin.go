@@ -226,9 +226,39 @@ func (r *Registry) DissolveGroupIf(ctx context.Context, id string, modified time
 	return err
 }
 
+// PatchGroup changes the group id to what edit makes of it. The write
+// loop calls edit with the group as committed so far, so a merge patch
+// applied there never undoes a concurrent change; edit must be quick and
+// must not write to the registry. ENOTFOUND when the group is absent.
+func (r *Registry) PatchGroup(ctx context.Context, id string, edit func(Group) (GroupSpec, error)) (Group, error) {
+	if err := ValidateGroupID(id); err != nil {
+		return Group{}, err
+	}
+	gop := &groupOp{kind: groupPut, spec: GroupSpec{ID: id}, edit: edit}
+	if err := r.submit(ctx, &op{kind: opGroup, id: id, group: gop}).err; err != nil {
+		return Group{}, err
+	}
+	return *gop.result, nil
+}
+
 // precondition checks what gop requires of the group as the batch left it
-// (old, nil when absent); called in the write loop.
+// (old, nil when absent), and makes an edit's spec; called in the write
+// loop.
 func (gop *groupOp) precondition(old *Group) error {
+	if gop.edit != nil {
+		if old == nil {
+			return Errorf(ENOTFOUND, "no group %q", gop.spec.ID)
+		}
+		spec, err := gop.edit(*old.clone())
+		if err != nil {
+			return err
+		}
+		spec.ID = gop.spec.ID
+		if err := spec.validate(); err != nil {
+			return err
+		}
+		gop.spec = spec
+	}
 	if gop.ifModified != nil && (old == nil || !old.Modified.Equal(*gop.ifModified)) {
 		return Errorf(EPRECONDITION, "the group %q changed since it was read", gop.spec.ID)
 	}

@@ -111,8 +111,9 @@ var (
 )
 
 // parseGroup reads a group body (an object decoded from JSON) into a spec
-// for gid ("" when the body may name it), with a field error per bad member.
-func (s *Server) parseGroup(doc any, gid string) (hub.GroupSpec, error) {
+// for gid ("" when the body may name it), with a field error per bad member;
+// registered checks that each member is a registered Thing.
+func (s *Server) parseGroup(doc any, gid string, registered bool) (hub.GroupSpec, error) {
 	obj, ok := doc.(map[string]any)
 	if !ok {
 		return hub.GroupSpec{}, hub.Errorf(hub.EINVALID, "the body must be a JSON object: %s", errGroupFormat)
@@ -168,7 +169,7 @@ func (s *Server) parseGroup(doc any, gid string) (hub.GroupSpec, error) {
 				}
 				if hub.ValidateID(id) != nil {
 					bad(k+"/"+strconv.Itoa(i), "not a Thing id")
-				} else if _, err := s.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
+				} else if _, err := s.reg.Get(id); registered && hub.ErrorCode(err) == hub.ENOTFOUND {
 					bad(k+"/"+strconv.Itoa(i), fmt.Sprintf("no Thing %q is registered", lmos.Truncate(id, 128)))
 				}
 				spec.Members = append(spec.Members, id)
@@ -229,7 +230,7 @@ func (s *Server) createGroup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	spec, err := s.parseGroup(doc, "")
+	spec, err := s.parseGroup(doc, "", true)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -277,7 +278,7 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	spec, err := s.parseGroup(doc, gid)
+	spec, err := s.parseGroup(doc, gid, true)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -324,9 +325,8 @@ func groupDoc(g hub.Group) map[string]any {
 }
 
 // patchGroup applies an RFC 7396 merge patch over {title, description,
-// requireSigned, selfJoin, members}. The patch is applied to the group as
-// read and written only if the group has not changed since (tried again
-// on a concurrent change, unless If-Match pinned the version).
+// requireSigned, selfJoin, members}, in the registry's write loop to the
+// group as it is then: concurrent patches never undo each other.
 func (s *Server) patchGroup(w http.ResponseWriter, r *http.Request) {
 	gid := r.PathValue("gid")
 	patch, err := s.readGroupDoc(w, r, mtMergePatch)
@@ -343,32 +343,28 @@ func (s *Server) patchGroup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	for attempt := 0; ; attempt++ {
-		g, err := s.reg.Group(gid)
-		if err != nil {
+	// Point at unregistered members before queueing the write (the write
+	// loop checks them again, without pointers).
+	if cur, err := s.reg.Group(gid); err == nil {
+		if _, err := s.parseGroup(jsonx.MergePatch(groupDoc(cur), patch), gid, true); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if pinned && !g.Modified.Equal(modified) {
-			s.writeError(w, r, hub.Errorf(hub.EPRECONDITION, "If-Match: the group changed"))
-			return
+	}
+	g, err := s.reg.PatchGroup(r.Context(), gid, func(old hub.Group) (hub.GroupSpec, error) {
+		if pinned && !old.Modified.Equal(modified) {
+			return hub.GroupSpec{}, hub.Errorf(hub.EPRECONDITION, "If-Match: the group changed")
 		}
-		spec, err := s.parseGroup(jsonx.MergePatch(groupDoc(g), patch), gid)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		g, err = s.reg.PutGroupIf(r.Context(), spec, g.Modified)
-		if hub.ErrorCode(err) == hub.EPRECONDITION && !pinned && attempt < 3 {
-			continue // changed meanwhile: apply the patch to the new state
-		}
-		if err != nil {
-			s.writeError(w, r, groupWriteError(err))
-			return
-		}
-		writeGroup(w, http.StatusOK, g)
+		return s.parseGroup(jsonx.MergePatch(groupDoc(old), patch), gid, false)
+	})
+	if _, gerr := s.reg.Group(gid); err != nil && gerr == nil {
+		err = groupWriteError(err) // a member not registered
+	}
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
+	writeGroup(w, http.StatusOK, g)
 }
 
 func (s *Server) dissolveGroup(w http.ResponseWriter, r *http.Request) {

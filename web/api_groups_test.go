@@ -3,9 +3,11 @@ package web_test
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -368,4 +370,36 @@ func TestGroupSelfJoin(t *testing.T) {
 	}
 	// A token still manages a self-join group.
 	d.do("PUT", path, "", "").want(t, "admin add", http.StatusOK)
+}
+
+// TestGroupPatchesDoNotUndoEachOther: merge patches of different members
+// racing on one group all take effect: each is applied to the group as
+// its write finds it, never to a stale read.
+func TestGroupPatchesDoNotUndoEachOther(t *testing.T) {
+	d := newDirectory(t)
+	d.do("PUT", "/api/groups/g1", "application/json", `{"title":"One"}`).want(t, "PUT", http.StatusCreated)
+	for round := range 5 {
+		flag := round%2 == 0
+		var wg sync.WaitGroup
+		for w := range 6 {
+			wg.Go(func() {
+				for i := range 10 {
+					r := d.do("PATCH", "/api/groups/g1", patchType, fmt.Sprintf(`{"title":"T%d-%d"}`, w, i))
+					if r.status != http.StatusOK {
+						t.Errorf("title patch: %d %s", r.status, r.body)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			r := d.do("PATCH", "/api/groups/g1", patchType, fmt.Sprintf(`{"selfJoin":%t}`, flag))
+			if r.status != http.StatusOK {
+				t.Errorf("selfJoin patch: %d %s", r.status, r.body)
+			}
+		})
+		wg.Wait()
+		if g := d.group(t, "g1"); g.SelfJoin != flag {
+			t.Fatalf("round %d: selfJoin %v, want %v: a title patch undid it", round, g.SelfJoin, flag)
+		}
+	}
 }
