@@ -12,6 +12,8 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 )
 
+// Self-join and the conditional and in-loop writes of the groups API.
+//
 // Self-join (PROTOCOL §7): in a group with selfJoin, a Thing adds or
 // removes itself without a token by a statement signed (eddsa-jcs-2022) by
 // the key its id is bound to:
@@ -208,10 +210,9 @@ func (r *Registry) checkFresh(created time.Time) error {
 	return nil
 }
 
-// PutGroupIf is PutGroup that changes the group only while its modified
-// time is modified (the group as the writer read it): a merge patch read
-// and applied by its door cannot undo a concurrent change. EPRECONDITION
-// when it changed or is gone.
+// PutGroupIf is PutGroup while the group's modified time is modified (the
+// version a conditional write names), compared in the write loop.
+// EPRECONDITION when the group changed or is gone.
 func (r *Registry) PutGroupIf(ctx context.Context, s GroupSpec, modified time.Time) (Group, error) {
 	return r.groupOp(ctx, &groupOp{kind: groupPut, spec: s, ifModified: &modified})
 }

@@ -169,7 +169,7 @@ func (s *Server) parseGroup(doc any, gid string, registered bool) (hub.GroupSpec
 				}
 				if hub.ValidateID(id) != nil {
 					bad(k+"/"+strconv.Itoa(i), "not a Thing id")
-				} else if _, err := s.reg.Get(id); registered && hub.ErrorCode(err) == hub.ENOTFOUND {
+				} else if registered && !s.registered(id) {
 					bad(k+"/"+strconv.Itoa(i), fmt.Sprintf("no Thing %q is registered", lmos.Truncate(id, 128)))
 				}
 				spec.Members = append(spec.Members, id)
@@ -187,6 +187,12 @@ func (s *Server) parseGroup(doc any, gid string, registered bool) (hub.GroupSpec
 		return spec, &hub.Error{Code: hub.EINVALID, Message: "invalid group", Fields: fields}
 	}
 	return spec, nil
+}
+
+// registered reports whether the Thing id is in the directory.
+func (s *Server) registered(id string) bool {
+	_, err := s.reg.Get(id)
+	return hub.ErrorCode(err) != hub.ENOTFOUND
 }
 
 // readGroupDoc reads and decodes a JSON body of one of the media types.
