@@ -125,3 +125,35 @@ func TestGroupEventsOnBothFeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestSSEr3labsHubEvents: /api/events read by github.com/r3labs/sse/v2 (a
+// client nobody here wrote): every event owed arrives with its type and
+// data, group events without an SSE id, keep-alives between them deliver
+// nothing.
+func TestSSEr3labsHubEvents(t *testing.T) {
+	h := startHubHeartbeat(t, 10*time.Millisecond)
+	s := openR3labs(t, h.URL+"/api/events")
+	s.keepAlives(3)
+	h.put("urn:ex:g1", makeTD("urn:ex:g1", "one"))
+	if e := s.next("thing_created"); len(e.ID) == 0 {
+		t.Errorf("thing_created without an id")
+	}
+	s.keepAlives(3)
+	if resp, body := h.do(http.MethodPost, "/api/groups", "application/json", []byte(`{"id":"g","title":"G","members":["urn:ex:g1"]}`), testToken); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST: %d %s", resp.StatusCode, body)
+	}
+	for _, action := range []string{"created", "member_added"} {
+		e := s.next("group")
+		var v struct{ Group struct{ Action string } }
+		if err := json.Unmarshal(e.Data, &v); err != nil || v.Group.Action != action {
+			t.Fatalf("group event %s: %v, want %s", e.Data, err, action)
+		}
+	}
+	s.keepAlives(3)
+	if resp, body := h.do(http.MethodDelete, "/api/groups/g", "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
+	}
+	s.next("group")
+	s.next("group")
+	s.keepAlives(3)
+}
