@@ -75,6 +75,11 @@ const (
 	// OpManage changes the directory or the hub: TD writes through the
 	// directory API, tokens, the hub API.
 	OpManage Op = "manage"
+	// OpManageGroups creates, changes and dissolves agent groups and their
+	// memberships (PROTOCOL §7): tokens of scope operate or admin; no
+	// Thing manages groups by its connection (a Thing adds or removes
+	// itself only by a signed statement, hub/groupjoin.go).
+	OpManageGroups Op = "managegroups"
 )
 
 // PrincipalKind says how a consumer authenticated.
@@ -209,6 +214,8 @@ func needs(op Op, secured bool) (level, bool) {
 		return levelRead, false
 	case OpWriteProperty, OpInvokeAction:
 		return levelOperate, secured
+	case OpManageGroups:
+		return levelOperate, true
 	}
 	return levelAdmin, true // OpManage and anything unknown
 }
@@ -223,6 +230,9 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 	need, mustAuth := needs(op, secured)
 	if p.Kind == Anonymous && a.anon >= need && !mustAuth {
 		return nil // the common case on a LAN, without allocating
+	}
+	if op == OpManageGroups && p.Kind == ByThing {
+		return Errorf(EFORBIDDEN, "managing groups needs a token of scope operate or admin; %s may not", p)
 	}
 	var have level
 	switch p.Kind {
@@ -290,6 +300,9 @@ func describeAccess(op Op, thing *Thing, secured bool) string {
 		}
 		if op == OpManage {
 			return "this request"
+		}
+		if op == OpManageGroups {
+			return "managing groups"
 		}
 		return string(op)
 	}

@@ -211,6 +211,15 @@ type groupOp struct {
 	result *Group
 	// created reports that a groupPut created the group.
 	created bool
+	// self marks a Thing's own signed statement (hub/groupjoin.go): the
+	// group must allow self-join when the op is applied.
+	self bool
+	// ifModified, when set, requires the group to exist with this
+	// modified time (a conditional write, hub/groupjoin.go).
+	ifModified *time.Time
+	// edit, when set, makes a groupPut's spec from the group as the
+	// write loop finds it (PatchGroup, hub/groupjoin.go).
+	edit func(Group) (GroupSpec, error)
 }
 
 // CreateGroup creates a group (ECONFLICT when the id is taken, ENOTFOUND
@@ -418,6 +427,9 @@ func (r *Registry) groupsOfCount(thing string) int {
 func (r *Registry) prepareGroup(o *op, now time.Time) ([]Event, error) {
 	gop := o.group
 	old := r.currentGroup(gop.spec.ID)
+	if err := gop.precondition(old); err != nil {
+		return nil, err
+	}
 	switch gop.kind {
 	case groupCreate, groupPut:
 		if old != nil && gop.kind == groupCreate {

@@ -118,6 +118,8 @@ type Registry struct {
 	membershipFns     []func(MembershipChange)
 	// verifyLimit bounds proof verifications per client source.
 	verifyLimit *ratelimit.Limiter
+	// selfJoins remembers accepted self-join statements (groupjoin.go).
+	selfJoins statementLog
 }
 
 type opKind int
@@ -196,6 +198,7 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		groups:   make(map[string]*Group),
 	}
 	r.verifyLimit = newVerifyLimiter(opts.Security, nil)
+	r.selfJoins.since = opts.Now()
 	if err := r.loadBindings(); err != nil {
 		return nil, fmt.Errorf("cannot load key bindings: %w", err)
 	}

@@ -12,13 +12,14 @@ import (
 // hubEvent is one message on lmos/v1/hub/events: the /api/events object
 // without the document diffs.
 type hubEvent struct {
-	Type     hub.EventType  `json:"type"`
-	ID       string         `json:"id"`
-	Seq      uint64         `json:"seq"`
-	Time     time.Time      `json:"time"`
-	Presence *hub.Presence  `json:"presence,omitempty"`
-	Join     *hub.JoinEvent `json:"join,omitempty"`
-	DID      string         `json:"did,omitempty"` // a binding event's key
+	Type     hub.EventType   `json:"type"`
+	ID       string          `json:"id"`
+	Seq      uint64          `json:"seq"`
+	Time     time.Time       `json:"time"`
+	Presence *hub.Presence   `json:"presence,omitempty"`
+	Join     *hub.JoinEvent  `json:"join,omitempty"`
+	DID      string          `json:"did,omitempty"` // a binding event's key
+	Group    *hub.GroupEvent `json:"group,omitempty"`
 }
 
 // forwardEvents publishes the registry's change feed on lmos/v1/hub/events
@@ -99,7 +100,7 @@ func (b *Broker) forwardFrom(sub *hub.Subscription) bool {
 			if !ok {
 				return true
 			}
-			payload, err := json.Marshal(hubEvent{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence, Join: e.Join, DID: e.DID})
+			payload, err := json.Marshal(hubEvent{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence, Join: e.Join, DID: e.DID, Group: e.Group})
 			if err != nil {
 				b.log.Error("cannot encode hub event", "err", err)
 				continue

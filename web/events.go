@@ -15,7 +15,11 @@ import (
 
 // events serves the W3C WoT Discovery change feed as server-sent events.
 // Last-Event-ID replays what the client missed from the store's bounded log.
-func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+func (s *Server) events(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, false) }
+
+// serveEvents serves a change feed: the directory's (/events) or, with
+// all, every hub event (/api/events).
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, all bool) {
 	req, ok := s.parseEventsRequest(w, r)
 	if !ok {
 		return
@@ -31,7 +35,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Cancel()
-	st := &eventStream{s: s, w: w, r: r, rc: http.NewResponseController(w), req: req, retry: true}
+	st := &eventStream{s: s, w: w, r: r, rc: http.NewResponseController(w), req: req, retry: true, all: all}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -88,11 +92,16 @@ type eventStream struct {
 	buf bytes.Buffer
 	// retry is true until the reconnection time went out.
 	retry bool
+	// all: every hub event (/api/events), not only the directory's.
+	all bool
 }
 
 // wanted reports whether e goes on this stream: the directory stream
 // carries only the W3C WoT Discovery events.
 func (st *eventStream) wanted(e hub.Event) bool {
+	if st.all {
+		return true
+	}
 	return e.Type.IsDirectoryEvent() && (st.req.only == "" || e.Type == st.req.only)
 }
 
@@ -104,11 +113,23 @@ func (st *eventStream) emit(e hub.Event) {
 		st.buf.WriteString(sseRetry)
 		st.retry = false
 	}
+	if st.all {
+		st.s.hubFrame(&st.buf, e, st.req.diff)
+		return
+	}
 	st.s.frame(&st.buf, e, st.req.diff)
 }
 
 // send writes and flushes what is buffered; false ends the stream.
-func (st *eventStream) send() bool { return st.s.sendSSE(st.r, st.w, st.rc, &st.buf, "directory") }
+func (st *eventStream) send() bool { return st.s.sendSSE(st.r, st.w, st.rc, &st.buf, st.name()) }
+
+// name names the stream in logs.
+func (st *eventStream) name() string {
+	if st.all {
+		return "hub"
+	}
+	return "directory"
+}
 
 // replay sends the events the client missed; false ends the stream.
 func (st *eventStream) replay(past []hub.Event) bool {
@@ -140,7 +161,7 @@ func (st *eventStream) live(sub *hub.Subscription) {
 		case e, ok := <-sub.C:
 			if !ok {
 				if sub.Dropped() {
-					st.s.dropSSE(st.r, "directory", "fell behind the change feed")
+					st.s.dropSSE(st.r, st.name(), "fell behind the change feed")
 				}
 				return
 			}

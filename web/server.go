@@ -198,6 +198,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
 	s.joinRoutes()
+	s.groupRoutes()
+	s.hubEventRoutes()
 	m.HandleFunc("GET /api/things/{id}/binding", s.read(s.getBinding))
 	m.HandleFunc("PUT /api/things/{id}/binding", s.write(s.putBinding))
 	m.HandleFunc("DELETE /api/things/{id}/binding", s.write(s.deleteBinding))
@@ -260,7 +262,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = "other"
 	}
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_http_requests_total{route=%q,code="%d"}`, pattern, sw.status)).Inc()
-	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") &&
+	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") && pattern != "GET /api/events" &&
 		pattern != "GET /ws" && pattern != "GET /mqtt" {
 		s.metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`lmos_http_request_duration_seconds{route=%q}`, pattern)).UpdateDuration(start)
 	}

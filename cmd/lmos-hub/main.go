@@ -17,6 +17,7 @@ import (
 	"log/slog"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/groupscli"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -37,6 +38,8 @@ const usage = `lmos-hub — the LMOS hub: a WoT Thing Description directory for 
 usage:
   lmos-hub [serve] [flags]         run the hub (see lmos-hub serve --help)
   lmos-hub things ls|get|put|rm    manage Things on a running hub
+  lmos-hub groups ls|create|add|rm|dissolve
+                                   manage agent groups on a running hub
   lmos-hub token create|list|revoke
                                    manage admin tokens
   lmos-hub discover [--timeout 3s] list the hubs and Things mDNS sees on the LAN
@@ -63,6 +66,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return serve(rest, stdout, stderr, getenv)
 	case "things":
 		return runThings(rest, stdin, stdout, stderr, getenv)
+	case "groups":
+		return groupscli.Run(rest, stdout, stderr, getenv)
 	case "token":
 		return runToken(rest, stdout, stderr, getenv)
 	case "config":
