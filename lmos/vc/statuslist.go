@@ -160,7 +160,7 @@ func VerifyStatusList(b []byte, now time.Time, opts ...Option) (StatusList, erro
 		if sl.ValidFrom, err = time.Parse(time.RFC3339, w.ValidFrom); err != nil {
 			return StatusList{}, fmt.Errorf("%w: validFrom: %v", ErrStatusList, err)
 		}
-		if now.Before(sl.ValidFrom) {
+		if now.Add(o.skew).Before(sl.ValidFrom) {
 			return StatusList{}, fmt.Errorf("%w: not valid before %s", ErrStatusList, w.ValidFrom)
 		}
 	}

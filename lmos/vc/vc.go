@@ -295,7 +295,15 @@ func ParseMembership(b []byte) (Membership, error) {
 // Option is a verification option.
 type Option func(*options)
 
-type options struct{ issuer string }
+type options struct {
+	issuer string
+	skew   time.Duration
+}
+
+// AllowClockSkew accepts a credential or status list whose validFrom is
+// up to d after now: the verifier's clock may lag the issuer's (a LAN
+// device without a real-time clock). validUntil is not stretched.
+func AllowClockSkew(d time.Duration) Option { return func(o *options) { o.skew = d } }
 
 // ExpectIssuer refuses (ErrIssuer) a credential not issued by did: a
 // verifier that knows the hub pins its DID.
@@ -319,10 +327,10 @@ func VerifyMembership(cred, statusList []byte, now time.Time, opts ...Option) (M
 	if err := checkSigner(cred, m.Issuer, o.issuer, ErrProof); err != nil {
 		return m, err
 	}
-	if now.Before(m.ValidFrom) || !now.Before(m.ValidUntil) {
+	if now.Add(o.skew).Before(m.ValidFrom) || !now.Before(m.ValidUntil) {
 		return m, fmt.Errorf("%w: valid from %s until %s", ErrNotValid, m.ValidFrom.Format(time.RFC3339), m.ValidUntil.Format(time.RFC3339))
 	}
-	sl, err := VerifyStatusList(statusList, now, ExpectIssuer(m.Issuer))
+	sl, err := VerifyStatusList(statusList, now, ExpectIssuer(m.Issuer), AllowClockSkew(o.skew))
 	if err != nil {
 		return m, err
 	}

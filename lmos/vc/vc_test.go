@@ -242,3 +242,18 @@ func FuzzDecodeList(f *testing.F) {
 		}
 	})
 }
+
+func TestAllowClockSkew(t *testing.T) {
+	hub := key(t, 1)
+	cred, sl := issue(t, hub, member(1)), list(t, hub, listURL)
+	early := t0.Add(-time.Minute)
+	if _, err := VerifyMembership(cred, sl, early); !errors.Is(err, ErrNotValid) {
+		t.Fatalf("a minute early: %v", err)
+	}
+	if _, err := VerifyMembership(cred, sl, early, AllowClockSkew(2*time.Minute)); err != nil {
+		t.Fatalf("a minute early, two allowed: %v", err)
+	}
+	if _, err := VerifyMembership(cred, sl, t0.AddDate(1, 0, 0), AllowClockSkew(time.Hour)); !errors.Is(err, ErrNotValid) {
+		t.Fatalf("expired, with skew: %v", err)
+	}
+}
