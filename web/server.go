@@ -198,6 +198,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
 	s.joinRoutes()
+	s.credentialRoutes()
 	m.HandleFunc("GET /api/things/{id}/binding", s.read(s.getBinding))
 	m.HandleFunc("PUT /api/things/{id}/binding", s.write(s.putBinding))
 	m.HandleFunc("DELETE /api/things/{id}/binding", s.write(s.deleteBinding))

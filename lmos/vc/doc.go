@@ -12,3 +12,6 @@
 // decompressed status list at exactly StatusListBytes), so a hostile
 // credential or a gzip bomb costs at most those bytes.
 package vc
+
+// MediaType is the media type of a credential (VC Data Model 2.0 §6.3).
+const MediaType = "application/vc"
