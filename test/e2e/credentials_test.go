@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
 )
@@ -149,4 +150,87 @@ func TestCredentialRefusals(t *testing.T) {
 	if g, _ := h.Main.Registry.Group("g"); len(g.Members) != 1 {
 		t.Fatalf("members %v", g.MemberIDs())
 	}
+}
+
+// Over MQTT: a Thing subscribed to its inbox gets a new membership's
+// credential live; a strict client (mosquitto_sub) subscribing later gets
+// each current credential as a retained message read from the registry;
+// nobody else may subscribe to the inbox (SUBACK refused, counted, nothing
+// delivered), and not even the Thing may publish there.
+func TestCredentialInboxOverMQTT(t *testing.T) {
+	_, subBin := requireMosquitto(t)
+	h := startHub(t, nil)
+	const a, b = "urn:uuid:c0000000-0000-4000-8000-0000000001aa", "urn:uuid:c0000000-0000-4000-8000-0000000001bb"
+	ta := lmos.TopicKey(a)
+	credsA := h.mqttDial(nil).join(a, makeTD(a, "Agent A"))
+	credsB := h.mqttDial(nil).join(b, makeTD(b, "Agent B"))
+	inbox := lmos.ThingsPrefix + ta + "/credentials/+"
+
+	agentA := h.mqttDial(mqttclient.WithCreds(credsA.Username, credsA.Password))
+	if sa, err := agentA.Sub(inbox); err != nil || sa.Reasons[0] != 1 {
+		t.Fatalf("the Thing's own inbox: %v %v", sa, err)
+	}
+	// B tries A's inbox, by name and by wildcard: refused, nothing delivered.
+	agentB := h.mqttDial(mqttclient.WithCreds(credsB.Username, credsB.Password))
+	for _, f := range []string{inbox, lmos.ThingsPrefix + "+/credentials/+", "$share/x/" + inbox} {
+		if sb, err := agentB.Sub(f); err == nil && sb.Reasons[0] < 0x80 {
+			t.Fatalf("B subscribed to %s: %v", f, sb.Reasons)
+		}
+	}
+	anon := h.mqttDial(nil)
+	if sb, err := anon.Sub(inbox); err == nil && sb.Reasons[0] < 0x80 {
+		t.Fatalf("an anonymous client subscribed to A's inbox: %v", sb.Reasons)
+	}
+	if n := h.refusals(`lmos_mqtt_refused_total{reason="forbidden"}`); n != 4 {
+		t.Errorf("forbidden refusals %d, want 4", n)
+	}
+
+	ctx := context.Background()
+	if _, err := h.Main.Registry.CreateGroup(ctx, hub.GroupSpec{ID: "kitchen", Title: "Kitchen", Members: []string{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	topic := lmos.CredentialTopic(a, "kitchen")
+	live := agentA.next(topic)
+	if live.Retain || live.Properties == nil || live.Properties.ContentType != vc.MediaType {
+		t.Fatalf("live credential: retain %v, properties %+v", live.Retain, live.Properties)
+	}
+	list, _ := h.statusList()
+	if m, err := vc.VerifyMembership(live.Payload, list, time.Now(), vc.ExpectIssuer(h.Main.DID())); err != nil || m.Thing != a || m.Group.ID != "kitchen" {
+		t.Fatalf("live credential: %+v %v", m, err)
+	}
+	// Not even the Thing publishes to its inbox.
+	if r, err := agentA.Pub(topic, []byte(`{}`), 1, false, ""); err == nil && (r == nil || r.ReasonCode < 0x80) {
+		t.Fatalf("the Thing published to its own inbox: %+v", r)
+	}
+	agentB.None(topic, 200*time.Millisecond)
+	anon.None(topic, 0)
+
+	// A second group: mosquitto_sub, as A, gets both credentials retained.
+	if _, err := h.Main.Registry.CreateGroup(ctx, hub.GroupSpec{ID: "garden", Title: "Garden", Members: []string{a}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.mosq(subBin, "-V", "5", "-u", credsA.Username, "-P", credsA.Password, "-i", "cred-sub-a",
+		"-t", inbox, "-q", "1", "-C", "2", "-W", "5", "-v", "-F", "%t %r %p")
+	if err != nil {
+		t.Fatalf("mosquitto_sub: %v %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	got := map[string]bool{}
+	for _, l := range lines {
+		tp, rest, _ := strings.Cut(l, " ")
+		retain, payload, _ := strings.Cut(rest, " ")
+		if retain != "1" {
+			t.Errorf("%s: retain flag %q", tp, retain)
+		}
+		m, err := vc.VerifyMembership([]byte(payload), list, time.Now())
+		if err != nil {
+			t.Errorf("%s: %v", tp, err)
+		}
+		got[tp+"="+m.Group.ID] = true
+	}
+	if len(lines) != 2 || !got[lmos.CredentialTopic(a, "kitchen")+"=kitchen"] || !got[lmos.CredentialTopic(a, "garden")+"=garden"] {
+		t.Fatalf("mosquitto_sub got %q", out)
+	}
+	// A's credentials never reached B.
+	agentB.None(lmos.CredentialTopic(a, "garden"), 100*time.Millisecond)
 }
