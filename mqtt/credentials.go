@@ -17,7 +17,8 @@ import (
 // The membership-credential inbox (PROTOCOL §4.1, §7):
 // lmos/v1/things/{tid}/credentials/{gid}, hub → that Thing only. The hub
 // publishes a new member's credential there (QoS 1, so a persistent
-// session keeps it while the agent is away), and gives a subscriber, after
+// session keeps it while the agent is away) and an empty message when the
+// membership ends, and gives a subscriber, after
 // its SUBACK, the current credential of each of its memberships its filter
 // matches as a retained message read from the registry, as it does the
 // descriptions on …/td: the broker stores no copy.
@@ -26,7 +27,7 @@ import (
 // group write may add up to hub.MaxGroupMembers at once.
 const credentialQueue = 4 * hub.MaxGroupMembers
 
-// credentialInbox carries added memberships from the registry's write
+// credentialInbox carries membership changes from the registry's write
 // loop (which must not block) to the publisher.
 type credentialInbox struct {
 	q chan hub.MembershipChange
@@ -35,14 +36,11 @@ type credentialInbox struct {
 	dropped atomic.Uint64
 }
 
-// startCredentials follows the registry's added memberships until the
+// startCredentials follows the registry's membership changes until the
 // broker stops.
 func (b *Broker) startCredentials() {
 	b.credInbox.q = make(chan hub.MembershipChange, credentialQueue)
 	b.reg.OnMembershipChange(func(c hub.MembershipChange) {
-		if !c.Added {
-			return
-		}
 		select {
 		case b.credInbox.q <- c:
 		default:
@@ -53,7 +51,8 @@ func (b *Broker) startCredentials() {
 }
 
 // publishCredentials publishes each added membership's credential to its
-// Thing's inbox; a membership already ended is skipped.
+// Thing's inbox, and an empty message for an ended one; a change that a
+// later one undid meanwhile is skipped.
 func (b *Broker) publishCredentials() {
 	for {
 		select {
@@ -64,9 +63,14 @@ func (b *Broker) publishCredentials() {
 			if b.Subscribers(topic) == 0 {
 				continue // nobody listens now; a later SUBSCRIBE gets it
 			}
-			cred, err := b.reg.MemberCredential(c.Group, c.Thing)
-			if err != nil {
-				continue // removed meanwhile, or no issuer
+			var cred []byte // an ended membership: empty
+			if c.Added {
+				var err error
+				if cred, err = b.reg.MemberCredential(c.Group, c.Thing); err != nil {
+					continue // removed meanwhile, or no issuer
+				}
+			} else if b.reg.IsMember(c.Group, c.Thing) {
+				continue // added again meanwhile
 			}
 			if err := b.publish(topic, cred, false, 1, vc.MediaType); err != nil {
 				b.log.Warn("cannot publish a membership credential", "thing", c.Thing, "group", c.Group, "err", err)
