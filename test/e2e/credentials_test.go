@@ -234,3 +234,58 @@ func TestCredentialInboxOverMQTT(t *testing.T) {
 	// A's credentials never reached B.
 	agentB.None(lmos.CredentialTopic(a, "garden"), 100*time.Millisecond)
 }
+
+// Across a restart on another port: memberships and revocations survive,
+// a stored credential that names the old status list URL is renewed on
+// read for the same entry, and the status list stays public under
+// access.anonymous none.
+func TestCredentialsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	none := func(c *Config) { c.Access.Anonymous = "none" }
+	h := startHubIn(t, dir, none)
+	const a, b = "urn:uuid:c0000000-0000-4000-8000-0000000002aa", "urn:uuid:c0000000-0000-4000-8000-0000000002bb"
+	h.put(a, makeTD(a, "A"))
+	h.put(b, makeTD(b, "B"))
+	ctx := context.Background()
+	if _, err := h.Main.Registry.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{a, b}}); err != nil {
+		t.Fatal(err)
+	}
+	_, oldA := h.do(http.MethodGet, credentialPath("g", a), "", nil, testToken)
+	_, oldB := h.do(http.MethodGet, credentialPath("g", b), "", nil, testToken)
+	if _, err := h.Main.Registry.RemoveMember(ctx, "g", b); err != nil {
+		t.Fatal(err)
+	}
+	oldURL := h.URL
+	did := h.Main.DID()
+	h.Close()
+
+	h = startHubIn(t, dir, none)
+	if h.URL == oldURL {
+		t.Skip("the hub came back on the same port")
+	}
+	list, _ := h.statusList() // no token: public
+	resp, cred := h.do(http.MethodGet, credentialPath("g", a), "", nil, testToken)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %d %s", resp.StatusCode, cred)
+	}
+	m, err := vc.VerifyMembership(cred, list, time.Now(), vc.ExpectIssuer(did))
+	if err != nil {
+		t.Fatalf("the renewed credential: %v", err)
+	}
+	old, _ := vc.ParseMembership(oldA)
+	if m.StatusListURL != h.URL+lmos.StatusListPath || m.StatusIndex != old.StatusIndex || m.ID == old.ID {
+		t.Fatalf("renewed %+v, old %+v", m, old)
+	}
+	// B's revocation is in the list served now.
+	sl, err := vc.VerifyStatusList(list, time.Now(), vc.ExpectIssuer(did))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := vc.ParseMembership(oldB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := h.Main.Registry.Group("g"); len(g.Members) != 1 || sl.Bits[mb.StatusIndex/8]&(0x80>>(mb.StatusIndex%8)) == 0 {
+		t.Fatalf("members %v; B's entry not revoked", g.MemberIDs())
+	}
+}
