@@ -82,6 +82,11 @@ type Options struct {
 	TLSFingerprint string
 	TLSPinFile     string
 	TLSConfig      *tls.Config
+
+	// HubDID is the hub's did:key (/api/status "did"), the issuer
+	// VerifyMembership trusts; "": the issuer of the first membership
+	// credential the hub sends the agent (credentials.go).
+	HubDID string
 }
 
 // Credentials are what the hub issues at join: the Thing's topic key and a
@@ -118,6 +123,9 @@ type Agent struct {
 	writes  map[string]WriteHandler
 	props   map[string]any // last values set, republished on reconnect
 	closing bool           // no new handlers
+
+	// vcs are the agent's membership credentials (credentials.go).
+	vcs credentialBox
 
 	// link is the transport: MQTT 5 (mqtt://, link_mqtt.go) or the LMOS
 	// WebSocket envelope (ws://, link_ws.go); set once, before start.

@@ -323,7 +323,8 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 		}
 	}()
 	l.mu.Lock()
-	filters := []string{lmos.ThingTopic(l.a.td.id, "actions/+"), lmos.ThingTopic(l.a.td.id, "properties/+/set"), l.inbox + "#"}
+	filters := []string{lmos.ThingTopic(l.a.td.id, "actions/+"), lmos.ThingTopic(l.a.td.id, "properties/+/set"), l.inbox + "#",
+		lmos.CredentialTopic(l.a.td.id, "+")}
 	if !fresh {
 		filters = append(filters, lmos.ThingTopic(l.a.td.id, "td/result"))
 	}
@@ -548,6 +549,10 @@ func (l *mqttLink) receive(pr paho.PublishReceived) (bool, error) {
 				l.goHandle(p, "properties/"+name, func() { l.serveWrite(name, p) })
 				return true, nil
 			}
+		}
+		if gid, ok := strings.CutPrefix(rest, "credentials/"); ok && !strings.Contains(gid, "/") {
+			l.a.received(gid, p.Payload) // its membership credentials (credentials.go)
+			return true, nil
 		}
 		if rest == "td/result" {
 			var res joinResult

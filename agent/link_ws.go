@@ -78,6 +78,25 @@ func (f wsFrame) value(keys ...string) (Value, bool) {
 	return Value{}, false
 }
 
+// credential is a groupCredential's credential as JSON (CBOR frames carry
+// the same document in CBOR); nil when there is none or it is not a JSON
+// object.
+func (f wsFrame) credential() []byte {
+	v, ok := f.value(lmos.MemberCredential)
+	if !ok {
+		return nil
+	}
+	if f.ct != CBOR {
+		return v.Payload
+	}
+	var doc map[string]any
+	if v.Decode(&doc) != nil {
+		return nil
+	}
+	b, _ := json.Marshal(doc)
+	return b
+}
+
 // typ is the frame's messageType as lmos spells it (lmos.WSMessageType).
 func (f wsFrame) typ() string { return lmos.WSMessageType(f.str(lmos.MemberMessageType)) }
 
@@ -458,6 +477,10 @@ func (l *wsLink) dispatch(f wsFrame) {
 			}
 			return
 		}
+	}
+	if typ == lmos.WSGroupCredential {
+		l.a.received(f.str(lmos.MemberGroup), f.credential())
+		return
 	}
 	var key, name string
 	switch typ {

@@ -1,6 +1,9 @@
 package lmos
 
-import "strings"
+import (
+	"net/url"
+	"strings"
+)
 
 // Agent groups on the wire (PROTOCOL §7). A group id is one topic level
 // and one URL path segment (letters, digits, '.', '_', '-'), so it needs
@@ -59,3 +62,22 @@ const (
 	MemberMember     = "member"
 	MemberCredential = "credential"
 )
+
+// HTTP paths of membership credentials (PROTOCOL §7): the signed status
+// list every credential names, and a member's credential.
+const StatusListPath = "/credentials/status/memberships"
+
+// CredentialPath is GET /api/groups/{gid}/members/{thing}/credential (the
+// Thing id escaped as one path segment).
+func CredentialPath(gid, thingID string) string {
+	return "/api/groups/" + gid + "/members/" + url.PathEscape(thingID) + "/credential"
+}
+
+// The group messages are envelope messages too: WSMessageType knows them
+// in any spelling.
+func init() {
+	for _, t := range []string{WSSubscribeGroup, WSUnsubscribeGroup, WSPublishGroup, WSGroupMessage,
+		WSGroupCredential, WSInvokeGroupAction, WSGroupActionResult} {
+		wsTypes[strings.ToLower(t)] = t
+	}
+}

@@ -205,6 +205,9 @@ type Broker struct {
 	heavy   sourceGates // one join in progress at a time per source
 	workers sync.WaitGroup
 	events  sync.WaitGroup
+
+	// credInbox publishes membership credentials (credentials.go).
+	credInbox credentialInbox
 }
 
 // New builds a broker over the registry and stores. It loads nothing and
@@ -378,6 +381,7 @@ func (b *Broker) Serve() (err error) {
 		return err
 	}
 	b.events.Go(func() { b.forwardEvents(sub) })
+	b.startCredentials()
 	b.events.Go(b.tidyStacks)
 	return nil
 }

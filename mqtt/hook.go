@@ -168,6 +168,9 @@ func (h *binding) aclCheck(cl *mochi.Client, topic string, write bool) bool {
 		return mayPublish(self(cl), topic)
 	}
 	if !mayRead(cl.ID, self(cl), topic) {
+		if isCredentialTopic(topic) {
+			h.b.countRefusalReason(hub.EFORBIDDEN) // another Thing's credentials
+		}
 		return false
 	}
 	if t, ok := parseThingTopic(topic); ok && t.kind == kindTDResult {

@@ -92,6 +92,7 @@ func (b *Broker) WritePrometheus(w io.Writer) {
 		fmt.Fprintf(w, "lmos_mqtt_refused_total{reason=%q} %d\n", r, b.refused.n[r])
 	}
 	b.refused.mu.Unlock()
+	b.writeCredentialMetrics(w)
 	fmt.Fprintf(w, "# HELP lmos_mqtt_clients Connected MQTT clients.\n# TYPE lmos_mqtt_clients gauge\nlmos_mqtt_clients %d\n", b.Clients())
 	fmt.Fprintf(w, "# HELP lmos_mqtt_inflight QoS 1/2 messages stored in sessions, not yet acknowledged.\n# TYPE lmos_mqtt_inflight gauge\nlmos_mqtt_inflight %d\n", atomic.LoadInt64(&b.server.Info.Inflight))
 }

@@ -95,6 +95,8 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 		}
 		// The descriptions on …/td are not in the retained store.
 		h.b.queueRegistryTDs(h, cl, conn, sub.Filter, granted, v5, ids, now, &t)
+		// Nor are membership credentials (credentials.go).
+		h.b.queueCredentials(h, cl, conn, sub.Filter, granted, v5, ids, now, &t)
 	}
 	h.b.count(t)
 }

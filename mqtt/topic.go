@@ -135,6 +135,9 @@ func mayPublish(self, topic string) bool {
 	if !ok {
 		return false
 	}
+	if strings.HasPrefix(t.rest, "credentials/") {
+		return false // the hub's alone (credentials.go)
+	}
 	if self != "" && t.tid == self {
 		return true // a Thing owns everything under its own topics
 	}
@@ -194,6 +197,8 @@ func mayRead(clientID, self, filter string) bool {
 		return owner
 	case kind == "actions" && !nested:
 		return owner
+	case kind == "credentials" && !nested:
+		return owner // its membership credentials: the Thing alone
 	}
 	return false
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
 )
 
 // directoryTD serves the hub's own Thing Description: a W3C WoT Thing
@@ -54,6 +55,11 @@ func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	td["links"] = append(links, own...)
+	if s.reg.CredentialIssuer() != nil {
+		// Where verifiers read the status list of membership credentials.
+		td["links"] = append(td["links"].([]any), map[string]any{"rel": "lmos:statusList",
+			"href": strings.TrimPrefix(lmos.StatusListPath, "/"), "type": vc.MediaType})
+	}
 	if s.cfg.Key == nil {
 		writeJSON(w, http.StatusOK, mtTD, td)
 		return

@@ -200,6 +200,7 @@ func (s *Server) routes() {
 	s.joinRoutes()
 	s.groupRoutes()
 	s.hubEventRoutes()
+	s.credentialRoutes()
 	m.HandleFunc("GET /api/things/{id}/binding", s.read(s.getBinding))
 	m.HandleFunc("PUT /api/things/{id}/binding", s.write(s.putBinding))
 	m.HandleFunc("DELETE /api/things/{id}/binding", s.write(s.deleteBinding))

@@ -58,7 +58,9 @@ type Main struct {
 	// Set by Run, in this order.
 	DB *store.DB
 	// Key is the hub's own did:key (data dir, hub-key.json).
-	Key      ed25519.PrivateKey
+	Key ed25519.PrivateKey
+	// Issuer signs membership credentials with Key.
+	Issuer   *hub.CredentialIssuer
 	Registry *hub.Registry
 	Tokens   *hub.Tokens
 	// Access is the one access policy every door asks (access.anonymous,
@@ -126,6 +128,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openTokens,
 		m.openTLS,
 		m.openListeners,
+		m.openCredentials,
 		m.openBroker,
 		m.openWeb,
 		m.openMDNS,
@@ -169,6 +172,7 @@ func (m *Main) openRegistry(context.Context) error {
 			MaxConcurrent: cfg.Search.MaxConcurrent},
 		Security: hub.SecurityOptions{RequireSigned: cfg.Security.RequireSigned, VerifyRate: cfg.Security.VerifyRate,
 			VerifyBurst: cfg.Security.VerifyBurst, MaxClockSkew: time.Duration(cfg.Security.MaxClockSkew)},
+		Issuer: m.newIssuer(),
 	})
 	if err != nil {
 		return err

@@ -62,7 +62,14 @@ func (d *Duration) UnmarshalText(b []byte) error {
 }
 
 func parseDuration(s string) (Duration, error) {
-	v, err := time.ParseDuration(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
+	// Whole days ("365d"), which Go's syntax lacks, for long validities.
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.ParseUint(d, 10, 16); err == nil {
+			return Duration(time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	v, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf(`invalid duration %q (use Go duration syntax such as "10s", "5m" or "24h")`, s)
 	}
@@ -88,6 +95,7 @@ type Config struct {
 	Log             LogConfig      `yaml:"log"`
 	Registry        RegistryConfig `yaml:"registry"`
 	Search          SearchConfig   `yaml:"search"`
+	Groups          GroupsConfig   `yaml:"groups"`
 	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
 }
 
@@ -230,6 +238,19 @@ type RegistryConfig struct {
 
 // SearchConfig bounds what one search costs (PROTOCOL §10, "Limits:
 // search"); see hub.SearchLimits for why each default.
+// GroupsConfig configures agent groups (PROTOCOL §7).
+type GroupsConfig struct {
+	// CredentialValidity is how long a membership credential is valid
+	// (validUntil - validFrom); default 365d. A member renews by fetching
+	// it again.
+	CredentialValidity Duration `yaml:"credentialValidity"`
+	// StatusListURL is the absolute URL every credential names for its
+	// status list; empty: the HTTP listener's (http://<host>:<port>, or
+	// https when tls.only) + /credentials/status/memberships. Set it when
+	// verifiers reach the hub by a name the listener does not know.
+	StatusListURL string `yaml:"statusListURL"`
+}
+
 type SearchConfig struct {
 	MaxNodes       int64    `yaml:"maxNodes"`       // nodes one query visits, default 10000000
 	MaxResultBytes int64    `yaml:"maxResultBytes"` // default 16 MiB
@@ -279,6 +300,7 @@ func DefaultConfig() Config {
 		Timeout: Duration(hub.DefaultSearchTimeout), MaxQueryBytes: hub.DefaultSearchMaxQueryBytes,
 		MaxDescendants: hub.DefaultSearchMaxDescendants, MaxConcurrentPerClient: hub.DefaultSearchMaxPerClient,
 		MaxConcurrent: runtime.GOMAXPROCS(0)}
+	c.Groups = GroupsConfig{CredentialValidity: Duration(hub.DefaultCredentialValidity)}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -356,10 +378,24 @@ func (c Config) Validate() error {
 	bad("log.format", checkOneOf(c.Log.Format, logFormats))
 	bad("log.level", checkOneOf(c.Log.Level, logLevels))
 	c.validateLimits(bad)
+	c.validateGroups(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// validateGroups checks the groups settings; bad records a bad one.
+func (c Config) validateGroups(bad func(string, error)) {
+	if v := time.Duration(c.Groups.CredentialValidity); v < time.Hour || v > 10*365*24*time.Hour {
+		bad("groups.credentialValidity", fmt.Errorf("must be a duration from 1h to 3650d such as \"365d\" (got %s)", c.Groups.CredentialValidity))
+	}
+	if u := c.Groups.StatusListURL; u != "" {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.Fragment != "" {
+			bad("groups.statusListURL", fmt.Errorf("must be an absolute http or https URL without a fragment (got %q)", u))
+		}
+	}
 }
 
 // validateHTTP checks the http settings; bad records a bad one.

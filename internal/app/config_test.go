@@ -45,7 +45,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.Registry.MaxTDBytes != 262144 || c.Registry.MaxBytes != 32<<20 || c.Registry.MaxThingsPerSource != 64 ||
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" ||
 		c.Security.RequireSigned || c.Security.VerifyRate != 50 || c.Security.VerifyBurst != 100 || c.Security.MaxClockSkew != Duration(5*time.Minute) ||
-		c.TLS != (TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}) {
+		c.TLS != (TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}) ||
+		c.Groups != (GroupsConfig{CredentialValidity: Duration(365 * 24 * time.Hour)}) {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {
@@ -331,6 +332,9 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"tls.reloadInterval", func(c *Config) { c.TLS.ReloadInterval = 0 }, "tls.reloadInterval: "},
 		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},
 		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
+		{"groups.credentialValidity", func(c *Config) { c.Groups.CredentialValidity = Duration(time.Minute) }, "groups.credentialValidity: must be a duration from 1h"},
+		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "/credentials/status" }, "groups.statusListURL: must be an absolute"},
+		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "ftp://hub/x" }, "groups.statusListURL: must be an absolute"},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},
 		{"security.verifyRate", func(c *Config) { c.Security.VerifyRate = 0 }, "security.verifyRate: must be greater than 0"},
 		{"security.verifyBurst", func(c *Config) { c.Security.VerifyBurst = 0 }, "security.verifyBurst: must be at least 1"},
@@ -421,6 +425,13 @@ func TestConfigDurationYAML(t *testing.T) {
 	out, err := yaml.Marshal(v)
 	if err != nil || string(out) != "d: 1h30m0s\n" {
 		t.Errorf("marshal = %q %v", out, err)
+	}
+	// Whole days, for groups.credentialValidity.
+	if err := yaml.Unmarshal([]byte("d: 365d\n"), &v); err != nil || v.D != Duration(365*24*time.Hour) {
+		t.Errorf("365d: %v %v", v.D, err)
+	}
+	if err := yaml.Unmarshal([]byte("d: 1.5d\n"), &v); err == nil {
+		t.Error("1.5d was read")
 	}
 	if err := yaml.Unmarshal([]byte("d: soon\n"), &v); err == nil || !strings.Contains(err.Error(), `invalid duration "soon"`) {
 		t.Errorf("bad duration: %v", err)

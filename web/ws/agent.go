@@ -197,6 +197,7 @@ func (wc *wsConn) registered(m *wsMessage, id string) {
 	}
 	wc.log.Info("websocket agent registered", "id", id)
 	wc.ack(m, "registered")
+	wc.sendCredentialsOf(id) // its inbox (credentials.go)
 }
 
 // admit applies the hub's join policy to a registration of id by this

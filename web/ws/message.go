@@ -219,6 +219,10 @@ type wsOut struct {
 	Input  rawValue `json:"input,omitzero"`
 	Output rawValue `json:"output,omitzero"`
 
+	// Group and Credential: groupCredential (credentials.go).
+	Group      string   `json:"group,omitempty"`
+	Credential rawValue `json:"credential,omitzero"`
+
 	Status    any           `json:"status,omitempty"`
 	Error     *lmos.Problem `json:"error,omitempty"`
 	Message   string        `json:"message,omitempty"`

@@ -123,6 +123,8 @@ type Transport struct {
 	wg     sync.WaitGroup
 	nextID atomic.Uint64
 
+	creds credentialSender // membership credentials to agents (credentials.go)
+
 	connections *metrics.Counter
 	dropped     *metrics.Counter // droppable messages dropped for slow consumers
 	slowClosed  *metrics.Counter // connections closed because their queue was full
@@ -175,6 +177,7 @@ func New(cfg Config) *Transport {
 	g.connections = s.metrics.NewCounter("lmos_ws_connections_total")
 	g.dropped = s.metrics.NewCounter("lmos_ws_dropped_total")
 	g.slowClosed = s.metrics.NewCounter("lmos_ws_slow_closed_total")
+	g.watchCredentials()
 	return g
 }
 

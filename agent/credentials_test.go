@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
+)
+
+// Over each link (MQTT, WebSocket JSON and CBOR): an agent added to a
+// group receives its credential in its inbox, learns the hub's DID from
+// it, and another member verifies it with the hub's status list; a
+// tampered or foreign credential fails; the credential comes again after a
+// reconnect; removal empties the inbox and revokes the credential.
+func TestMembershipCredentials(t *testing.T) {
+	cases := []struct{ link, ct string }{{"mqtt", JSON}, {"ws", JSON}, {"ws", CBOR}}
+	for _, c := range cases {
+		t.Run(c.link+"-"+c.ct, func(t *testing.T) {
+			h := startHub(t)
+			h.link = c.link
+			const idA, idB = "urn:example:cred-a", "urn:example:cred-b"
+			withCT := func(o *Options) { o.ContentType = c.ct }
+			a, b := h.connect(idA, withCT), h.connect(idB, withCT)
+			ctx := ctxT(t, 10*time.Second)
+			if _, err := h.reg.CreateGroup(ctx, hub.GroupSpec{ID: "kitchen", Title: "Kitchen", Members: []string{idA, idB}}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 5*time.Second, "both credentials", func() bool {
+				return a.MembershipCredentials()["kitchen"] != nil && b.MembershipCredentials()["kitchen"] != nil
+			})
+			if a.HubDID() != h.Main.DID() || b.HubDID() != h.Main.DID() {
+				t.Fatalf("hub DID %q %q, want %q", a.HubDID(), b.HubDID(), h.Main.DID())
+			}
+			credA := a.MembershipCredentials()["kitchen"]
+			m, err := b.VerifyMembership(ctx, credA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Thing != idA || m.Group.ID != "kitchen" || m.Issuer != h.Main.DID() {
+				t.Fatalf("membership %+v", m)
+			}
+
+			// Tampered, and minted by another key naming the same list.
+			if _, err := b.VerifyMembership(ctx, bytes.Replace(credA, []byte("Kitchen"), []byte("Garage"), 1)); !errors.Is(err, vc.ErrProof) {
+				t.Fatalf("tampered: %v", err)
+			}
+			other := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+			parsed, _ := vc.ParseMembership(credA)
+			forged, err := vc.IssueMembership(parsed, other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.VerifyMembership(ctx, forged); !errors.Is(err, vc.ErrIssuer) {
+				t.Fatalf("another issuer: %v", err)
+			}
+
+			// Forgotten, then given again on the next connection.
+			a.vcs.mu.Lock()
+			a.vcs.byGrp = nil
+			a.vcs.mu.Unlock()
+			dropConnection(a)
+			waitFor(t, 10*time.Second, "the credential after a reconnect", func() bool { return a.MembershipCredentials()["kitchen"] != nil })
+
+			if _, err := h.reg.RemoveMember(ctx, "kitchen", idA); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 5*time.Second, "the ended membership", func() bool { return a.MembershipCredentials()["kitchen"] == nil })
+			if _, err := b.VerifyMembership(ctx, credA); !errors.Is(err, vc.ErrRevoked) {
+				t.Fatalf("revoked: %v", err)
+			}
+			if _, err := b.VerifyMembership(ctx, b.MembershipCredentials()["kitchen"]); err != nil {
+				t.Fatalf("the remaining member: %v", err)
+			}
+		})
+	}
+}
+
+// An agent that holds no credential does not know whom to trust until
+// told (Options.HubDID).
+func TestVerifyMembershipNeedsTheHub(t *testing.T) {
+	h := startHub(t)
+	const idA = "urn:example:cred-member"
+	a := h.connect(idA, nil)
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := h.reg.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{idA}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the credential", func() bool { return a.MembershipCredentials()["g"] != nil })
+	cred := a.MembershipCredentials()["g"]
+
+	stranger := h.connect("urn:example:stranger", nil)
+	if _, err := stranger.VerifyMembership(ctx, cred); !errors.Is(err, ErrHubUnknown) {
+		t.Fatalf("no hub known: %v", err)
+	}
+	pinned := h.connect("urn:example:pinned", func(o *Options) { o.HubDID = h.Main.DID() })
+	if _, err := pinned.VerifyMembership(ctx, cred); err != nil {
+		t.Fatal(err)
+	}
+	wrong := h.connect("urn:example:wrong-pin", func(o *Options) {
+		o.HubDID = proof.DID(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{8}, 32)).Public().(ed25519.PublicKey))
+	})
+	if _, err := wrong.VerifyMembership(ctx, cred); !errors.Is(err, vc.ErrIssuer) {
+		t.Fatalf("another hub pinned: %v", err)
+	}
+}

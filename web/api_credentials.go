@@ -1,0 +1,85 @@
+package web
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
+)
+
+// Membership credentials over HTTP (PROTOCOL §7): a member's credential,
+// and the signed status list every credential names.
+
+// statusListMaxAge is the Cache-Control max-age of the status list: a
+// revocation reaches a verifier that caches it within this many seconds.
+const statusListMaxAge = "30"
+
+func (s *Server) credentialRoutes() {
+	// Public whatever access.anonymous says: verifiers anywhere must read
+	// it, and it tells only which entries are revoked.
+	s.mux.HandleFunc("GET "+lmos.StatusListPath, s.statusList)
+	s.mux.HandleFunc("GET /api/groups/{gid}/members/{id}/credential", s.memberCredential)
+}
+
+// statusList is GET /credentials/status/memberships: the hub's signed
+// revocation list, the same bytes until a bit changes.
+func (s *Server) statusList(w http.ResponseWriter, r *http.Request) {
+	b, err := s.reg.StatusListCredential()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sum := sha256.Sum256(b)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Cache-Control", "public, max-age="+statusListMaxAge)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeBytes(w, http.StatusOK, vc.MediaType, append(b, '\n'))
+}
+
+// memberCredential is GET /api/groups/{gid}/members/{id}/credential: the
+// member's credential (renewed when expired), for a token of scope
+// operate or admin, or the member Thing itself. The credential proves
+// membership to whoever holds it, so an anonymous client never gets it,
+// whatever access.anonymous allows.
+func (s *Server) memberCredential(w http.ResponseWriter, r *http.Request) {
+	gid, id := r.PathValue("gid"), r.PathValue("id")
+	p, err := s.principalOf(r)
+	if err == nil {
+		err = mayReadCredential(p, id)
+	}
+	if err == nil {
+		err = hub.ValidateGroupID(gid)
+	}
+	if err != nil {
+		s.refuse(w, r, err)
+		return
+	}
+	cred, err := s.reg.MemberCredential(gid, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeBytes(w, http.StatusOK, vc.MediaType, append(cred, '\n'))
+}
+
+// mayReadCredential: a token of scope operate or admin, or the Thing
+// itself.
+func mayReadCredential(p hub.Principal, thing string) error {
+	switch {
+	case p.Kind == hub.ByThing && p.ThingID == thing:
+		return nil
+	case p.Kind == hub.ByToken && p.Token.EffectiveScope() != hub.ScopeRead:
+		return nil
+	case p.Kind == hub.Anonymous:
+		return hub.Errorf(hub.EUNAUTHORIZED, "a membership credential is given to its member or with a token of scope operate or admin")
+	}
+	return hub.Errorf(hub.EFORBIDDEN, "a membership credential is given to its member or with a token of scope operate or admin")
+}
