@@ -434,6 +434,9 @@ func runPahoGroupAction(t *testing.T, h *testHub, topic, payload string) []gaMQT
 
 func TestGroupActionMQTT(t *testing.T) {
 	env := startGroupActionHub(t, nil)
+	// The request is the hub's: no subscriber of lmos/v1/hub/# sees it.
+	watcher := env.h.mqttDial(nil)
+	watcher.sub("lmos/v1/hub/#")
 	before := env.invocations()
 	msgs := runPahoGroupAction(t, env.h, lmos.GroupActionTopic("home", "setTarget"), gaInput)
 	if len(msgs) == 0 {
@@ -458,6 +461,7 @@ func TestGroupActionMQTT(t *testing.T) {
 		t.Errorf("final message %+v", last)
 	}
 	env.wantOneCallEach(t, "mqtt", before)
+	watcher.None(lmos.GroupActionTopic("home", "setTarget"), 200*time.Millisecond)
 	before = env.invocations()
 
 	// A call refused as a whole is one failed message with its problem.
@@ -477,6 +481,20 @@ func TestGroupActionMQTT(t *testing.T) {
 	}
 	if after := env.invocations(); !reflect.DeepEqual(after, before) {
 		t.Errorf("a refused call invoked a member: %v → %v", before, after)
+	}
+
+	// MQTT 3.1.1 cannot ask for results: the call runs fire-and-forget
+	// (mosquitto_pub, which fails on any protocol error).
+	pub, _ := requireMosquitto(t)
+	if out, err := env.h.mosq(pub, "-V", "311", "-q", "1", "-t", lmos.GroupActionTopic("home", "setTarget"), "-m", gaInput); err != nil {
+		t.Fatalf("mosquitto_pub: %v %s", err, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for env.calls[gaAcme].Load() == before[gaAcme] && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := env.calls[gaAcme].Load() - before[gaAcme]; got != 1 {
+		t.Errorf("the 3.1.1 group action invoked acme %d times, want 1", got)
 	}
 }
 
