@@ -317,12 +317,13 @@ func TestGroupActionHTTP(t *testing.T) {
 	})
 }
 
-func TestGroupActionWebSocket(t *testing.T) {
-	env := startGroupActionHub(t, nil)
-	before := env.invocations()
-	w := env.h.wsDial("lmosprotocol", nil)
+// wsGroupAction sends invokeGroupAction (JSON text or CBOR binary) and
+// collects its groupActionResults up to the acknowledgement; any other
+// message fails the test.
+func wsGroupAction(t *testing.T, w *wsClient, binary bool) []lmos.GroupActionResult {
+	t.Helper()
 	id := w.send(map[string]any{"messageType": "invokeGroupAction", "group": "home", "action": "setTarget",
-		"input": map[string]any{"fahrenheit": 70}}, false)
+		"input": map[string]any{"fahrenheit": 70}}, binary)
 	var results []lmos.GroupActionResult
 	for {
 		m := w.next(func(m map[string]any) bool { return true })
@@ -330,12 +331,15 @@ func TestGroupActionWebSocket(t *testing.T) {
 			t.Fatalf("a message for another request: %v", m)
 		}
 		if m["messageType"] == "acknowledgement" {
-			break
+			return results
 		}
 		if m["messageType"] != "groupActionResult" || m["group"] != "home" || m["action"] != "setTarget" {
 			t.Fatalf("unexpected message %v", m)
 		}
-		b, _ := json.Marshal(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var r lmos.GroupActionResult
 		if err := json.Unmarshal(b, &r); err != nil {
 			t.Fatal(err)
@@ -345,8 +349,19 @@ func TestGroupActionWebSocket(t *testing.T) {
 		}
 		results = append(results, r)
 	}
+}
+
+func TestGroupActionWebSocket(t *testing.T) {
+	env := startGroupActionHub(t, nil)
+	before := env.invocations()
+	w := env.h.wsDial("lmosprotocol", nil)
+	results := wsGroupAction(t, w, false)
 	wantGroupResults(t, "ws", results, true)
 	env.wantOneCallEach(t, "ws", before)
+	// In CBOR frames, the outputs are CBOR.
+	before = env.invocations()
+	wantGroupResults(t, "ws cbor", wsGroupAction(t, w, true), true)
+	env.wantOneCallEach(t, "ws cbor", before)
 	before = env.invocations()
 	// A refusal of the whole call is one error message.
 	for _, c := range []struct {
