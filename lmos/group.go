@@ -72,12 +72,3 @@ const StatusListPath = "/credentials/status/memberships"
 func CredentialPath(gid, thingID string) string {
 	return "/api/groups/" + gid + "/members/" + url.PathEscape(thingID) + "/credential"
 }
-
-// The group messages are envelope messages too: WSMessageType knows them
-// in any spelling.
-func init() {
-	for _, t := range []string{WSSubscribeGroup, WSUnsubscribeGroup, WSPublishGroup, WSGroupMessage,
-		WSGroupCredential, WSInvokeGroupAction, WSGroupActionResult} {
-		wsTypes[strings.ToLower(t)] = t
-	}
-}

@@ -35,7 +35,10 @@ var wsTypes = func() map[string]string {
 	for _, t := range []string{WSReadProperty, WSWriteProperty, WSObserveProperty, WSUnobserveProperty,
 		WSInvokeAction, WSQueryAction, WSCancelAction, WSSubscribeEvent, WSUnsubscribeEvent,
 		WSSubscribeAllEvents, WSUnsubscribeAllEvents, WSRegisterThing, WSPropertyReading,
-		WSActionStatus, WSEvent, WSAcknowledgement, WSError} {
+		WSActionStatus, WSEvent, WSAcknowledgement, WSError,
+		// groups (group.go)
+		WSSubscribeGroup, WSUnsubscribeGroup, WSPublishGroup, WSGroupMessage, WSGroupCredential,
+		WSInvokeGroupAction, WSGroupActionResult} {
 		m[strings.ToLower(t)] = t
 	}
 	return m

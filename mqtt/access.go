@@ -58,6 +58,10 @@ func governed(topic string, write bool) (op hub.Op, tid string, ok bool) {
 		// directory there before it has any right.
 		return hub.OpReadDirectory, "+", true
 	}
+	if _, _, isGA := groupActionOf(f); write && isGA {
+		// A group action is an invocation; each member is decided again.
+		return hub.OpInvokeAction, "+", true
+	}
 	tail, found := strings.CutPrefix(f, lmos.ThingsPrefix)
 	if !found {
 		return "", "", false

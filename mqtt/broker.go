@@ -120,6 +120,9 @@ type Config struct {
 	Forward hub.Transport
 	// ForwardTimeout bounds a forwarded request (default 30 s).
 	ForwardTimeout time.Duration
+	// GroupActions runs group actions published to
+	// lmos/v1/hub/groups/{gid}/actions/{name}; nil: refused (503).
+	GroupActions *hub.GroupActions
 	// MaxQueuedBytes bounds each client's queue of encoded packets
 	// waiting to be written: QoS 0 deliveries beyond it are dropped
 	// (counted). Default DefaultMaxQueuedBytes.

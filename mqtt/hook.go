@@ -220,6 +220,9 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	if pk.FixedHeader.Retain && !mayRetain(pk.TopicName) {
 		pk.FixedHeader.Retain = false
 	}
+	if gid, action, ok := groupActionOf(pk.TopicName); ok {
+		return h.groupAction(cl, gid, action, pk)
+	}
 	t, ok := parseThingTopic(pk.TopicName)
 	if !ok {
 		return h.deliver(cl, pk)

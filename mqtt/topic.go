@@ -131,6 +131,9 @@ func mayPublish(self, topic string) bool {
 		id, _, _ := strings.Cut(inbox, "/")
 		return id != "" // replies to any client's inbox
 	}
+	if _, _, ok := groupActionOf(topic); ok {
+		return true // a group action: invoking (the policy decides)
+	}
 	t, ok := parseThingTopic(topic)
 	if !ok {
 		return false

@@ -50,6 +50,9 @@ type Config struct {
 	// Router carries proxied interactions (PROTOCOL §3.3) to the Things;
 	// nil answers 503 there.
 	Router *hub.Router
+	// GroupActions runs group actions (POST /api/groups/{gid}/actions/{name},
+	// WebSocket invokeGroupAction); nil answers 503 there.
+	GroupActions *hub.GroupActions
 	// ProxyTimeout bounds how long the proxy waits for a final result
 	// (default 30 s).
 	ProxyTimeout time.Duration
@@ -173,7 +176,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 		s.metrics.NewGauge("lmos_join_pending", func() float64 { return float64(a.PendingCount()) })
 	}
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
-	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout,
+	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,
 		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})
 	s.routes()
@@ -208,6 +211,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))
 	s.proxyRoutes()
+	s.groupActionRoutes()
 	m.HandleFunc("GET /ws", s.identify(s.serveWS))
 	m.HandleFunc("GET /mqtt", s.serveMQTT)
 }

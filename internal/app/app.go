@@ -67,6 +67,8 @@ type Main struct {
 	// capped by join.mode).
 	Access *hub.Access
 	Router *hub.Router
+	// GroupActions runs group actions on every door (after Access).
+	GroupActions *hub.GroupActions
 	// Admission is the join policy both doors that admit Things (MQTT,
 	// WebSocket) apply, with one join rate per source.
 	Admission *hub.Admission
@@ -204,6 +206,9 @@ func (m *Main) openTokens(context.Context) error {
 		return err
 	}
 	m.Logger.Info("access", "anonymous", m.Access.Anonymous())
+	// A group action is bounded as one proxied invocation is.
+	m.GroupActions = hub.NewGroupActions(m.Registry, m.Router, m.Access,
+		hub.GroupActionOptions{Timeout: time.Duration(m.Config.HTTP.ProxyTimeout)})
 	return m.bootstrapToken()
 }
 
@@ -263,6 +268,7 @@ func (m *Main) openBroker(context.Context) error {
 		Version:      m.Version,
 		DirectoryURL: m.directoryURL(),
 		Forward:      m.Router,
+		GroupActions: m.GroupActions,
 		Logger:       m.Logger.With("component", "mqtt"),
 
 		MaxQueuedBytes:    cfg.MQTT.MaxQueuedBytes,
@@ -382,6 +388,7 @@ func (m *Main) webConfig() web.Config {
 		Access:         m.Access,
 		StoreSize:      db.Size,
 		Router:         m.Router,
+		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
 		AllowedOrigins: cfg.HTTP.AllowedOrigins,
 		AllowedHosts:   cfg.HTTP.AllowedHosts,

@@ -62,6 +62,8 @@ type wsMessage struct {
 	// tells an absent member from null.
 	Value    any
 	HasValue bool
+	// Group is the group of invokeGroupAction.
+	Group string
 	// Status is an actionStatus's status.
 	Status string
 	TD     any
@@ -167,6 +169,10 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 	case mtSubscribeEvent, mtUnsubscribeEvent, mtEvent:
 		m.Name = str(lmos.MemberEvent, lmos.MemberName)
 		value(lmos.MemberData)
+	case lmos.WSInvokeGroupAction:
+		m.Group = str(lmos.MemberGroup)
+		m.Name = str(lmos.MemberAction)
+		value(lmos.MemberInput)
 	case mtRegisterThing:
 		m.TD = obj[lmos.MemberTD]
 	case mtError:
@@ -213,13 +219,14 @@ type wsOut struct {
 	Property string `json:"property,omitempty"`
 	Action   string `json:"action,omitempty"`
 	Event    string `json:"event,omitempty"`
+	Member   string `json:"member,omitempty"` // groupActionResult
 
 	Value  rawValue `json:"value,omitzero"`
 	Data   rawValue `json:"data,omitzero"`
 	Input  rawValue `json:"input,omitzero"`
 	Output rawValue `json:"output,omitzero"`
 
-	// Group and Credential: groupCredential (credentials.go).
+	// Group: groupCredential (credentials.go), groupActionResult; Credential: groupCredential.
 	Group      string   `json:"group,omitempty"`
 	Credential rawValue `json:"credential,omitzero"`
 

@@ -60,6 +60,8 @@ type Config struct {
 	Registry *hub.Registry
 	// Router carries consumers' interactions; nil: the proxy is not running.
 	Router *hub.Router
+	// GroupActions runs invokeGroupAction; nil: refused (503).
+	GroupActions *hub.GroupActions
 	// ProxyTimeout bounds one interaction a consumer asks for.
 	ProxyTimeout time.Duration
 	// Admission is the hub's join policy (as for MQTT); nil: open, and no
@@ -738,6 +740,8 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 		wc.ack(m, "unsubscribed")
 	case mtQueryAction, mtCancelAction:
 		wc.queryAction(m)
+	case lmos.WSInvokeGroupAction:
+		wc.invokeGroupAction(m)
 	case mtRegisterThing:
 		wc.register(m)
 	case mtPropertyReading, mtActionStatus, mtEvent, mtAcknowledgement, mtError:

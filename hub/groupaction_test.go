@@ -1,0 +1,184 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
+)
+
+// gateTransport holds every invocation until the test lets one through
+// (or its context ends), counting how many it holds at once.
+type gateTransport struct {
+	gate    chan struct{}
+	started chan string
+	output  []byte
+
+	mu          sync.Mutex
+	active, max int
+}
+
+func (g *gateTransport) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.Result) error) error {
+	g.mu.Lock()
+	g.active++
+	g.max = max(g.max, g.active)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.active--
+		g.mu.Unlock()
+	}()
+	g.started <- in.ThingID
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return emit(hub.Result{Status: hub.StatusCompleted, Data: g.output, ContentType: lmos.MediaJSON})
+}
+
+// groupActionEnv is a registry in a temp dir with n lamps (action dim)
+// reached over MQTT through a gateTransport, all in group "lamps".
+func groupActionEnv(t *testing.T, n int, opts hub.GroupActionOptions) (*hub.GroupActions, *gateTransport) {
+	t.Helper()
+	e := newRouterEnv(t)
+	g := &gateTransport{gate: make(chan struct{}, n), started: make(chan string, n), output: []byte(`"done"`)}
+	e.router.Handle(hub.SourceMQTT, g)
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("urn:lamp:%02d", i)
+		e.put(t, id, hub.SourceMQTT)
+		ids = append(ids, id)
+	}
+	if _, err := e.reg.CreateGroup(context.Background(), hub.GroupSpec{ID: "lamps", Title: "Lamps", Members: ids}); err != nil {
+		t.Fatal(err)
+	}
+	return hub.NewGroupActions(e.reg, e.router, nil, opts), g
+}
+
+func runCall(t *testing.T, ga *hub.GroupActions, action string) ([]hub.MemberResult, lmos.GroupActionSummary) {
+	t.Helper()
+	c, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: action, Accept: lmos.MediaJSON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetInput([]byte("50"), lmos.MediaJSON)
+	var out []hub.MemberResult
+	sum := c.Run(context.Background(), func(r hub.MemberResult) { out = append(out, r) })
+	return out, sum
+}
+
+// One call invokes at most Parallel members at once, and every member gets
+// exactly one result.
+func TestGroupActionBoundsParallelism(t *testing.T) {
+	ga, g := groupActionEnv(t, 10, hub.GroupActionOptions{Parallel: 3})
+	done := make(chan []hub.MemberResult)
+	go func() {
+		out, _ := runCall(t, ga, "dim")
+		done <- out
+	}()
+	for range 3 {
+		<-g.started
+	}
+	// Held at the gate, the three hold every slot: a fourth must not start
+	// (without the bound, all ten start at once).
+	select {
+	case id := <-g.started:
+		t.Errorf("%s started while three members held the call's slots", id)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for range 10 {
+		g.gate <- struct{}{}
+	}
+	out := <-done
+	seen := map[string]bool{}
+	for _, r := range out {
+		if seen[r.Member] || r.Status != lmos.GroupResultCompleted || string(r.Output) != `"done"` {
+			t.Errorf("result %+v (seen before: %v)", r, seen[r.Member])
+		}
+		seen[r.Member] = true
+	}
+	if len(seen) != 10 {
+		t.Errorf("%d members got a result, want 10", len(seen))
+	}
+	if g.max > 3 {
+		t.Errorf("%d members were invoked at once, the limit is 3", g.max)
+	}
+}
+
+// The whole call ends at its timeout: members still waiting for a slot
+// then are timedOut too, never left without a result.
+func TestGroupActionTimeoutBoundsTheWholeCall(t *testing.T) {
+	ga, g := groupActionEnv(t, 3, hub.GroupActionOptions{Parallel: 1, Timeout: 50 * time.Millisecond})
+	out, sum := runCall(t, ga, "dim")
+	if len(out) != 3 || sum.TimedOut != 3 || sum.Members != 3 {
+		t.Fatalf("results %+v, summary %+v: want 3 timedOut", out, sum)
+	}
+	for _, r := range out {
+		if r.Problem == nil || r.Problem.Status != 504 {
+			t.Errorf("%s: problem %+v, want 504", r.Member, r.Problem)
+		}
+	}
+	if g.max != 1 {
+		t.Errorf("max %d at once", g.max)
+	}
+}
+
+// The hub runs at most MaxCalls calls at once; a refused one invokes
+// nobody. Unknown groups and actions no member has are ENOTFOUND.
+func TestGroupActionPrepareRefusals(t *testing.T) {
+	ga, g := groupActionEnv(t, 2, hub.GroupActionOptions{MaxCalls: 1})
+	c, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: "dim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: "dim"}); hub.ErrorCode(err) != hub.EUNAVAILABLE {
+		t.Errorf("a second call at once: %v, want unavailable", err)
+	}
+	c.Release()
+	c.Release() // twice is harmless
+	c2, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: "dim"})
+	if err != nil {
+		t.Fatalf("after Release: %v", err)
+	}
+	c2.Release()
+	if _, err := ga.Prepare(hub.GroupActionRequest{Group: "nowhere", Action: "dim"}); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Errorf("unknown group: %v", err)
+	}
+	if _, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: "explode"}); hub.ErrorCode(err) != hub.ENOTFOUND {
+		t.Errorf("no member has the action: %v", err)
+	}
+	if len(g.started) != 0 {
+		t.Errorf("%d members invoked", len(g.started))
+	}
+}
+
+// The outputs of one call are bounded in all: beyond MaxOutputBytes an
+// output is dropped and its result says so (the member still completed).
+func TestGroupActionOutputBudget(t *testing.T) {
+	ga, g := groupActionEnv(t, 3, hub.GroupActionOptions{MaxOutputBytes: 13})
+	for range 3 {
+		g.gate <- struct{}{}
+	}
+	out, sum := runCall(t, ga, "dim")
+	kept, dropped := 0, 0
+	for _, r := range out {
+		switch {
+		case r.Status != lmos.GroupResultCompleted:
+			t.Errorf("%+v", r)
+		case len(r.Output) > 0 && r.Problem == nil:
+			kept++
+		case len(r.Output) == 0 && r.Problem != nil && r.Problem.Status == 413:
+			dropped++
+		default:
+			t.Errorf("%+v", r)
+		}
+	}
+	if kept != 2 || dropped != 1 || sum.Completed != 3 {
+		t.Errorf("kept %d, dropped %d outputs (summary %+v); want 2 of 6 bytes within 13, 1 dropped", kept, dropped, sum)
+	}
+}
