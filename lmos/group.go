@@ -59,3 +59,16 @@ const (
 	MemberMember     = "member"
 	MemberCredential = "credential"
 )
+
+// Member of a groupMessage and of the SSE read of a group channel: the
+// message's content type as published (PROTOCOL §7).
+const MemberContentType = "contentType"
+
+// The group messages are envelope message types too: WSMessageType
+// spells them in any case as above.
+func init() {
+	for _, t := range []string{WSSubscribeGroup, WSUnsubscribeGroup, WSPublishGroup, WSGroupMessage,
+		WSGroupCredential, WSInvokeGroupAction, WSGroupActionResult} {
+		wsTypes[strings.ToLower(t)] = t
+	}
+}

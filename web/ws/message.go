@@ -76,6 +76,8 @@ type wsMessage struct {
 	// Media is the payload encoding of the frame: MediaJSON for text,
 	// MediaCBOR for binary frames.
 	Media string
+	// Group and Topic are a group channel's (groups.go).
+	Group, Topic string
 }
 
 // frameMedia is the payload encoding of a frame type.
@@ -171,6 +173,9 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 		m.TD = obj[lmos.MemberTD]
 	case mtError:
 		m.Problem = obj
+	case lmos.WSSubscribeGroup, lmos.WSUnsubscribeGroup, lmos.WSPublishGroup:
+		m.Group, m.Topic = str(lmos.MemberGroup), str(lmos.MemberTopic)
+		m.Value, m.HasValue = obj[lmos.MemberData]
 	}
 	if m.MessageType == "" && len(bad) == 0 {
 		bad = append(bad, hub.FieldError{Field: "/messageType", Description: "is required"})
@@ -218,6 +223,11 @@ type wsOut struct {
 	Data   rawValue `json:"data,omitzero"`
 	Input  rawValue `json:"input,omitzero"`
 	Output rawValue `json:"output,omitzero"`
+
+	// Group, Topic and ContentType are a groupMessage's (groups.go).
+	Group       string `json:"group,omitempty"`
+	Topic       string `json:"topic,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
 
 	Status    any           `json:"status,omitempty"`
 	Error     *lmos.Problem `json:"error,omitempty"`
