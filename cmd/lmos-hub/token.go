@@ -109,9 +109,11 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 		var rows []tokenRow
 		if rows, err = t.list(); err == nil {
 			tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tTHING\tCREATED\tEXPIRES\tREVOKED")
+			// THING last: scripts that read the columns before it by
+			// position keep working.
+			fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED\tEXPIRES\tREVOKED\tTHING")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), dash(r.Scope), dash(r.Thing), r.Created, dash(r.Expires), dash(r.Revoked))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), dash(r.Scope), r.Created, dash(r.Expires), dash(r.Revoked), dash(r.Thing))
 			}
 			_ = tw.Flush()
 		}
