@@ -3,6 +3,7 @@ package mqtt
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -64,6 +65,13 @@ func NewGroupBus(b *Broker) (*GroupBus, error) {
 // deliveries refused because the subscriber was no longer a member.
 func (g *GroupBus) Counts() (delivered, refused uint64) {
 	return g.delivered.Load(), g.refused.Load()
+}
+
+// WritePrometheus writes the counts for /metrics.
+func (g *GroupBus) WritePrometheus(w io.Writer) {
+	d, r := g.Counts()
+	fmt.Fprintf(w, "# HELP lmos_group_channel_delivered_total Group channel messages delivered to WebSocket and SSE members.\n# TYPE lmos_group_channel_delivered_total counter\nlmos_group_channel_delivered_total %d\n", d)
+	fmt.Fprintf(w, "# HELP lmos_group_channel_refused_total Group channel deliveries not made because the subscriber's membership had ended.\n# TYPE lmos_group_channel_refused_total counter\nlmos_group_channel_refused_total %d\n", r)
 }
 
 // PublishGroup publishes payload on lmos/v1/groups/{gid}/{rest} for the
