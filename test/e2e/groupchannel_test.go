@@ -17,6 +17,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 )
 
 // Group channels over WebSocket and HTTP SSE (PROTOCOL §7, issue 15):
@@ -575,6 +576,48 @@ func TestGroupChannelMQTTWebSocketAndSSEMembers(t *testing.T) {
 	for who, got := range map[string]map[string]int{"A": wsGot, "SSE": sseGot} {
 		if got["ws"] != nWS || got["mqtt5"] != nMQ || got["mqtt311"] != nMQ {
 			t.Errorf("%s got %v", who, got)
+		}
+	}
+}
+
+// TestNodeWSGroupChannel: a member nobody here wrote (npm ws + cbor-x on
+// /ws with a token bound to it, Node's fetch reading the SSE channel)
+// publishes in JSON and CBOR frames and gets every message on both, each
+// with the content type it was published with.
+func TestNodeWSGroupChannel(t *testing.T) {
+	script := hubtest.InteropScript(t, "ws-group.mjs", "ws")
+	h := startHub(t, nil)
+	h.put("urn:g:node", makeTD("urn:g:node", "Node member"))
+	tok := boundToken(t, h, "urn:g:node")
+	if _, err := h.Main.Registry.CreateGroup(context.Background(), hub.GroupSpec{ID: "porch", Title: "Porch", Members: []string{"urn:g:node"}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, "ws"+strings.TrimPrefix(h.URL, "http")+"/ws", h.URL, tok, "porch", strconv.Itoa(n))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	var got struct{ WS, SSE [][2]any }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("node output %q: %v", out, err)
+	}
+	for who, msgs := range map[string][][2]any{"ws": got.WS, "sse": got.SSE} {
+		if len(msgs) != n {
+			t.Fatalf("%s got %d messages, want %d: %v", who, len(msgs), n, msgs)
+		}
+		for i, m := range msgs {
+			want := "application/json"
+			if i%2 == 1 {
+				want = "application/cbor"
+			}
+			if number(m[0]) != i || m[1] != want {
+				t.Errorf("%s message %d: %v, want [%d %s]", who, i, m, i, want)
+			}
 		}
 	}
 }
