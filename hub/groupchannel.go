@@ -60,19 +60,6 @@ type GroupChannels interface {
 	SubscribeGroup(s GroupSubscription) (cancel func(), err error)
 }
 
-// MemberOf is the Thing a principal speaks for on group channels: a Thing
-// authenticated as itself, or the Thing a Thing-bound token names ("":
-// none, an admin token included).
-func MemberOf(p Principal) string {
-	switch p.Kind {
-	case ByThing:
-		return p.ThingID
-	case ByToken:
-		return p.Token.Thing
-	}
-	return ""
-}
-
 // ChannelMember decides whether p may use group gid's channels and returns
 // the member Thing it speaks for. isMember is the registry's IsMember.
 // Only members may, whatever else p may do: EUNAUTHORIZED for a principal
