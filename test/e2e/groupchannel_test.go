@@ -621,3 +621,52 @@ func TestNodeWSGroupChannel(t *testing.T) {
 		}
 	}
 }
+
+// A bound token revoked while its WebSocket subscription and SSE stream
+// are open ends both at the next message (401), which is not delivered.
+func TestGroupChannelRevokedTokenEndsSubscriptions(t *testing.T) {
+	h := startHub(t, nil)
+	a := wsMember(t, h, "urn:g:a")
+	h.put("urn:g:b", makeTD("urn:g:b", "B"))
+	body, _ := json.Marshal(map[string]string{"name": "b", "thing": "urn:g:b"})
+	resp, b := h.do(http.MethodPost, "/api/tokens", "application/json", body, testToken)
+	var tok struct{ Token, ID string }
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &tok) != nil {
+		t.Fatalf("POST /api/tokens: %d %s", resp.StatusCode, b)
+	}
+	if _, err := h.Main.Registry.CreateGroup(context.Background(), hub.GroupSpec{ID: "kitchen", Title: "Kitchen", Members: []string{"urn:g:a", "urn:g:b"}}); err != nil {
+		t.Fatal(err)
+	}
+	wb := newGWS(wsConsumer(t, h, tok.Token, false))
+	sub := wb.send(map[string]any{"messageType": "subscribeGroup", "group": "kitchen", "topic": "#"}, false)
+	wantAck(t, wb.reply(sub), "subscribe B")
+	sse := h.openSSEWith("/api/groups/kitchen/channel", tok.Token)
+	wantAck(t, groupReq(t, a, "publishGroup", "kitchen", "before", 1, false), "publish before")
+	if m := groupMessages(t, wb, 1)[0]; m["topic"] != "before" {
+		t.Fatalf("B got %v", m)
+	}
+	if m := sseMessages(t, sse, 1)[0]; m.Topic != "before" {
+		t.Fatalf("sse got %v", m)
+	}
+	if resp, b := h.do(http.MethodDelete, "/api/tokens/"+tok.ID, "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, b)
+	}
+	wantAck(t, groupReq(t, a, "publishGroup", "kitchen", "after", 2, false), "publish after")
+	m := wb.next(func(m map[string]any) bool { return m["correlationId"] == sub })
+	if m["messageType"] == "groupMessage" {
+		t.Fatalf("B got %v after its token was revoked", m)
+	}
+	wantRefused(t, m, 401, "B's subscription with a revoked token")
+	ev := sse.next(5 * time.Second)
+	if ev.Type != "error" || !strings.Contains(ev.Data, `"status":401`) {
+		t.Fatalf("sse after the revocation: %q %s", ev.Type, ev.Data)
+	}
+	if _, ok := <-sse.C; ok {
+		t.Fatal("the stream went on after its error event")
+	}
+	// The revoked token opens nothing any more.
+	wantRefused(t, groupReq(t, wb, "subscribeGroup", "kitchen", "#", nil, false), 401, "B subscribes with a revoked token")
+	if resp, body := h.do(http.MethodGet, "/api/groups/kitchen/channel", "", nil, tok.Token); resp.StatusCode != 401 {
+		t.Fatalf("a stream with a revoked token: %d %s", resp.StatusCode, body)
+	}
+}

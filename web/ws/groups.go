@@ -138,7 +138,8 @@ func (wc *wsConn) subscribeGroup(bus hub.GroupChannels, m *wsMessage) {
 		wc.replyError(m, err)
 		return
 	}
-	member, err := wc.g.access.ChannelMember(wc.groupPrincipal(), m.Group, wc.g.reg.IsMember)
+	who := wc.groupPrincipal()
+	member, err := wc.g.access.ChannelMember(who, m.Group, wc.g.reg.IsMember)
 	if err != nil {
 		wc.replyError(m, err)
 		return
@@ -165,9 +166,49 @@ func (wc *wsConn) subscribeGroup(bus hub.GroupChannels, m *wsMessage) {
 	gs.mu.Unlock()
 	media := m.Media
 	prefix := len(lmos.GroupsPrefix) + len(m.Group) + 1
+	// end ends the subscription once and tells the member why; dropped
+	// says the bus dropped it already (the membership ended), else it is
+	// cancelled here (a delivery refused: its token revoked).
+	end := func(err error, dropped bool) {
+		if !sub.gone.CompareAndSwap(false, true) {
+			return
+		}
+		out := reply(m, outError)
+		p := hub.ProblemOf(err)
+		p.Instance = "/ws"
+		out.setProblem(p)
+		out.Group, out.Topic = m.Group, m.Topic
+		wc.enqueue(out, media, dropIfFull)
+		gs.mu.Lock()
+		mine := gs.subs[key] == sub
+		if mine {
+			delete(gs.subs, key)
+		}
+		cancel := sub.cancel
+		gs.mu.Unlock()
+		if !dropped {
+			wc.g.countRefusal(err)
+			if mine {
+				// Not on the publisher's goroutine, which delivers. Before
+				// SubscribeGroup returned, its caller cancels (gone).
+				go cancel()
+			}
+		}
+	}
 	cancel, err := bus.SubscribeGroup(hub.GroupSubscription{
 		Group: m.Group, Filter: m.Topic, Member: member,
 		Deliver: func(msg hub.GroupMessage) {
+			if sub.gone.Load() {
+				return
+			}
+			if who.Kind == hub.ByToken {
+				// A token revoked or expired since ends the subscription,
+				// as it ends every stream opened with it (PROTOCOL §3.5).
+				if _, err := wc.g.access.ChannelMember(who, m.Group, wc.g.reg.IsMember); err != nil {
+					end(err, false)
+					return
+				}
+			}
 			out := &wsOut{MessageID: uuid.NewString(), MessageType: lmos.WSGroupMessage, CorrelationID: m.MessageID,
 				Group: msg.Group, Topic: msg.Topic[prefix:]}
 			data, ct := msg.Value(media)
@@ -176,18 +217,7 @@ func (wc *wsConn) subscribeGroup(bus hub.GroupChannels, m *wsMessage) {
 		},
 		Ended: func() {
 			// In the registry's write loop: nothing here waits.
-			sub.gone.Store(true)
-			gs.mu.Lock()
-			if gs.subs[key] == sub {
-				delete(gs.subs, key)
-			}
-			gs.mu.Unlock()
-			out := reply(m, outError)
-			p := hub.ProblemOf(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q: its subscription ended", member, m.Group))
-			p.Instance = "/ws"
-			out.setProblem(p)
-			out.Group, out.Topic = m.Group, m.Topic
-			wc.enqueue(out, media, dropIfFull)
+			end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q: its subscription ended", member, m.Group), true)
 		},
 	})
 	if err != nil {
