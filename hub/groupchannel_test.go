@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,27 @@ func TestGroupMessageValue(t *testing.T) {
 			t.Errorf("%s: not JSON: %s", c.name, got)
 		}
 	}
+}
+
+// FuzzGroupFilter: any filter and topic a client sends are checked without
+// panicking; a valid filter matches itself once its wildcards are filled,
+// and a valid topic matches "#" and itself.
+func FuzzGroupFilter(f *testing.F) {
+	for _, s := range [][2]string{{"#", "a/b"}, {"a/+", "a/b"}, {"+/#", "x"}, {"a/#/b", "a"}, {"", ""}, {"a//b", "a//b"}, {"\xff", "+"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, filter, topic string) {
+		if hub.ValidGroupFilter(filter) == nil {
+			_ = hub.MatchGroupFilter(filter, topic)
+			filled := strings.ReplaceAll(strings.ReplaceAll(filter, "+", "x"), "#", "y")
+			if hub.ValidGroupTopic(filled) == nil && !hub.MatchGroupFilter(filter, filled) {
+				t.Fatalf("%q does not match %q", filter, filled)
+			}
+		}
+		if hub.ValidGroupTopic(topic) == nil {
+			if hub.ValidGroupFilter(topic) != nil || !hub.MatchGroupFilter(topic, topic) || !hub.MatchGroupFilter("#", topic) {
+				t.Fatalf("topic %q", topic)
+			}
+		}
+	})
 }
