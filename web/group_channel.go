@@ -85,8 +85,12 @@ func (s *Server) groupChannel(w http.ResponseWriter, r *http.Request) {
 	beat := time.NewTicker(s.cfg.SSEHeartbeat)
 	defer beat.Stop()
 	prefix := len(lmos.GroupsPrefix) + len(gid) + 1
-	end := func(err error) {
-		s.countRefusal("http", err)
+	// end writes why the stream ends; a refused delivery (a token no
+	// longer valid) is counted, a membership that ended is no refusal.
+	end := func(err error, refused bool) {
+		if refused {
+			s.countRefusal("http", err)
+		}
 		streamError(r, e, err)
 		e.send()
 	}
@@ -99,16 +103,16 @@ func (s *Server) groupChannel(w http.ResponseWriter, r *http.Request) {
 		case <-beat.C:
 			e.buf.WriteString(sseKeepAlive)
 		case <-done:
-			end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid))
+			end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid), false)
 			return
 		case m := <-msgs:
 			if ended.Load() {
-				end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid))
+				end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid), false)
 				return
 			}
 			// A token revoked or expired since ends the stream too.
 			if _, err := s.access().ChannelMember(p, gid, s.reg.IsMember); err != nil {
-				end(err)
+				end(err, true)
 				return
 			}
 			data, ct := m.Value(lmos.MediaJSON)
