@@ -670,3 +670,25 @@ func TestGroupChannelRevokedTokenEndsSubscriptions(t *testing.T) {
 		t.Fatalf("a stream with a revoked token: %d %s", resp.StatusCode, body)
 	}
 }
+
+// A connection opened with a token that is bound to no Thing (an operate
+// token, as an agent on a hub without anonymous access uses) speaks on
+// group channels for the Things it registered: here a member.
+func TestGroupChannelTokenConnectionSpeaksForItsThing(t *testing.T) {
+	h := startHub(t, nil)
+	op, _ := createToken(t, h, "operate", "")
+	w := newGWS(wsConsumer(t, h, op, false))
+	mid := w.send(map[string]any{"messageType": "registerThing", "td": wsTD("urn:g:agent")}, false)
+	if r := w.reply(mid); r["messageType"] != "acknowledgement" {
+		t.Fatalf("registerThing: %v", r)
+	}
+	wantRefused(t, groupReq(t, w, "subscribeGroup", "kitchen", "#", nil, false), 403, "before it is a member")
+	if _, err := h.Main.Registry.CreateGroup(context.Background(), hub.GroupSpec{ID: "kitchen", Title: "Kitchen", Members: []string{"urn:g:agent"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantAck(t, groupReq(t, w, "subscribeGroup", "kitchen", "#", nil, false), "subscribe")
+	wantAck(t, groupReq(t, w, "publishGroup", "kitchen", "x", 1, false), "publish")
+	if m := groupMessages(t, w, 1)[0]; m["topic"] != "x" {
+		t.Fatalf("got %v", m)
+	}
+}

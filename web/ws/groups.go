@@ -1,6 +1,7 @@
 package ws
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -93,21 +94,38 @@ func (wc *wsConn) groupMessage(m *wsMessage) {
 	}
 }
 
-// groupPrincipal is who this connection speaks for on group channels: its
-// consumer, except that a Thing it registered counts only while the Thing
-// is this connection's (another socket may hold it after an admin deleted
-// and re-admitted it).
-func (wc *wsConn) groupPrincipal() hub.Principal {
+// groupPrincipal is who this connection speaks for on group gid's
+// channels: the Thing its token is bound to; else a Thing it registered
+// (and still holds: after an admin deleted one, another socket may hold
+// it) that is a member of gid; else its consumer, to be refused (a Thing
+// it no longer holds counts as anonymous).
+func (wc *wsConn) groupPrincipal(gid string) hub.Principal {
 	wc.mu.Lock()
 	p := wc.who
+	things := make([]string, 0, len(wc.things))
+	for id := range wc.things {
+		things = append(things, id)
+	}
 	wc.mu.Unlock()
-	if p.Kind == hub.ByThing {
-		wc.g.mu.Lock()
-		own := wc.g.agents[p.ThingID] == wc
-		wc.g.mu.Unlock()
-		if !own {
-			return hub.AnonymousFrom(hub.SourceOf(wc.remote))
+	if p.Kind == hub.ByToken && p.Token.Thing != "" {
+		return p
+	}
+	slices.Sort(things)
+	wc.g.mu.Lock()
+	owned := things[:0]
+	for _, id := range things {
+		if wc.g.agents[id] == wc {
+			owned = append(owned, id)
 		}
+	}
+	wc.g.mu.Unlock()
+	for _, id := range owned {
+		if wc.g.reg.IsMember(gid, id) {
+			return hub.ThingPrincipal(id, wc.remote, false)
+		}
+	}
+	if p.Kind == hub.ByThing && !slices.Contains(owned, p.ThingID) {
+		return hub.AnonymousFrom(hub.SourceOf(wc.remote))
 	}
 	return p
 }
@@ -120,7 +138,7 @@ func (wc *wsConn) publishGroup(bus hub.GroupChannels, m *wsMessage) {
 	}
 	payload, err := hub.EncodeValue(m.Value, m.Media)
 	if err == nil {
-		err = bus.PublishGroup(m.Group, m.Topic, payload, m.Media, wc.groupPrincipal())
+		err = bus.PublishGroup(m.Group, m.Topic, payload, m.Media, wc.groupPrincipal(m.Group))
 	}
 	if err != nil {
 		wc.replyError(m, err)
@@ -138,7 +156,7 @@ func (wc *wsConn) subscribeGroup(bus hub.GroupChannels, m *wsMessage) {
 		wc.replyError(m, err)
 		return
 	}
-	who := wc.groupPrincipal()
+	who := wc.groupPrincipal(m.Group)
 	member, err := wc.g.access.ChannelMember(who, m.Group, wc.g.reg.IsMember)
 	if err != nil {
 		wc.replyError(m, err)
