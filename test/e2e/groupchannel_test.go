@@ -692,3 +692,45 @@ func TestGroupChannelTokenConnectionSpeaksForItsThing(t *testing.T) {
 		t.Fatalf("got %v", m)
 	}
 }
+
+// POST /api/tokens {thing} with a bad id is refused (400 at /thing) and
+// stores no token; a bound token lists its Thing.
+func TestBoundTokenAPI(t *testing.T) {
+	h := startHub(t, nil)
+	list := func(v any) {
+		t.Helper()
+		resp, b := h.do(http.MethodGet, "/api/tokens", "", nil, testToken)
+		if resp.StatusCode != 200 || json.Unmarshal(b, v) != nil {
+			t.Fatalf("GET /api/tokens: %d %s", resp.StatusCode, b)
+		}
+	}
+	count := func() int {
+		t.Helper()
+		var all []map[string]any
+		list(&all)
+		return len(all)
+	}
+	before := count()
+	body, _ := json.Marshal(map[string]string{"name": "x", "thing": "not an id"})
+	resp, b := h.do(http.MethodPost, "/api/tokens", "application/json", body, testToken)
+	var p struct {
+		Status           int
+		ValidationErrors []struct{ Field string }
+	}
+	if resp.StatusCode != 400 || json.Unmarshal(b, &p) != nil || p.Status != 400 || len(p.ValidationErrors) != 1 || p.ValidationErrors[0].Field != "/thing" {
+		t.Fatalf("POST /api/tokens with a bad thing: %d %s", resp.StatusCode, b)
+	}
+	if n := count(); n != before {
+		t.Fatalf("a refused token was stored: %d tokens, had %d", n, before)
+	}
+	boundToken(t, h, "urn:g:lamp")
+	var all []struct{ Thing, Scope string }
+	list(&all)
+	found := false
+	for _, tk := range all {
+		found = found || tk.Thing == "urn:g:lamp" && tk.Scope == "read"
+	}
+	if !found {
+		t.Fatalf("the bound token is not listed with its Thing: %+v", all)
+	}
+}
