@@ -33,6 +33,11 @@ type link interface {
 	setProperty(name string, value any) error
 	// emit publishes an event of the agent.
 	emit(event string, data any) error
+	// groupPublish publishes v on a group channel topic (groups.go).
+	groupPublish(ctx context.Context, group, topic string, v any) error
+	// groupSubscribe calls fn with each message on the group's topics
+	// filter matches until stop; it survives reconnects.
+	groupSubscribe(ctx context.Context, group, filter string, fn func(GroupMessage)) (stop func(), err error)
 	// close ends the connection (after Agent.closed is closed): it stops
 	// reconnecting, waits for the handlers (Agent.stopHandlers) and says
 	// goodbye as the transport does.

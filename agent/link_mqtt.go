@@ -37,7 +37,8 @@ type mqttLink struct {
 	joinCh  chan joinResult
 	watches map[string]map[uint64]func(Value) // topic → observers
 	nextID  uint64
-	pending map[string]*request // correlation data → an Invoke waiting
+	pending map[string]*request  // correlation data → an Invoke waiting
+	groups  map[*groupWatch]bool // GroupSubscribe's watches (groups.go)
 
 	subMu sync.Mutex // orders SUBSCRIBE/UNSUBSCRIBE of watched topics
 }
@@ -336,6 +337,7 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 		return nil, err
 	}
 	l.a.log.Debug("subscribed", "filters", filters)
+	l.resubscribeGroups(ctx, cli)
 	if !fresh {
 		if _, err := l.join(ctx, cli, false); err != nil {
 			return nil, err
@@ -583,6 +585,9 @@ func (l *mqttLink) receive(pr paho.PublishReceived) (bool, error) {
 			case <-req.done:
 			}
 		}
+		return true, nil
+	}
+	if l.receiveGroup(p) {
 		return true, nil
 	}
 	l.mu.Lock()

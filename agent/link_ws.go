@@ -39,6 +39,7 @@ type wsLink struct {
 	// from the acknowledgement on, and they belong to the observers.
 	watching map[string]bool
 	watches  map[string]map[uint64]func(Value) // "e|thing|event", "p|thing|property"
+	groups   map[*groupWatch]bool              // GroupSubscribe's watches (groups.go)
 	nextID   uint64
 }
 
@@ -413,6 +414,7 @@ func (l *wsLink) restore() {
 			}
 		}()
 	}
+	l.restoreGroups()
 	l.a.mu.Lock()
 	props := maps.Clone(l.a.props)
 	l.a.mu.Unlock()
@@ -465,7 +467,7 @@ func (l *wsLink) dispatch(f wsFrame) {
 	if corr := f.str(lmos.MemberCorrelationID); corr != "" {
 		l.mu.Lock()
 		ch := l.pending[corr]
-		if l.watching[corr] && (typ == lmos.WSEvent || typ == lmos.WSPropertyReading) {
+		if l.watching[corr] && (typ == lmos.WSEvent || typ == lmos.WSPropertyReading || typ == lmos.WSGroupMessage) {
 			ch = nil
 		}
 		l.mu.Unlock()
@@ -484,6 +486,9 @@ func (l *wsLink) dispatch(f wsFrame) {
 	}
 	var key, name string
 	switch typ {
+	case lmos.WSGroupMessage:
+		l.dispatchGroup(f)
+		return
 	case lmos.WSEvent:
 		name = f.str(lmos.MemberEvent, lmos.MemberName)
 		key = "e|" + f.str(lmos.MemberThingID, lmos.MemberThingIDAlt) + "|" + name

@@ -138,6 +138,19 @@ func (p Principal) Authenticated() bool {
 	return p.Kind == ByToken || p.Kind == ByThing && p.Admitted
 }
 
+// MemberOf is the Thing a principal speaks for on group channels: a Thing
+// authenticated as itself, or the Thing a Thing-bound token names ("":
+// none, an admin token included).
+func MemberOf(p Principal) string {
+	switch p.Kind {
+	case ByThing:
+		return p.ThingID
+	case ByToken:
+		return p.Token.Thing
+	}
+	return ""
+}
+
 // String names the principal in logs.
 func (p Principal) String() string {
 	switch p.Kind {

@@ -56,18 +56,31 @@ func (m *Tokens) Create(name string) (string, Token, error) {
 // CreateScoped makes a new token with scope that stops working at expires
 // (zero: never) and returns its secret, which is shown only once.
 func (m *Tokens) CreateScoped(name string, scope Scope, expires time.Time) (string, Token, error) {
+	return m.CreateBound(name, scope, expires, "")
+}
+
+// CreateBound is CreateScoped for a token bound to a Thing (thing != ""):
+// its holder speaks for that Thing on the group channels the Thing is a
+// member of (PROTOCOL §7), and has only its scope's rights otherwise.
+func (m *Tokens) CreateBound(name string, scope Scope, expires time.Time, thing string) (string, Token, error) {
 	if !scope.Valid() {
 		return "", Token{}, Errorf(EINVALID, "unknown token scope %q (use read, operate or admin)", scope)
 	}
 	if !expires.IsZero() && !expires.After(m.now()) {
 		return "", Token{}, Errorf(EINVALID, "the token would expire at once (%s)", expires.UTC().Format(time.RFC3339))
 	}
+	if thing != "" {
+		if err := ValidateID(thing); err != nil {
+			return "", Token{}, &Error{Code: EINVALID, Message: "a token is bound to a Thing id",
+				Fields: []FieldError{{Field: "/thing", Description: "not a Thing id"}}}
+		}
+	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", Token{}, fmt.Errorf("cannot create token: %w", err)
 	}
 	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	tok, err := m.install(secret, name, scope, expires)
+	tok, err := m.install(secret, name, scope, expires, thing)
 	return secret, tok, err
 }
 
@@ -75,10 +88,10 @@ func (m *Tokens) CreateScoped(name string, scope Scope, expires time.Time) (stri
 // with --admin-token. Installing a known secret returns its existing token;
 // a revoked one is refused (EFORBIDDEN).
 func (m *Tokens) Install(secret, name string) (Token, error) {
-	return m.install(secret, name, ScopeAdmin, time.Time{})
+	return m.install(secret, name, ScopeAdmin, time.Time{}, "")
 }
 
-func (m *Tokens) install(secret, name string, scope Scope, expires time.Time) (Token, error) {
+func (m *Tokens) install(secret, name string, scope Scope, expires time.Time, thing string) (Token, error) {
 	if len(secret) < MinTokenLength || strings.ContainsAny(secret, " \t\r\n") {
 		return Token{}, Errorf(EINVALID, "an admin token must be at least %d characters without spaces", MinTokenLength)
 	}
@@ -98,7 +111,7 @@ func (m *Tokens) install(secret, name string, scope Scope, expires time.Time) (T
 	if _, err := rand.Read(idb[:]); err != nil {
 		return Token{}, fmt.Errorf("cannot create token id: %w", err)
 	}
-	t := Token{ID: hex.EncodeToString(idb[:]), Name: name, Hash: hash, Created: m.now().UTC(), Scope: scope}
+	t := Token{ID: hex.EncodeToString(idb[:]), Name: name, Hash: hash, Created: m.now().UTC(), Scope: scope, Thing: thing}
 	if scope == ScopeAdmin {
 		t.Scope = "" // stored as before scopes existed: an admin token
 	}
@@ -203,6 +216,9 @@ type Token struct {
 	Scope Scope `json:"scope,omitempty"`
 	// Expires is zero for a token that does not expire.
 	Expires time.Time `json:"expires,omitzero"`
+	// Thing is the Thing a Thing-bound token speaks for on group channels
+	// (hub.MemberOf); "" for other tokens.
+	Thing string `json:"thing,omitempty"`
 }
 
 // EffectiveScope is the token's scope, admin for a token stored without one.

@@ -72,3 +72,7 @@ const StatusListPath = "/credentials/status/memberships"
 func CredentialPath(gid, thingID string) string {
 	return "/api/groups/" + gid + "/members/" + url.PathEscape(thingID) + "/credential"
 }
+
+// Member of a groupMessage and of the SSE read of a group channel: the
+// message's content type as published (PROTOCOL §7).
+const MemberContentType = "contentType"

@@ -86,10 +86,12 @@ type tokenView struct {
 	Expires string `json:"expires,omitempty"`
 	Revoked string `json:"revoked,omitempty"`
 	Token   string `json:"token,omitempty"`
+	// Thing is the Thing a Thing-bound token speaks for on group channels.
+	Thing string `json:"thing,omitempty"`
 }
 
 func viewToken(t hub.Token) tokenView {
-	v := tokenView{ID: t.ID, Name: t.Name, Scope: string(t.EffectiveScope()), Created: t.Created.UTC().Format(time.RFC3339)}
+	v := tokenView{ID: t.ID, Name: t.Name, Scope: string(t.EffectiveScope()), Created: t.Created.UTC().Format(time.RFC3339), Thing: t.Thing}
 	if !t.Revoked.IsZero() {
 		v.Revoked = t.Revoked.UTC().Format(time.RFC3339)
 	}
@@ -118,18 +120,23 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// scope defaults to admin, as every token before scopes; expires is
-	// a lifetime ("30d", "12h") or an RFC 3339 time, absent for none.
+	// scope defaults to admin, as every token before scopes (read for a
+	// token bound to a Thing: it is for that Thing's group channels);
+	// expires is a lifetime ("30d", "12h") or an RFC 3339 time, absent
+	// for none.
 	var req struct {
 		Name    string `json:"name"`
 		Scope   string `json:"scope"`
 		Expires string `json:"expires"`
+		Thing   string `json:"thing"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Message: "the body must be {\"name\": \"…\", \"scope\": \"read|operate|admin\", \"expires\": \"30d\"}", Err: err})
 		return
 	}
-	if req.Scope == "" {
+	if req.Scope == "" && req.Thing != "" {
+		req.Scope = string(hub.ScopeRead)
+	} else if req.Scope == "" {
 		req.Scope = string(hub.ScopeAdmin)
 	}
 	expires, err := hub.ParseExpiry(req.Expires, s.cfg.Now())
@@ -137,7 +144,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	secret, t, err := s.tokens.CreateScoped(req.Name, hub.Scope(req.Scope), expires)
+	secret, t, err := s.tokens.CreateBound(req.Name, hub.Scope(req.Scope), expires, req.Thing)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

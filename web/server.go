@@ -71,6 +71,9 @@ type Config struct {
 	// Conns takes MQTT-over-WebSocket connections (/mqtt); nil without a
 	// broker.
 	Conns ws.ConnServer
+	// Groups carries group channels for WebSocket members and the SSE
+	// read of a channel (group_channel.go); nil without a broker.
+	Groups hub.GroupChannels
 	// SSEHeartbeat is the interval of SSE keep-alives (default 15 s).
 	SSEHeartbeat time.Duration
 	// WriteTimeout bounds writing one ordinary response, from its first
@@ -177,7 +180,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,
-		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns,
+		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns, Groups: cfg.Groups,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})
 	s.routes()
 	return s
@@ -200,6 +203,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/tokens", s.admin(s.listTokens))
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
+	m.HandleFunc("GET /api/groups/{gid}/channel", s.identify(s.groupChannel))
 	s.joinRoutes()
 	s.groupRoutes()
 	s.hubEventRoutes()

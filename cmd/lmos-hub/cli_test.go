@@ -329,7 +329,7 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "ID") {
 		t.Errorf("token list: no header in %q", r.stdout)
 	}
-	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 6 || row[1] != "ci" || row[2] != "admin" || row[4] != "-" || row[5] != "-" {
+	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 7 || row[1] != "ci" || row[2] != "admin" || row[4] != "-" || row[5] != "-" {
 		t.Errorf("token list: row %q, want id, ci, admin, created, -, -", row)
 	}
 	if !strings.Contains(r.stdout, "provisioned") {
@@ -345,7 +345,7 @@ func TestTokenCommandsOnStoppedHub(t *testing.T) {
 		t.Errorf("token revoke: stdout %q", got)
 	}
 	r = cli(t, nil, "", "token", "list", "--data-dir", dir).want(t, 0, "token list after revoke")
-	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 6 || row[5] == "-" {
+	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 7 || row[5] == "-" {
 		t.Errorf("token list after revoke: row %q, want a revoked time", row)
 	}
 	r = cli(t, nil, "", "token", "revoke", "--data-dir", dir, "0123456789ab").want(t, 1, "token revoke (unknown id)")
@@ -379,7 +379,7 @@ func TestTokenCommandsWhileHubRuns(t *testing.T) {
 
 	env := map[string]string{"LMOS_HUB_URL": h.URL, "LMOS_HUB_TOKEN": testToken}
 	r = cli(t, env, "", "token", "list").want(t, 0, "token list --hub")
-	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 6 || row[1] != "remote" || row[2] != "admin" || row[5] != "-" {
+	if row := tokenRowLine(t, r.stdout, tokID); len(row) != 7 || row[1] != "remote" || row[2] != "admin" || row[5] != "-" {
 		t.Errorf("token list --hub: row %q, want id, remote, admin, created, -, -", row)
 	}
 
@@ -668,7 +668,7 @@ func TestTokenCreateWithScopeAndExpiry(t *testing.T) {
 	cli(t, nil, "", "token", "create", "--expires", "soon", "--data-dir", dir).want(t, 1, "token create --expires soon")
 	r = cli(t, nil, "", "token", "list", "--data-dir", dir).want(t, 0, "token list")
 	row := tokenRowLine(t, r.stdout, tokID)
-	if len(row) != 6 || row[2] != "read" || row[4] == "-" {
+	if len(row) != 7 || row[2] != "read" || row[4] == "-" || row[6] != "-" {
 		t.Fatalf("token list: row %q, want scope read and an expiry", row)
 	}
 	if exp, err := time.Parse(time.RFC3339, row[4]); err != nil || time.Until(exp) < 29*24*time.Hour || time.Until(exp) > 31*24*time.Hour {
@@ -681,7 +681,28 @@ func TestTokenCreateWithScopeAndExpiry(t *testing.T) {
 	r = cli(t, nil, "", "token", "create", "--hub", h.URL, "--token", testToken, "--scope", "operate", "--expires", "12h").want(t, 0, "token create --hub --scope operate")
 	remoteID := tokenIDFrom(t, r.stderr)
 	r = cli(t, nil, "", "token", "list", "--hub", h.URL, "--token", testToken).want(t, 0, "token list --hub")
-	if row := tokenRowLine(t, r.stdout, remoteID); len(row) != 6 || row[2] != "operate" || row[4] == "-" {
+	if row := tokenRowLine(t, r.stdout, remoteID); len(row) != 7 || row[2] != "operate" || row[4] == "-" {
 		t.Fatalf("token list --hub: row %q, want operate with an expiry", row)
+	}
+}
+
+// token create --thing binds a token to a Thing (group channels, PROTOCOL
+// §7): scope read unless asked, listed with its Thing, offline and through
+// the API; a bad id is refused.
+func TestTokenCreateBoundToAThing(t *testing.T) {
+	dir := t.TempDir()
+	r := cli(t, nil, "", "token", "create", "--thing", "urn:x:lamp", "--data-dir", dir).want(t, 0, "token create --thing")
+	id := tokenIDFrom(t, r.stderr)
+	cli(t, nil, "", "token", "create", "--thing", "not an id", "--data-dir", dir).want(t, 1, "token create --thing with a bad id")
+	r = cli(t, nil, "", "token", "list", "--data-dir", dir).want(t, 0, "token list")
+	if row := tokenRowLine(t, r.stdout, id); len(row) != 7 || row[2] != "read" || row[6] != "urn:x:lamp" {
+		t.Fatalf("token list: row %q, want scope read bound to urn:x:lamp", row)
+	}
+	h := hubtest.StartIn(t, dir, nil)
+	r = cli(t, nil, "", "token", "create", "--hub", h.URL, "--token", testToken, "--thing", "urn:x:fan", "--scope", "operate").want(t, 0, "token create --hub --thing")
+	remoteID := tokenIDFrom(t, r.stderr)
+	r = cli(t, nil, "", "token", "list", "--hub", h.URL, "--token", testToken).want(t, 0, "token list --hub")
+	if row := tokenRowLine(t, r.stdout, remoteID); len(row) != 7 || row[2] != "operate" || row[6] != "urn:x:fan" {
+		t.Fatalf("token list --hub: row %q, want operate bound to urn:x:fan", row)
 	}
 }

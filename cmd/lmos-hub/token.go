@@ -18,7 +18,7 @@ import (
 )
 
 const tokenUsage = `usage:
-  lmos-hub token create [--name NAME] [--scope read|operate|admin] [--expires 30d]
+  lmos-hub token create [--name NAME] [--scope read|operate|admin] [--expires 30d] [--thing ID]
   lmos-hub token list
   lmos-hub token revoke ID
 
@@ -26,6 +26,9 @@ A token's scope is what it may do (default admin): read reads the directory,
 properties and events; operate also writes properties and invokes actions,
 and operates Things whose description requires security; admin also manages
 the hub. --expires takes a lifetime (30d, 12h) or an RFC 3339 time.
+--thing binds the token to a Thing: its holder speaks for that Thing on the
+group channels it is a member of (WebSocket, HTTP SSE), and has only the
+token's scope otherwise (default read for a bound token).
 
 Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR, default
 ./lmos-data), which works while the hub is stopped. While it runs, pass
@@ -41,6 +44,7 @@ type tokenRow struct {
 	Expires string `json:"expires,omitempty"`
 	Revoked string `json:"revoked,omitempty"`
 	Token   string `json:"token,omitempty"`
+	Thing   string `json:"thing,omitempty"`
 }
 
 func runToken(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
@@ -60,7 +64,8 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	hubURL := fs.String("hub", getenv("LMOS_HUB_URL"), "")
 	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
 	name := fs.String("name", "", "")
-	scope := fs.String("scope", string(hub.ScopeAdmin), "")
+	scope := fs.String("scope", "", "")
+	thing := fs.String("thing", "", "")
 	expires := fs.String("expires", "", "")
 	pos, err := parseInterspersed(fs, args[1:])
 	if err != nil {
@@ -90,7 +95,13 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	switch cmd {
 	case "create":
 		var row tokenRow
-		if row, err = t.create(*name, *scope, *expires); err == nil {
+		s := *scope
+		if s == "" && *thing != "" {
+			s = string(hub.ScopeRead)
+		} else if s == "" {
+			s = string(hub.ScopeAdmin)
+		}
+		if row, err = t.create(*name, s, *expires, *thing); err == nil {
 			fmt.Fprintf(stdout, "%s\n", row.Token)
 			fmt.Fprintf(stderr, "created token %s; the secret above is shown only once\n", row.ID)
 		}
@@ -98,9 +109,11 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 		var rows []tokenRow
 		if rows, err = t.list(); err == nil {
 			tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED\tEXPIRES\tREVOKED")
+			// THING last: scripts that read the columns before it by
+			// position keep working.
+			fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED\tEXPIRES\tREVOKED\tTHING")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), dash(r.Scope), r.Created, dash(r.Expires), dash(r.Revoked))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), dash(r.Scope), r.Created, dash(r.Expires), dash(r.Revoked), dash(r.Thing))
 			}
 			_ = tw.Flush()
 		}
@@ -133,7 +146,7 @@ func firstNonEmpty(v ...string) string {
 }
 
 type tokenAPI interface {
-	create(name, scope, expires string) (tokenRow, error)
+	create(name, scope, expires, thing string) (tokenRow, error)
 	list() ([]tokenRow, error)
 	revoke(id string) error
 }
@@ -141,7 +154,7 @@ type tokenAPI interface {
 type localTokens struct{ t *hub.Tokens }
 
 func rowOf(t hub.Token) tokenRow {
-	r := tokenRow{ID: t.ID, Name: t.Name, Scope: string(t.EffectiveScope()), Created: t.Created.UTC().Format(time.RFC3339)}
+	r := tokenRow{ID: t.ID, Name: t.Name, Scope: string(t.EffectiveScope()), Created: t.Created.UTC().Format(time.RFC3339), Thing: t.Thing}
 	if !t.Revoked.IsZero() {
 		r.Revoked = t.Revoked.UTC().Format(time.RFC3339)
 	}
@@ -151,12 +164,12 @@ func rowOf(t hub.Token) tokenRow {
 	return r
 }
 
-func (l localTokens) create(name, scope, expires string) (tokenRow, error) {
+func (l localTokens) create(name, scope, expires, thing string) (tokenRow, error) {
 	exp, err := hub.ParseExpiry(expires, time.Now())
 	if err != nil {
 		return tokenRow{}, err
 	}
-	secret, t, err := l.t.CreateScoped(name, hub.Scope(scope), exp)
+	secret, t, err := l.t.CreateBound(name, hub.Scope(scope), exp, thing)
 	r := rowOf(t)
 	r.Token = secret
 	return r, err
@@ -214,8 +227,12 @@ func (r *remoteTokens) do(method, path string, body, out any) error {
 	return nil
 }
 
-func (r *remoteTokens) create(name, scope, expires string) (row tokenRow, err error) {
-	err = r.do(http.MethodPost, "/api/tokens", map[string]string{"name": name, "scope": scope, "expires": expires}, &row)
+func (r *remoteTokens) create(name, scope, expires, thing string) (row tokenRow, err error) {
+	body := map[string]string{"name": name, "scope": scope, "expires": expires}
+	if thing != "" {
+		body["thing"] = thing
+	}
+	err = r.do(http.MethodPost, "/api/tokens", body, &row)
 	return row, err
 }
 

@@ -80,6 +80,9 @@ type Main struct {
 	// HTTPSAddr is the address the HTTPS listener bound; nil without TLS.
 	HTTPSAddr net.Addr
 	Broker    *mqtt.Broker
+	// Groups carries group channels between the doors (WebSocket and SSE
+	// members reach MQTT members through the broker).
+	Groups *mqtt.GroupBus
 	// MQTTAddr is the address the MQTT listener actually bound; nil when
 	// tls.only closed it.
 	MQTTAddr net.Addr
@@ -299,6 +302,9 @@ func (m *Main) openBroker(context.Context) error {
 	}
 	m.Broker = b
 	m.Router.Handle(hub.SourceMQTT, b)
+	if m.Groups, err = mqtt.NewGroupBus(b); err != nil {
+		return err
+	}
 	if m.MQTTAddr != nil {
 		m.Logger.Info("mqtt listening", "addr", m.MQTTAddr.String())
 	}
@@ -412,6 +418,7 @@ func (m *Main) webConfig() web.Config {
 		Publisher: b,
 		Streams:   b,
 		Conns:     b,
+		Groups:    m.Groups,
 		Checks: map[string]func() error{
 			"store":    db.Ping,
 			"registry": m.Registry.Err,

@@ -71,6 +71,9 @@ func (m *Main) certNames() tlscert.Names {
 // metrics are the writers /metrics adds to the HTTP adapter's own.
 func (m *Main) metrics() []func(io.Writer) {
 	out := []func(io.Writer){m.Broker.WritePrometheus}
+	if m.Groups != nil {
+		out = append(out, m.Groups.WritePrometheus)
+	}
 	if m.TLS != nil {
 		out = append(out, m.TLS.WritePrometheus)
 	}

@@ -224,6 +224,7 @@ func (wc *wsConn) release(id string, kept bool) {
 // (they stay registered) and its pending requests fail.
 func (wc *wsConn) unregister() {
 	g := wc.g
+	wc.groups.closeAll()
 	wc.mu.Lock()
 	ids := make([]string, 0, len(wc.things))
 	for id := range wc.things {

@@ -62,8 +62,6 @@ type wsMessage struct {
 	// tells an absent member from null.
 	Value    any
 	HasValue bool
-	// Group is the group of invokeGroupAction.
-	Group string
 	// Status is an actionStatus's status.
 	Status string
 	TD     any
@@ -78,6 +76,9 @@ type wsMessage struct {
 	// Media is the payload encoding of the frame: MediaJSON for text,
 	// MediaCBOR for binary frames.
 	Media string
+	// Group is the group of invokeGroupAction and of a group channel's
+	// messages; Topic the channel (groups.go).
+	Group, Topic string
 }
 
 // frameMedia is the payload encoding of a frame type.
@@ -177,6 +178,9 @@ func decodeMessage(frame []byte, media string) (*wsMessage, error) {
 		m.TD = obj[lmos.MemberTD]
 	case mtError:
 		m.Problem = obj
+	case lmos.WSSubscribeGroup, lmos.WSUnsubscribeGroup, lmos.WSPublishGroup:
+		m.Group, m.Topic = str(lmos.MemberGroup), str(lmos.MemberTopic)
+		m.Value, m.HasValue = obj[lmos.MemberData]
 	}
 	if m.MessageType == "" && len(bad) == 0 {
 		bad = append(bad, hub.FieldError{Field: "/messageType", Description: "is required"})
@@ -226,9 +230,12 @@ type wsOut struct {
 	Input  rawValue `json:"input,omitzero"`
 	Output rawValue `json:"output,omitzero"`
 
-	// Group: groupCredential (credentials.go), groupActionResult; Credential: groupCredential.
-	Group      string   `json:"group,omitempty"`
-	Credential rawValue `json:"credential,omitzero"`
+	// Group: groupCredential (credentials.go), groupActionResult, groupMessage;
+	// Credential: groupCredential; Topic and ContentType: groupMessage (groups.go).
+	Group       string   `json:"group,omitempty"`
+	Credential  rawValue `json:"credential,omitzero"`
+	Topic       string   `json:"topic,omitempty"`
+	ContentType string   `json:"contentType,omitempty"`
 
 	Status    any           `json:"status,omitempty"`
 	Error     *lmos.Problem `json:"error,omitempty"`

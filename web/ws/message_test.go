@@ -62,6 +62,8 @@ func FuzzDecodeMessage(f *testing.F) {
 		`{"messageType":"registerThing","td":{"id":"urn:a","title":"t"}}`,
 		`{"messageType":"error","status":"404","type":"t","title":"x","detail":"d"}`,
 		`{"messageType":"actionStatus","status":"failed","error":{"status":502}}`,
+		`{"messageType":"publishGroup","group":"g","topic":"a/b","data":[1,{"c":null}]}`,
+		`{"messageType":"subscribegroup","group":7,"topic":"#"}`,
 		`{"messageType":7}`, `[]`, `{"a":1e400}`,
 	}
 	for _, s := range seeds {

@@ -76,6 +76,9 @@ type Config struct {
 	Publisher hub.Publisher
 	Streams   hub.Transport
 	Conns     ConnServer
+	// Groups carries group channels (subscribeGroup, publishGroup;
+	// groups.go); nil without a broker.
+	Groups hub.GroupChannels
 	// AllowedOrigins are the origins (https://host:port, or *) besides the
 	// hub's own host that /ws and /mqtt accept.
 	AllowedOrigins []string
@@ -313,7 +316,7 @@ type wsConn struct {
 	// write, so an idle connection holds no goroutine of its own but the
 	// read loop (PROTOCOL §10, RSS per connection in docs/PERFORMANCE.md).
 	qmu     sync.Mutex
-	queue   [][]byte
+	queue   []qframe
 	writing bool
 	wake    chan struct{} // a frame was queued for the running writer
 	pinger  *time.Timer
@@ -334,6 +337,16 @@ type wsConn struct {
 	// approve), their ids reserved for it meanwhile.
 	parked map[string]*hub.JoinWaiter
 	who    hub.Principal // the consumer, for the access policy
+
+	groups wsGroups // group channel subscriptions (groups.go)
+}
+
+// qframe is a queued frame (the type in the first byte); a frame with a
+// gate is not written once the gate is set (a group message to a member
+// whose membership ended while it waited).
+type qframe struct {
+	f    []byte
+	gate *atomic.Bool
 }
 
 // wsInvocation is what queryAction and cancelAction see.
@@ -515,10 +528,14 @@ func (wc *wsConn) drain() {
 			wc.qmu.Unlock()
 			continue
 		}
-		f := wc.queue[0]
-		wc.queue[0] = nil
+		qf := wc.queue[0]
+		wc.queue[0] = qframe{}
 		wc.queue = wc.queue[1:]
 		wc.qmu.Unlock()
+		f := qf.f
+		if qf.gate != nil && qf.gate.Load() {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(wc.ctx, wsWriteTimeout)
 		err := wc.c.Write(ctx, websocket.MessageType(f[0]), f[1:])
 		cancel()
@@ -561,7 +578,7 @@ func (wc *wsConn) keepAlive() {
 func (wc *wsConn) quiet() bool {
 	wc.mu.Lock()
 	defer wc.mu.Unlock()
-	return len(wc.streams) == 0 && len(wc.things) == 0 && len(wc.pending) == 0 && len(wc.inFlight) == 0
+	return len(wc.streams) == 0 && len(wc.things) == 0 && len(wc.pending) == 0 && len(wc.inFlight) == 0 && wc.groups.count() == 0
 }
 
 // What enqueue does when the send queue is full (PROTOCOL §10).
@@ -584,6 +601,11 @@ const (
 // policy says what happens when it is full. It never waits: a slow
 // consumer never slows an agent or another consumer.
 func (wc *wsConn) enqueue(m *wsOut, media string, policy queuePolicy) bool {
+	return wc.enqueueGated(m, media, policy, nil)
+}
+
+// enqueueGated is enqueue of a frame dropped unwritten once gate is set.
+func (wc *wsConn) enqueueGated(m *wsOut, media string, policy queuePolicy, gate *atomic.Bool) bool {
 	b, err := m.encode(media)
 	if err != nil {
 		wc.log.Warn("cannot encode a websocket message", "type", m.MessageType, "err", err)
@@ -598,7 +620,7 @@ func (wc *wsConn) enqueue(m *wsOut, media string, policy queuePolicy) bool {
 		return false
 	}
 	if len(wc.queue) < wc.g.cfg.SendQueue {
-		wc.queue = append(wc.queue, f)
+		wc.queue = append(wc.queue, qframe{f, gate})
 		if !wc.writing {
 			wc.writing = true
 			go wc.drain()
@@ -744,6 +766,8 @@ func (wc *wsConn) dispatch(m *wsMessage) {
 		wc.invokeGroupAction(m)
 	case mtRegisterThing:
 		wc.register(m)
+	case lmos.WSSubscribeGroup, lmos.WSUnsubscribeGroup, lmos.WSPublishGroup:
+		wc.groupMessage(m)
 	case mtPropertyReading, mtActionStatus, mtEvent, mtAcknowledgement, mtError:
 		wc.fromAgent(m)
 	default:
