@@ -302,6 +302,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
+	// A member removed loses the group's channels before the removal is
+	// acknowledged (groups.go).
+	reg.OnMembershipChange(b.membershipChanged)
 	b.state = newPersistence(bs, log, cfg.FlushInterval)
 	if err := server.AddHook(b.bind, nil); err != nil {
 		cancel()

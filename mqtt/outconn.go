@@ -38,6 +38,8 @@ type outConn struct {
 	// self is the client's Thing topic key ("" for none), once asked
 	// (hook.go, self).
 	self atomic.Pointer[string]
+	// thing is the id of that Thing, once asked (groups.go, thingID).
+	thing atomic.Pointer[string]
 
 	// wmu serialises writes to Conn; it is taken before mu.
 	wmu sync.Mutex
@@ -172,9 +174,10 @@ const (
 type queueResult int
 
 const (
-	queued queueResult = iota
-	full               // refused: the budget is spent
-	gone               // refused: the connection is dead
+	queued  queueResult = iota
+	full                // refused: the budget is spent
+	gone                // refused: the connection is dead
+	revoked             // refused: a group delivery to a Thing no longer a member (groups.go)
 )
 
 // enqueue queues the encoded packet p, shared read-only with other

@@ -57,6 +57,7 @@ func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packe
 // live, and held until these are out.
 func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte) {
 	h.b.subs.changed() // first: before the retained store is read (subcache.go)
+	h.recheckGroupFilters(cl, pk, codes)
 	conn, ok := cl.Net.Conn.(*outConn)
 	if !ok {
 		return
