@@ -152,6 +152,7 @@ func (b *Broker) revokeGroup(cl *mochi.Client, gid string) {
 		}
 		if g, ok := groupChannel(pk.TopicName); ok && g == gid {
 			b.dropStored(cl, pk)
+			b.dropped[dropRevoked].Add(1)
 		}
 	}
 	if conn, ok := cl.Net.Conn.(*outConn); ok {

@@ -3,8 +3,16 @@ package mqtt
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
@@ -200,3 +208,256 @@ func TestGroupRemovalDropsSubscriptions(t *testing.T) {
 	}
 }
 
+
+// groupPacketsHeld counts the packets of group gid that the hub still
+// holds for client id: queued on its connection (not yet handed to the
+// socket), waiting for its window, or stored in its session.
+func groupPacketsHeld(e *env, id, gid string) (queued, stored int) {
+	cl, ok := e.b.server.Clients.Get(id)
+	if !ok {
+		return 0, 0
+	}
+	in := func(topic string) bool { g, ok := lmos.GroupOfTopic(topic); return ok && g == gid }
+	if c, ok := cl.Net.Conn.(*outConn); ok {
+		c.mu.Lock()
+		for _, q := range []net.Buffers{c.q, c.held, c.pre} {
+			for _, p := range q {
+				if topic, _, _, ok := publishOf(p); ok && in(topic) {
+					queued++
+				}
+			}
+		}
+		for _, pk := range c.waiting {
+			if in(pk.TopicName) {
+				queued++
+			}
+		}
+		c.mu.Unlock()
+	}
+	for _, pk := range cl.State.Inflight.GetAll(false) {
+		if pk.FixedHeader.Type == packets.Publish && in(pk.TopicName) {
+			stored++
+		}
+	}
+	return queued, stored
+}
+
+// The race of issue 15: a publisher floods a group channel while a member
+// that has stopped reading (its socket full, the hub's queue for it
+// filling) is removed. When RemoveMember returns (the removal is
+// acknowledged) the hub holds nothing of the group for the member any
+// more (no queued packet, no stored QoS 1 message, no subscription); and
+// when the member reads again, it gets no message published after the
+// acknowledgement and none after a marker published after it (TCP keeps
+// order, so a group message behind the marker would have been written
+// after the acknowledgement). Every message it gets is in sequence.
+func TestGroupRemovalRace(t *testing.T) {
+	for _, qos := range []byte{0, 1} {
+		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) { groupRemovalRace(t, qos) })
+	}
+}
+
+func groupRemovalRace(t *testing.T, qos byte) {
+	g := newGroupEnv(t, nil)
+	const topic = "lmos/v1/groups/g1/seq"
+	marker := lmos.ThingTopic(thingA, "events/mark")
+
+	// The member: paho, whose reading stops while the test holds gate.
+	gate := make(chan struct{})
+	var received []string // topics and payload sequence numbers, in order
+	var mu sync.Mutex
+	got := make(chan struct{}, 1)
+	var closing atomic.Bool
+	conn, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := paho.NewClient(paho.ClientConfig{
+		Conn: conn,
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			mu.Lock()
+			received = append(received, pr.Packet.Topic+" "+strings.SplitN(string(pr.Packet.Payload), ":", 2)[0])
+			n := len(received)
+			mu.Unlock()
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+			if n == 10 {
+				<-gate // stop reading: the socket fills, then the hub's queue
+			}
+			return true, nil
+		}},
+		OnClientError: func(err error) {
+			if !closing.Load() {
+				t.Errorf("member: client error %v", err)
+			}
+		},
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			t.Errorf("member: server disconnect %#x", d.ReasonCode)
+		},
+	})
+	cp := withCreds(g.creds[thingB])
+	cp.ClientID = "member-b"
+	cp.KeepAlive = 30
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := member.Connect(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { closing.Store(true); _ = member.Disconnect(&paho.Disconnect{}); conn.Close() }()
+	if _, err := member.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{
+		{Topic: topic, QoS: qos}, {Topic: lmos.ThingsPrefix + "+/events/mark", QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	pub := g.as(t, thingA)
+	pad := strings.Repeat("x", 2048)
+	var started atomic.Int64 // the last sequence number whose publish began
+	stop := make(chan struct{})
+	flooded := make(chan error, 1)
+	go func() {
+		limit := int64(20000)
+		if qos == 1 {
+			limit = 900 // below the session's 1,024: no publisher waits on the stalled member
+		}
+		for seq := int64(1); seq <= limit; seq++ {
+			select {
+			case <-stop:
+				flooded <- nil
+				return
+			default:
+			}
+			started.Store(seq)
+			if _, err := pub.pub(topic, fmt.Appendf(nil, "%d:%s", seq, pad), qos, false, ""); err != nil {
+				flooded <- err
+				return
+			}
+		}
+		flooded <- nil
+	}()
+
+	// Wait until the hub holds group traffic for the member.
+	testwait.Eventually(t, 10*time.Second, "group traffic held for the stalled member", func() bool {
+		mu.Lock()
+		n := len(received)
+		mu.Unlock()
+		if n < 10 {
+			return false // not stalled yet
+		}
+		q, s := groupPacketsHeld(g.env, "member-b", "g1")
+		if qos == 0 {
+			return q >= 10
+		}
+		return s >= 20
+	})
+	q0, s0 := groupPacketsHeld(g.env, "member-b", "g1")
+	if _, err := g.reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
+		t.Fatal(err)
+	}
+	ackSeq := started.Load() // any later number was published after the acknowledgement
+	q, s := groupPacketsHeld(g.env, "member-b", "g1")
+	subscribed := hasGroupSubscription(g.env, "member-b", "g1")
+	pub.mustPub(marker, []byte("mark"), 1, false)
+	time.Sleep(20 * time.Millisecond) // the flood goes on a little past the removal
+	close(stop)
+	if err := <-flooded; err != nil {
+		t.Fatalf("publisher: %v", err)
+	}
+	close(gate)
+	if q != 0 || s != 0 || subscribed {
+		t.Fatalf("after the removal was acknowledged the hub still held %d queued and %d stored group messages for the member (subscribed %v)", q, s, subscribed)
+	}
+
+	// Read until the marker, then a little more.
+	testwait.Eventually(t, 10*time.Second, "marker received", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range received {
+			if strings.HasPrefix(r, marker+" ") {
+				return true
+			}
+		}
+		return false
+	})
+	pub.mustPub(marker, []byte("mark2"), 1, false)
+	testwait.Eventually(t, 10*time.Second, "second marker received", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.HasPrefix(received[len(received)-1], marker+" mark2")
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	afterMark, last, groupMsgs := false, int64(0), 0
+	for _, r := range received {
+		if strings.HasPrefix(r, marker+" ") {
+			afterMark = true
+			continue
+		}
+		seq, err := strconv.ParseInt(strings.TrimPrefix(r, topic+" "), 10, 64)
+		if err != nil {
+			t.Fatalf("unexpected delivery %q", r)
+		}
+		groupMsgs++
+		switch {
+		case afterMark:
+			t.Errorf("group message %d arrived after the marker published after the removal", seq)
+		case seq > ackSeq:
+			t.Errorf("group message %d published after the removal was acknowledged (last before: %d) arrived", seq, ackSeq)
+		case seq <= last && qos == 0:
+			t.Errorf("message %d after %d", seq, last)
+		}
+		last = seq
+	}
+	if groupMsgs == 0 {
+		t.Error("the member got no group message before its removal")
+	}
+	t.Logf("held before the removal: %d queued, %d stored", q0, s0)
+	t.Logf("qos %d: member got %d group messages, last %d; removal acknowledged after %d were published; dropped as revoked: %d",
+		qos, groupMsgs, last, ackSeq, g.b.Dropped("revoked"))
+}
+
+// A member that reads nothing at all: the hub's queue for it fills with
+// QoS 0 group messages; its removal takes every one of them out before
+// it is acknowledged (counted as dropped, reason revoked), and the
+// session keeps its other subscription.
+func TestGroupRemovalPurgesQueue(t *testing.T) {
+	g := newGroupEnv(t, nil)
+	const topic = "lmos/v1/groups/g1/seq"
+	conn := rawConnect5As(t, g.addr, "raw-b", true, g.creds[thingB])
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	subscribeRaw(t, conn, 1, topic)
+	testwait.Eventually(t, 5*time.Second, "raw member subscribed", func() bool { return hasGroupSubscription(g.env, "raw-b", "g1") })
+	// Small socket buffers on both ends: the hub's writer is stuck after
+	// its first batch, so what queues behind it stays queued.
+	cl, _ := g.b.server.Clients.Get("raw-b")
+	if err := cl.Net.Conn.(*outConn).Conn.(*net.TCPConn).SetWriteBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	pub := g.as(t, thingA)
+	pad := []byte(strings.Repeat("x", 4096))
+	for i := 0; ; i++ {
+		// 100 of 4 KiB: the writer is stuck on the full socket.
+		if q, _ := groupPacketsHeld(g.env, "raw-b", "g1"); q >= 100 {
+			break
+		}
+		if i == 20000 {
+			t.Fatal("no group message queued for a member that reads nothing")
+		}
+		pub.mustPub(topic, pad, 0, false)
+	}
+	revoked := g.b.Dropped("revoked")
+	if _, err := g.reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
+		t.Fatal(err)
+	}
+	if q, s := groupPacketsHeld(g.env, "raw-b", "g1"); q != 0 || s != 0 {
+		t.Fatalf("after the removal: %d queued, %d stored group messages", q, s)
+	}
+	if g.b.Dropped("revoked") < revoked+100 {
+		t.Errorf("dropped{revoked} grew by %d, want ≥ 100", g.b.Dropped("revoked")-revoked)
+	}
+	// The connection is intact.
+	if cl.Closed() {
+		t.Fatal("the member's connection was closed")
+	}
+}
