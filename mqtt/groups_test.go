@@ -1,9 +1,12 @@
 package mqtt
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,7 +210,6 @@ func TestGroupRemovalDropsSubscriptions(t *testing.T) {
 		t.Error("b's group subscription came back after a restart")
 	}
 }
-
 
 // groupPacketsHeld counts the packets of group gid that the hub still
 // holds for client id: queued on its connection (not yet handed to the
@@ -460,4 +462,217 @@ func TestGroupRemovalPurgesQueue(t *testing.T) {
 	if cl.Closed() {
 		t.Fatal("the member's connection was closed")
 	}
+}
+
+// QoS 1 group messages stored in a member's offline session are not
+// redelivered when it resumes after its removal: the session comes back
+// (Session Present) with its other messages, without the group's.
+func TestGroupRemovalOfflineSessionNoRedelivery(t *testing.T) {
+	for _, path := range []string{DeliveryHub, DeliveryMochi} {
+		t.Run(path, func(t *testing.T) {
+			g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
+			const topic = "lmos/v1/groups/g1/chat"
+			other := lmos.ThingTopic(thingA, "events/e")
+			b := mustDial(t, g.addr, persistentAs(g.creds[thingB], "b-off", 3600))
+			b.mustSub(topic)
+			b.mustSub(other)
+			b.close()
+			testwait.Eventually(t, 5*time.Second, "b offline", func() bool {
+				cl, ok := g.b.server.Clients.Get("b-off")
+				return ok && cl.Closed()
+			})
+			a := g.as(t, thingA)
+			for i := range 5 {
+				a.mustPub(topic, fmt.Appendf(nil, "g%d", i), 1, false)
+				a.mustPub(other, fmt.Appendf(nil, "e%d", i), 1, false)
+			}
+			if _, s := groupPacketsHeld(g.env, "b-off", "g1"); s != 5 {
+				t.Fatalf("offline session stores %d group messages, want 5", s)
+			}
+			if _, err := g.reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
+				t.Fatal(err)
+			}
+			if _, s := groupPacketsHeld(g.env, "b-off", "g1"); s != 0 {
+				t.Fatalf("offline session still stores %d group messages after the removal", s)
+			}
+			b2, ack, err := dial(t, g.addr, persistentAs(g.creds[thingB], "b-off", 3600))
+			if err != nil || !ack.SessionPresent {
+				t.Fatalf("resume: %+v %v", ack, err)
+			}
+			got := map[string]bool{}
+			for range 5 {
+				got[string(b2.next(other).Payload)] = true
+			}
+			if len(got) != 5 {
+				t.Fatalf("resumed with %d distinct messages of the session, want 5", len(got))
+			}
+			b2.none(topic, 100*time.Millisecond)
+		})
+	}
+}
+
+// Dissolving a group with its members connected: both lose their
+// subscriptions before DissolveGroup returns, their publishes are refused
+// from then on, and nothing published after reaches them — on both
+// delivery paths.
+func TestGroupDissolveWithMembersConnected(t *testing.T) {
+	for _, path := range []string{DeliveryHub, DeliveryMochi} {
+		t.Run(path, func(t *testing.T) {
+			g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
+			const topic = "lmos/v1/groups/g1/chat"
+			a, b := g.as(t, thingA), g.as(t, thingB)
+			a.mustSub(topic)
+			b.mustSub("$share/x/" + topic)
+			a.mustPub(topic, []byte("before"), 1, false)
+			a.next(topic)
+			b.next(topic)
+			if err := g.reg.DissolveGroup(context.Background(), "g1"); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []*client{a, b} {
+				if hasGroupSubscription(g.env, c.C.ClientID(), "g1") {
+					t.Errorf("%s still subscribed after the dissolution", c.C.ClientID())
+				}
+				pr, err := c.pub(topic, []byte("after"), 1, false, "")
+				if err == nil || pr == nil || pr.ReasonCode != 0x87 {
+					t.Errorf("publish after the dissolution: %+v %v", pr, err)
+				}
+				if code := subCode(t, c, topic); code != 0x87 {
+					t.Errorf("subscribe after the dissolution: %#x", code)
+				}
+			}
+			// A new group of the same id does not bring the old members back.
+			g.createGroup(t, "g1", thingC)
+			cc := g.as(t, thingC)
+			cc.mustSub(topic)
+			cc.mustPub(topic, []byte("new"), 1, false)
+			cc.next(topic)
+			a.none(topic, 50*time.Millisecond)
+			b.none(topic, 50*time.Millisecond)
+		})
+	}
+}
+
+// Clients nobody here wrote, strict: Python paho-mqtt 1.6.1 (MQTT 5 and
+// 3.1.1) and mosquitto_sub/pub. A non-member's SUBSCRIBE is refused (135
+// in MQTT 5, 128 in 3.1.1; mosquitto_sub says every subscription was
+// denied and exits non-zero), its QoS 1 PUBLISH gets PUBACK 0x87
+// (mosquitto_pub exits non-zero); members of both protocol versions get
+// every message a member published with mosquitto_pub, and none of them
+// reports an error or a disconnection.
+func TestGroupChannelStrictClients(t *testing.T) {
+	const py = "/usr/bin/python3"
+	if _, err := exec.Command(py, "-c", "import paho.mqtt.client").CombinedOutput(); err != nil {
+		if os.Getenv("LMOS_INTEROP") != "" {
+			t.Fatalf("python3 paho-mqtt missing: %v", err)
+		}
+		t.Skip("python3-paho-mqtt not installed")
+	}
+	subBin, pubBin := requireBin(t, "mosquitto_sub"), requireBin(t, "mosquitto_pub")
+	g := newGroupEnv(t, nil)
+	host, port, _ := net.SplitHostPort(g.addr)
+	const topic = "lmos/v1/groups/g1/chat"
+	script := "../test/interop/paho_groups.py"
+	paho := func(version, thing, clientID, filter string, count int) *exec.Cmd {
+		c := g.creds[thing]
+		return exec.Command(py, script, host, port, version, c.Username, c.Password, clientID, filter, strconv.Itoa(count))
+	}
+	strict := func(who string, out []byte) {
+		t.Helper()
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "error") || strings.HasPrefix(l, "disconnected") || strings.HasPrefix(l, "refused") {
+				t.Errorf("%s reported %q", who, l)
+			}
+		}
+	}
+
+	// Refused SUBSCRIBEs.
+	for _, tc := range []struct{ version, thing, filter, want string }{
+		{"5", thingC, topic, "suback 135"},
+		{"311", thingC, topic, "suback 128"},
+		{"5", thingD, "$share/s/" + topic, "suback 135"},
+		{"311", thingA, "lmos/v1/groups/+/chat", "suback 128"},
+	} {
+		out, err := paho(tc.version, tc.thing, "py-refused", tc.filter, 0).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want+"\n") {
+			t.Errorf("paho %s as %s on %s: %v %s, want %q", tc.version, tc.thing, tc.filter, err, out, tc.want)
+		}
+		strict("paho", out)
+	}
+	// mosquitto_sub and mosquitto_pub report the refusal and exit 0.
+	c := g.creds[thingC]
+	out, err := exec.Command(subBin, "-h", host, "-p", port, "-V", "mqttv5", "-u", c.Username, "-P", c.Password,
+		"-i", "mosq-c", "-t", topic, "-C", "1", "-W", "5").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "All subscription requests were denied.") {
+		t.Errorf("mosquitto_sub as a non-member: %v %s, want every subscription denied", err, out)
+	}
+	for _, v := range []string{"mqttv5", "mqttv311"} {
+		refused := g.b.Refused(hub.EFORBIDDEN)
+		out, err = exec.Command(pubBin, "-h", host, "-p", port, "-V", v, "-u", c.Username, "-P", c.Password,
+			"-i", "mosq-cp", "-t", topic, "-q", "1", "-m", "intruder").CombinedOutput()
+		if err != nil || (v == "mqttv5") != strings.Contains(string(out), "Publish 1 failed: Not authorized.") {
+			// 3.1.1 has no negative PUBACK: acknowledged and dropped.
+			t.Errorf("mosquitto_pub %s as a non-member: %v %s", v, err, out)
+		}
+		if g.b.Refused(hub.EFORBIDDEN) != refused+1 {
+			t.Errorf("mosquitto_pub %s: refusal not counted", v)
+		}
+	}
+
+	// Members of both versions get every message.
+	const n = 20
+	members := []*exec.Cmd{paho("5", thingA, "py-a", topic, n), paho("311", thingB, "py-b", "$share/s/"+topic, n)}
+	outs := make([]*syncBuffer, len(members))
+	for i, cmd := range members {
+		outs[i] = &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		testwait.Eventually(t, 10*time.Second, "paho member subscribed", func() bool {
+			return strings.Contains(outs[i].String(), "ready\n")
+		})
+	}
+	var lines strings.Builder
+	for i := range n {
+		fmt.Fprintf(&lines, "m%d\n", i)
+	}
+	a := g.creds[thingB]
+	pub := exec.Command(pubBin, "-h", host, "-p", port, "-V", "mqttv311", "-u", a.Username, "-P", a.Password,
+		"-i", "mosq-bp", "-t", topic, "-q", "1", "-l")
+	pub.Stdin = strings.NewReader(lines.String())
+	if out, err := pub.CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_pub as a member: %v %s", err, out)
+	}
+	for i, cmd := range members {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("paho member %d: %v %s", i, err, outs[i])
+		}
+		strict("paho member", []byte(outs[i].String()))
+		for j := range n {
+			if !strings.Contains(outs[i].String(), fmt.Sprintf("msg %s m%d\n", topic, j)) {
+				t.Errorf("paho member %d missed m%d: %s", i, j, outs[i])
+				break
+			}
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer written by a child process's output
+// copier while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
