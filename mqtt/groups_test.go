@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -426,12 +427,20 @@ func groupRemovalRace(t *testing.T, qos byte) {
 func TestGroupRemovalPurgesQueue(t *testing.T) {
 	g := newGroupEnv(t, nil)
 	const topic = "lmos/v1/groups/g1/seq"
-	conn := rawConnect5As(t, g.addr, "raw-b", true, g.creds[thingB])
-	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	// Small socket buffers on both ends, the client's from before it
+	// connects (the window it offers): the hub's writer is stuck after
+	// its first batch, so what queues behind it stays queued.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	connectRaw5(t, conn, "raw-b", true, g.creds[thingB])
 	subscribeRaw(t, conn, 1, topic)
 	testwait.Eventually(t, 5*time.Second, "raw member subscribed", func() bool { return hasGroupSubscription(g.env, "raw-b", "g1") })
-	// Small socket buffers on both ends: the hub's writer is stuck after
-	// its first batch, so what queues behind it stays queued.
 	cl, _ := g.b.server.Clients.Get("raw-b")
 	if err := cl.Net.Conn.(*outConn).Conn.(*net.TCPConn).SetWriteBuffer(4096); err != nil {
 		t.Fatal(err)
