@@ -119,7 +119,11 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		if !online && qos == 0 {
 			continue // an offline session: QoS 0 messages are not kept for it
 		}
-		if !open && !b.bind.mayDeliver(cl, pk.TopicName) {
+		// A group channel's subscriber is asked once, where the delivery
+		// is queued or stored (groups.go): its filter named this group
+		// (the ACL refuses wildcard group levels and broader filters),
+		// so membership is all there is to decide.
+		if !open && n.group == "" && !b.bind.mayDeliver(cl, pk.TopicName) {
 			b.dropped[dropACL].Add(1)
 			continue
 		}

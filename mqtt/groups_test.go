@@ -685,3 +685,57 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The static half of the group ACL: one group's channel, a literal group
+// level, something below it, a Thing; the membership is asked apart.
+func TestGroupTopicACL(t *testing.T) {
+	for _, tc := range []struct {
+		self, topic  string
+		read, create bool
+	}{
+		{"a", "lmos/v1/groups/g1/chat", true, true},
+		{"a", "lmos/v1/groups/g1/#", true, false},
+		{"a", "lmos/v1/groups/g1/+/x", true, false},
+		{"a", "$share/s/lmos/v1/groups/g1/#", true, false},
+		{"a", "$share//lmos/v1/groups/g1/#", false, false},
+		{"a", "lmos/v1/groups/+/chat", false, false},
+		{"a", "lmos/v1/groups/#", false, false},
+		{"a", "lmos/v1/groups/g1", false, false},
+		{"a", "lmos/v1/groups/g1/", false, false},
+		{"a", "lmos/v1/groups//chat", false, false},
+		{"a", "lmos/v1/groups/g+/chat", false, false},
+		{"", "lmos/v1/groups/g1/chat", false, false},
+		{"a", "lmos/v1/+/g1/chat", false, false},
+	} {
+		if got := mayRead("c", tc.self, tc.topic); got != tc.read {
+			t.Errorf("mayRead(%q, %q) = %v", tc.self, tc.topic, got)
+		}
+		if !strings.ContainsAny(tc.topic, "+#$") {
+			if got := mayPublish(tc.self, tc.topic); got != tc.create {
+				t.Errorf("mayPublish(%q, %q) = %v", tc.self, tc.topic, got)
+			}
+		}
+	}
+	if mayRetain("lmos/v1/groups/g1/state") {
+		t.Error("a group channel keeps the retain flag")
+	}
+}
+
+// publishOf reads back what appendPublish wrote, and nothing else.
+func TestPublishOf(t *testing.T) {
+	pk := packets.Packet{TopicName: "lmos/v1/groups/g1/chat", Payload: []byte("hello")}
+	for _, v5 := range []bool{false, true} {
+		for _, qos := range []byte{0, 1, 2} {
+			p := appendPublish(nil, &pk, v5, false, qos, 0x1234, []int{7}, 0)
+			topic, q, id, ok := publishOf(p)
+			if !ok || topic != pk.TopicName || q != qos || (qos > 0 && id != 0x1234) {
+				t.Errorf("v5 %v qos %d: %q %d %#x %v", v5, qos, topic, q, id, ok)
+			}
+		}
+	}
+	for _, p := range [][]byte{nil, {0x30}, {0x30, 5, 0, 9, 'a'}, {0x40, 2, 0, 1}, {0x30, 0x80}} {
+		if _, _, _, ok := publishOf(p); ok {
+			t.Errorf("publishOf(%x) ok", p)
+		}
+	}
+}
