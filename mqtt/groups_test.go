@@ -739,3 +739,110 @@ func TestPublishOf(t *testing.T) {
 		}
 	}
 }
+
+// Deleting a member Thing (any door) takes it out of its groups, and with
+// that its group subscriptions, before the delete is acknowledged.
+func TestGroupThingDeletedLosesChannel(t *testing.T) {
+	g := newGroupEnv(t, nil)
+	b := g.as(t, thingB)
+	b.mustSub("lmos/v1/groups/g1/#")
+	if err := g.reg.Delete(context.Background(), thingB); err != nil {
+		t.Fatal(err)
+	}
+	if hasGroupSubscription(g.env, b.C.ClientID(), "g1") {
+		t.Error("a deleted Thing is still subscribed to its group's channel")
+	}
+	a := g.as(t, thingA)
+	a.mustSub("lmos/v1/groups/g1/#")
+	a.mustPub("lmos/v1/groups/g1/x", []byte("after"), 1, false)
+	a.next("lmos/v1/groups/g1/x")
+	b.none("lmos/v1/groups/g1/x", 50*time.Millisecond)
+}
+
+// The removal race with Python paho-mqtt 1.6.1 as the member (MQTT 5 and
+// 3.1.1, QoS 0 and 1): a member floods the channel while the other is
+// removed; the removed member gets no message published after the
+// removal was acknowledged and none behind a marker published after it,
+// and reports no error.
+func TestGroupRemovalRacePaho(t *testing.T) {
+	const py = "/usr/bin/python3"
+	if _, err := exec.Command(py, "-c", "import paho.mqtt.client").CombinedOutput(); err != nil {
+		if os.Getenv("LMOS_INTEROP") != "" {
+			t.Fatalf("python3 paho-mqtt missing: %v", err)
+		}
+		t.Skip("python3-paho-mqtt not installed")
+	}
+	for _, v := range []string{"5", "311"} {
+		for _, qos := range []byte{0, 1} {
+			t.Run(fmt.Sprintf("v%s-qos%d", v, qos), func(t *testing.T) {
+				g := newGroupEnv(t, nil)
+				host, port, _ := net.SplitHostPort(g.addr)
+				const topic = "lmos/v1/groups/g1/seq"
+				marker := lmos.ThingTopic(thingA, "events/mark")
+				c := g.creds[thingB]
+				out := &syncBuffer{}
+				cmd := exec.Command(py, "../test/interop/paho_groups.py", host, port, v, c.Username, c.Password, "py-b", topic+","+marker, "-1")
+				cmd.Stdout, cmd.Stderr = out, out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				testwait.Eventually(t, 10*time.Second, "paho member subscribed", func() bool { return strings.Contains(out.String(), "ready\n") })
+				pub := g.as(t, thingA)
+				var started atomic.Int64
+				stop := make(chan struct{})
+				flooded := make(chan error, 1)
+				go func() {
+					for seq := int64(1); seq <= 5000; seq++ {
+						select {
+						case <-stop:
+							flooded <- nil
+							return
+						default:
+						}
+						started.Store(seq)
+						if _, err := pub.pub(topic, strconv.AppendInt(nil, seq, 10), qos, false, ""); err != nil {
+							flooded <- err
+							return
+						}
+					}
+					flooded <- nil
+				}()
+				testwait.Eventually(t, 10*time.Second, "the member got group messages", func() bool {
+					return strings.Count(out.String(), "msg "+topic) >= 20
+				})
+				if _, err := g.reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
+					t.Fatal(err)
+				}
+				ackSeq := started.Load()
+				pub.mustPub(marker, []byte("mark"), 1, false)
+				time.Sleep(20 * time.Millisecond) // the flood goes on a little past the removal
+				close(stop)
+				if err := <-flooded; err != nil {
+					t.Fatal(err)
+				}
+				pub.mustPub(marker, []byte("end"), 1, false)
+				if err := cmd.Wait(); err != nil {
+					t.Fatalf("paho member: %v\n%s", err, out)
+				}
+				afterMark, n := false, 0
+				for _, l := range strings.Split(out.String(), "\n") {
+					switch {
+					case strings.HasPrefix(l, "error"), strings.HasPrefix(l, "disconnected"), strings.HasPrefix(l, "refused"):
+						t.Errorf("paho reported %q", l)
+					case l == "msg "+marker+" mark":
+						afterMark = true
+					case strings.HasPrefix(l, "msg "+topic+" "):
+						n++
+						seq, _ := strconv.ParseInt(strings.TrimPrefix(l, "msg "+topic+" "), 10, 64)
+						if afterMark || seq > ackSeq {
+							t.Errorf("group message %d arrived after the removal (acknowledged after %d; after the marker: %v)", seq, ackSeq, afterMark)
+						}
+					}
+				}
+				if !afterMark || n < 20 {
+					t.Errorf("marker %v, %d group messages", afterMark, n)
+				}
+			})
+		}
+	}
+}

@@ -3,12 +3,13 @@
     /usr/bin/python3 paho_groups.py HOST PORT VERSION USER PASSWORD CLIENT_ID FILTER COUNT
 
 VERSION is 5 or 311. Connects with the Thing's credentials, subscribes to
-FILTER at QoS 1 and prints "suback <code>" (the reason code: 0/1 granted,
-128 refused in 3.1.1, 135 Not authorized in 5). With COUNT > 0 it then
-prints "ready", reads COUNT messages, printing "msg <topic> <payload>" for
-each, and disconnects. Every error paho logs is printed as "error …", and
+FILTER (several: comma-separated) at QoS 1 and prints "suback <code>" (the
+first filter's reason code: 0/1 granted, 128 refused in 3.1.1, 135 Not
+authorized in 5). With COUNT > 0 it then prints "ready", reads COUNT
+messages, printing "msg <topic> <payload>" for each, and disconnects; with
+COUNT -1 it reads until a message whose payload is "end". Every error paho logs is printed as "error …", and
 an unexpected disconnection as "disconnected <rc>": the caller fails on
-either. It exits 0 once done, 2 when it waited 10 s for anything.
+either. It exits 0 once done, 2 when it waited 20 s for anything.
 """
 import sys
 import threading
@@ -30,7 +31,7 @@ def on_connect(client, userdata, flags, rc, properties=None):
         print("refused %s" % rc, flush=True)
         done.set()
         return
-    client.subscribe(filt, qos=1)
+    client.subscribe([(f, 1) for f in filt.split(",")])
 
 
 def on_subscribe(client, userdata, mid, granted, properties=None):
@@ -46,8 +47,9 @@ def on_subscribe(client, userdata, mid, granted, properties=None):
 def on_message(client, userdata, msg):
     global got
     got += 1
-    print("msg %s %s" % (msg.topic, msg.payload.decode()), flush=True)
-    if got >= count:
+    payload = msg.payload.decode()
+    print("msg %s %s" % (msg.topic, payload), flush=True)
+    if (count > 0 and got >= count) or (count < 0 and payload == "end"):
         done.set()
 
 
@@ -66,7 +68,7 @@ c.on_connect, c.on_subscribe, c.on_message = on_connect, on_subscribe, on_messag
 c.on_disconnect, c.on_log = on_disconnect, on_log
 c.connect(host, port, keepalive=30)
 c.loop_start()
-ok = done.wait(10)
+ok = done.wait(20)
 expected_disconnect = True
 c.disconnect()
 c.loop_stop()
