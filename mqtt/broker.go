@@ -368,6 +368,7 @@ func (b *Broker) Serve() (err error) {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
 	b.subs.changed()       // Serve loaded the stored subscriptions (subcache.go)
+	b.revokeStale()        // memberships removed while the broker was down (groups.go)
 	b.retainOffline(reset) // the retained store is loaded now
 	if err := b.serveReplies(); err != nil {
 		return err

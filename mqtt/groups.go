@@ -307,3 +307,32 @@ func (b *Broker) staleGroupMessages(clientID string) {
 		}
 	}
 }
+
+// revokeStale takes from the sessions loaded from the broker store the
+// group subscriptions and stored messages of groups their Thing is no
+// longer in: memberships removed while the broker was not running (the
+// registry written by another process, or a removal the broker store had
+// not yet written when the hub stopped: it writes every flush interval).
+func (b *Broker) revokeStale() {
+	for _, cl := range b.server.Clients.GetAll() {
+		if cl.Net.Inline {
+			continue
+		}
+		gids := map[string]bool{}
+		for f := range cl.State.Subscriptions.GetAll() {
+			if gid, ok := groupChannel(f); ok {
+				gids[gid] = true
+			}
+		}
+		for _, pk := range cl.State.Inflight.GetAll(false) {
+			if gid, ok := groupChannel(pk.TopicName); ok {
+				gids[gid] = true
+			}
+		}
+		for gid := range gids {
+			if !b.isMember(cl, gid) {
+				b.revokeGroup(cl, gid)
+			}
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
 // groupEnv is a broker with Things a, b (members of group g1), c (no
@@ -845,4 +846,49 @@ func TestGroupRemovalRacePaho(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A membership removed while the broker was not running (the registry
+// written by another process on the same data directory): the session
+// loaded from the broker store at start loses its group subscription and
+// stored group messages before any client can use them.
+func TestGroupRemovedWhileDown(t *testing.T) {
+	g := newGroupEnv(t, nil)
+	const topic = "lmos/v1/groups/g1/chat"
+	b := mustDial(t, g.addr, persistentAs(g.creds[thingB], "b-down", 3600))
+	b.mustSub(topic)
+	b.close()
+	testwait.Eventually(t, 5*time.Second, "b offline", func() bool {
+		cl, ok := g.b.server.Clients.Get("b-down")
+		return ok && cl.Closed()
+	})
+	g.as(t, thingA).mustPub(topic, []byte("stored"), 1, false)
+	g.stop()
+
+	db, err := store.Open(g.dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
+		t.Fatal(err)
+	}
+	reg.Close()
+	db.Close()
+
+	g.start()
+	if hasGroupSubscription(g.env, "b-down", "g1") {
+		t.Error("the loaded session kept the group subscription of a removed member")
+	}
+	if _, s := groupPacketsHeld(g.env, "b-down", "g1"); s != 0 {
+		t.Errorf("the loaded session kept %d stored group messages", s)
+	}
+	b2, ack, err := dial(t, g.addr, persistentAs(g.creds[thingB], "b-down", 3600))
+	if err != nil || !ack.SessionPresent {
+		t.Fatalf("resume: %+v %v", ack, err)
+	}
+	b2.none(topic, 100*time.Millisecond)
 }
