@@ -121,7 +121,9 @@ func (b *Broker) membershipChanged(c hub.MembershipChange) {
 	}
 	key := lmos.TopicKey(c.Thing)
 	for _, cl := range b.server.Clients.GetAll() {
-		if cl.Net.Inline || cl.IsTakenOver() || self(cl) != key {
+		// A session being taken over right now is still revoked: its
+		// subscriptions are in the index under the same client id.
+		if cl.Net.Inline || self(cl) != key {
 			continue
 		}
 		b.revokeGroup(cl, c.Group)
@@ -315,24 +317,35 @@ func (b *Broker) staleGroupMessages(clientID string) {
 // not yet written when the hub stopped: it writes every flush interval).
 func (b *Broker) revokeStale() {
 	for _, cl := range b.server.Clients.GetAll() {
-		if cl.Net.Inline {
-			continue
+		if !cl.Net.Inline {
+			b.revokeStaleOf(cl)
 		}
-		gids := map[string]bool{}
-		for f := range cl.State.Subscriptions.GetAll() {
-			if gid, ok := groupChannel(f); ok {
-				gids[gid] = true
+	}
+}
+
+// revokeStaleOf revokes cl's groups its Thing is no longer in. Also asked
+// once a session is established: a removal that ran while mochi moved a
+// session to a new connection (between taking the old one over and
+// registering the new) did not find the new one.
+func (b *Broker) revokeStaleOf(cl *mochi.Client) {
+	var gids map[string]bool
+	note := func(topic string) {
+		if gid, ok := groupChannel(topic); ok {
+			if gids == nil {
+				gids = map[string]bool{}
 			}
+			gids[gid] = true
 		}
-		for _, pk := range cl.State.Inflight.GetAll(false) {
-			if gid, ok := groupChannel(pk.TopicName); ok {
-				gids[gid] = true
-			}
-		}
-		for gid := range gids {
-			if !b.isMember(cl, gid) {
-				b.revokeGroup(cl, gid)
-			}
+	}
+	for f := range cl.State.Subscriptions.GetAll() {
+		note(f)
+	}
+	for _, pk := range cl.State.Inflight.GetAll(false) {
+		note(pk.TopicName)
+	}
+	for gid := range gids {
+		if !b.isMember(cl, gid) {
+			b.revokeGroup(cl, gid)
 		}
 	}
 }

@@ -89,9 +89,16 @@ func hasGroupSubscription(g *env, clientID, gid string) bool {
 // $share) and get every message; a non-member, a member of another group,
 // an anonymous and a token client are refused on SUBSCRIBE (0x87) and
 // PUBLISH (PUBACK 0x87), wildcard group levels are refused to members too,
-// each refusal is counted, and nothing reaches a refused client.
+// each refusal is counted, and nothing reaches a refused client; on both
+// delivery paths.
 func TestGroupChannelMembersOnly(t *testing.T) {
-	g := newGroupEnv(t, nil)
+	for _, path := range []string{DeliveryHub, DeliveryMochi} {
+		t.Run(path, func(t *testing.T) { groupChannelMembersOnly(t, path) })
+	}
+}
+
+func groupChannelMembersOnly(t *testing.T, path string) {
+	g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
 	a, b := g.as(t, thingA), g.as(t, thingB)
 	const topic = "lmos/v1/groups/g1/chat"
 	if code := subCode(t, a, "lmos/v1/groups/g1/#"); code != 1 {

@@ -123,6 +123,9 @@ func (h *binding) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 		h.b.gates.leave(c)
 	}
 	h.b.startSession(cl)
+	if self(cl) != "" {
+		h.b.revokeStaleOf(cl) // groups.go
+	}
 }
 
 // OnUnsubscribed follows every removal of subscriptions from mochi's topic
