@@ -176,20 +176,19 @@ func (b *Broker) dropStored(cl *mochi.Client, pk packets.Packet) {
 
 // purgeGroup removes the packets of group gid queued on c and not yet
 // taken by a writer, and the QoS 1/2 ones waiting for the client's window.
-// Their bytes count as written (mark and reached stay true to what the
-// connection will still write). It returns how many it removed.
+// Their bytes count as written once what was queued ahead of them is
+// (skipped: mark and reached stay true). It returns how many it removed.
 func (c *outConn) purgeGroup(gid string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	var bytes uint64
-	keep := func(q net.Buffers, qos0 *int) net.Buffers {
+	keep := func(q net.Buffers, qos0 *int, skipped *uint64) net.Buffers {
 		out := q[:0]
 		for _, p := range q {
 			topic, qos, id, ok := publishOf(p)
 			if g, in := lmos.GroupOfTopic(topic); ok && in && g == gid {
 				n++
-				bytes += uint64(len(p))
+				*skipped += uint64(len(p))
 				if qos == 0 && qos0 != nil {
 					*qos0 -= len(p)
 				}
@@ -203,20 +202,25 @@ func (c *outConn) purgeGroup(gid string) int {
 		clear(q[len(out):])
 		return out
 	}
-	c.q = keep(c.q, &c.q0)
-	c.held = keep(c.held, &c.held0)
-	c.pre = keep(c.pre, nil)
+	c.q = keep(c.q, &c.q0, &c.skipped)
+	c.held = keep(c.held, &c.held0, &c.skippedHeld)
+	c.pre = keep(c.pre, nil, &c.skippedHeld)
 	w := c.waiting[:0]
 	for _, pk := range c.waiting {
 		if g, in := lmos.GroupOfTopic(pk.TopicName); in && g == gid {
-			n++ // its session copy is dropped by the caller
+			n++ // not queued yet (not in enqueued); its session copy is dropped by the caller
 			continue
 		}
 		w = append(w, pk)
 	}
 	clear(c.waiting[len(w):])
 	c.waiting = w
-	c.written.Add(bytes)
+	if c.skipped > 0 && len(c.q) == 0 && !c.flushing && !c.dead {
+		// Nothing queued would carry the skipped bytes to written: a
+		// flush, once it holds wmu, finds the queue empty and does.
+		c.flushing = true
+		go c.flush()
+	}
 	c.wakeLocked()
 	return n
 }

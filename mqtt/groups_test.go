@@ -465,6 +465,16 @@ func TestGroupRemovalPurgesQueue(t *testing.T) {
 		}
 		pub.mustPub(topic, pad, 0, false)
 	}
+	// The writer is stuck when the queue stays put: no event says so, so
+	// the queue is looked at again after a moment.
+	for i, q0 := 0, -1; i < 100; i++ {
+		time.Sleep(20 * time.Millisecond)
+		q, _ := groupPacketsHeld(g.env, "raw-b", "g1")
+		if q == q0 {
+			break
+		}
+		q0 = q
+	}
 	revoked := g.b.Dropped("revoked")
 	if _, err := g.reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
 		t.Fatal(err)
@@ -472,13 +482,24 @@ func TestGroupRemovalPurgesQueue(t *testing.T) {
 	if q, s := groupPacketsHeld(g.env, "raw-b", "g1"); q != 0 || s != 0 {
 		t.Fatalf("after the removal: %d queued, %d stored group messages", q, s)
 	}
-	if g.b.Dropped("revoked") < revoked+100 {
-		t.Errorf("dropped{revoked} grew by %d, want ≥ 100", g.b.Dropped("revoked")-revoked)
+	// How many the purge found depends on how far the writer got since
+	// the count above (the kernel may still take a little).
+	if g.b.Dropped("revoked") == revoked {
+		t.Error("the removal purged nothing (dropped{revoked} did not grow)")
 	}
-	// The connection is intact.
+	// The connection is intact, and what was queued before the purge is
+	// written once the client reads: the purged bytes count as written
+	// (a join result's delivery is judged by that count, join.go).
 	if cl.Closed() {
 		t.Fatal("the member's connection was closed")
 	}
+	oc := cl.Net.Conn.(*outConn)
+	mark := oc.mark()
+	discard(conn)
+	testwait.Eventually(t, 5*time.Second, "everything queued before the removal written", func() bool {
+		delivered, _ := oc.reached(mark)
+		return delivered
+	})
 }
 
 // QoS 1 group messages stored in a member's offline session are not
