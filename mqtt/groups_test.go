@@ -596,8 +596,8 @@ func TestGroupDissolveWithMembersConnected(t *testing.T) {
 // in MQTT 5, 128 in 3.1.1; mosquitto_sub says every subscription was
 // denied and exits non-zero), its QoS 1 PUBLISH gets PUBACK 0x87
 // (mosquitto_pub exits non-zero); members of both protocol versions get
-// every message a member published with mosquitto_pub, and none of them
-// reports an error or a disconnection.
+// every message a member published with mosquitto_pub (so does a member's
+// mosquitto_sub), and none of them reports an error or a disconnection.
 func TestGroupChannelStrictClients(t *testing.T) {
 	const py = "/usr/bin/python3"
 	if _, err := exec.Command(py, "-c", "import paho.mqtt.client").CombinedOutput(); err != nil {
@@ -671,6 +671,8 @@ func TestGroupChannelStrictClients(t *testing.T) {
 			return strings.Contains(outs[i].String(), "ready\n")
 		})
 	}
+	ca := g.creds[thingA]
+	mosqMember := mosquittoSub(t, g.env, "mosq-a", topic, "-V", "mqttv5", "-u", ca.Username, "-P", ca.Password, "-q", "1", "-C", strconv.Itoa(n))
 	var lines strings.Builder
 	for i := range n {
 		fmt.Fprintf(&lines, "m%d\n", i)
@@ -681,6 +683,9 @@ func TestGroupChannelStrictClients(t *testing.T) {
 	pub.Stdin = strings.NewReader(lines.String())
 	if out, err := pub.CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_pub as a member: %v %s", err, out)
+	}
+	if got := mosqMember(); len(got) != n || got[0] != "m0" || got[n-1] != fmt.Sprintf("m%d", n-1) {
+		t.Errorf("mosquitto_sub member got %d lines: %q", len(got), got)
 	}
 	for i, cmd := range members {
 		if err := cmd.Wait(); err != nil {
