@@ -925,3 +925,44 @@ func TestGroupRemovedWhileDown(t *testing.T) {
 	}
 	b2.none(topic, 100*time.Millisecond)
 }
+
+// Each delivery is decided again: a subscription that outlived its
+// membership (what a removal racing a SUBSCRIBE could leave for a moment;
+// put in the topic index directly here) delivers nothing, at QoS 0 and 1
+// and on both delivery paths, while a member beside it gets everything.
+func TestGroupEachDeliveryChecked(t *testing.T) {
+	for _, path := range []string{DeliveryHub, DeliveryMochi} {
+		for _, qos := range []byte{0, 1} {
+			t.Run(fmt.Sprintf("%s-qos%d", path, qos), func(t *testing.T) {
+				g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
+				const topic = "lmos/v1/groups/g1/chat"
+				a, c := g.as(t, thingA), g.as(t, thingC)
+				a.mustSub(topic)
+				cl, ok := g.b.server.Clients.Get(c.C.ClientID())
+				if !ok {
+					t.Fatal("no client c")
+				}
+				sub := packets.Subscription{Filter: topic, Qos: 1}
+				g.b.server.Topics.Subscribe(cl.ID, sub)
+				cl.State.Subscriptions.Add(topic, sub)
+				g.b.subs.changed()
+				revoked := g.b.Dropped("revoked")
+				for i := range 10 {
+					a.mustPub(topic, fmt.Appendf(nil, "m%d", i), qos, false)
+				}
+				for i := range 10 {
+					if m := a.next(topic); string(m.Payload) != fmt.Sprintf("m%d", i) {
+						t.Fatalf("member got %q", m.Payload)
+					}
+				}
+				c.none(topic, 100*time.Millisecond)
+				if path == DeliveryHub && g.b.Dropped("revoked")-revoked != 10 {
+					t.Errorf("dropped{revoked} grew by %d, want 10", g.b.Dropped("revoked")-revoked)
+				}
+				if _, s := groupPacketsHeld(g.env, cl.ID, "g1"); s != 0 {
+					t.Errorf("%d group messages stored for the non-member", s)
+				}
+			})
+		}
+	}
+}
