@@ -119,7 +119,7 @@ func (c *outConn) sendHeld(timeout time.Duration) {
 		_ = c.Conn.SetWriteDeadline(now.Add(timeout))
 		c.deadlineSet = now // write leaves it
 	}
-	n := bufsLen(q)
+	n := bufsLen(q) + c.batchSkipped
 	err := c.writeBatch(q, nil)
 	if err == nil {
 		c.written.Add(n)

@@ -308,6 +308,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
+	// A member removed loses the group's channels before the removal is
+	// acknowledged (groups.go).
+	reg.OnMembershipChange(b.membershipChanged)
 	b.state = newPersistence(bs, log, cfg.FlushInterval)
 	if err := server.AddHook(b.bind, nil); err != nil {
 		cancel()
@@ -371,6 +374,7 @@ func (b *Broker) Serve() (err error) {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
 	b.subs.changed()       // Serve loaded the stored subscriptions (subcache.go)
+	b.revokeStale()        // memberships removed while the broker was down (groups.go)
 	b.retainOffline(reset) // the retained store is loaded now
 	if err := b.serveReplies(); err != nil {
 		return err

@@ -9,6 +9,8 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // The broker delivers QoS 0 publishes itself instead of leaving them to
@@ -100,6 +102,9 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	var encoded [2][2][]byte
 	now := time.Now().Unix()
 	n := tally{now: now}
+	if !open {
+		n.group, _ = lmos.GroupOfTopic(pk.TopicName)
+	}
 	n.from, _ = cl.Net.Conn.(*outConn)
 	if len(targets) > 1 && pk.FixedHeader.Qos > 0 {
 		n.share = &qosShare{left: len(targets)}
@@ -114,7 +119,11 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		if !online && qos == 0 {
 			continue // an offline session: QoS 0 messages are not kept for it
 		}
-		if !open && !b.bind.mayDeliver(cl, pk.TopicName) {
+		// A group channel's subscriber is asked once, where the delivery
+		// is queued or stored (groups.go): its filter named this group
+		// (the ACL refuses wildcard group levels and broader filters),
+		// so membership is all there is to decide.
+		if !open && n.group == "" && !b.bind.mayDeliver(cl, pk.TopicName) {
 			b.dropped[dropACL].Add(1)
 			continue
 		}
@@ -174,6 +183,10 @@ type tally struct {
 	// clock); reading the clock once per publish, not per delivery, is
 	// measurable on a VM.
 	now int64
+	// group is the group whose channel the publish is on ("" for none):
+	// membership is checked again where each delivery is queued or
+	// stored (groups.go).
+	group string
 }
 
 // unixNow is t.now, or the clock's time if t has none.
@@ -195,7 +208,15 @@ func (b *Broker) queue(t *tally, cl *mochi.Client, conn *outConn, data []byte, k
 		b.dropped[dropTooLarge].Add(1)
 		return
 	}
-	switch conn.enqueue(data, kind, t.from) {
+	var r queueResult
+	if t.group != "" {
+		r = conn.enqueueMember(data, kind, t.from, b.reg, t.group, thingID(cl))
+	} else {
+		r = conn.enqueue(data, kind, t.from)
+	}
+	switch r {
+	case revoked:
+		b.dropped[dropRevoked].Add(1)
 	case queued:
 		t.sent++
 		t.bytes += int64(len(data))

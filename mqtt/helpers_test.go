@@ -254,6 +254,13 @@ func rawConnect5As(t *testing.T, addr, id string, clean bool, cred *credentials)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	connectRaw5(t, conn, id, clean, cred)
+	return conn
+}
+
+// connectRaw5 writes rawConnect5As's CONNECT on conn.
+func connectRaw5(t *testing.T, conn net.Conn, id string, clean bool, cred *credentials) {
+	t.Helper()
 	flags := byte(0)
 	if clean {
 		flags = 2
@@ -271,7 +278,6 @@ func rawConnect5As(t *testing.T, addr, id string, clean bool, cred *credentials)
 	if _, err := conn.Write(append([]byte{0x10, byte(len(vh))}, vh...)); err != nil {
 		t.Fatal(err)
 	}
-	return conn
 }
 
 // discard reads conn until it closes, acknowledging nothing.

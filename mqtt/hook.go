@@ -154,7 +154,11 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 		// does), so the session stays up.
 		return true
 	}
-	return h.aclCheck(cl, topic, write) && !h.refusedByPolicy(cl, topic, write)
+	if !h.aclCheck(cl, topic, write) {
+		h.countGroupRefusal(cl, topic)
+		return false
+	}
+	return !h.refusedByPolicy(cl, topic, write)
 }
 
 // aclCheck is the topic ACL (PROTOCOL §4.4) of a SUBSCRIBE filter, a
@@ -165,9 +169,9 @@ func (h *binding) aclCheck(cl *mochi.Client, topic string, write bool) bool {
 		return true
 	}
 	if write {
-		return mayPublish(self(cl), topic)
+		return mayPublish(self(cl), topic) && h.groupAllowed(cl, topic)
 	}
-	if !mayRead(cl.ID, self(cl), topic) {
+	if !mayRead(cl.ID, self(cl), topic) || !h.groupAllowed(cl, topic) {
 		if isCredentialTopic(topic) {
 			h.b.countRefusalReason(hub.EFORBIDDEN) // another Thing's credentials
 		}
@@ -204,8 +208,14 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	if cl.Net.Inline {
 		return h.deliver(cl, pk)
 	}
-	if cl.Properties.ProtocolVersion < 5 && (!mayPublish(self(cl), pk.TopicName) || h.refusedByPolicy(cl, pk.TopicName, true)) {
-		return pk, packets.CodeSuccessIgnore // acknowledged, dropped
+	if cl.Properties.ProtocolVersion < 5 {
+		if !h.aclCheck(cl, pk.TopicName, true) {
+			h.countGroupRefusal(cl, pk.TopicName)
+			return pk, packets.CodeSuccessIgnore // acknowledged, dropped
+		}
+		if h.refusedByPolicy(cl, pk.TopicName, true) {
+			return pk, packets.CodeSuccessIgnore
+		}
 	}
 	// willKey is the hub's own carrier of will properties (will.go): a
 	// client's forged one would become a Response Topic no check saw.

@@ -49,16 +49,17 @@ const (
 	dropTooLarge                      // larger than the client's Maximum Packet Size [MQTT-3.1.2-25]
 	dropACL                           // the client may not read the topic
 	dropSessionFull                   // a QoS 1/2 message for an offline session already holding maxInflight
+	dropRevoked                       // a group message to a Thing that left the group before it was written (groups.go)
 	numDropReasons
 )
 
-var dropReasonNames = [numDropReasons]string{"queue_full", "slow_client", "packet_too_large", "acl", "session_full"}
+var dropReasonNames = [numDropReasons]string{"queue_full", "slow_client", "packet_too_large", "acl", "session_full", "revoked"}
 
 // drops counts dropped deliveries by reason.
 type drops [numDropReasons]atomic.Uint64
 
 // Dropped returns how many deliveries were dropped for reason, one of
-// queue_full, slow_client, packet_too_large, acl, session_full.
+// queue_full, slow_client, packet_too_large, acl, session_full, revoked.
 func (b *Broker) Dropped(reason string) uint64 {
 	for i, n := range dropReasonNames {
 		if n == reason {

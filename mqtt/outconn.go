@@ -38,6 +38,8 @@ type outConn struct {
 	// self is the client's Thing topic key ("" for none), once asked
 	// (hook.go, self).
 	self atomic.Pointer[string]
+	// thing is the id of that Thing, once asked (groups.go, thingID).
+	thing atomic.Pointer[string]
 
 	// wmu serialises writes to Conn; it is taken before mu.
 	wmu sync.Mutex
@@ -83,6 +85,11 @@ type outConn struct {
 	// reached the connection before it closed (settle, join.go).
 	enqueued uint64
 	written  atomic.Uint64
+	// skipped are bytes counted in enqueued that a revocation took out of
+	// q (groups.go, purgeGroup), skippedHeld those it took out of held and
+	// pre; they count as written once what was queued ahead of them is:
+	// batchSkipped is the share of the batch being written (under wmu).
+	skipped, skippedHeld, batchSkipped uint64
 
 	// Writes held until the next read (ackbatch.go): waitRead says the
 	// queue holds packets waiting for it (acknowledgements, deliveries
@@ -172,9 +179,10 @@ const (
 type queueResult int
 
 const (
-	queued queueResult = iota
-	full               // refused: the budget is spent
-	gone               // refused: the connection is dead
+	queued  queueResult = iota
+	full                // refused: the budget is spent
+	gone                // refused: the connection is dead
+	revoked             // refused: a group delivery to a Thing no longer a member (groups.go)
 )
 
 // enqueue queues the encoded packet p, shared read-only with other
@@ -275,6 +283,8 @@ func (c *outConn) release() {
 	c.plan = nil
 	c.q = append(append(c.q, c.pre...), c.held...)
 	c.pre, c.held = nil, nil
+	c.skipped += c.skippedHeld
+	c.skippedHeld = 0
 	c.q0 += c.held0
 	c.held0 = 0
 	c.startLocked()
@@ -290,8 +300,13 @@ func (c *outConn) take() net.Buffers {
 func (c *outConn) takeLocked() net.Buffers {
 	q := c.q
 	if len(q) == 0 {
+		// The taker holds wmu: nothing is being written, so what a
+		// revocation skipped is behind everything written.
+		c.written.Add(c.skipped)
+		c.skipped = 0
 		return nil
 	}
+	c.batchSkipped, c.skipped = c.skipped, 0
 	c.q0 = 0
 	c.q = c.spare[:0]
 	c.spare = nil
@@ -328,7 +343,7 @@ func (c *outConn) flush() {
 			return
 		}
 		c.mu.Unlock()
-		n := bufsLen(q)
+		n := bufsLen(q) + c.batchSkipped
 		err := c.writeBatch(q, nil)
 		if err == nil {
 			c.written.Add(n)
@@ -392,7 +407,7 @@ func (c *outConn) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
-	n := bufsLen(q)
+	n := bufsLen(q) + c.batchSkipped
 	err := c.writeBatch(q, p)
 	if err == nil {
 		c.written.Add(n)

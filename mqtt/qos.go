@@ -178,11 +178,25 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 	if kind == retained {
 		conn.noteRetained(cl, out.TopicName, out.PacketID)
 	}
+	if t.group != "" && !b.isMember(cl, t.group) {
+		// Removed since fanOut looked: stored after revokeGroup purged
+		// the session, so dropped here (groups.go).
+		b.dropStored(cl, out)
+		b.dropped[dropRevoked].Add(1)
+		return
+	}
 	if conn == nil || cl.Closed() {
 		return // the session keeps it; mochi resends it on reconnect
 	}
 	conn.mu.Lock()
 	defer conn.mu.Unlock()
+	if t.group != "" && !b.isMember(cl, t.group) {
+		// Removed, and the purge of the connection (under conn.mu) is
+		// done: this one must not be written after it.
+		b.dropStored(cl, out)
+		b.dropped[dropRevoked].Add(1)
+		return
+	}
 	if len(conn.waiting) > 0 || len(conn.unacked) >= max(conn.window, 1) {
 		conn.waiting = append(conn.waiting, out)
 		return

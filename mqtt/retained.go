@@ -57,6 +57,7 @@ func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packe
 // live, and held until these are out.
 func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte) {
 	h.b.subs.changed() // first: before the retained store is read (subcache.go)
+	h.recheckGroupFilters(cl, pk, codes)
 	conn, ok := cl.Net.Conn.(*outConn)
 	if !ok {
 		return
@@ -124,6 +125,9 @@ func (h *binding) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 		h.b.gates.leave(c)
 	}
 	h.b.startSession(cl)
+	if self(cl) != "" {
+		h.b.revokeStaleOf(cl) // groups.go
+	}
 }
 
 // OnUnsubscribed follows every removal of subscriptions from mochi's topic

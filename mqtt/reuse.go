@@ -84,6 +84,8 @@ func (h *binding) OnSessionEstablish(cl *mochi.Client, pk packets.Packet) {
 	h.makeWay(cl)
 	if self(cl) == "" {
 		h.ephemeral(cl, pk)
+	} else {
+		h.b.staleGroupMessages(cl.ID)
 	}
 }
 

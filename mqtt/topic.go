@@ -109,7 +109,9 @@ func replyTopicOK(topic string) bool {
 // clients could fill the retained store. Nor on td/result, which is never
 // retained. A Thing's own properties, status and the rest keep it.
 func mayRetain(topic string) bool {
-	if strings.HasPrefix(topic, lmos.ClientsPrefix) {
+	if strings.HasPrefix(topic, lmos.ClientsPrefix) || strings.HasPrefix(topic, lmos.GroupsPrefix) {
+		// Group channels: a retained message would outlive the group and
+		// greet a later group of the same id (PROTOCOL §10).
 		return false
 	}
 	if t, ok := parseThingTopic(topic); ok {
@@ -133,6 +135,10 @@ func mayPublish(self, topic string) bool {
 	}
 	if _, _, ok := groupActionOf(topic); ok {
 		return true // a group action: invoking (the policy decides)
+	}
+	if strings.HasPrefix(topic, lmos.GroupsPrefix) {
+		// A Thing's, if it is a member (binding.groupAllowed).
+		return self != "" && groupTopicOK(topic)
 	}
 	t, ok := parseThingTopic(topic)
 	if !ok {
@@ -175,9 +181,13 @@ func mayRead(clientID, self, filter string) bool {
 	case lmos.ClientsLevel:
 		id, _, _ := strings.Cut(tail, "/")
 		return id == clientID && inboxOK(clientID)
+	case lmos.GroupsLevel:
+		// One group's channel, a Thing's if it is a member
+		// (binding.groupAllowed); never a wildcard group level.
+		return self != "" && groupTopicOK(filter)
 	case lmos.ThingsLevel:
 	default:
-		return false // groups come later (PROTOCOL §10); $SYS and the rest: nobody
+		return false // $SYS and the rest: nobody
 	}
 	tid, sub, ok := strings.Cut(tail, "/")
 	if !ok || tid == "" || tid == "#" || (tid != "+" && strings.ContainsAny(tid, "+#")) {

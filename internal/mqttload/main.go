@@ -4,7 +4,8 @@
 // or mosquitto — never shares a Go runtime (scheduler, GC) with the clients
 // that load it.
 //
-// It connects -subs MQTT 5 subscribers (paho.golang) to -topic at -qos,
+// It connects -subs MQTT 5 subscribers (paho.golang; anonymous, or each a
+// Thing with its credentials from -subcreds) to -topic at -qos,
 // then -pubs publishers send -n messages of -size bytes in all to it at
 // -qos (each an equal share; QoS 1/2 pipelined up to the broker's Receive
 // Maximum) and prints one JSON line:
@@ -34,6 +35,13 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 )
 
+// credentials are a subscriber's username and password (-subcreds):
+// group channels are open to their members only (issue 15).
+type credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
 type result struct {
 	Deliveries int64   `json:"deliveries"`
 	Expected   int64   `json:"expected"`
@@ -52,6 +60,7 @@ func main() {
 	window := flag.Int("window", 100, "most messages the publisher runs ahead of the slowest subscriber")
 	user := flag.String("user", "", "publisher username (empty: anonymous)")
 	pass := flag.String("pass", "", "publisher password")
+	subCreds := flag.String("subcreds", "", `JSON file of [{"username","password"}]: subscriber i connects with entry i (modulo their number); empty: anonymous`)
 	flag.Parse()
 	if *size < 8 {
 		*size = 8 // room for the sequence number
@@ -60,7 +69,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mqttload: -qos must be 0, 1 or 2; -pubs and -subs at least 1")
 		os.Exit(2)
 	}
-	res, err := run(*addr, *topic, *subs, *pubs, byte(*qos), *n, *size, *window, *user, *pass)
+	var creds []credentials
+	if *subCreds != "" {
+		data, err := os.ReadFile(*subCreds)
+		if err == nil {
+			err = json.Unmarshal(data, &creds)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "mqttload: -subcreds:", err)
+			os.Exit(2)
+		}
+	}
+	res, err := run(*addr, *topic, *subs, *pubs, byte(*qos), *n, *size, *window, *user, *pass, creds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mqttload:", err)
 		os.Exit(1)
@@ -82,8 +102,8 @@ func connect(addr, id, user, pass string, onMsg func(*paho.Publish)) (*paho.Clie
 }
 
 // run connects the subscribers and the publishers, then measures.
-func run(addr, topic string, subs, pubs int, qos byte, n, size, window int, user, pass string) (result, error) {
-	l := &load{counts: make([]atomic.Int64, subs), progress: make(chan struct{}, 1), qos: qos}
+func run(addr, topic string, subs, pubs int, qos byte, n, size, window int, user, pass string, creds []credentials) (result, error) {
+	l := &load{counts: make([]atomic.Int64, subs), progress: make(chan struct{}, 1), qos: qos, creds: creds}
 	defer l.disconnect()
 	if err := l.subscribe(addr, topic); err != nil {
 		return result{}, err
@@ -113,6 +133,8 @@ type load struct {
 	// publishers; stalled is set when a run made no progress for 5 s.
 	published atomic.Int64
 	stalled   atomic.Bool
+	// creds are the subscribers' credentials (none: anonymous).
+	creds []credentials
 }
 
 // disconnect closes every client connected so far.
@@ -127,7 +149,11 @@ func (l *load) subscribe(addr, topic string) error {
 	pid := os.Getpid()
 	for i := range l.counts {
 		cnt := &l.counts[i]
-		c, err := connect(addr, fmt.Sprintf("load-%d-sub-%d", pid, i), "", "", func(p *paho.Publish) {
+		var cr credentials
+		if len(l.creds) > 0 {
+			cr = l.creds[i%len(l.creds)]
+		}
+		c, err := connect(addr, fmt.Sprintf("load-%d-sub-%d", pid, i), cr.Username, cr.Password, func(p *paho.Publish) {
 			cnt.Add(1)
 			l.total.Add(1)
 			l.lastNano.Store(time.Now().UnixNano())
