@@ -273,6 +273,9 @@ func (c *outConn) enqueueMember(p []byte, kind queueKind, from *outConn, reg *hu
 // was in the index. OnSubscribed runs before the SUBACK is written, and
 // codes are its reason codes: the SUBACK says 0x87 (MQTT 3.1.1: 0x80).
 func (h *binding) recheckGroupFilters(cl *mochi.Client, pk packets.Packet, codes []byte) {
+	if cl.Net.Inline {
+		return // the hub's own subscriptions (the group bus, groupbus.go)
+	}
 	for i, f := range pk.Filters {
 		if i >= len(codes) || codes[i] >= packets.ErrUnspecifiedError.Code {
 			continue
