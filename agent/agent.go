@@ -246,9 +246,9 @@ func (a *Agent) ClientID() string { return a.clientID }
 // without its proof: each join signs it anew.
 func (a *Agent) TD() []byte { return a.td.doc }
 
-// Credentials returns the credentials the agent connects with, nil before
-// its first join.
-func (a *Agent) Credentials() *Credentials {
+// JoinCredentials returns the MQTT credentials the agent connects with,
+// nil before its first join.
+func (a *Agent) JoinCredentials() *Credentials {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.creds == nil {

@@ -199,7 +199,7 @@ func TestJoinPresenceAndForms(t *testing.T) {
 		a := h.connect(id, func(o *Options) { o.OnCredentials = func(c Credentials) { issued = c } })
 		// The hub issues credentials at an MQTT join only (PROTOCOL §4.1);
 		// the WebSocket is authenticated by its own connection.
-		if c := a.Credentials(); h.link == "ws" && c != nil ||
+		if c := a.JoinCredentials(); h.link == "ws" && c != nil ||
 			h.link == "mqtt" && (c == nil || c.Username != lmos.TopicKey(id) || c.Password == "" || *c != issued) {
 			t.Fatalf("credentials %+v, issued %+v", c, issued)
 		}
@@ -628,7 +628,7 @@ func TestBrokerRestart(t *testing.T) {
 		if err := a.SetProperty("level", 3); err != nil {
 			t.Fatal(err)
 		}
-		creds := a.Credentials()
+		creds := a.JoinCredentials()
 		cli := h.connect("urn:test:restart-client", nil)
 		waitFor(t, time.Second, "online", func() bool { return h.presence(id) == hub.PresenceOnline })
 		before, _ := h.reg.Get(id)
@@ -645,7 +645,7 @@ func TestBrokerRestart(t *testing.T) {
 		if !after.Meta.Modified.After(before.Meta.Modified) {
 			t.Fatalf("not re-joined: modified %v then %v", before.Meta.Modified, after.Meta.Modified)
 		}
-		if c := a.Credentials(); h.link == "mqtt" && *c != *creds {
+		if c := a.JoinCredentials(); h.link == "mqtt" && *c != *creds {
 			t.Fatalf("credentials changed: %+v", c)
 		}
 		ctx := ctxT(t, 10*time.Second)

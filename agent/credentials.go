@@ -19,7 +19,7 @@ import (
 // Verifiable Credential for each group its Thing is a member of, to its
 // inbox (MQTT lmos/v1/things/{tid}/credentials/{gid}, WebSocket
 // groupCredential); an empty one says the membership ended. The agent keeps
-// the latest per group (MembershipCredentials), can present one to anyone, and
+// the latest per group (Credentials), can present one to anyone, and
 // verifies those others present (VerifyMembership).
 
 // maxCredentials bounds the credentials an agent keeps (the hub lets a
@@ -42,11 +42,10 @@ type credentialBox struct {
 	client *http.Client
 }
 
-// MembershipCredentials returns the membership credentials the agent
-// holds, by group id: the latest the hub sent for each group its Thing is
-// a member of. (Credentials, older, are the MQTT join's username and
-// password.)
-func (a *Agent) MembershipCredentials() map[string]json.RawMessage {
+// Credentials returns the membership credentials the agent holds, by
+// group id: the latest the hub sent for each group its Thing is a member
+// of. (JoinCredentials are the MQTT join's username and password.)
+func (a *Agent) Credentials() map[string]json.RawMessage {
 	a.vcs.mu.Lock()
 	defer a.vcs.mu.Unlock()
 	return maps.Clone(a.vcs.byGrp)

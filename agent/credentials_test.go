@@ -17,7 +17,7 @@ import (
 // it, and another member verifies it with the hub's status list; a
 // tampered or foreign credential fails; the credential comes again after a
 // reconnect; removal empties the inbox and revokes the credential.
-func TestMembershipCredentials(t *testing.T) {
+func TestCredentials(t *testing.T) {
 	cases := []struct{ link, ct string }{{"mqtt", JSON}, {"ws", JSON}, {"ws", CBOR}}
 	for _, c := range cases {
 		t.Run(c.link+"-"+c.ct, func(t *testing.T) {
@@ -31,12 +31,12 @@ func TestMembershipCredentials(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, 5*time.Second, "both credentials", func() bool {
-				return a.MembershipCredentials()["kitchen"] != nil && b.MembershipCredentials()["kitchen"] != nil
+				return a.Credentials()["kitchen"] != nil && b.Credentials()["kitchen"] != nil
 			})
 			if a.HubDID() != h.Main.DID() || b.HubDID() != h.Main.DID() {
 				t.Fatalf("hub DID %q %q, want %q", a.HubDID(), b.HubDID(), h.Main.DID())
 			}
-			credA := a.MembershipCredentials()["kitchen"]
+			credA := a.Credentials()["kitchen"]
 			m, err := b.VerifyMembership(ctx, credA)
 			if err != nil {
 				t.Fatal(err)
@@ -64,16 +64,16 @@ func TestMembershipCredentials(t *testing.T) {
 			a.vcs.byGrp = nil
 			a.vcs.mu.Unlock()
 			dropConnection(a)
-			waitFor(t, 10*time.Second, "the credential after a reconnect", func() bool { return a.MembershipCredentials()["kitchen"] != nil })
+			waitFor(t, 10*time.Second, "the credential after a reconnect", func() bool { return a.Credentials()["kitchen"] != nil })
 
 			if _, err := h.reg.RemoveMember(ctx, "kitchen", idA); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 5*time.Second, "the ended membership", func() bool { return a.MembershipCredentials()["kitchen"] == nil })
+			waitFor(t, 5*time.Second, "the ended membership", func() bool { return a.Credentials()["kitchen"] == nil })
 			if _, err := b.VerifyMembership(ctx, credA); !errors.Is(err, vc.ErrRevoked) {
 				t.Fatalf("revoked: %v", err)
 			}
-			if _, err := b.VerifyMembership(ctx, b.MembershipCredentials()["kitchen"]); err != nil {
+			if _, err := b.VerifyMembership(ctx, b.Credentials()["kitchen"]); err != nil {
 				t.Fatalf("the remaining member: %v", err)
 			}
 		})
@@ -90,8 +90,8 @@ func TestVerifyMembershipNeedsTheHub(t *testing.T) {
 	if _, err := h.reg.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{idA}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the credential", func() bool { return a.MembershipCredentials()["g"] != nil })
-	cred := a.MembershipCredentials()["g"]
+	waitFor(t, 5*time.Second, "the credential", func() bool { return a.Credentials()["g"] != nil })
+	cred := a.Credentials()["g"]
 
 	stranger := h.connect("urn:example:stranger", nil)
 	if _, err := stranger.VerifyMembership(ctx, cred); !errors.Is(err, ErrHubUnknown) {

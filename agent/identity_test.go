@@ -77,7 +77,7 @@ func TestAgentSignsItsTDOnEveryJoin(t *testing.T) {
 		h.storedProof(id, did)
 
 		// A restart with the same state directory keeps the DID.
-		creds := a.Credentials()
+		creds := a.JoinCredentials()
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestAgentWithoutStateJoinsUnsigned(t *testing.T) {
 		if _, err := proof.Verify(raw); !errors.Is(err, proof.ErrNoProof) {
 			t.Fatalf("an agent without a key: the stored TD's proof: %v", err)
 		}
-		creds := a.Credentials() // MQTT: its join's credentials stay its own
+		creds := a.JoinCredentials() // MQTT: its join's credentials stay its own
 		a.Close()
 		waitFor(t, 5*time.Second, "offline", func() bool { return h.presence(id) == hub.PresenceOffline })
 		h.connect(id, func(o *Options) { o.Credentials = creds })
