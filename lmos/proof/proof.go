@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -42,9 +40,9 @@ type Proof struct {
 	ProofPurpose       string          `json:"proofPurpose"`
 	ProofValue         string          `json:"proofValue,omitempty"`
 
-	// config is the proof as read without its proofValue, so a
-	// verification covers the members this type does not name (expires,
-	// domain, …); nil for a proof made here.
+	// config is the canonical form of the proof as read without its
+	// proofValue, so a verification covers the members this type does
+	// not name (expires, domain, …); nil for a proof made here.
 	config []byte
 }
 
@@ -95,10 +93,15 @@ func sign(doc []byte, priv ed25519.PrivateKey, created string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode the proof: %w", err)
 	}
-	data, err := hashData(unsecured, cfg)
+	cu, err := canonical(unsecured)
 	if err != nil {
-		return nil, err
+		return nil, malformed("the document cannot be canonicalized (RFC 8785): %v", err)
 	}
+	cc, err := canonical(cfg)
+	if err != nil {
+		return nil, malformed("the proof cannot be canonicalized: %v", err)
+	}
+	data := hashData(cu, cc)
 	p.ProofValue = "z" + base58.Encode(ed25519.Sign(priv, data))
 	enc, err := json.Marshal(p)
 	if err != nil {
@@ -168,10 +171,7 @@ func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
 			return r, err
 		}
 	}
-	data, err := hashData(d.unsecured, p.config)
-	if err != nil {
-		return r, err
-	}
+	data := hashData(d.unsecured, p.config)
 	if !ed25519.Verify(pub, data, sig) {
 		return r, fmt.Errorf("%w: the proof does not match the document and the key %s", ErrInvalidSignature, PublicKeyMultibase(pub))
 	}
@@ -179,24 +179,31 @@ func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
 }
 
 // readProof splits doc into its proof, checked for the values this suite
-// signs with, and the document without it. One pass of a validating
-// tokenizer finds the members; the proof is cut out of the bytes rather
-// than the document decoded and encoded again, since JCS canonicalizes
-// the rest anyway.
+// signs with, and the document without it, both in canonical form: doc is
+// canonicalized once (which checks all of it) and the proof member cut out
+// of that (canonical.go), rather than the document decoded, the proof
+// removed and the rest encoded and canonicalized again.
 func readProof(doc []byte) (Proof, document, error) {
+	c, err := canonical(doc)
+	if err != nil {
+		return Proof{}, document{}, malformed("the document is not a JSON object that RFC 8785 canonicalizes: %v", err)
+	}
+	if c[0] != '{' {
+		return Proof{}, document{}, malformed("the document is not a JSON object")
+	}
 	var raw, ctx []byte
 	var cutFrom, cutTo, index int
-	err := eachMember(doc, func(i int, name string, value []byte, from, to int) error {
-		switch name {
-		case "proof":
+	err = canonMembers(c, func(i int, name, value []byte, from, to int) error {
+		switch string(name) {
+		case `"proof"`:
 			raw, cutFrom, cutTo, index = value, from, to, i
-		case "@context":
+		case `"@context"`:
 			ctx = value
 		}
 		return nil
 	})
 	if err != nil {
-		return Proof{}, document{}, malformed("the document is not a JSON object: %v", err)
+		return Proof{}, document{}, malformed("the document: %v", err)
 	}
 	if raw == nil {
 		return Proof{}, document{}, ErrNoProof
@@ -225,34 +232,35 @@ func readProof(doc []byte) (Proof, document, error) {
 	case p.VerificationMethod == "":
 		return p, document{}, malformed("the proof has no verificationMethod")
 	}
-	return p, document{unsecured: cut(doc, cutFrom, cutTo, index == 0), context: ctx}, nil
+	return p, document{unsecured: canonCut(c, cutFrom, cutTo, index == 0), context: ctx}, nil
 }
 
-// parseProof reads the members of the proof object raw that this package
-// names, and keeps raw without its proofValue as the proof configuration
-// the signature covers (every other member included: expires, domain, …).
+// parseProof reads the members of the proof object raw (canonical) that
+// this package names, and keeps raw without its proofValue as the proof
+// configuration the signature covers (every other member included:
+// expires, domain, …).
 func parseProof(raw []byte) (Proof, error) {
 	var p Proof
 	var cfg []byte
-	err := eachMember(raw, func(i int, name string, value []byte, from, to int) error {
+	err := canonMembers(raw, func(i int, name, value []byte, from, to int) error {
 		var field *string
-		switch name {
-		case "@context":
+		switch string(name) {
+		case `"@context"`:
 			p.Context = json.RawMessage(value)
 			return nil
-		case "type":
+		case `"type"`:
 			field = &p.Type
-		case "cryptosuite":
+		case `"cryptosuite"`:
 			field = &p.Cryptosuite
-		case "created":
+		case `"created"`:
 			field = &p.Created
-		case "verificationMethod":
+		case `"verificationMethod"`:
 			field = &p.VerificationMethod
-		case "proofPurpose":
+		case `"proofPurpose"`:
 			field = &p.ProofPurpose
-		case "proofValue":
+		case `"proofValue"`:
 			field = &p.ProofValue
-			cfg = cut(raw, from, to, i == 0)
+			cfg = canonCut(raw, from, to, i == 0)
 		default:
 			return nil
 		}
@@ -270,7 +278,7 @@ func parseProof(raw []byte) (Proof, error) {
 		return Proof{}, err
 	}
 	if err != nil {
-		return Proof{}, malformed("the proof is not a JSON object: %v", err)
+		return Proof{}, malformed("the proof: %v", err)
 	}
 	if cfg == nil {
 		cfg = raw
@@ -279,7 +287,8 @@ func parseProof(raw []byte) (Proof, error) {
 	return p, nil
 }
 
-// document is a secured document without its proof, and its @context.
+// document is a secured document without its proof, and its @context,
+// both in canonical form.
 type document struct {
 	unsecured []byte
 	context   json.RawMessage
@@ -366,104 +375,49 @@ func splitProof(doc []byte) ([]byte, json.RawMessage, error) {
 }
 
 // checkContext: the proof's @context must be the document's or a prefix of
-// it (eddsa-jcs-2022, "Verify Proof"). A signer copies the document's
-// @context, so the two are most often equal as a whole (the same bytes, or
-// the same after canonicalization) and need no list to compare.
+// it (eddsa-jcs-2022, "Verify Proof"). Both are canonical forms, so equal
+// values are equal bytes.
 func checkContext(docCtx, proofCtx json.RawMessage) error {
 	if len(docCtx) > 0 && bytes.Equal(docCtx, proofCtx) {
 		return nil
-	}
-	if len(docCtx) > 0 && len(proofCtx) > 0 {
-		a, errA := canonical(docCtx)
-		b, errB := canonical(proofCtx)
-		if errA == nil && errB == nil && bytes.Equal(a, b) {
-			return nil
-		}
 	}
 	dl, pl := contextList(docCtx), contextList(proofCtx)
 	if pl == nil || dl == nil || len(pl) > len(dl) {
 		return fmt.Errorf("%w: the proof's @context is not the start of the document's", ErrInvalidSignature)
 	}
 	for i := range pl {
-		a, errA := canonical(pl[i])
-		b, errB := canonical(dl[i])
-		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		if !bytes.Equal(pl[i], dl[i]) {
 			return fmt.Errorf("%w: the proof's @context is not the start of the document's", ErrInvalidSignature)
 		}
 	}
 	return nil
 }
 
-// contextList returns the entries of an @context (a string or object is a
-// list of one); nil when there is none.
-func contextList(raw json.RawMessage) []json.RawMessage {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
+// contextList returns the entries of a canonical @context (a string or
+// object is a list of one); nil when there is none.
+func contextList(c json.RawMessage) [][]byte {
+	if len(c) == 0 {
 		return nil
 	}
-	if t[0] != '[' {
-		return []json.RawMessage{t}
+	if c[0] != '[' {
+		return [][]byte{c}
 	}
-	var l []json.RawMessage
-	if json.Unmarshal(t, &l) != nil {
+	l, err := canonElements(c)
+	if err != nil {
 		return nil
+	}
+	if l == nil {
+		l = [][]byte{}
 	}
 	return l
 }
 
-// canonical returns the JSON value b canonicalized (RFC 8785: members
-// sorted by UTF-16 code units, numbers as ECMAScript prints doubles,
-// strings in their shortest escaping), in a new buffer.
-func canonical(b []byte) ([]byte, error) {
-	v := jsontext.Value(bytes.Clone(b))
-	if err := v.Canonicalize(); err != nil {
-		return nil, err
-	}
-	// jsontext writes a number beyond the doubles as the largest one;
-	// RFC 8785 (3.2.2.3) makes it an error, as ECMAScript reads it as
-	// Infinity. Only a document holding that largest number needs a look.
-	if bytes.Contains(v, maxDouble) {
-		if err := finiteNumbers(b); err != nil {
-			return nil, err
-		}
-	}
-	return v, nil
-}
-
-var maxDouble = []byte(strconv.FormatFloat(math.MaxFloat64, 'g', -1, 64))
-
-// finiteNumbers refuses a JSON text with a number no double holds.
-func finiteNumbers(b []byte) error {
-	d := jsontext.NewDecoder(bytes.NewBuffer(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	for {
-		tok, err := d.ReadToken()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if tok.Kind() == '0' {
-			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
-				return fmt.Errorf("the number %s is beyond the range of a double (RFC 8785)", tok.String())
-			}
-		}
-	}
-}
-
-// hashData is SHA-256(JCS(proof config)) ‖ SHA-256(JCS(document)); the
-// proof config is the proof without proofValue.
-func hashData(unsecured, config []byte) ([]byte, error) {
-	cc, err := canonical(config)
-	if err != nil {
-		return nil, malformed("the proof cannot be canonicalized: %v", err)
-	}
-	dc, err := canonical(unsecured)
-	if err != nil {
-		return nil, malformed("the document cannot be canonicalized (RFC 8785): %v", err)
-	}
-	h1, h2 := sha256.Sum256(cc), sha256.Sum256(dc)
-	return append(h1[:], h2[:]...), nil
+// hashData is SHA-256(JCS(proof config)) ‖ SHA-256(JCS(document)), from
+// the two canonical forms; the proof config is the proof without
+// proofValue.
+func hashData(canonUnsecured, canonConfig []byte) []byte {
+	h1, h2 := sha256.Sum256(canonConfig), sha256.Sum256(canonUnsecured)
+	return append(h1[:], h2[:]...)
 }
 
 // withMember appends "name": value to the JSON object obj, keeping its
