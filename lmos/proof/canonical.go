@@ -175,10 +175,16 @@ func canonElements(c []byte) ([][]byte, error) {
 // canonCut returns a copy of c without the member canonMembers found at
 // [from, to); the first member takes the comma after it along.
 func canonCut(c []byte, from, to int, first bool) []byte {
+	head, tail := canonSplit(c, from, to, first)
+	out := make([]byte, 0, len(head)+len(tail))
+	return append(append(out, head...), tail...)
+}
+
+// canonSplit is canonCut as the two pieces of c around the member, not
+// copied.
+func canonSplit(c []byte, from, to int, first bool) (head, tail []byte) {
 	if first && to < len(c) && c[to] == ',' {
 		to++
 	}
-	out := make([]byte, 0, len(c)-(to-from))
-	out = append(out, c[:from]...)
-	return append(out, c[to:]...)
+	return c[:from], c[to:]
 }

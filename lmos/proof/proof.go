@@ -101,7 +101,7 @@ func sign(doc []byte, priv ed25519.PrivateKey, created string) ([]byte, error) {
 	if err != nil {
 		return nil, malformed("the proof cannot be canonicalized: %v", err)
 	}
-	data := hashData(cu, cc)
+	data := hashData(cc, cu)
 	p.ProofValue = "z" + base58.Encode(ed25519.Sign(priv, data))
 	enc, err := json.Marshal(p)
 	if err != nil {
@@ -171,7 +171,7 @@ func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
 			return r, err
 		}
 	}
-	data := hashData(d.unsecured, p.config)
+	data := hashData(p.config, d.head, d.tail)
 	if !ed25519.Verify(pub, data, sig) {
 		return r, fmt.Errorf("%w: the proof does not match the document and the key %s", ErrInvalidSignature, PublicKeyMultibase(pub))
 	}
@@ -232,7 +232,8 @@ func readProof(doc []byte) (Proof, document, error) {
 	case p.VerificationMethod == "":
 		return p, document{}, malformed("the proof has no verificationMethod")
 	}
-	return p, document{unsecured: canonCut(c, cutFrom, cutTo, index == 0), context: ctx}, nil
+	head, tail := canonSplit(c, cutFrom, cutTo, index == 0)
+	return p, document{head: head, tail: tail, context: ctx}, nil
 }
 
 // parseProof reads the members of the proof object raw (canonical) that
@@ -287,11 +288,12 @@ func parseProof(raw []byte) (Proof, error) {
 	return p, nil
 }
 
-// document is a secured document without its proof, and its @context,
-// both in canonical form.
+// document is a secured document without its proof, in canonical form
+// (the two pieces around the proof member: the hash reads them in turn
+// rather than a copy), and its canonical @context.
 type document struct {
-	unsecured []byte
-	context   json.RawMessage
+	head, tail []byte
+	context    json.RawMessage
 }
 
 // eachMember calls fn for each member of the JSON object obj, in order:
@@ -413,11 +415,15 @@ func contextList(c json.RawMessage) [][]byte {
 }
 
 // hashData is SHA-256(JCS(proof config)) ‖ SHA-256(JCS(document)), from
-// the two canonical forms; the proof config is the proof without
-// proofValue.
-func hashData(canonUnsecured, canonConfig []byte) []byte {
-	h1, h2 := sha256.Sum256(canonConfig), sha256.Sum256(canonUnsecured)
-	return append(h1[:], h2[:]...)
+// the canonical proof config (the proof without proofValue) and the
+// canonical document, given in pieces.
+func hashData(canonConfig []byte, canonUnsecured ...[]byte) []byte {
+	h1 := sha256.Sum256(canonConfig)
+	h := sha256.New()
+	for _, b := range canonUnsecured {
+		h.Write(b)
+	}
+	return h.Sum(h1[:])
 }
 
 // withMember appends "name": value to the JSON object obj, keeping its
