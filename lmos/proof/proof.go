@@ -21,8 +21,8 @@ const (
 	Purpose     = "assertionMethod"
 )
 
-// MaxProofBytes bounds the encoded proof member; a real one is ~400 bytes
-// plus the document's @context, which the proof repeats.
+// MaxProofBytes bounds the proof member (its canonical form); a real one is
+// ~400 bytes plus the document's @context, which the proof repeats.
 const MaxProofBytes = 8 << 10
 
 // maxProofValue bounds proofValue before it is decoded: a 64-byte
@@ -30,7 +30,8 @@ const MaxProofBytes = 8 << 10
 const maxProofValue = 100
 
 // Proof is a Data Integrity proof. Context is the proof's @context, which
-// eddsa-jcs-2022 carries over from the document.
+// eddsa-jcs-2022 carries over from the document (in a verified proof, its
+// canonical form).
 type Proof struct {
 	Context            json.RawMessage `json:"@context,omitempty"`
 	Type               string          `json:"type"`
