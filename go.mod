@@ -7,8 +7,8 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/eclipse/paho.golang v0.22.0
 	github.com/fxamacker/cbor/v2 v2.9.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/uuid v1.6.0
-	github.com/gowebpki/jcs v1.0.1
 	github.com/grandcat/zeroconf v1.0.0
 	github.com/miekg/dns v1.1.61
 	github.com/mochi-mqtt/server/v2 v2.7.9

@@ -406,3 +406,32 @@ func TestExpiryKeepsTheBinding(t *testing.T) {
 		t.Errorf("the owner's fresh description: %v", err)
 	}
 }
+
+// A signed description with a member name twice in one object is refused
+// as an unsigned one is: 400 naming the second occurrence, whatever else is
+// wrong with it (the hub leaves finding it to the proof's canonicalization
+// and looks for it itself only once the description is refused).
+func TestSignedDuplicateMemberRefused(t *testing.T) {
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{Security: hub.SecurityOptions{RequireSigned: true}})
+	key := newKey(t)
+	signed := string(signTD(t, testTD("urn:d:1", "T"), key, time.Now()))
+	if _, err := r.Prepare([]byte(signed)); err != nil {
+		t.Fatalf("the signed description itself: %v", err)
+	}
+	for _, c := range []struct{ name, doc, field string }{
+		{"top level", strings.Replace(signed, `"title":"T"`, `"title":"T","title":"T"`, 1), "/title"},
+		{"in the proof", strings.Replace(signed, `"type":"DataIntegrityProof"`, `"type":"DataIntegrityProof","type":"DataIntegrityProof"`, 1), "/proof/type"},
+		{"nested", strings.Replace(signed, `"securityDefinitions":{`, `"securityDefinitions":{"x":{"scheme":"nosec"},"x":{"scheme":"nosec"},`, 1), "/securityDefinitions/x"},
+		{"and an invalid TD", strings.Replace(signed, `"title":"T"`, `"title":7,"title":7`, 1), "/title"},
+	} {
+		if c.doc == signed {
+			t.Fatalf("%s: the edit changed nothing", c.name)
+		}
+		_, err := r.Prepare([]byte(c.doc))
+		if f := hub.ErrorFields(err); hub.ErrorCode(err) != hub.EINVALID || len(f) != 1 || f[0].Field != c.field ||
+			!strings.Contains(err.Error(), "occurs twice") {
+			t.Errorf("%s: %v %v, want the duplicate at %s", c.name, err, f, c.field)
+		}
+	}
+}

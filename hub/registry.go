@@ -481,10 +481,33 @@ func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
 	if err := r.checkSize(len(raw)); err != nil {
 		return nil, err
 	}
-	doc, err := ParseDocument(raw)
+	doc, err := parseObject(raw)
 	if err != nil {
 		return nil, err
 	}
+	if _, signed := doc["proof"]; !signed {
+		if err := duplicateMember(raw); err != nil {
+			return nil, err
+		}
+		return r.prepareParsed(raw, doc, from)
+	}
+	// A signed document's verification canonicalizes all of it (RFC 8785,
+	// I-JSON), which refuses a member name twice in one object as the hub
+	// does: a verified document has none, so the hub's own pass over the
+	// bytes runs only for a refused one, whose answer stays the same (the
+	// duplicate and where it is, before any other fault).
+	p, err := r.prepareParsed(raw, doc, from)
+	if err != nil {
+		if derr := duplicateMember(raw); derr != nil {
+			return nil, derr
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// prepareParsed is PrepareFrom for raw parsed as doc.
+func (r *Registry) prepareParsed(raw []byte, doc map[string]any, from string) (*PreparedTD, error) {
 	if err := Validate(doc); err != nil {
 		return nil, err
 	}

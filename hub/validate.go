@@ -24,6 +24,19 @@ const maxIDBytes = 512
 // string, null…) is an error. Errors are *Error{Code: EINVALID, Message: "invalid JSON: <short reason>"}
 // or "a Thing Description must be a JSON object".
 func ParseDocument(raw []byte) (map[string]any, error) {
+	doc, err := parseObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := duplicateMember(raw); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// parseObject is ParseDocument without the check for a member name twice
+// in one object (duplicateMember).
+func parseObject(raw []byte) (map[string]any, error) {
 	// encoding/json silently replaces invalid UTF-8 with U+FFFD, so the parsed
 	// document (and its id) could differ from the raw bytes the store keeps.
 	// RFC 8259 requires UTF-8 anyway.
@@ -50,11 +63,17 @@ func ParseDocument(raw []byte) (map[string]any, error) {
 	if !ok {
 		return nil, notObjectError(errNotObject, v)
 	}
+	return doc, nil
+}
+
+// duplicateMember refuses raw when a member name occurs twice in one of
+// its objects, naming the second occurrence.
+func duplicateMember(raw []byte) error {
 	if ptr, dup := jsonx.DuplicateMember(raw); dup {
-		return nil, &Error{Code: EINVALID, Message: "invalid JSON: a member name occurs twice in one object",
+		return &Error{Code: EINVALID, Message: "invalid JSON: a member name occurs twice in one object",
 			Fields: []FieldError{{Field: ptr, Description: "occurs more than once in its object"}}}
 	}
-	return doc, nil
+	return nil
 }
 
 // errNotObject is the message for a document that is valid JSON but not an

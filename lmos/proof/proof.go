@@ -5,10 +5,12 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
-	"github.com/gowebpki/jcs"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mr-tron/base58"
 )
 
@@ -19,8 +21,8 @@ const (
 	Purpose     = "assertionMethod"
 )
 
-// MaxProofBytes bounds the encoded proof member; a real one is ~400 bytes
-// plus the document's @context, which the proof repeats.
+// MaxProofBytes bounds the proof member (its canonical form); a real one is
+// ~400 bytes plus the document's @context, which the proof repeats.
 const MaxProofBytes = 8 << 10
 
 // maxProofValue bounds proofValue before it is decoded: a 64-byte
@@ -28,7 +30,8 @@ const MaxProofBytes = 8 << 10
 const maxProofValue = 100
 
 // Proof is a Data Integrity proof. Context is the proof's @context, which
-// eddsa-jcs-2022 carries over from the document.
+// eddsa-jcs-2022 carries over from the document (in a verified proof, its
+// canonical form).
 type Proof struct {
 	Context            json.RawMessage `json:"@context,omitempty"`
 	Type               string          `json:"type"`
@@ -38,9 +41,10 @@ type Proof struct {
 	ProofPurpose       string          `json:"proofPurpose"`
 	ProofValue         string          `json:"proofValue,omitempty"`
 
-	// members are all the proof's members as read, so a verification
-	// covers the ones this type does not name (expires, domain, …).
-	members map[string]json.RawMessage
+	// config is the canonical form of the proof as read without its
+	// proofValue, so a verification covers the members this type does
+	// not name (expires, domain, …); nil for a proof made here.
+	config []byte
 }
 
 // Result is what a verified proof proves.
@@ -86,10 +90,19 @@ func sign(doc []byte, priv ed25519.PrivateKey, created string) ([]byte, error) {
 		VerificationMethod: VerificationMethod(pub),
 		ProofPurpose:       Purpose,
 	}
-	data, err := hashData(unsecured, p)
+	cfg, err := json.Marshal(p) // no proofValue yet
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot encode the proof: %w", err)
 	}
+	cu, err := canonical(unsecured)
+	if err != nil {
+		return nil, malformed("the document cannot be canonicalized (RFC 8785): %v", err)
+	}
+	cc, err := canonical(cfg)
+	if err != nil {
+		return nil, malformed("the proof cannot be canonicalized: %v", err)
+	}
+	data := hashData(cc, cu)
 	p.ProofValue = "z" + base58.Encode(ed25519.Sign(priv, data))
 	enc, err := json.Marshal(p)
 	if err != nil {
@@ -159,10 +172,7 @@ func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
 			return r, err
 		}
 	}
-	data, err := hashData(d.unsecured, p)
-	if err != nil {
-		return r, err
-	}
+	data := hashData(p.config, d.head, d.tail)
 	if !ed25519.Verify(pub, data, sig) {
 		return r, fmt.Errorf("%w: the proof does not match the document and the key %s", ErrInvalidSignature, PublicKeyMultibase(pub))
 	}
@@ -170,31 +180,48 @@ func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
 }
 
 // readProof splits doc into its proof, checked for the values this suite
-// signs with, and the document without it.
+// signs with, and the document without it, both in canonical form: doc is
+// canonicalized once (which checks all of it) and the proof member cut out
+// of that (canonical.go), rather than the document decoded, the proof
+// removed and the rest encoded and canonicalized again.
 func readProof(doc []byte) (Proof, document, error) {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &members); err != nil {
-		return Proof{}, document{}, malformed("the document is not a JSON object: %v", err)
+	c, err := canonical(doc)
+	if err != nil {
+		return Proof{}, document{}, malformed("the document is not a JSON object that RFC 8785 canonicalizes: %v", err)
 	}
-	raw, ok := members["proof"]
-	if !ok {
+	if c[0] != '{' {
+		return Proof{}, document{}, malformed("the document is not a JSON object")
+	}
+	var raw, ctx []byte
+	var cutFrom, cutTo, index int
+	err = canonMembers(c, func(i int, name, value []byte, from, to int) error {
+		switch string(name) {
+		case `"proof"`:
+			raw, cutFrom, cutTo, index = value, from, to, i
+		case `"@context"`:
+			ctx = value
+		}
+		return nil
+	})
+	if err != nil {
+		return Proof{}, document{}, malformed("the document: %v", err)
+	}
+	if raw == nil {
 		return Proof{}, document{}, ErrNoProof
 	}
 	if len(raw) > MaxProofBytes {
 		return Proof{}, document{}, malformed("the proof is %d bytes, more than %d", len(raw), MaxProofBytes)
 	}
-	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		if len(t) > 0 && t[0] == '[' {
-			return Proof{}, document{}, fmt.Errorf("%w: a proof set (an array of proofs) is not supported; sign with one proof", ErrUnsupported)
-		}
+	switch raw[0] {
+	case '{':
+	case '[':
+		return Proof{}, document{}, fmt.Errorf("%w: a proof set (an array of proofs) is not supported; sign with one proof", ErrUnsupported)
+	default:
 		return Proof{}, document{}, malformed("the proof is not a JSON object")
 	}
-	var p Proof
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return Proof{}, document{}, malformed("the proof does not have the members of a Data Integrity proof: %v", err)
-	}
-	if err := json.Unmarshal(raw, &p.members); err != nil {
-		return Proof{}, document{}, malformed("the proof is not a JSON object: %v", err)
+	p, err := parseProof(raw)
+	if err != nil {
+		return p, document{}, err
 	}
 	switch {
 	case p.Type != Type:
@@ -206,123 +233,198 @@ func readProof(doc []byte) (Proof, document, error) {
 	case p.VerificationMethod == "":
 		return p, document{}, malformed("the proof has no verificationMethod")
 	}
-	delete(members, "proof")
-	return p, document{unsecured: joinMembers(members), context: members["@context"]}, nil
+	head, tail := canonSplit(c, cutFrom, cutTo, index == 0)
+	return p, document{head: head, tail: tail, context: ctx}, nil
 }
 
-// document is a secured document without its proof, and its @context.
-type document struct {
-	unsecured []byte
-	context   json.RawMessage
-}
-
-// joinMembers writes members back as one JSON object. The values are as
-// json.Unmarshal checked them, so they are copied, not re-encoded: JCS
-// canonicalizes the result anyway, and re-encoding a large document took
-// more time than verifying its signature.
-func joinMembers(members map[string]json.RawMessage) []byte {
-	n := 2
-	for k, v := range members {
-		n += len(k) + len(v) + 8
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '{')
-	first := true
-	for k, v := range members {
-		if !first {
-			b = append(b, ',')
+// parseProof reads the members of the proof object raw (canonical) that
+// this package names, and keeps raw without its proofValue as the proof
+// configuration the signature covers (every other member included:
+// expires, domain, …).
+func parseProof(raw []byte) (Proof, error) {
+	var p Proof
+	var cfg []byte
+	err := canonMembers(raw, func(i int, name, value []byte, from, to int) error {
+		var field *string
+		switch string(name) {
+		case `"@context"`:
+			p.Context = json.RawMessage(value)
+			return nil
+		case `"type"`:
+			field = &p.Type
+		case `"cryptosuite"`:
+			field = &p.Cryptosuite
+		case `"created"`:
+			field = &p.Created
+		case `"verificationMethod"`:
+			field = &p.VerificationMethod
+		case `"proofPurpose"`:
+			field = &p.ProofPurpose
+		case `"proofValue"`:
+			field = &p.ProofValue
+			cfg = canonCut(raw, from, to, i == 0)
+		default:
+			return nil
 		}
-		first = false
-		key, _ := json.Marshal(k) // a string always encodes
-		b = append(b, key...)
-		b = append(b, ':')
-		b = append(b, v...)
+		if value[0] != '"' {
+			return malformed("the proof's %s is not a string", name)
+		}
+		s, err := jsontext.AppendUnquote(nil, value)
+		if err != nil {
+			return malformed("the proof's %s: %v", name, err)
+		}
+		*field = string(s)
+		return nil
+	})
+	if errors.Is(err, ErrMalformed) {
+		return Proof{}, err
 	}
-	return append(b, '}')
+	if err != nil {
+		return Proof{}, malformed("the proof: %v", err)
+	}
+	if cfg == nil {
+		cfg = raw
+	}
+	p.config = cfg
+	return p, nil
+}
+
+// document is a secured document without its proof, in canonical form
+// (the two pieces around the proof member: the hash reads them in turn
+// rather than a copy), and its canonical @context.
+type document struct {
+	head, tail []byte
+	context    json.RawMessage
+}
+
+// eachMember calls fn for each member of the JSON object obj, in order:
+// its index, its name, its value (a slice of obj), and the span [from, to)
+// that cut removes to drop it (from the end of the value before, or the
+// opening brace, to the end of its own value). The whole of obj is
+// checked as RFC 8785 requires of its input (I-JSON, RFC 7493: valid
+// UTF-8, no duplicate names), even where no member is wanted.
+func eachMember(obj []byte, fn func(i int, name string, value []byte, from, to int) error) error {
+	d := jsontext.NewDecoder(bytes.NewBuffer(obj))
+	tok, err := d.ReadToken()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '{' {
+		return fmt.Errorf("a JSON %s, not an object", tok.Kind())
+	}
+	for i := 0; ; i++ {
+		if k := d.PeekKind(); k == '}' || k == 0 {
+			break
+		}
+		from := int(d.InputOffset())
+		tok, err := d.ReadToken()
+		if err != nil {
+			return err
+		}
+		name := tok.String() // before the next read voids tok
+		value, err := d.ReadValue()
+		if err != nil {
+			return err
+		}
+		to := int(d.InputOffset())
+		if err := fn(i, name, obj[to-len(value):to], from, to); err != nil {
+			return err
+		}
+	}
+	if _, err := d.ReadToken(); err != nil { // the closing brace
+		return err
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return fmt.Errorf("data after the object")
+	}
+	return nil
+}
+
+// cut returns a copy of obj without the member eachMember found at
+// [from, to). The first member has no comma before it: the one after it
+// goes instead.
+func cut(obj []byte, from, to int, first bool) []byte {
+	rest := obj[to:]
+	if first {
+		if t := bytes.TrimLeft(rest, " \t\r\n"); len(t) > 0 && t[0] == ',' {
+			rest = t[1:]
+		}
+	}
+	out := make([]byte, 0, from+len(rest))
+	out = append(out, obj[:from]...)
+	return append(out, rest...)
 }
 
 // splitProof returns doc without a proof member, and doc's @context.
 func splitProof(doc []byte) ([]byte, json.RawMessage, error) {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &members); err != nil {
+	var ctx []byte
+	found, cutFrom, cutTo, index := false, 0, 0, 0
+	err := eachMember(doc, func(i int, name string, value []byte, from, to int) error {
+		switch name {
+		case "proof":
+			found, cutFrom, cutTo, index = true, from, to, i
+		case "@context":
+			ctx = value
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, nil, malformed("the document is not a JSON object: %v", err)
 	}
-	ctx := members["@context"]
-	if _, ok := members["proof"]; !ok {
+	if !found {
 		return bytes.TrimSpace(doc), ctx, nil
 	}
-	delete(members, "proof")
-	out, err := json.Marshal(members)
-	if err != nil {
-		return nil, nil, malformed("the document cannot be re-encoded: %v", err)
-	}
-	return out, ctx, nil
+	return cut(doc, cutFrom, cutTo, index == 0), ctx, nil
 }
 
 // checkContext: the proof's @context must be the document's or a prefix of
-// it (eddsa-jcs-2022, "Verify Proof").
+// it (eddsa-jcs-2022, "Verify Proof"). Both are canonical forms, so equal
+// values are equal bytes.
 func checkContext(docCtx, proofCtx json.RawMessage) error {
+	if len(docCtx) > 0 && bytes.Equal(docCtx, proofCtx) {
+		return nil
+	}
 	dl, pl := contextList(docCtx), contextList(proofCtx)
 	if pl == nil || dl == nil || len(pl) > len(dl) {
 		return fmt.Errorf("%w: the proof's @context is not the start of the document's", ErrInvalidSignature)
 	}
 	for i := range pl {
-		a, errA := jcs.Transform(pl[i])
-		b, errB := jcs.Transform(dl[i])
-		if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		if !bytes.Equal(pl[i], dl[i]) {
 			return fmt.Errorf("%w: the proof's @context is not the start of the document's", ErrInvalidSignature)
 		}
 	}
 	return nil
 }
 
-// contextList returns the entries of an @context (a string or object is a
-// list of one); nil when there is none.
-func contextList(raw json.RawMessage) []json.RawMessage {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
+// contextList returns the entries of a canonical @context (a string or
+// object is a list of one); nil when there is none.
+func contextList(c json.RawMessage) [][]byte {
+	if len(c) == 0 {
 		return nil
 	}
-	if t[0] != '[' {
-		return []json.RawMessage{t}
+	if c[0] != '[' {
+		return [][]byte{c}
 	}
-	var l []json.RawMessage
-	if json.Unmarshal(t, &l) != nil {
+	l, err := canonElements(c)
+	if err != nil {
 		return nil
+	}
+	if l == nil {
+		l = [][]byte{}
 	}
 	return l
 }
 
-// hashData is SHA-256(JCS(proof config)) ‖ SHA-256(JCS(document)); the
-// proof config is the proof without proofValue.
-func hashData(unsecured []byte, p Proof) ([]byte, error) {
-	var cfg []byte
-	var err error
-	if p.members != nil {
-		m := make(map[string]json.RawMessage, len(p.members))
-		for k, v := range p.members {
-			if k != "proofValue" {
-				m[k] = v
-			}
-		}
-		cfg, err = json.Marshal(m)
-	} else {
-		p.ProofValue = ""
-		cfg, err = json.Marshal(p)
+// hashData is SHA-256(JCS(proof config)) ‖ SHA-256(JCS(document)), from
+// the canonical proof config (the proof without proofValue) and the
+// canonical document, given in pieces.
+func hashData(canonConfig []byte, canonUnsecured ...[]byte) []byte {
+	h1 := sha256.Sum256(canonConfig)
+	h := sha256.New()
+	for _, b := range canonUnsecured {
+		h.Write(b)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("cannot encode the proof configuration: %w", err)
-	}
-	cc, err := jcs.Transform(cfg)
-	if err != nil {
-		return nil, malformed("the proof cannot be canonicalized: %v", err)
-	}
-	dc, err := jcs.Transform(unsecured)
-	if err != nil {
-		return nil, malformed("the document cannot be canonicalized (RFC 8785): %v", err)
-	}
-	h1, h2 := sha256.Sum256(cc), sha256.Sum256(dc)
-	return append(h1[:], h2[:]...), nil
+	return h.Sum(h1[:])
 }
 
 // withMember appends "name": value to the JSON object obj, keeping its
