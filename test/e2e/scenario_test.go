@@ -576,9 +576,12 @@ type pahoScenario struct {
 	cli      *paho.Client
 	conn     net.Conn
 	closing  bool
-	pending  map[string]chan *paho.Publish
-	topics   map[string]func(p *paho.Publish)
-	errs     []error
+	// gen numbers the connections: an error the previous one reports
+	// after a reconnect (its read loop ending) is not the new one's.
+	gen     int
+	pending map[string]chan *paho.Publish
+	topics  map[string]func(p *paho.Publish)
+	errs    []error
 }
 
 func (c *pahoScenario) name() string { return "paho" }
@@ -592,15 +595,19 @@ func (c *pahoScenario) connect() error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.gen++
+	gen := c.gen
+	c.mu.Unlock()
 	cli := paho.NewClient(paho.ClientConfig{
 		Conn: conn,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			c.receive(pr.Packet)
 			return true, nil
 		}},
-		OnClientError: func(err error) { c.fail(fmt.Errorf("paho client error: %w", err)) },
+		OnClientError: func(err error) { c.fail(gen, fmt.Errorf("paho client error: %w", err)) },
 		OnServerDisconnect: func(d *paho.Disconnect) {
-			c.fail(fmt.Errorf("DISCONNECT from the hub: reason %d", d.ReasonCode))
+			c.fail(gen, fmt.Errorf("DISCONNECT from the hub: reason %d", d.ReasonCode))
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -619,10 +626,10 @@ func (c *pahoScenario) connect() error {
 	return c.sub(filters...)
 }
 
-func (c *pahoScenario) fail(err error) {
+func (c *pahoScenario) fail(gen int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closing {
+	if !c.closing && gen == c.gen {
 		c.errs = append(c.errs, err)
 	}
 }
