@@ -622,7 +622,7 @@ func TestRepeatedSubscribeStoresRetainedOnce(t *testing.T) {
 	}
 	testwait.Eventually(t, 10*time.Second, "every SUBSCRIBE processed", func() bool {
 		cl, ok := e.b.server.Clients.Get("repeat")
-		return ok && cl.State.Subscriptions.Len() == 1 && e.b.server.Info.PacketsReceived >= 3001
+		return ok && cl.State.Subscriptions.Len() == 1 && atomic.LoadInt64(&e.b.server.Info.PacketsReceived) >= 3001
 	})
 	cl, _ := e.b.server.Clients.Get("repeat")
 	if n := cl.State.Inflight.Len(); n != 1 {
