@@ -171,8 +171,9 @@ func TestRetainedAllStatusesBeforeLive(t *testing.T) {
 // Live QoS 1 updates published while a SUBSCRIBE's retained messages are
 // being stored in the session reach the subscriber after all of them. They
 // once went out among them, as the client's window allowed, at times ahead
-// of their own topic's retained copy: the subscriber was left with the old
-// value. mosquitto_sub (Receive Maximum 20) counts every message.
+// of their own topic's retained copy: a subscriber of updates that are
+// retained was left with the old value. mosquitto_sub (Receive Maximum
+// 20) counts every message.
 func TestLiveDuringSubscribeFollowsRetained(t *testing.T) {
 	e := newEnv(t, nil)
 	const things, live = 1000, 50
@@ -202,7 +203,9 @@ func TestLiveDuringSubscribeFollowsRetained(t *testing.T) {
 			time.Sleep(20 * time.Microsecond)
 		}
 		for j := range live {
-			if err := e.b.publish(topic(j*things/live), fmt.Appendf(nil, `{"status":"live %d"}`, j), true, 1, "application/json"); err != nil {
+			// Not retained: mochi's retained store is not safe to write
+			// while a SUBSCRIBE reads it (go test -race; v2.7.9).
+			if err := e.b.publish(topic(j*things/live), fmt.Appendf(nil, `{"status":"live %d"}`, j), false, 1, "application/json"); err != nil {
 				published <- err
 				return
 			}
@@ -224,8 +227,7 @@ func TestLiveDuringSubscribeFollowsRetained(t *testing.T) {
 			t.Fatalf("mosquitto_sub line %q", l)
 		}
 		if i < things {
-			// A retained copy may already carry the topic's update.
-			if f[0] != "1" || seen[f[1]] {
+			if f[0] != "1" || f[2] != `{"status":"online"}` || seen[f[1]] {
 				t.Fatalf("message %d: %q, want the retained message of a topic not seen yet", i, l)
 			}
 			seen[f[1]] = true
