@@ -229,7 +229,14 @@ type rawClient struct {
 
 func dialRaw(t testing.TB, addr, clientID string, v5 bool) *rawClient {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	return dialRawWith(t, &net.Dialer{}, addr, clientID, v5)
+}
+
+// dialRawWith is dialRaw through d (to set socket options before the
+// connection is made).
+func dialRawWith(t testing.TB, d *net.Dialer, addr, clientID string, v5 bool) *rawClient {
+	t.Helper()
+	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

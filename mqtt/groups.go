@@ -175,7 +175,8 @@ func (b *Broker) dropStored(cl *mochi.Client, pk packets.Packet) {
 }
 
 // purgeGroup removes the packets of group gid queued on c and not yet
-// taken by a writer, and the QoS 1/2 ones waiting for the client's window.
+// taken by a writer, and the QoS 1/2 ones waiting for the client's window
+// or held behind a SUBSCRIBE's retained messages.
 // Their bytes count as written once what was queued ahead of them is
 // (skipped: mark and reached stay true). It returns how many it removed.
 func (c *outConn) purgeGroup(gid string) int {
@@ -205,16 +206,23 @@ func (c *outConn) purgeGroup(gid string) int {
 	c.q = keep(c.q, &c.q0, &c.skipped)
 	c.held = keep(c.held, &c.held0, &c.skippedHeld)
 	c.pre = keep(c.pre, nil, &c.skippedHeld)
-	w := c.waiting[:0]
-	for _, pk := range c.waiting {
-		if g, in := lmos.GroupOfTopic(pk.TopicName); in && g == gid {
-			n++ // not queued yet (not in enqueued); its session copy is dropped by the caller
-			continue
+	// Not queued yet (not in enqueued): waiting for the window, or held
+	// behind a SUBSCRIBE's retained messages; the caller drops their
+	// session copies.
+	unqueued := func(pks []packets.Packet) []packets.Packet {
+		w := pks[:0]
+		for _, pk := range pks {
+			if g, in := lmos.GroupOfTopic(pk.TopicName); in && g == gid {
+				n++
+				continue
+			}
+			w = append(w, pk)
 		}
-		w = append(w, pk)
+		clear(pks[len(w):])
+		return w
 	}
-	clear(c.waiting[len(w):])
-	c.waiting = w
+	c.waiting = unqueued(c.waiting)
+	c.heldQoS = unqueued(c.heldQoS)
 	if c.skipped > 0 && len(c.q) == 0 && !c.flushing && !c.dead {
 		// Nothing queued would carry the skipped bytes to written: a
 		// flush, once it holds wmu, finds the queue empty and does.

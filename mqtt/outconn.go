@@ -64,6 +64,11 @@ type outConn struct {
 	pre     net.Buffers
 	held    net.Buffers
 	plan    []bool // per filter of that SUBSCRIBE: the hub sends its retained messages
+	// heldQoS are the live QoS 1/2 deliveries (stored in the session)
+	// that came meanwhile: queued or put in waiting then, one could go out
+	// ahead of retained messages the SUBSCRIBE has yet to store. release
+	// puts them behind the waiting ones (qos.go, release).
+	heldQoS []packets.Packet
 
 	// QoS 1/2 flow control (qos.go): window is how many the client takes
 	// unacknowledged (its Receive Maximum), unacked the packet identifiers
@@ -272,12 +277,12 @@ func (c *outConn) takePlan() []bool {
 	return p
 }
 
-// release queues the held deliveries behind what is queued.
-func (c *outConn) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// releaseLocked queues the held deliveries behind what is queued and puts
+// the held QoS 1/2 ones behind those waiting for the client's window
+// (c.mu held); it reports whether it did (a hold was on).
+func (c *outConn) releaseLocked() bool {
 	if !c.holding {
-		return
+		return false
 	}
 	c.holding = false
 	c.plan = nil
@@ -287,7 +292,10 @@ func (c *outConn) release() {
 	c.skippedHeld = 0
 	c.q0 += c.held0
 	c.held0 = 0
+	c.waiting = append(c.waiting, c.heldQoS...)
+	c.heldQoS = nil
 	c.startLocked()
+	return true
 }
 
 // take hands the queued packets over to a writer (holding wmu).
@@ -363,7 +371,7 @@ func (c *outConn) fail() {
 	c.mu.Lock()
 	c.dead = true
 	c.flushing = false
-	c.q, c.pre, c.held = nil, nil, nil
+	c.q, c.pre, c.held, c.heldQoS = nil, nil, nil, nil
 	c.q0, c.held0 = 0, 0
 	c.wakeLocked()
 	c.mu.Unlock()

@@ -197,6 +197,12 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 		b.dropped[dropRevoked].Add(1)
 		return
 	}
+	if conn.holding && kind != retained {
+		// A SUBSCRIBE is storing its retained messages: a live delivery
+		// goes behind them all (release), as a live QoS 0 one does.
+		conn.heldQoS = append(conn.heldQoS, out)
+		return
+	}
 	if len(conn.waiting) > 0 || len(conn.unacked) >= max(conn.window, 1) {
 		conn.waiting = append(conn.waiting, out)
 		return
@@ -341,6 +347,31 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 	conn.mu.Lock()
 	conn.lastAck = ackAt
 	delete(conn.unacked, pk.PacketID)
+	b.sendWaitingLocked(cl, conn, &t)
+	conn.wakeLocked()
+	conn.mu.Unlock()
+	b.count(t)
+}
+
+// release ends the hold of a SUBSCRIBE's processing (retained.go): the
+// SUBACK is written, its retained messages and the live deliveries held
+// go out, and the live QoS 1/2 deliveries held wait for the client's
+// window behind its retained ones. It runs on the client's reading
+// goroutine, as acked does.
+func (b *Broker) release(cl *mochi.Client, conn *outConn) {
+	t := tally{from: conn}
+	conn.mu.Lock()
+	if conn.releaseLocked() {
+		b.sendWaitingLocked(cl, conn, &t)
+	}
+	conn.mu.Unlock()
+	b.count(t)
+}
+
+// sendWaitingLocked writes the deliveries waiting in cl's session, oldest
+// first, while its window has room (conn.mu held).
+func (b *Broker) sendWaitingLocked(cl *mochi.Client, conn *outConn, t *tally) {
+	now := t.unixNow()
 	for len(conn.waiting) > 0 && len(conn.unacked) < max(conn.window, 1) && !conn.dead {
 		out := conn.waiting[0]
 		conn.waiting[0] = packets.Packet{}
@@ -352,14 +383,11 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 			atomic.AddInt64(&b.server.Info.Inflight, 1)
 			b.state.OnQosPublish(cl, out, out.Created, 0)
 		}
-		b.sendLocked(cl, conn, &out, owed, &t)
+		b.sendLocked(cl, conn, &out, owed, t)
 	}
 	if len(conn.waiting) == 0 {
 		conn.waiting = nil
 	}
-	conn.wakeLocked()
-	conn.mu.Unlock()
-	b.count(t)
 }
 
 // retainedPending reports whether a retained message on topic, sent to cl

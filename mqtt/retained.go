@@ -109,7 +109,7 @@ func (h *binding) OnPacketProcessed(cl *mochi.Client, pk packets.Packet, _ error
 	switch pk.FixedHeader.Type {
 	case packets.Subscribe:
 		if conn, ok := cl.Net.Conn.(*outConn); ok {
-			conn.release()
+			h.b.release(cl, conn)
 		}
 	case packets.Puback, packets.Pubrec, packets.Pubcomp:
 		h.b.acked(cl, pk)
