@@ -25,7 +25,12 @@ func TestCredentials(t *testing.T) {
 			h.link = c.link
 			const idA, idB = "urn:example:cred-a", "urn:example:cred-b"
 			withCT := func(o *Options) { o.ContentType = c.ct }
-			a, b := h.connect(idA, withCT), h.connect(idB, withCT)
+			// A signs its description: over WebSocket only a registration
+			// with its key's fresh proof is the member again after a
+			// reconnect (an unsigned one could be anyone).
+			_, keyA, _ := ed25519.GenerateKey(nil)
+			a := h.connect(idA, func(o *Options) { withCT(o); o.Key = keyA })
+			b := h.connect(idB, withCT)
 			ctx := ctxT(t, 10*time.Second)
 			if _, err := h.reg.CreateGroup(ctx, hub.GroupSpec{ID: "kitchen", Title: "Kitchen", Members: []string{idA, idB}}); err != nil {
 				t.Fatal(err)

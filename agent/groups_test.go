@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"net/http"
 	"testing"
@@ -17,7 +18,11 @@ func TestGroupChannels(t *testing.T) {
 	eachLink(t, func(t *testing.T, h *testHub) {
 		ctx := ctxT(t, 20*time.Second)
 		a := h.connect("urn:test:ga", nil)
-		b := h.connect("urn:test:gb", nil)
+		// B signs its description: over WebSocket only a registration
+		// with its key's fresh proof is the member again after a
+		// reconnect (an unsigned one could be anyone).
+		_, keyB, _ := ed25519.GenerateKey(nil)
+		b := h.connect("urn:test:gb", func(o *Options) { o.Key = keyB })
 		c := h.connect("urn:test:gc", nil)
 		if _, err := h.reg.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:test:ga", "urn:test:gb"}}); err != nil {
 			t.Fatal(err)
