@@ -120,6 +120,8 @@ type Registry struct {
 	verifyLimit *ratelimit.Limiter
 	// selfJoins remembers accepted self-join statements (groupjoin.go).
 	selfJoins statementLog
+	// renewals keeps credentials renewed on read (credential.go).
+	renewals renewalCache
 }
 
 type opKind int
