@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // The group channel API over each link against a hub run as main runs it:
@@ -100,8 +101,8 @@ func TestGroupChannelArguments(t *testing.T) {
 		filter, topic string
 		want          bool
 	}{{"#", "a/b", true}, {"a/+", "a/b", true}, {"a/+", "a/b/c", false}, {"a/#", "a", true}, {"a", "b", false}} {
-		if matchFilter(c.filter, c.topic) != c.want {
-			t.Errorf("matchFilter(%q, %q) != %v", c.filter, c.topic, c.want)
+		if lmos.MatchGroupFilter(c.filter, c.topic) != c.want {
+			t.Errorf("lmos.MatchGroupFilter(%q, %q) != %v", c.filter, c.topic, c.want)
 		}
 	}
 }
