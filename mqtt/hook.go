@@ -310,8 +310,16 @@ func refuse(pk packets.Packet) (packets.Packet, error) {
 // not check wills against the ACL, and a will could otherwise set another
 // Thing's status. A will on a td topic is dropped too: it would bypass the
 // join (wills do not pass OnPublish). A will on a topic that is never
-// retained (mayRetain) loses its retain flag, as a publish does.
+// retained (mayRetain) loses its retain flag, as a publish does. A will
+// on a group channel is sent only for a member at that moment (mochi
+// asks here as it sends the will, at the disconnection) and only without
+// a Will Delay Interval: a delayed will is published later, out of the
+// hub's reach, maybe after the membership ended.
 func (h *binding) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) {
+	if _, ok := groupChannel(will.TopicName); ok && (will.WillDelayInterval > 0 || !h.groupAllowed(cl, will.TopicName)) {
+		h.countGroupRefusal(cl, will.TopicName)
+		return mochi.Will{}, nil
+	}
 	t, isThing := parseThingTopic(will.TopicName)
 	if mayPublish(self(cl), will.TopicName) && (!isThing || t.kind != kindTD) {
 		if !mayRetain(will.TopicName) {
