@@ -1013,3 +1013,20 @@ func TestGroupWillMembersOnly(t *testing.T) {
 		t.Errorf("lmos_mqtt_refused_total{reason=forbidden} grew by %d, want 3", got)
 	}
 }
+
+// A will on a group action's topic is dropped: it would bypass the hub,
+// which consumes group action requests (OnPublish), and reach subscribers
+// of lmos/v1/hub/# as if the hub had published it.
+func TestGroupActionWillDropped(t *testing.T) {
+	g := newGroupEnv(t, nil)
+	watcher := mustDial(t, g.addr, nil)
+	watcher.mustSub("lmos/v1/hub/groups/#")
+	topic := lmos.GroupActionTopic("g1", "toggle")
+	cp := withCreds(g.creds[thingA])
+	cp.ClientID = "willer"
+	cp.WillMessage = &paho.WillMessage{Topic: topic, Payload: []byte(`{"forged":true}`), QoS: 1}
+	willer := mustDial(t, g.addr, cp)
+	willer.Conn.Close()
+	testwait.Eventually(t, 5*time.Second, "the willer gone", func() bool { _, ok := g.b.server.Clients.Get("willer"); return !ok })
+	watcher.none(topic, 100*time.Millisecond)
+}
