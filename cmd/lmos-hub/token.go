@@ -14,6 +14,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -67,7 +68,7 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	scope := fs.String("scope", "", "")
 	thing := fs.String("thing", "", "")
 	expires := fs.String("expires", "", "")
-	pos, err := parseInterspersed(fs, args[1:])
+	pos, err := cliargs.Parse(fs, args[1:])
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n\n%s", err, tokenUsage)
 		return exitUsage
