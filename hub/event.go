@@ -28,18 +28,14 @@ func (t EventType) IsDirectoryEvent() bool {
 }
 
 // Event is one entry of the change feed. Seq increases by one per event and
-// never repeats, across restarts too.
+// never repeats, across restarts too. Its JSON, members in this order, is
+// the object of the hub's feeds (PROTOCOL §3.4, §4.1): lmos/v1/hub/events
+// carries it without TD and Patch, /api/events with them on ?diff=true.
 type Event struct {
-	Seq  uint64    `json:"seq"`
 	Type EventType `json:"type"`
 	ID   string    `json:"id"`
+	Seq  uint64    `json:"seq"`
 	Time time.Time `json:"time"`
-	// TD is the submitted document of a created Thing (for diff=true). Only
-	// live events carry it; the event log does not store it.
-	TD json.RawMessage `json:"td,omitempty"`
-	// Patch is the RFC 7396 merge patch from the old to the new document of
-	// an updated Thing, including "id" (for diff=true).
-	Patch json.RawMessage `json:"patch,omitempty"`
 	// Presence is the new lmos:presence of a presence event.
 	Presence *Presence `json:"presence,omitempty"`
 	// Join describes the pending join of a join event (hub/pending.go).
@@ -48,6 +44,19 @@ type Event struct {
 	DID string `json:"did,omitempty"`
 	// Group describes a group event (hub/group.go).
 	Group *GroupEvent `json:"group,omitempty"`
+	// TD is the submitted document of a created Thing (for diff=true). Only
+	// live events carry it; the event log does not store it.
+	TD json.RawMessage `json:"td,omitempty"`
+	// Patch is the RFC 7396 merge patch from the old to the new document of
+	// an updated Thing, including "id" (for diff=true).
+	Patch json.RawMessage `json:"patch,omitempty"`
+}
+
+// Feed is e as the hub's feeds show it without diffs: TD and Patch left
+// out.
+func (e Event) Feed() Event {
+	e.TD, e.Patch = nil, nil
+	return e
 }
 
 // Subscription receives change-feed events in sequence order. C is closed
