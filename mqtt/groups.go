@@ -132,27 +132,38 @@ func (b *Broker) membershipChanged(c hub.MembershipChange) {
 // batch is installed, and a session that comes after it meets the new
 // memberships at every SUBSCRIBE and delivery.
 type revokeIndex struct {
-	batch  uint64
-	things map[string][]*mochi.Client
+	batch uint64
+	// things are client ids by Thing (ids, not sessions: the index
+	// outlives its batch until the next one, and must not keep the
+	// sessions of clients gone since).
+	things map[string][]string
 }
 
-// sessionsOf returns the sessions of Thing key (its topic key) as batch
-// found them. A session being taken over right now is among them: its
+// sessionsOf returns the sessions of Thing key (its topic key) that batch
+// found. A session being taken over right now is among them: its
 // subscriptions are in the index under the same client id.
 func (x *revokeIndex) sessionsOf(b *Broker, batch uint64, key string) []*mochi.Client {
 	if x.things == nil || batch == 0 || x.batch != batch {
 		x.batch = batch
 		clear(x.things)
 		if x.things == nil {
-			x.things = make(map[string][]*mochi.Client)
+			x.things = make(map[string][]string)
 		}
-		for _, cl := range b.server.Clients.GetAll() {
+		for id, cl := range b.server.Clients.GetAll() {
 			if s := self(cl); s != "" && !cl.Net.Inline {
-				x.things[s] = append(x.things[s], cl)
+				x.things[s] = append(x.things[s], id)
 			}
 		}
 	}
-	return x.things[key]
+	var out []*mochi.Client
+	for _, id := range x.things[key] {
+		// No other username's session takes an id over (OnConnect), so
+		// the session under id now is still this Thing's; asked anyway.
+		if cl, ok := b.server.Clients.Get(id); ok && self(cl) == key {
+			out = append(out, cl)
+		}
+	}
+	return out
 }
 
 // revokeGroup drops cl's subscriptions under group gid, the group's
