@@ -245,12 +245,8 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 	if p.Kind == Anonymous && a.anon >= need && !mustAuth {
 		return nil // the common case on a LAN, without allocating
 	}
-	if op == OpManageGroups && MemberOf(p) != "" {
-		// A Thing-bound token speaks for its Thing, and a Thing changes
-		// its memberships only by its signed statement where the group
-		// lets it: with an operate token bound to it, it could otherwise
-		// join any group, selfJoin or not.
-		return Errorf(EFORBIDDEN, "managing groups needs a token of scope operate or admin bound to no Thing; %s speaks for Thing %q, which joins or leaves only by its signed statement", p, MemberOf(p))
+	if op == OpManageGroups && p.Kind == ByThing {
+		return Errorf(EFORBIDDEN, "managing groups needs a token of scope operate or admin; %s may not", p)
 	}
 	var have level
 	switch p.Kind {
@@ -265,6 +261,13 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 			p.Token = t
 		} else if p.Token.Expired(a.now()) {
 			return Errorf(EUNAUTHORIZED, "the bearer token expired on %s", p.Token.Expires.Format(time.RFC3339))
+		}
+		if op == OpManageGroups && p.Token.Thing != "" {
+			// A Thing-bound token speaks for its Thing, and a Thing
+			// changes its memberships only by its signed statement where
+			// the group lets it: with an operate token bound to it, it
+			// could otherwise join any group, selfJoin or not.
+			return Errorf(EFORBIDDEN, "managing groups needs a token of scope operate or admin bound to no Thing; %s speaks for Thing %q, which joins or leaves only by its signed statement", p, p.Token.Thing)
 		}
 		have = p.Token.EffectiveScope().level()
 	case ByThing:
