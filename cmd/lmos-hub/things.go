@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -463,7 +462,7 @@ func (c *thingsClient) list(stdout io.Writer, asJSON bool) error {
 			} `json:"lmos:presence"`
 		}
 		_ = json.Unmarshal(raw, &td) // a field of an unexpected type shows as "-"
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(td.ID), cell(typeString(td.Type)), cell(td.Title), cell(td.Presence.Status))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cliargs.Cell(td.ID), cliargs.Cell(typeString(td.Type)), cliargs.Cell(td.Title), cliargs.Cell(td.Presence.Status))
 	}
 	return tw.Flush()
 }
@@ -537,20 +536,6 @@ func typeString(raw json.RawMessage) string {
 		return strings.Join(list, ",")
 	}
 	return ""
-}
-
-// cell makes a table cell: "-" when empty, no tabs or newlines.
-func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.TrimSpace(s))
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // search prints the result of a JSONPath query.

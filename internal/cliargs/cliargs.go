@@ -1,5 +1,6 @@
-// Package cliargs holds what the lmos-hub subcommands share when they read
-// their arguments: flags among the positional arguments, and a hub URL.
+// Package cliargs holds what the lmos-hub subcommands share about their
+// arguments and output: flags among the positional arguments, a hub URL,
+// and table cells.
 package cliargs
 
 import (
@@ -7,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode"
 )
 
 // Parse parses fs's flags where they stand among the positional
@@ -43,4 +45,21 @@ func HubURL(s string) (*url.URL, error) {
 	u.Path = strings.TrimRight(u.Path, "/")
 	u.RawPath = ""
 	return u, nil
+}
+
+// Cell makes a table cell of text the hub or a Thing wrote: "-" when
+// empty, every control character (C0, DEL and C1, such as the CSI that
+// starts terminal escape sequences) a space, so a title cannot break the
+// table or drive the terminal.
+func Cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.TrimSpace(s))
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -289,23 +289,9 @@ func (c *command) list(asJSON bool) error {
 		if g.SelfJoin {
 			flags = append(flags, "self-join")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(g.ID), cell(g.Title), cell(strings.Join(g.Members, ",")), cell(strings.Join(flags, ",")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cliargs.Cell(g.ID), cliargs.Cell(g.Title), cliargs.Cell(strings.Join(g.Members, ",")), cliargs.Cell(strings.Join(flags, ",")))
 	}
 	return tw.Flush()
-}
-
-// cell is a table cell: "-" when empty, no control characters.
-func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, strings.TrimSpace(s))
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func (c *command) create(body map[string]any) error {
