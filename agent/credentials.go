@@ -116,18 +116,19 @@ func (a *Agent) VerifyMembership(ctx context.Context, cred []byte) (vc.Membershi
 	if did == "" {
 		return vc.Membership{}, ErrHubUnknown
 	}
-	m, err := vc.ParseMembership(cred)
+	// The credential's own proof first: the status list URL is fetched
+	// only once the hub is known to have signed it, never where a forged
+	// credential points.
+	opts := []vc.Option{vc.ExpectIssuer(did), vc.AllowClockSkew(verifyClockSkew)}
+	m, err := vc.CheckMembership(cred, time.Now(), opts...)
 	if err != nil {
-		return vc.Membership{}, err
-	}
-	if m.Issuer != did {
-		return m, fmt.Errorf("%w: issued by %s, the hub is %s", vc.ErrIssuer, m.Issuer, did)
+		return m, err
 	}
 	list, err := a.fetchStatusList(ctx, m.StatusListURL)
 	if err != nil {
 		return m, err
 	}
-	return vc.VerifyMembership(cred, list, time.Now(), vc.ExpectIssuer(did), vc.AllowClockSkew(verifyClockSkew))
+	return m, vc.CheckStatus(m, list, time.Now(), opts...)
 }
 
 // fetchStatusList reads the status list credential at u, within

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +28,12 @@ func TestCredentials(t *testing.T) {
 			h.link = c.link
 			const idA, idB = "urn:example:cred-a", "urn:example:cred-b"
 			withCT := func(o *Options) { o.ContentType = c.ct }
-			a, b := h.connect(idA, withCT), h.connect(idB, withCT)
+			// A signs its description: over WebSocket only a registration
+			// with its key's fresh proof is the member again after a
+			// reconnect (an unsigned one could be anyone).
+			_, keyA, _ := ed25519.GenerateKey(nil)
+			a := h.connect(idA, func(o *Options) { withCT(o); o.Key = keyA })
+			b := h.connect(idB, withCT)
 			ctx := ctxT(t, 10*time.Second)
 			if _, err := h.reg.CreateGroup(ctx, hub.GroupSpec{ID: "kitchen", Title: "Kitchen", Members: []string{idA, idB}}); err != nil {
 				t.Fatal(err)
@@ -48,6 +56,17 @@ func TestCredentials(t *testing.T) {
 			// Tampered, and minted by another key naming the same list.
 			if _, err := b.VerifyMembership(ctx, bytes.Replace(credA, []byte("Kitchen"), []byte("Garage"), 1)); !errors.Is(err, vc.ErrProof) {
 				t.Fatalf("tampered: %v", err)
+			}
+			// Tampered to name another status list: refused before anything
+			// is fetched from where a forger points (issue 15 review: the
+			// agent fetched it, then found the proof bad).
+			var fetched atomic.Int32
+			elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fetched.Add(1) }))
+			defer elsewhere.Close()
+			parsedA, _ := vc.ParseMembership(credA)
+			pointed := bytes.ReplaceAll(credA, []byte(parsedA.StatusListURL), []byte(elsewhere.URL+"/list"))
+			if _, err := b.VerifyMembership(ctx, pointed); !errors.Is(err, vc.ErrProof) || fetched.Load() != 0 {
+				t.Fatalf("a credential pointing elsewhere: %v, %d requests there", err, fetched.Load())
 			}
 			other := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
 			parsed, _ := vc.ParseMembership(credA)

@@ -69,29 +69,6 @@ func checkGroupTopic(group, topic string, filter bool) error {
 	return nil
 }
 
-// matchFilter reports whether topic matches an MQTT filter (§4.7).
-func matchFilter(filter, topic string) bool {
-	for {
-		fl, frest, fok := strings.Cut(filter, "/")
-		if fl == "#" {
-			return true
-		}
-		tl, trest, tok := strings.Cut(topic, "/")
-		if fl != "+" && fl != tl {
-			return false
-		}
-		switch {
-		case !fok && !tok:
-			return true
-		case !fok:
-			return false
-		case !tok:
-			return frest == "#"
-		}
-		filter, topic = frest, trest
-	}
-}
-
 // groupWatch is one GroupSubscribe.
 type groupWatch struct {
 	group, filter string
@@ -231,7 +208,7 @@ func (l *mqttLink) receiveGroup(p *paho.Publish) bool {
 	l.mu.Lock()
 	var fns []func(GroupMessage)
 	for w := range l.groups {
-		if w.group == group && matchFilter(w.filter, rest) {
+		if w.group == group && lmos.MatchGroupFilter(w.filter, rest) {
 			fns = append(fns, w.fn)
 		}
 	}
@@ -350,7 +327,7 @@ func (l *wsLink) dispatchGroup(f wsFrame) {
 	l.mu.Lock()
 	var fns []func(GroupMessage)
 	for w := range l.groups {
-		if w.group == group && matchFilter(w.filter, topic) {
+		if w.group == group && lmos.MatchGroupFilter(w.filter, topic) {
 			fns = append(fns, w.fn)
 		}
 	}

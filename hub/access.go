@@ -76,9 +76,10 @@ const (
 	// directory API, tokens, the hub API.
 	OpManage Op = "manage"
 	// OpManageGroups creates, changes and dissolves agent groups and their
-	// memberships (PROTOCOL §7): tokens of scope operate or admin; no
-	// Thing manages groups by its connection (a Thing adds or removes
-	// itself only by a signed statement, hub/groupjoin.go).
+	// memberships (PROTOCOL §7): tokens of scope operate or admin bound to
+	// no Thing; no Thing manages groups by its connection or a token bound
+	// to it (a Thing adds or removes itself only by a signed statement,
+	// hub/groupjoin.go).
 	OpManageGroups Op = "managegroups"
 )
 
@@ -260,6 +261,13 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 			p.Token = t
 		} else if p.Token.Expired(a.now()) {
 			return Errorf(EUNAUTHORIZED, "the bearer token expired on %s", p.Token.Expires.Format(time.RFC3339))
+		}
+		if op == OpManageGroups && p.Token.Thing != "" {
+			// A Thing-bound token speaks for its Thing, and a Thing
+			// changes its memberships only by its signed statement where
+			// the group lets it: with an operate token bound to it, it
+			// could otherwise join any group, selfJoin or not.
+			return Errorf(EFORBIDDEN, "managing groups needs a token of scope operate or admin bound to no Thing; %s speaks for Thing %q, which joins or leaves only by its signed statement", p, p.Token.Thing)
 		}
 		have = p.Token.EffectiveScope().level()
 	case ByThing:

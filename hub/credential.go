@@ -131,18 +131,24 @@ func (r *Registry) CredentialIssuer() *CredentialIssuer { return r.credentialIss
 // credential that expired, or names another status list URL than the
 // hub's now, is renewed: signed anew for the same membership and status
 // entry, valid from now, and answered without being stored (renewal is a
-// read; the next one signs again).
+// read). The renewal is kept in memory while it is valid, so reads (an
+// MQTT member subscribing again and again, 64 groups at a time) sign once
+// per membership, not once per read.
 func (r *Registry) MemberCredential(gid, thing string) (json.RawMessage, error) {
 	r.mu.RLock()
-	var g *Group
+	var g Group // the group without its members: only m is needed
+	var m Member
+	found, ok := false, false
 	if x := r.groups[gid]; x != nil {
-		g = x.clone()
+		found = true
+		g = *x
+		g.Members = nil
+		m, ok = x.Member(thing)
 	}
 	r.mu.RUnlock()
-	if g == nil {
+	if !found {
 		return nil, Errorf(ENOTFOUND, "no group %q", gid)
 	}
-	m, ok := g.Member(thing)
 	if !ok {
 		return nil, Errorf(ENOTFOUND, "%q is not a member of the group %q", thing, gid)
 	}
@@ -151,14 +157,71 @@ func (r *Registry) MemberCredential(gid, thing string) (json.RawMessage, error) 
 	}
 	now := r.opts.Now()
 	// Another issuer (a test's) cannot say where its list is: kept as is.
-	if ci := r.credentialIssuer(); ci == nil || !stale(m.Credential, ci.StatusListURL(), now) {
+	ci := r.credentialIssuer()
+	if ci == nil || !stale(m.Credential, ci.StatusListURL(), now) {
 		return m.Credential, nil
 	}
-	cred, err := r.opts.Issuer.Issue(g, &m, now)
+	key := renewalKey{group: gid, title: g.Title, thing: thing, did: m.DID, index: m.StatusIndex, url: ci.StatusListURL()}
+	if cred := r.renewals.get(key, now); cred != nil {
+		return cred, nil
+	}
+	cred, err := r.opts.Issuer.Issue(&g, &m, now)
 	if err != nil {
 		return nil, &Error{Code: EINTERNAL, Message: "cannot renew the membership credential", Err: err}
 	}
+	r.renewals.put(key, cred, now)
 	return cred, nil
+}
+
+// maxRenewals bounds the renewed credentials kept in memory (~1.2 KB
+// each).
+const maxRenewals = 4096
+
+// renewalKey names what a renewed credential says: a membership (its
+// status entry, which a new membership never shares), the subject and
+// group title it was signed with, and the status list URL.
+type renewalKey struct {
+	group, title, thing, did string
+	index                    int
+	url                      string
+}
+
+// renewalCache keeps renewed credentials while they are valid. A removed
+// membership never reaches it (MemberCredential answers ENOTFOUND first);
+// its entry is dropped when the cache fills.
+type renewalCache struct {
+	mu sync.Mutex
+	m  map[renewalKey]json.RawMessage
+}
+
+func (c *renewalCache) get(k renewalKey, now time.Time) json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cred := c.m[k]
+	if cred != nil && stale(cred, k.url, now) {
+		delete(c.m, k)
+		return nil
+	}
+	return cred
+}
+
+func (c *renewalCache) put(k renewalKey, cred json.RawMessage, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[renewalKey]json.RawMessage)
+	}
+	if len(c.m) >= maxRenewals {
+		for k, v := range c.m {
+			if stale(v, k.url, now) {
+				delete(c.m, k)
+			}
+		}
+		if len(c.m) >= maxRenewals {
+			clear(c.m) // all valid: renewals of memberships since removed, or a flood
+		}
+	}
+	c.m[k] = cred
 }
 
 // stale reports a credential past its validUntil or naming another status

@@ -122,6 +122,29 @@ func TestExpiredCredentialRenewedOnRead(t *testing.T) {
 	if m.StatusIndex != g.Members[0].StatusIndex || !m.ValidFrom.Equal(clock.now()) {
 		t.Fatalf("renewed %+v", m)
 	}
+	// Read again (an MQTT member subscribing again, say): the same renewal,
+	// not signed anew for each read (issue 15 review: every read signed).
+	clock.add(time.Second)
+	if again, _ := r.MemberCredential("g1", "urn:a"); !bytes.Equal(again, renewed) {
+		t.Fatal("a second read of an expired credential signed it again")
+	}
+	// Another status list URL: renewed once more, naming it, then kept.
+	iss.SetStatusListURL(testListURL + "2")
+	moved, _ := r.MemberCredential("g1", "urn:a")
+	if bytes.Equal(moved, renewed) || !bytes.Contains(moved, []byte(testListURL+"2")) {
+		t.Fatalf("after the URL moved: %s", moved)
+	}
+	if again, _ := r.MemberCredential("g1", "urn:a"); !bytes.Equal(again, moved) {
+		t.Fatal("a second read after the URL moved signed again")
+	}
+	// Renewed again once the renewal itself expires.
+	clock.add(time.Hour)
+	if later, _ := r.MemberCredential("g1", "urn:a"); bytes.Equal(later, moved) {
+		t.Fatal("an expired renewal was answered")
+	}
+	iss.SetStatusListURL(testListURL)
+	list, _ = r.StatusListCredential()
+	renewed, _ = r.MemberCredential("g1", "urn:a")
 	if _, err := r.RemoveMember(ctx, "g1", "urn:a"); err != nil {
 		t.Fatal(err)
 	}

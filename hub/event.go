@@ -28,18 +28,14 @@ func (t EventType) IsDirectoryEvent() bool {
 }
 
 // Event is one entry of the change feed. Seq increases by one per event and
-// never repeats, across restarts too.
+// never repeats, across restarts too. Its JSON, members in this order, is
+// the object of the hub's feeds (PROTOCOL §3.4, §4.1): lmos/v1/hub/events
+// carries it without TD and Patch, /api/events with them on ?diff=true.
 type Event struct {
-	Seq  uint64    `json:"seq"`
 	Type EventType `json:"type"`
 	ID   string    `json:"id"`
+	Seq  uint64    `json:"seq"`
 	Time time.Time `json:"time"`
-	// TD is the submitted document of a created Thing (for diff=true). Only
-	// live events carry it; the event log does not store it.
-	TD json.RawMessage `json:"td,omitempty"`
-	// Patch is the RFC 7396 merge patch from the old to the new document of
-	// an updated Thing, including "id" (for diff=true).
-	Patch json.RawMessage `json:"patch,omitempty"`
 	// Presence is the new lmos:presence of a presence event.
 	Presence *Presence `json:"presence,omitempty"`
 	// Join describes the pending join of a join event (hub/pending.go).
@@ -48,20 +44,50 @@ type Event struct {
 	DID string `json:"did,omitempty"`
 	// Group describes a group event (hub/group.go).
 	Group *GroupEvent `json:"group,omitempty"`
+	// TD is the submitted document of a created Thing (for diff=true). Only
+	// live events carry it; the event log does not store it.
+	TD json.RawMessage `json:"td,omitempty"`
+	// Patch is the RFC 7396 merge patch from the old to the new document of
+	// an updated Thing, including "id" (for diff=true).
+	Patch json.RawMessage `json:"patch,omitempty"`
+}
+
+// Feed is e as the hub's feeds show it without diffs: TD and Patch left
+// out.
+func (e Event) Feed() Event {
+	e.TD, e.Patch = nil, nil
+	return e
 }
 
 // Subscription receives change-feed events in sequence order. C is closed
 // when the subscription ends: by Cancel, by Registry.Close, or because the
-// subscriber fell SubscriberBuffer events behind (Dropped then reports true;
-// the subscriber resubscribes from its last sequence and loses nothing that
-// is still in the store's event log).
+// subscriber fell behind: SubscriberBuffer events, or FeedBurst more while
+// a burst (one batch's many events) drains (Dropped then reports true; the
+// subscriber resubscribes
+// from its last sequence and loses nothing that is still in the store's
+// event log).
 type Subscription struct {
 	C       <-chan Event
 	c       chan Event
 	r       *Registry
 	dropped bool
 	ended   bool
+	// backlog holds, in order, the events c had no room for: one batch
+	// may publish over a thousand at once (a group of 1,024 members
+	// created or dissolved), more than any subscriber's channel holds.
+	// pump moves them into c; while it runs (pumping) every new event
+	// goes behind them, and the pump, not dropLocked, closes c.
+	backlog []Event
+	pumping bool
+	done    chan struct{} // closed by dropLocked while pumping
 }
+
+// FeedBurst is how many events a change-feed subscriber may be behind
+// beyond its channel while a burst drains: the events of one group write
+// of MaxGroupMembers members replaced by as many others (each removal,
+// each addition, the group's own event), and one more. The backlog grows
+// only while the subscriber is behind (~150 bytes an event).
+const FeedBurst = 2*MaxGroupMembers + 2
 
 // Subscribe starts a subscription. When replay is true it also returns the
 // logged events after sequence after; replay and live events together then
@@ -110,7 +136,71 @@ func (r *Registry) dropLocked(s *Subscription) {
 	}
 	s.ended = true
 	delete(r.subs, s)
+	s.backlog = nil
+	if s.pumping {
+		close(s.done) // the pump closes c: it may be sending on it
+		return
+	}
 	close(s.c)
+}
+
+// offerLocked queues e for s: into its channel, or behind the events
+// waiting for room. A subscriber whose channel is full is dropped, as it
+// always was, unless e is of a burst (a batch of more than one event) or
+// a burst's events still wait: those wait behind the channel, up to
+// FeedBurst of them.
+func (r *Registry) offerLocked(s *Subscription, e Event, burst bool) {
+	if !s.pumping {
+		select {
+		case s.c <- e:
+			return
+		default:
+		}
+		if !burst {
+			s.dropped = true
+			r.dropLocked(s)
+			return
+		}
+	}
+	if len(s.backlog) >= FeedBurst {
+		s.dropped = true
+		r.dropLocked(s)
+		return
+	}
+	s.backlog = append(s.backlog, e)
+	if !s.pumping {
+		s.pumping = true
+		s.done = make(chan struct{})
+		go r.pump(s)
+	}
+}
+
+// pump moves s's backlog into its channel as the subscriber reads, then
+// ends; it closes the channel if the subscription ended meanwhile.
+func (r *Registry) pump(s *Subscription) {
+	for {
+		r.feedMu.Lock()
+		if s.ended {
+			s.pumping = false
+			close(s.c)
+			r.feedMu.Unlock()
+			return
+		}
+		if len(s.backlog) == 0 {
+			s.pumping = false
+			s.backlog = nil
+			r.feedMu.Unlock()
+			return
+		}
+		e := s.backlog[0]
+		s.backlog = s.backlog[1:]
+		done := s.done
+		r.feedMu.Unlock()
+		select {
+		case s.c <- e:
+		case <-done:
+		}
+	}
 }
 
 // Announce sends e, a hub event that is not directory history (join
@@ -131,12 +221,7 @@ func (r *Registry) publish(events []Event) {
 			r.published = e.Seq
 		}
 		for s := range r.subs {
-			select {
-			case s.c <- e:
-			default:
-				s.dropped = true
-				r.dropLocked(s)
-			}
+			r.offerLocked(s, e, len(events) > 1)
 		}
 	}
 }

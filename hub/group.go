@@ -115,6 +115,11 @@ type MembershipChange struct {
 	Group string
 	Thing string
 	Added bool
+	// Batch numbers the committed batch the change is of (from 1): every
+	// change of one batch is passed on, one after another, before the
+	// next batch's, so a door may share work among them (the broker looks
+	// its sessions up once for a dissolution of 1,024 members).
+	Batch uint64
 }
 
 // GroupSpec is what a writer says of a group: everything but the
@@ -693,7 +698,9 @@ func (r *Registry) notifyMemberships() {
 	r.mu.RLock()
 	fns := slices.Clone(r.membershipFns)
 	r.mu.RUnlock()
+	r.membershipBatch++
 	for _, c := range r.membershipChanges {
+		c.Batch = r.membershipBatch
 		for _, fn := range fns {
 			fn(c)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -86,7 +87,8 @@ func TestGroupLifecycleRevokesAtOnce(t *testing.T) {
 	mu.Lock()
 	got := slices.Clone(changes)
 	mu.Unlock()
-	want := []hub.MembershipChange{{Group: "living-room", Thing: "urn:a", Added: true}, {Group: "living-room", Thing: "urn:b", Added: true}, {Group: "living-room", Thing: "urn:a"}}
+	// The create's two changes are one batch, the removal the next.
+	want := []hub.MembershipChange{{Group: "living-room", Thing: "urn:a", Added: true, Batch: 1}, {Group: "living-room", Thing: "urn:b", Added: true, Batch: 1}, {Group: "living-room", Thing: "urn:a", Batch: 2}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes %+v, want %+v", got, want)
 	}
@@ -228,5 +230,85 @@ func TestGroupsSurviveRestart(t *testing.T) {
 	}
 	if m, _ := g2.Member("urn:a"); m.StatusIndex != revoked.Next {
 		t.Fatalf("new index %d, want %d", m.StatusIndex, revoked.Next)
+	}
+}
+
+// Creating and dissolving a group of 1,024 members publishes over 2,000
+// events in two batches, far more than a subscriber's channel holds: the
+// feed keeps them for it in order instead of dropping every subscriber of
+// the hub (issue 15 review: a group of 300 disconnected every /events,
+// /api/events and lmos/v1/hub/events subscriber). A subscriber that does
+// not read at all is still dropped once it is FeedBurst behind.
+func TestGroupBurstKeepsFeedSubscribers(t *testing.T) {
+	ctx := context.Background()
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{})
+	ids := make([]string, hub.MaxGroupMembers)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("urn:burst:%04d", i)
+		mustPut(t, r, ids[i])
+	}
+	reader, _, err := r.Subscribe(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, _, err := r.Subscribe(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []hub.Event, 1)
+	go func() {
+		var evs []hub.Event
+		for e := range reader.C {
+			evs = append(evs, e)
+			if e.Group != nil && e.Group.Action == hub.GroupDissolved {
+				break
+			}
+		}
+		got <- evs
+	}()
+	if _, err := r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: ids}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DissolveGroup(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	evs := <-got
+	if reader.Dropped() {
+		t.Fatal("a reading subscriber was dropped by the burst")
+	}
+	// created, 1,024 member_added, 1,024 member_removed, dissolved: in order.
+	if len(evs) != 2*hub.MaxGroupMembers+2 || evs[0].Group.Action != hub.GroupCreated || evs[len(evs)-1].Group.Action != hub.GroupDissolved {
+		t.Fatalf("got %d events", len(evs))
+	}
+	for i, e := range evs[1 : 1+hub.MaxGroupMembers] {
+		if e.Group.Action != hub.GroupMemberAdded || e.Group.Member != ids[i] {
+			t.Fatalf("event %d: %+v", i+1, e.Group)
+		}
+	}
+	for i, e := range evs[1+hub.MaxGroupMembers : 1+2*hub.MaxGroupMembers] {
+		if e.Group.Action != hub.GroupMemberRemoved || e.Group.Member != ids[i] {
+			t.Fatalf("event %d: %+v", 1+hub.MaxGroupMembers+i, e.Group)
+		}
+	}
+	reader.Cancel()
+	// The idle one holds both bursts (channel + backlog) without being
+	// dropped; a third burst is beyond what it may fall behind.
+	if idle.Dropped() {
+		t.Fatal("the idle subscriber was dropped by two bursts within its bound")
+	}
+	if _, err := r.CreateGroup(ctx, hub.GroupSpec{ID: "g2", Title: "G2", Members: ids}); err != nil {
+		t.Fatal(err)
+	}
+	if !idle.Dropped() {
+		t.Fatal("a subscriber more than SubscriberBuffer + FeedBurst behind was kept")
+	}
+	// Its channel gives what it holds, then closes (the backlog is gone:
+	// a dropped subscriber resubscribes from its last sequence).
+	n := 0
+	for range idle.C {
+		n++
+	}
+	if n == 0 || n > 256+1 {
+		t.Fatalf("the dropped subscriber's channel gave %d events before it closed", n)
 	}
 }

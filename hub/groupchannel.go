@@ -126,28 +126,9 @@ func groupTopicChars(rest, field string) error {
 
 // MatchGroupFilter reports whether topic rest (below the group's prefix)
 // matches filter (a valid ValidGroupFilter), by MQTT's rules (§4.7): '#'
-// also matches its parent level.
-func MatchGroupFilter(filter, rest string) bool {
-	for {
-		fl, frest, fok := strings.Cut(filter, "/")
-		if fl == "#" {
-			return true
-		}
-		tl, trest, tok := strings.Cut(rest, "/")
-		if fl != "+" && fl != tl {
-			return false
-		}
-		switch {
-		case !fok && !tok:
-			return true
-		case !fok:
-			return false
-		case !tok:
-			return frest == "#"
-		}
-		filter, rest = frest, trest
-	}
-}
+// also matches its parent level. The rule is the wire's (lmos), shared
+// with the agent library.
+func MatchGroupFilter(filter, rest string) bool { return lmos.MatchGroupFilter(filter, rest) }
 
 // Value is the message's payload for a client that reads media (JSON or
 // CBOR), and the content type to tell it: the JSON or CBOR value the

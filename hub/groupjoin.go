@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,20 +40,31 @@ const MaxStatementBytes = 16 << 10
 // of them lie within the skew window, so more means a flood.
 const maxStatementLog = 65536
 
+// MaxSelfJoinsPerHour bounds the joins one Thing makes by itself to one
+// group within an hour. Every join takes a new entry of the hub's status
+// list, which is never reused (a revocation is final, W3C Bitstring Status
+// List), so a join/leave loop would use all 131,072 up and no Thing could
+// join any group again.
+const MaxSelfJoinsPerHour = 8
+
 // statementLog is the replay memory of self-join statements.
 type statementLog struct {
 	mu sync.Mutex
 	// last is the created of the last accepted statement per
 	// group + "\x00" + thing.
 	last map[string]time.Time
+	// joins are the times of the accepted joins of the last hour per
+	// group + "\x00" + thing (at most MaxSelfJoinsPerHour each).
+	joins map[string][]time.Time
 	// since is the registry's start: a statement created before it may
 	// have been accepted by the process before, whose memory is gone.
 	since time.Time
 }
 
 // accept records created for key unless it replays what was accepted;
-// horizon is the oldest created still fresh.
-func (l *statementLog) accept(key string, created, horizon time.Time) error {
+// horizon is the oldest created still fresh. A join (at now) is also
+// counted against MaxSelfJoinsPerHour.
+func (l *statementLog) accept(key string, created, horizon time.Time, join bool, now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if last, ok := l.last[key]; ok && !created.After(last) {
@@ -75,7 +87,46 @@ func (l *statementLog) accept(key string, created, horizon time.Time) error {
 		return &Error{Code: ERATELIMIT, Limit: "groups.maxSelfJoinStatements",
 			Message: fmt.Sprintf("the hub accepted %d self-join statements within security.maxClockSkew; retry later", maxStatementLog)}
 	}
+	if join {
+		if err := l.countJoin(key, now); err != nil {
+			return err
+		}
+	}
 	l.last[key] = created
+	return nil
+}
+
+// countJoin records a join of key at now unless MaxSelfJoinsPerHour were
+// made within the hour before; l.mu is held.
+func (l *statementLog) countJoin(key string, now time.Time) error {
+	if l.joins == nil {
+		l.joins = make(map[string][]time.Time)
+	}
+	recent := func(ts []time.Time) []time.Time {
+		i := 0
+		for i < len(ts) && !ts[i].After(now.Add(-time.Hour)) {
+			i++
+		}
+		return ts[i:]
+	}
+	if len(l.joins) >= maxStatementLog/2 {
+		for k, ts := range l.joins {
+			if len(recent(ts)) == 0 {
+				delete(l.joins, k)
+			}
+		}
+	}
+	ts := recent(l.joins[key])
+	if len(ts) >= MaxSelfJoinsPerHour {
+		return &Error{Code: ERATELIMIT, Limit: "groups.selfJoinsPerHour",
+			Message: fmt.Sprintf("this Thing joined this group by itself %d times within the hour, the limit (each join takes a status list entry for good); retry after %s",
+				MaxSelfJoinsPerHour, ts[0].Add(time.Hour).UTC().Format(time.RFC3339))}
+	}
+	if len(l.joins) >= maxStatementLog {
+		return &Error{Code: ERATELIMIT, Limit: "groups.maxSelfJoinStatements",
+			Message: fmt.Sprintf("%d Things and groups joined by themselves within the hour; retry later", maxStatementLog)}
+	}
+	l.joins[key] = append(slices.Clip(ts), now)
 	return nil
 }
 
@@ -152,7 +203,8 @@ func (r *Registry) SelfMembership(ctx context.Context, gid, thing string, join b
 		return Group{}, err
 	}
 	skew := r.opts.Security.MaxClockSkew
-	if err := r.selfJoins.accept(gid+"\x00"+thing, res.Created, r.opts.Now().Add(-skew)); err != nil {
+	now := r.opts.Now()
+	if err := r.selfJoins.accept(gid+"\x00"+thing, res.Created, now.Add(-skew), join, now); err != nil {
 		return Group{}, err
 	}
 	kind := groupRemove

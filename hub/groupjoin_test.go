@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
-func signStatement(t *testing.T, gid, thing, action string, created time.Time, key []byte) []byte {
+func signStatement(t *testing.T, gid, thing, action string, created time.Time, key ed25519.PrivateKey) []byte {
 	t.Helper()
 	doc, _ := json.Marshal(map[string]string{"group": gid, "thing": thing, "action": action})
 	return signTD(t, doc, key, created)
@@ -148,5 +149,55 @@ func TestPutGroupIfRefusesAChangedGroup(t *testing.T) {
 	}
 	if now, _ := r.Group("g"); now.Title != "Changed" {
 		t.Fatalf("title %q", now.Title)
+	}
+}
+
+// A Thing joins a group by itself at most MaxSelfJoinsPerHour times within
+// an hour: each join takes a status list entry for good (a revocation is
+// final), so a join/leave loop would otherwise use the hub's 131,072 up and
+// no Thing could join any group again. The refused join changes nothing
+// and spends no entry; an hour later the Thing joins again.
+func TestSelfJoinsPerHourBounded(t *testing.T) {
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL(testListURL)
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{Now: now, Issuer: iss})
+	key := newKey(t)
+	if _, err := r.Put(ctx, "urn:self", signTD(t, testTD("urn:self", "S"), key, now()), hub.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", SelfJoin: true}); err != nil {
+		t.Fatal(err)
+	}
+	step := func(join bool) error {
+		clock.Add(int64(time.Second))
+		action := hub.StatementLeave
+		if join {
+			action = hub.StatementJoin
+		}
+		_, err := r.SelfMembership(ctx, "g", "urn:self", join, signStatement(t, "g", "urn:self", action, now(), key), "")
+		return err
+	}
+	for i := range hub.MaxSelfJoinsPerHour {
+		if err := step(true); err != nil {
+			t.Fatalf("join %d: %v", i+1, err)
+		}
+		if err := step(false); err != nil {
+			t.Fatalf("leave %d: %v", i+1, err)
+		}
+	}
+	next := r.StatusList().Next
+	if err := step(true); code(err) != hub.ERATELIMIT {
+		t.Fatalf("join %d within the hour: %v", hub.MaxSelfJoinsPerHour+1, err)
+	}
+	if r.IsMember("g", "urn:self") || r.StatusList().Next != next {
+		t.Fatalf("the refused join changed something: member %v, next entry %d (was %d)", r.IsMember("g", "urn:self"), r.StatusList().Next, next)
+	}
+	clock.Add(int64(time.Hour))
+	if err := step(true); err != nil || !r.IsMember("g", "urn:self") {
+		t.Fatalf("a join an hour later: %v", err)
 	}
 }

@@ -116,10 +116,13 @@ type Registry struct {
 	statusOverlay     *StatusList
 	membershipChanges []MembershipChange
 	membershipFns     []func(MembershipChange)
+	membershipBatch   uint64 // the write loop's alone
 	// verifyLimit bounds proof verifications per client source.
 	verifyLimit *ratelimit.Limiter
 	// selfJoins remembers accepted self-join statements (groupjoin.go).
 	selfJoins statementLog
+	// renewals keeps credentials renewed on read (credential.go).
+	renewals renewalCache
 }
 
 type opKind int

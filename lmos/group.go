@@ -28,6 +28,33 @@ func GroupOfTopic(topic string) (gid string, ok bool) {
 	return gid, true
 }
 
+// MatchGroupFilter reports whether topic rest (below a group's prefix
+// lmos/v1/groups/{gid}/) matches filter, by MQTT's rules (§4.7): '+' one
+// whole level, '#' the last level and everything below it, its parent
+// level too. The hub's group bus and the agent library both match with
+// it.
+func MatchGroupFilter(filter, rest string) bool {
+	for {
+		fl, frest, fok := strings.Cut(filter, "/")
+		if fl == "#" {
+			return true
+		}
+		tl, trest, tok := strings.Cut(rest, "/")
+		if fl != "+" && fl != tl {
+			return false
+		}
+		switch {
+		case !fok && !tok:
+			return true
+		case !fok:
+			return false
+		case !tok:
+			return frest == "#"
+		}
+		filter, rest = frest, trest
+	}
+}
+
 // CredentialTopic is a Thing's membership-credential inbox for group gid:
 // lmos/v1/things/{tid}/credentials/{gid} (hub → that Thing only).
 func CredentialTopic(thingID, gid string) string { return ThingTopic(thingID, "credentials/"+gid) }

@@ -211,6 +211,9 @@ type Broker struct {
 
 	// credInbox publishes membership credentials (credentials.go).
 	credInbox credentialInbox
+	// revokeIndex is the sessions by Thing of the batch whose removals
+	// are being revoked (groups.go); the registry's write loop's alone.
+	revokeIndex revokeIndex
 }
 
 // New builds a broker over the registry and stores. It loads nothing and

@@ -3,24 +3,10 @@ package mqtt
 import (
 	"encoding/json"
 	"sync"
-	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
-
-// hubEvent is one message on lmos/v1/hub/events: the /api/events object
-// without the document diffs.
-type hubEvent struct {
-	Type     hub.EventType   `json:"type"`
-	ID       string          `json:"id"`
-	Seq      uint64          `json:"seq"`
-	Time     time.Time       `json:"time"`
-	Presence *hub.Presence   `json:"presence,omitempty"`
-	Join     *hub.JoinEvent  `json:"join,omitempty"`
-	DID      string          `json:"did,omitempty"` // a binding event's key
-	Group    *hub.GroupEvent `json:"group,omitempty"`
-}
 
 // forwardEvents publishes the registry's change feed on lmos/v1/hub/events
 // (QoS 0) until the broker stops, starting with sub. A subscription dropped
@@ -100,7 +86,7 @@ func (b *Broker) forwardFrom(sub *hub.Subscription) bool {
 			if !ok {
 				return true
 			}
-			payload, err := json.Marshal(hubEvent{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence, Join: e.Join, DID: e.DID, Group: e.Group})
+			payload, err := json.Marshal(e.Feed())
 			if err != nil {
 				b.log.Error("cannot encode hub event", "err", err)
 				continue

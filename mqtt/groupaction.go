@@ -99,17 +99,5 @@ func (h *binding) groupAction(cl *mochi.Client, gid, action string, pk packets.P
 // publishGroupResult publishes one message of a group action's answer
 // (JSON) to the requester's Response Topic, at QoS 1 as every result.
 func (b *Broker) publishGroupResult(replyTo string, corr []byte, status string, user []packets.UserProperty, payload []byte) {
-	rp := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
-		TopicName:   replyTo,
-		Payload:     payload,
-		PacketID:    1,
-	}
-	rp.ProtocolVersion = 5
-	rp.Properties.ContentType = lmos.MediaJSON
-	rp.Properties.CorrelationData = corr
-	rp.Properties.User = append([]packets.UserProperty{{Key: statusProperty, Val: status}}, user...)
-	if err := b.server.InjectPacket(b.inline, rp); err != nil {
-		b.log.Debug("cannot publish a group action result", "topic", replyTo, "err", err)
-	}
+	b.publishResult(replyTo, corr, lmos.MediaJSON, status, payload, user...)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,10 +27,13 @@ import (
 type GroupBus struct {
 	b *Broker
 
-	mu sync.Mutex
-	// subs are the subscriptions by group id. A slice is replaced, never
-	// changed, so a delivery reads it without the lock.
-	subs atomic.Pointer[map[string][]*groupSub]
+	mu sync.RWMutex
+	// subs are the subscriptions by group id, then member: adding and
+	// removing one costs the same however many there are (a member may
+	// hold thousands over many WebSocket connections), and a removal
+	// finds the member's at once. A delivery copies the group's out under
+	// the read lock and delivers without it.
+	subs map[string]map[string]map[*groupSub]struct{}
 
 	delivered, refused atomic.Uint64
 }
@@ -51,9 +53,7 @@ func NewGroupBus(b *Broker) (*GroupBus, error) {
 	if err := b.Err(); err != nil {
 		return nil, err
 	}
-	g := &GroupBus{b: b}
-	empty := map[string][]*groupSub{}
-	g.subs.Store(&empty)
+	g := &GroupBus{b: b, subs: make(map[string]map[string]map[*groupSub]struct{})}
 	b.reg.OnMembershipChange(g.membershipChanged)
 	if err := b.server.Subscribe(lmos.GroupsPrefix+"#", int(subID.Add(1)), g.onPublish); err != nil {
 		return nil, fmt.Errorf("cannot subscribe the group channels: %w", err)
@@ -108,7 +108,7 @@ func (g *GroupBus) SubscribeGroup(s hub.GroupSubscription) (func(), error) {
 	sub := &groupSub{GroupSubscription: s}
 	// Added first, then the membership checked: a removal committed in
 	// between either fails the check or finds the subscription to end.
-	g.change(func(m map[string][]*groupSub) { m[s.Group] = append(slices.Clone(m[s.Group]), sub) })
+	g.add(sub)
 	if !g.b.reg.IsMember(s.Group, s.Member) {
 		g.remove(sub)
 		return nil, hub.Errorf(hub.EFORBIDDEN, "%q is not a member of group %q", s.Member, s.Group)
@@ -119,29 +119,37 @@ func (g *GroupBus) SubscribeGroup(s hub.GroupSubscription) (func(), error) {
 	return func() { g.remove(sub) }, nil
 }
 
-// change replaces the subscription map with a copy changed by fn.
-func (g *GroupBus) change(fn func(map[string][]*groupSub)) {
+// add files sub under its group and member.
+func (g *GroupBus) add(sub *groupSub) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m := make(map[string][]*groupSub, len(*g.subs.Load()))
-	for k, v := range *g.subs.Load() {
-		m[k] = v
+	members := g.subs[sub.Group]
+	if members == nil {
+		members = make(map[string]map[*groupSub]struct{})
+		g.subs[sub.Group] = members
 	}
-	fn(m)
-	g.subs.Store(&m)
+	set := members[sub.Member]
+	if set == nil {
+		set = make(map[*groupSub]struct{})
+		members[sub.Member] = set
+	}
+	set[sub] = struct{}{}
 }
 
 // remove ends sub (cancelled, or its membership ended).
 func (g *GroupBus) remove(sub *groupSub) {
 	sub.done.Store(true)
-	g.change(func(m map[string][]*groupSub) {
-		left := slices.DeleteFunc(slices.Clone(m[sub.Group]), func(x *groupSub) bool { return x == sub })
-		if len(left) == 0 {
-			delete(m, sub.Group)
-		} else {
-			m[sub.Group] = left
-		}
-	})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	members := g.subs[sub.Group]
+	set := members[sub.Member]
+	delete(set, sub)
+	if len(set) == 0 {
+		delete(members, sub.Member)
+	}
+	if len(members) == 0 {
+		delete(g.subs, sub.Group)
+	}
 }
 
 // membershipChanged ends the subscriptions of a member that left a group:
@@ -150,15 +158,16 @@ func (g *GroupBus) membershipChanged(c hub.MembershipChange) {
 	if c.Added {
 		return
 	}
-	var ended []*groupSub
-	for _, sub := range (*g.subs.Load())[c.Group] {
-		if sub.Member == c.Thing && !sub.done.Load() {
-			ended = append(ended, sub)
-		}
+	g.mu.Lock()
+	members := g.subs[c.Group]
+	ended := members[c.Thing]
+	delete(members, c.Thing)
+	if members != nil && len(members) == 0 {
+		delete(g.subs, c.Group)
 	}
-	for _, sub := range ended {
-		g.remove(sub)
-		if sub.Ended != nil {
+	g.mu.Unlock()
+	for sub := range ended {
+		if sub.done.CompareAndSwap(false, true) && sub.Ended != nil {
 			sub.Ended()
 		}
 	}
@@ -169,7 +178,14 @@ func (g *GroupBus) membershipChanged(c hub.MembershipChange) {
 // not block).
 func (g *GroupBus) onPublish(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
 	gid, _ := lmos.GroupOfTopic(pk.TopicName)
-	subs := (*g.subs.Load())[gid]
+	g.mu.RLock()
+	var subs []*groupSub
+	for _, set := range g.subs[gid] {
+		for sub := range set {
+			subs = append(subs, sub)
+		}
+	}
+	g.mu.RUnlock()
 	var payload []byte
 	for _, sub := range subs {
 		if payload == nil {

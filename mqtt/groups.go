@@ -119,15 +119,51 @@ func (b *Broker) membershipChanged(c hub.MembershipChange) {
 	if c.Added || b.closed.Load() {
 		return
 	}
-	key := lmos.TopicKey(c.Thing)
-	for _, cl := range b.server.Clients.GetAll() {
-		// A session being taken over right now is still revoked: its
-		// subscriptions are in the index under the same client id.
-		if cl.Net.Inline || self(cl) != key {
-			continue
-		}
+	for _, cl := range b.revokeIndex.sessionsOf(b, c.Batch, lmos.TopicKey(c.Thing)) {
 		b.revokeGroup(cl, c.Group)
 	}
+}
+
+// revokeIndex groups the broker's sessions by the Thing they authenticated
+// as, built once per registry batch: a dissolution of 1,024 members, or a
+// deleted Thing leaving 64 groups, would otherwise copy mochi's whole
+// client map once per membership (~120 µs per 1,000 sessions) in the
+// write loop. One look-up per batch is enough: it is taken after the
+// batch is installed, and a session that comes after it meets the new
+// memberships at every SUBSCRIBE and delivery.
+type revokeIndex struct {
+	batch uint64
+	// things are client ids by Thing (ids, not sessions: the index
+	// outlives its batch until the next one, and must not keep the
+	// sessions of clients gone since).
+	things map[string][]string
+}
+
+// sessionsOf returns the sessions of Thing key (its topic key) that batch
+// found. A session being taken over right now is among them: its
+// subscriptions are in the index under the same client id.
+func (x *revokeIndex) sessionsOf(b *Broker, batch uint64, key string) []*mochi.Client {
+	if x.things == nil || batch == 0 || x.batch != batch {
+		x.batch = batch
+		clear(x.things)
+		if x.things == nil {
+			x.things = make(map[string][]string)
+		}
+		for id, cl := range b.server.Clients.GetAll() {
+			if s := self(cl); s != "" && !cl.Net.Inline {
+				x.things[s] = append(x.things[s], id)
+			}
+		}
+	}
+	var out []*mochi.Client
+	for _, id := range x.things[key] {
+		// No other username's session takes an id over (OnConnect), so
+		// the session under id now is still this Thing's; asked anyway.
+		if cl, ok := b.server.Clients.Get(id); ok && self(cl) == key {
+			out = append(out, cl)
+		}
+	}
+	return out
 }
 
 // revokeGroup drops cl's subscriptions under group gid, the group's

@@ -966,3 +966,67 @@ func TestGroupEachDeliveryChecked(t *testing.T) {
 		}
 	}
 }
+
+// A will on a group channel: mochi sends wills without asking the ACL, so
+// OnWill decides. Sent for a member at its disconnection; never for a
+// non-member, a member removed before it disconnects, nor with a Will
+// Delay Interval (published later, maybe after the membership ended).
+// Each refusal is counted and delivers nothing.
+func TestGroupWillMembersOnly(t *testing.T) {
+	g := newGroupEnv(t, nil)
+	ctx := context.Background()
+	a := g.as(t, thingA)
+	const topic = "lmos/v1/groups/g1/will"
+	if code := subCode(t, a, "lmos/v1/groups/g1/#"); code != 1 {
+		t.Fatalf("member a: SUBACK %#x", code)
+	}
+	willer := func(id, payload string, delay uint32) *client {
+		cp := withCreds(g.creds[id])
+		cp.WillMessage = &paho.WillMessage{Topic: topic, Payload: []byte(payload), QoS: 1}
+		if delay > 0 {
+			cp.WillProperties = &paho.WillProperties{WillDelayInterval: &delay}
+		}
+		return mustDial(t, g.addr, cp)
+	}
+	refused0 := g.b.Refused(hub.EFORBIDDEN)
+	nonMember := willer(thingC, "c, no member", 0)
+	removed := willer(thingB, "b, removed", 0)
+	delayed := willer(thingA, "a, delayed", 1)
+	member := willer(thingA, "a, member", 0)
+	if _, err := g.reg.RemoveMember(ctx, "g1", thingB); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*client{nonMember, removed, delayed} {
+		c.Conn.Close()
+	}
+	testwait.Eventually(t, 5*time.Second, "three wills refused", func() bool { return g.b.Refused(hub.EFORBIDDEN)-refused0 >= 3 })
+	member.Conn.Close()
+	if m := a.next(topic); string(m.Payload) != "a, member" {
+		t.Fatalf("first will delivered: %q, want the member's", m.Payload)
+	}
+	// Nothing else: a's own marker is the next message.
+	a.mustPub(topic, []byte("marker"), 1, false)
+	if m := a.next(topic); string(m.Payload) != "marker" {
+		t.Fatalf("delivered %q, want the marker", m.Payload)
+	}
+	if got := g.b.Refused(hub.EFORBIDDEN) - refused0; got != 3 {
+		t.Errorf("lmos_mqtt_refused_total{reason=forbidden} grew by %d, want 3", got)
+	}
+}
+
+// A will on a group action's topic is dropped: it would bypass the hub,
+// which consumes group action requests (OnPublish), and reach subscribers
+// of lmos/v1/hub/# as if the hub had published it.
+func TestGroupActionWillDropped(t *testing.T) {
+	g := newGroupEnv(t, nil)
+	watcher := mustDial(t, g.addr, nil)
+	watcher.mustSub("lmos/v1/hub/groups/#")
+	topic := lmos.GroupActionTopic("g1", "toggle")
+	cp := withCreds(g.creds[thingA])
+	cp.ClientID = "willer"
+	cp.WillMessage = &paho.WillMessage{Topic: topic, Payload: []byte(`{"forged":true}`), QoS: 1}
+	willer := mustDial(t, g.addr, cp)
+	willer.Conn.Close()
+	testwait.Eventually(t, 5*time.Second, "the willer gone", func() bool { _, ok := g.b.server.Clients.Get("willer"); return !ok })
+	watcher.none(topic, 100*time.Millisecond)
+}

@@ -309,11 +309,22 @@ func refuse(pk packets.Packet) (packets.Packet, error) {
 // OnWill drops a will on a topic its client may not publish to: mochi does
 // not check wills against the ACL, and a will could otherwise set another
 // Thing's status. A will on a td topic is dropped too: it would bypass the
-// join (wills do not pass OnPublish). A will on a topic that is never
-// retained (mayRetain) loses its retain flag, as a publish does.
+// join (wills do not pass OnPublish); so is one on a group action's topic:
+// the hub consumes those requests, and a will would reach subscribers of
+// lmos/v1/hub/# instead. A will on a topic that is never
+// retained (mayRetain) loses its retain flag, as a publish does. A will
+// on a group channel is sent only for a member at that moment (mochi
+// asks here as it sends the will, at the disconnection) and only without
+// a Will Delay Interval: a delayed will is published later, out of the
+// hub's reach, maybe after the membership ended.
 func (h *binding) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) {
+	if _, ok := groupChannel(will.TopicName); ok && (will.WillDelayInterval > 0 || !h.groupAllowed(cl, will.TopicName)) {
+		h.countGroupRefusal(cl, will.TopicName)
+		return mochi.Will{}, nil
+	}
 	t, isThing := parseThingTopic(will.TopicName)
-	if mayPublish(self(cl), will.TopicName) && (!isThing || t.kind != kindTD) {
+	_, _, isGroupAction := groupActionOf(will.TopicName)
+	if mayPublish(self(cl), will.TopicName) && (!isThing || t.kind != kindTD) && !isGroupAction {
 		if !mayRetain(will.TopicName) {
 			will.Retain = false
 		}

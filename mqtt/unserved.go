@@ -62,8 +62,9 @@ func (b *Broker) whyUnserved(t thingTopic) error {
 // publishResult publishes one result of a request the hub answers itself
 // (forwarded to another transport, or unserved) to the request's Response
 // Topic, as an MQTT agent would (PROTOCOL §4.3): its Correlation Data,
-// lmos-status and the request's content type.
-func (b *Broker) publishResult(replyTo string, corr []byte, ct, status string, payload []byte) {
+// lmos-status (and user, more user properties) and the request's content
+// type.
+func (b *Broker) publishResult(replyTo string, corr []byte, ct, status string, payload []byte, user ...packets.UserProperty) {
 	rp := packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
 		TopicName:   replyTo,
@@ -73,7 +74,7 @@ func (b *Broker) publishResult(replyTo string, corr []byte, ct, status string, p
 	rp.ProtocolVersion = 5
 	rp.Properties.ContentType = ct
 	rp.Properties.CorrelationData = corr
-	rp.Properties.User = []packets.UserProperty{{Key: statusProperty, Val: status}}
+	rp.Properties.User = append([]packets.UserProperty{{Key: statusProperty, Val: status}}, user...)
 	if err := b.server.InjectPacket(b.inline, rp); err != nil {
 		b.log.Debug("cannot publish a result", "topic", replyTo, "err", err)
 	}

@@ -70,12 +70,17 @@ func (s *Server) memberCredential(w http.ResponseWriter, r *http.Request) {
 	writeBytes(w, http.StatusOK, vc.MediaType, append(cred, '\n'))
 }
 
-// mayReadCredential: a token of scope operate or admin, or the Thing
-// itself.
+// mayReadCredential: the Thing itself (also by a token bound to it,
+// whatever its scope: the holder is that member on its channels), or a
+// token of scope operate or admin bound to no Thing (a bound one speaks
+// for its Thing only, and another member's credential would let it pass
+// for that member).
 func mayReadCredential(p hub.Principal, thing string) error {
-	switch {
-	case p.Kind == hub.ByThing && p.ThingID == thing:
+	switch m := hub.MemberOf(p); {
+	case m != "" && m == thing:
 		return nil
+	case m != "":
+		return hub.Errorf(hub.EFORBIDDEN, "%s speaks for Thing %q: it reads that Thing's membership credentials only", p, m)
 	case p.Kind == hub.ByToken && p.Token.EffectiveScope() != hub.ScopeRead:
 		return nil
 	case p.Kind == hub.Anonymous:

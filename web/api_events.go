@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -25,26 +24,9 @@ func (s *Server) hubEventRoutes() {
 
 func (s *Server) hubEvents(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, true) }
 
-// hubEventView is one event of /api/events: the object
-// lmos/v1/hub/events carries (mqtt's hubEvent, the same members in the
-// same order), plus with ?diff=true the created TD or the update's merge
-// patch.
-type hubEventView struct {
-	Type     hub.EventType   `json:"type"`
-	ID       string          `json:"id"`
-	Seq      uint64          `json:"seq"`
-	Time     time.Time       `json:"time"`
-	Presence *hub.Presence   `json:"presence,omitempty"`
-	Join     *hub.JoinEvent  `json:"join,omitempty"`
-	DID      string          `json:"did,omitempty"`
-	Group    *hub.GroupEvent `json:"group,omitempty"`
-	TD       json.RawMessage `json:"td,omitempty"`
-	Patch    json.RawMessage `json:"patch,omitempty"`
-}
-
 // hubFrame writes one event of /api/events.
 func (s *Server) hubFrame(buf *bytes.Buffer, e hub.Event, diff bool) {
-	v := hubEventView{Type: e.Type, ID: e.ID, Seq: e.Seq, Time: e.Time, Presence: e.Presence, Join: e.Join, DID: e.DID, Group: e.Group}
+	v := e.Feed() // the object of lmos/v1/hub/events
 	if diff {
 		switch e.Type {
 		case hub.EventCreated:

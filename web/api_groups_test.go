@@ -195,6 +195,12 @@ func TestGroupAccess(t *testing.T) {
 	d := newDirectory(t)
 	d.things(t, "urn:example:a")
 	operate, read := d.scopedToken(t, "operate"), d.scopedToken(t, "read")
+	// An operate token bound to a Thing speaks for it: a Thing changes its
+	// memberships only by its signed statement, where the group allows.
+	var boundTk tokenJSON
+	d.do("POST", "/api/tokens", "application/json", `{"name":"bound","scope":"operate","thing":"urn:example:b"}`).want(t, "create bound token", http.StatusCreated).json(t, &boundTk)
+	bound := boundTk.Token
+	d.things(t, "urn:example:b")
 	d.do("PUT", "/api/groups/g1", "application/json", `{"title":"One"}`, "Authorization", "Bearer "+operate).want(t, "operate PUT", http.StatusCreated)
 	d.do("PUT", "/api/groups/g1/members/urn:example:a", "", "", "Authorization", "Bearer "+operate).want(t, "operate add", http.StatusOK)
 	before := d.group(t, "g1")
@@ -213,6 +219,10 @@ func TestGroupAccess(t *testing.T) {
 		{"read token DELETE", "DELETE", "/api/groups/g1", "", "", "Bearer " + read, 403, lmos.CodeForbidden},
 		{"read token remove member", "DELETE", "/api/groups/g1/members/urn:example:a", "", "", "Bearer " + read, 403, lmos.CodeForbidden},
 		{"unknown token", "DELETE", "/api/groups/g1", "", "", "Bearer lmos_nope", 401, lmos.CodeUnauthorized},
+		{"bound operate token POST", "POST", "/api/groups", "application/json", `{"id":"g2","title":"T","members":["urn:example:b"]}`, "Bearer " + bound, 403, lmos.CodeForbidden},
+		{"bound operate token adds its Thing", "PUT", "/api/groups/g1/members/urn:example:b", "", "", "Bearer " + bound, 403, lmos.CodeForbidden},
+		{"bound operate token PATCH", "PATCH", "/api/groups/g1", patchType, `{"members":["urn:example:a","urn:example:b"]}`, "Bearer " + bound, 403, lmos.CodeForbidden},
+		{"bound operate token DELETE", "DELETE", "/api/groups/g1", "", "", "Bearer " + bound, 403, lmos.CodeForbidden},
 	}
 	for _, c := range refusals {
 		r := d.do(c.method, c.path, c.ctype, c.body, "Authorization", c.auth)
@@ -228,8 +238,8 @@ func TestGroupAccess(t *testing.T) {
 	if n := d.refusedCount(t, lmos.CodeUnauthorized); n != "6" {
 		t.Fatalf("refused unauthorized %s, want 6", n)
 	}
-	if n := d.refusedCount(t, lmos.CodeForbidden); n != "3" {
-		t.Fatalf("refused forbidden %s, want 3", n)
+	if n := d.refusedCount(t, lmos.CodeForbidden); n != "7" {
+		t.Fatalf("refused forbidden %s, want 7", n)
 	}
 	// Reading needs no token where access.anonymous allows reads.
 	d.do("GET", "/api/groups", "", "", "Authorization", "").want(t, "anonymous list", http.StatusOK)

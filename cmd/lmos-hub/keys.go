@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 )
 
@@ -64,7 +65,7 @@ func keysUsageErr(stderr io.Writer, format string, args ...any) int {
 func runKeygen(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := keysFlags("keygen")
 	out := fs.String("o", defaultKeyPath(getenv), "")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cliargs.Parse(fs, args)
 	if err != nil {
 		return keysUsageErr(stderr, "%v", err)
 	}
@@ -94,7 +95,7 @@ func runSign(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	fs := keysFlags("sign")
 	keyPath := fs.String("key", defaultKeyPath(getenv), "")
 	out := fs.String("o", "", "")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cliargs.Parse(fs, args)
 	if err != nil {
 		return keysUsageErr(stderr, "%v", err)
 	}
@@ -142,7 +143,7 @@ func runSign(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := keysFlags("verify")
 	keyPath := fs.String("key", "", "")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cliargs.Parse(fs, args)
 	if err != nil {
 		return keysUsageErr(stderr, "%v", err)
 	}

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -114,7 +114,7 @@ func newThingsCmd(name string, stdout, stderr io.Writer, getenv func(string) str
 // the positional arguments; done with an exit code when there is nothing to
 // run (help asked for, or a usage error).
 func (t *thingsCmd) parse(rest []string) (pos []string, code int, done bool) {
-	pos, err := parseInterspersed(t.fs, rest)
+	pos, err := cliargs.Parse(t.fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(t.stdout, thingsUsage)
 		return nil, 0, true
@@ -157,7 +157,7 @@ func (t *thingsCmd) client() (c *thingsClient, code int, ok bool) {
 	if hub == "" {
 		hub = thingsDefaultHub
 	}
-	base, err := parseHubURL(hub)
+	base, err := cliargs.HubURL(hub)
 	if err != nil {
 		return nil, t.usageErr("--hub: %v", err), false
 	}
@@ -266,26 +266,6 @@ func thingsRm(t *thingsCmd, rest []string) int {
 	return t.finish(c.remove(t.stdout, pos))
 }
 
-// parseInterspersed parses flags that may come before, between or after the
-// positional arguments (`things get ID --raw`); "--" ends the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 func flagWasSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) {
@@ -294,22 +274,6 @@ func flagWasSet(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return set
-}
-
-// parseHubURL accepts "http://host:port[/prefix]", "https://…" or a bare
-// "host:port" (http assumed).
-func parseHubURL(s string) (*url.URL, error) {
-	s = strings.TrimSpace(s)
-	if !strings.Contains(s, "://") {
-		s = "http://" + s
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%q is not a hub URL such as http://localhost:8080", s)
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = ""
-	return u, nil
 }
 
 // thingsClient talks to one hub's directory API.
@@ -498,7 +462,7 @@ func (c *thingsClient) list(stdout io.Writer, asJSON bool) error {
 			} `json:"lmos:presence"`
 		}
 		_ = json.Unmarshal(raw, &td) // a field of an unexpected type shows as "-"
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(td.ID), cell(typeString(td.Type)), cell(td.Title), cell(td.Presence.Status))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cliargs.Cell(td.ID), cliargs.Cell(typeString(td.Type)), cliargs.Cell(td.Title), cliargs.Cell(td.Presence.Status))
 	}
 	return tw.Flush()
 }
@@ -572,20 +536,6 @@ func typeString(raw json.RawMessage) string {
 		return strings.Join(list, ",")
 	}
 	return ""
-}
-
-// cell makes a table cell: "-" when empty, no tabs or newlines.
-func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, strings.TrimSpace(s))
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // search prints the result of a JSONPath query.

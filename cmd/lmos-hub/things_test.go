@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -113,9 +114,9 @@ func TestThingsHelpers(t *testing.T) {
 		"http://hub.local:8080/":   "http://hub.local:8080",
 		"https://hub.example/lmos": "https://hub.example/lmos",
 	} {
-		u, err := parseHubURL(in)
+		u, err := cliargs.HubURL(in)
 		if err != nil || u.String() != want {
-			t.Errorf("parseHubURL(%q) = %v, %v; want %s", in, u, err, want)
+			t.Errorf("cliargs.HubURL(%q) = %v, %v; want %s", in, u, err, want)
 		}
 	}
 }

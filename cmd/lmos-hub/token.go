@@ -14,6 +14,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -27,8 +28,9 @@ properties and events; operate also writes properties and invokes actions,
 and operates Things whose description requires security; admin also manages
 the hub. --expires takes a lifetime (30d, 12h) or an RFC 3339 time.
 --thing binds the token to a Thing: its holder speaks for that Thing on the
-group channels it is a member of (WebSocket, HTTP SSE), and has only the
-token's scope otherwise (default read for a bound token).
+group channels it is a member of (WebSocket, HTTP SSE) and reads that Thing's
+membership credentials, never manages groups, and has only the token's scope
+otherwise (default read for a bound token).
 
 Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR, default
 ./lmos-data), which works while the hub is stopped. While it runs, pass
@@ -67,7 +69,7 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	scope := fs.String("scope", "", "")
 	thing := fs.String("thing", "", "")
 	expires := fs.String("expires", "", "")
-	pos, err := parseInterspersed(fs, args[1:])
+	pos, err := cliargs.Parse(fs, args[1:])
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n\n%s", err, tokenUsage)
 		return exitUsage

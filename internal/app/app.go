@@ -532,9 +532,15 @@ func (m *Main) mdnsHost() string {
 	return strings.SplitN(host, ".", 2)[0] + "-" + id[:min(6, len(id))]
 }
 
-// directoryURL is the directory TD's URL for the listener at addr; an
-// unspecified host (all interfaces) is replaced by the host name.
+// directoryURL is the directory TD's URL for the listener at addr.
 func directoryURL(scheme string, addr net.Addr) string {
+	return listenerURL(scheme, addr, "/.well-known/wot")
+}
+
+// listenerURL is the URL of path on the listener at addr ("" when addr
+// has no port); an unspecified host (all interfaces) is replaced by the
+// host name, which LAN clients can resolve.
+func listenerURL(scheme string, addr net.Addr, path string) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return ""
@@ -544,7 +550,7 @@ func directoryURL(scheme string, addr net.Addr) string {
 			host = name
 		}
 	}
-	return scheme + "://" + net.JoinHostPort(host, port) + "/.well-known/wot"
+	return scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
 // bootstrapToken installs --admin-token, or on first start creates a token

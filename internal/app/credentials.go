@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"net"
-	"os"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -35,14 +33,5 @@ func (m *Main) statusListURL() string {
 	if addr == nil {
 		scheme, addr = "https", m.HTTPSAddr
 	}
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return ""
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if name, err := os.Hostname(); err == nil && name != "" {
-			host = name
-		}
-	}
-	return scheme + "://" + net.JoinHostPort(host, port) + lmos.StatusListPath
+	return listenerURL(scheme, addr, lmos.StatusListPath)
 }

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -35,7 +36,8 @@ Commands:
 
 Flags of every command:
   --hub URL         the hub (env LMOS_HUB_URL, default http://localhost:8080)
-  --token TOKEN     a token of scope operate or admin, needed for every change (env LMOS_HUB_TOKEN)
+  --token TOKEN     a token of scope operate or admin bound to no Thing, needed for every change
+                    (env LMOS_HUB_TOKEN)
   --timeout D       give up on a request after D (default 10s)
 
 Exit status: 0 ok, 1 request failed, 2 usage error.
@@ -117,7 +119,7 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stderr, Usage)
 		return 2
 	}
-	pos, err := parse(fs, args[1:])
+	pos, err := cliargs.Parse(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, Usage)
 		return 0
@@ -169,36 +171,13 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// parse parses flags that may come before, between or after the
-// arguments; "--" ends the flags.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
-}
-
 // hubBase accepts http(s)://host:port[/prefix] or host:port.
 func hubBase(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if !strings.Contains(s, "://") {
-		s = "http://" + s
+	u, err := cliargs.HubURL(s)
+	if err != nil {
+		return "", fmt.Errorf("--hub: %w", err)
 	}
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("--hub: %q is not a hub URL such as http://localhost:8080", s)
-	}
-	return strings.TrimRight(u.String(), "/"), nil
+	return u.String(), nil
 }
 
 // command is one invocation: where it writes and the hub it talks to.
@@ -310,23 +289,9 @@ func (c *command) list(asJSON bool) error {
 		if g.SelfJoin {
 			flags = append(flags, "self-join")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(g.ID), cell(g.Title), cell(strings.Join(g.Members, ",")), cell(strings.Join(flags, ",")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cliargs.Cell(g.ID), cliargs.Cell(g.Title), cliargs.Cell(strings.Join(g.Members, ",")), cliargs.Cell(strings.Join(flags, ",")))
 	}
 	return tw.Flush()
-}
-
-// cell is a table cell: "-" when empty, no control characters.
-func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, strings.TrimSpace(s))
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func (c *command) create(body map[string]any) error {

@@ -111,3 +111,19 @@ func TestGroupsCLI(t *testing.T) {
 	run(env, "ls", "--bogus").want(t, 2, "unknown flag")
 	run(env, "--help").want(t, 0, "help")
 }
+
+// A group title is anyone's text with an operate token: `groups ls` writes
+// no control character of it to the terminal, C1 ones included (U+009B
+// starts an escape sequence on some terminals, as ESC [ does).
+func TestGroupsLsWritesNoControlCharacters(t *testing.T) {
+	h := hubtest.Start(t, nil)
+	env := map[string]string{"LMOS_HUB_URL": h.URL, "LMOS_HUB_TOKEN": hubtest.Token}
+	run(env, "create", "--id", "g", "--title", "Kitchen\u009b2J\x1b[31m\u0085x").want(t, 0, "create")
+	out := run(env, "ls").want(t, 0, "ls").stdout
+	if strings.ContainsFunc(out, func(r rune) bool { return r != '\n' && r != '\t' && (r < 0x20 || r >= 0x7f && r <= 0x9f) }) {
+		t.Fatalf("ls wrote a control character: %q", out)
+	}
+	if !strings.Contains(out, "Kitchen 2J [31m x") {
+		t.Fatalf("ls: %q", out)
+	}
+}

@@ -314,8 +314,23 @@ func ExpectIssuer(did string) Option { return func(o *options) { o.issuer = did 
 // issuer is the did:key that signed (and the expected one, if given), that
 // both have the same issuer and the status list is the one the credential
 // names, the validity dates of both, and that the credential's status bit
-// is not set (ErrRevoked). It returns what the credential states.
+// is not set (ErrRevoked). It returns what the credential states. It is
+// CheckMembership, then CheckStatus.
 func VerifyMembership(cred, statusList []byte, now time.Time, opts ...Option) (Membership, error) {
+	m, err := CheckMembership(cred, now, opts...)
+	if err != nil {
+		return m, err
+	}
+	return m, CheckStatus(m, statusList, now, opts...)
+}
+
+// CheckMembership checks what a membership credential proves by itself
+// at now: its proof, that its issuer signed it (and is the expected one,
+// if given), its validity dates. A verifier that fetches the status list
+// the credential names checks this first, so that it fetches only a URL
+// the issuer signed, never one a forger wrote (a request to wherever a
+// presented credential points).
+func CheckMembership(cred []byte, now time.Time, opts ...Option) (Membership, error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
@@ -330,20 +345,31 @@ func VerifyMembership(cred, statusList []byte, now time.Time, opts ...Option) (M
 	if now.Add(o.skew).Before(m.ValidFrom) || !now.Before(m.ValidUntil) {
 		return m, fmt.Errorf("%w: valid from %s until %s", ErrNotValid, m.ValidFrom.Format(time.RFC3339), m.ValidUntil.Format(time.RFC3339))
 	}
+	return m, nil
+}
+
+// CheckStatus checks m, a membership CheckMembership accepted, against
+// its issuer's status list credential at now: the list's proof by the
+// same issuer, that it is the list m names, its validity, and m's bit.
+func CheckStatus(m Membership, statusList []byte, now time.Time, opts ...Option) error {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	sl, err := VerifyStatusList(statusList, now, ExpectIssuer(m.Issuer), AllowClockSkew(o.skew))
 	if err != nil {
-		return m, err
+		return err
 	}
 	if sl.ID != m.StatusListURL {
-		return m, fmt.Errorf("%w: the credential names the list %q, this is %q", ErrStatusList, m.StatusListURL, sl.ID)
+		return fmt.Errorf("%w: the credential names the list %q, this is %q", ErrStatusList, m.StatusListURL, sl.ID)
 	}
 	if m.StatusIndex >= len(sl.Bits)*8 {
-		return m, fmt.Errorf("%w: index %d is beyond the list's %d entries", ErrStatusList, m.StatusIndex, len(sl.Bits)*8)
+		return fmt.Errorf("%w: index %d is beyond the list's %d entries", ErrStatusList, m.StatusIndex, len(sl.Bits)*8)
 	}
 	if sl.Bits[m.StatusIndex/8]&(0x80>>(m.StatusIndex%8)) != 0 {
-		return m, fmt.Errorf("%w: status entry %d of %s is set", ErrRevoked, m.StatusIndex, sl.ID)
+		return fmt.Errorf("%w: status entry %d of %s is set", ErrRevoked, m.StatusIndex, sl.ID)
 	}
-	return m, nil
+	return nil
 }
 
 // checkSigner verifies doc's proof and that its signer is issuer (and

@@ -93,6 +93,15 @@ func TestCredentialOverHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("admin GET: %d %s", resp.StatusCode, credB)
 	}
+	// A read token bound to B is B: it reads B's credential (an SSE-only
+	// member has no other door to it).
+	boundB, _, err := h.Main.Tokens.CreateBound("b", hub.ScopeRead, time.Time{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, own := h.do(http.MethodGet, credentialPath("living-room", b), "", nil, boundB); resp.StatusCode != http.StatusOK || string(own) != string(credB) {
+		t.Fatalf("B's bound read token: %d %s", resp.StatusCode, own)
+	}
 	if _, err := vc.VerifyMembership(credB, list2, time.Now()); err != nil {
 		t.Fatalf("the remaining member: %v", err)
 	}
@@ -113,6 +122,13 @@ func TestCredentialRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A token bound to a Thing speaks for that Thing: not for another
+	// member, whatever its scope (issue 15 review: an operate token bound
+	// to C read A's credential and could pass for A).
+	boundC, _, err := h.Main.Tokens.CreateBound("c", hub.ScopeOperate, time.Time{}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	before, _ := h.statusList()
 	for _, tc := range []struct {
 		name, path, token string
@@ -121,6 +137,7 @@ func TestCredentialRefusals(t *testing.T) {
 	}{
 		{"anonymous", credentialPath("g", a), "", http.StatusUnauthorized, lmos.CodeUnauthorized},
 		{"read token", credentialPath("g", a), read, http.StatusForbidden, lmos.CodeForbidden},
+		{"operate token bound to another Thing", credentialPath("g", a), boundC, http.StatusForbidden, lmos.CodeForbidden},
 		{"bad token", credentialPath("g", a), "lmos_not-a-token-at-all-0000", http.StatusUnauthorized, lmos.CodeUnauthorized},
 		{"not a member", credentialPath("g", c), testToken, http.StatusNotFound, lmos.CodeNotFound},
 		{"unknown group", credentialPath("h", a), testToken, http.StatusNotFound, lmos.CodeNotFound},
@@ -140,8 +157,8 @@ func TestCredentialRefusals(t *testing.T) {
 	if n := h.refusals(`lmos_http_refused_total{reason="unauthorized"}`); n != 2 {
 		t.Errorf("unauthorized refusals %d, want 2", n)
 	}
-	if n := h.refusals(`lmos_http_refused_total{reason="forbidden"}`); n != 1 {
-		t.Errorf("forbidden refusals %d, want 1", n)
+	if n := h.refusals(`lmos_http_refused_total{reason="forbidden"}`); n != 2 {
+		t.Errorf("forbidden refusals %d, want 2", n)
 	}
 	after, _ := h.statusList()
 	if string(after) != string(before) {

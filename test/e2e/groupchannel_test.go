@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 )
 
 // Group channels over WebSocket and HTTP SSE (PROTOCOL §7, issue 15):
@@ -732,5 +734,76 @@ func TestBoundTokenAPI(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the bound token is not listed with its Thing: %+v", all)
+	}
+}
+
+// An unsigned WebSocket member whose socket closed can be re-registered
+// by anyone (issue 14 lets it, for the directory): that socket is not the
+// member on group channels and gets no membership credential, in any join
+// mode (an agent coming back is admitted even under closed). A signed
+// member coming back with a fresh proof by its key is the member again.
+func TestGroupChannelUnsignedTakeoverIsNoMember(t *testing.T) {
+	h := startHub(t, nil)
+	ctx := context.Background()
+	k := newSigningKey(t)
+	signed := func(id string, created time.Time) []byte {
+		raw, _ := json.Marshal(wsTD(id))
+		doc, err := proof.Sign(raw, k, created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	a := wsMember(t, h, "urn:g:a") // unsigned
+	s := newGWS(h.wsDial("lmosprotocol", nil))
+	if r := wsRegister(t, s.wsClient, "urn:g:s", signed("urn:g:s", time.Now().Add(-time.Second))); r["messageType"] != "acknowledgement" {
+		t.Fatalf("signed registerThing: %v", r)
+	}
+	b := wsMember(t, h, "urn:g:b")
+	if _, err := h.Main.Registry.CreateGroup(ctx, hub.GroupSpec{ID: "kitchen", Title: "Kitchen", Members: []string{"urn:g:a", "urn:g:b", "urn:g:s"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantAck(t, groupReq(t, b, "subscribeGroup", "kitchen", "#", nil, false), "subscribe B")
+	for _, w := range []*gws{a, s} {
+		_ = w.c.Close(websocket.StatusNormalClosure, "")
+	}
+	for _, id := range []string{"urn:g:a", "urn:g:s"} {
+		waitFor(t, 5*time.Second, id+" offline", func() bool { st, _ := h.Presence(id); return st == "offline" })
+	}
+	before := metricValue(t, h, `lmos_ws_refused_total{reason="unauthorized"}`)
+
+	evil := wsMember(t, h, "urn:g:a") // accepted: an unsigned Thing proves nothing
+	wantRefused(t, groupReq(t, evil, "subscribeGroup", "kitchen", "#", nil, false), 401, "the taken-over Thing's subscribe")
+	wantRefused(t, groupReq(t, evil, "publishGroup", "kitchen", "x", "from evil", false), 401, "the taken-over Thing's publish")
+	if got := metricValue(t, h, `lmos_ws_refused_total{reason="unauthorized"}`) - before; got != 2 {
+		t.Errorf("lmos_ws_refused_total{reason=unauthorized} counted %d, want 2", got)
+	}
+	// The signed member back on a new socket with a fresh proof is the
+	// member: it subscribes, and its credential came after its ack.
+	back := newGWS(h.wsDial("lmosprotocol", nil))
+	if r := wsRegister(t, back.wsClient, "urn:g:s", signed("urn:g:s", time.Now())); r["messageType"] != "acknowledgement" {
+		t.Fatalf("signed member back: %v", r)
+	}
+	wantAck(t, groupReq(t, back, "subscribeGroup", "kitchen", "#", nil, false), "the signed member back")
+	if c := back.next(func(m map[string]any) bool { return m["messageType"] == "groupCredential" }); c["group"] != "kitchen" || c["credential"] == nil {
+		t.Fatalf("the signed member back got %v", c)
+	}
+	// B's publish reaches B and the signed member, never the taken-over
+	// socket, which got no credential either (sent right after the
+	// registration's ack, so before the refusals' answers).
+	wantAck(t, groupReq(t, b, "publishGroup", "kitchen", "marker", 1, false), "marker")
+	if m := groupMessages(t, b, 1)[0]; m["topic"] != "marker" {
+		t.Fatalf("B got %v, want only its marker (nothing from the refused publish)", m)
+	}
+	if m := groupMessages(t, back, 1)[0]; m["topic"] != "marker" {
+		t.Fatalf("the signed member got %v", m)
+	}
+	// One more answer from the hub after the marker went out: whatever
+	// it had queued for the taken-over socket came before it.
+	wantRefused(t, groupReq(t, evil, "subscribeGroup", "kitchen", "marker", nil, false), 401, "again")
+	for _, m := range evil.stash {
+		if m["messageType"] == "groupMessage" || m["messageType"] == "groupCredential" {
+			t.Errorf("the taken-over socket got %v", m)
+		}
 	}
 }

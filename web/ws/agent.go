@@ -80,6 +80,7 @@ func (wc *wsConn) register(m *wsMessage) {
 	if owner == wc && wc.things[id] {
 		if _, err := g.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
 			delete(wc.things, id)
+			delete(wc.members, id)
 		}
 	}
 	wc.mu.Unlock()
@@ -101,12 +102,21 @@ func (wc *wsConn) register(m *wsMessage) {
 	// came in an admin's permit window: the hub picked it.
 	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc,
 		Admitted: g.adm != nil && g.adm.Mode() != "open"}
-	if _, err := g.reg.Put(ctx, id, raw, origin); err != nil {
+	created, err := g.reg.Put(ctx, id, raw, origin)
+	if err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
 		return
 	}
-	wc.registered(m, id)
+	// This connection is the Thing on group channels if it created it or
+	// proved its bound key (a takeover of a bound id needs a fresh proof);
+	// an unsigned Thing re-registered from another socket is not (its
+	// agent back, or anyone: the hub cannot tell).
+	proven := created
+	if t, err := g.reg.Get(id); err == nil && t.Meta.Verified != "" {
+		proven = true
+	}
+	wc.registered(m, id, proven)
 }
 
 // park puts the registration of a new Thing on the pending list (join
@@ -167,17 +177,21 @@ func (wc *wsConn) decided(m *wsMessage, id string, w *hub.JoinWaiter, err error)
 		wc.replyError(m, err)
 		return
 	}
-	wc.registered(m, id)
+	wc.registered(m, id, true) // a new Thing, created for this connection
 }
 
 // registered marks id as this connection's Thing, online, and acknowledges
-// its registration.
-func (wc *wsConn) registered(m *wsMessage, id string) {
+// its registration; proven makes it a member Thing of this connection
+// (wsConn.members).
+func (wc *wsConn) registered(m *wsMessage, id string, proven bool) {
 	g := wc.g
 	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
 	defer cancel()
 	wc.mu.Lock()
 	wc.things[id] = true
+	if proven {
+		wc.members[id] = true
+	}
 	if wc.who.Kind == hub.Anonymous {
 		// An agent is an authenticated Thing once the hub accepted its
 		// registration on this connection (PROTOCOL §5, "Access").

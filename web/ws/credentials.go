@@ -83,8 +83,16 @@ func (wc *wsConn) sendEnded(thing, gid string) {
 }
 
 // sendCredential sends thing's credential of group gid in the agent's
-// encoding; a membership that ended meanwhile sends nothing.
+// encoding; a membership that ended meanwhile sends nothing, nor does a
+// Thing this connection did not prove to be (wsConn.members): a
+// credential proves membership to whoever holds it.
 func (wc *wsConn) sendCredential(thing, gid string) {
+	wc.mu.Lock()
+	proven := wc.members[thing]
+	wc.mu.Unlock()
+	if !proven {
+		return
+	}
 	cred, err := wc.g.reg.MemberCredential(gid, thing)
 	if err != nil {
 		return

@@ -96,14 +96,15 @@ func (wc *wsConn) groupMessage(m *wsMessage) {
 
 // groupPrincipal is who this connection speaks for on group gid's
 // channels: the Thing its token is bound to; else a Thing it registered
-// (and still holds: after an admin deleted one, another socket may hold
-// it) that is a member of gid; else its consumer, to be refused (a Thing
-// it no longer holds counts as anonymous).
+// and proved (wsConn.members) and still holds (after an admin deleted
+// one, another socket may hold it) that is a member of gid; else its
+// consumer, to be refused (a Thing it does not hold or did not prove
+// counts as anonymous).
 func (wc *wsConn) groupPrincipal(gid string) hub.Principal {
 	wc.mu.Lock()
 	p := wc.who
-	things := make([]string, 0, len(wc.things))
-	for id := range wc.things {
+	things := make([]string, 0, len(wc.members))
+	for id := range wc.members {
 		things = append(things, id)
 	}
 	wc.mu.Unlock()

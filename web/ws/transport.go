@@ -331,8 +331,14 @@ type wsConn struct {
 	streams map[string]context.CancelFunc // "p|id|name", "e|id|name"
 	actions map[string]*wsInvocation      // "id|action": the latest invocation
 	things  map[string]bool               // Things registered on this connection
-	media   string                        // the agent's encoding (its registerThing frame)
-	pending map[string]*agentRequest      // hub → agent requests by messageId
+	// members are the Things of things this connection proved to be:
+	// created here, or registered with its bound key's proof. Only for
+	// them does it speak on group channels and get membership credentials
+	// (groups.go, credentials.go): anyone may re-register an unsigned
+	// Thing whose socket closed, and that proves nothing.
+	members map[string]bool
+	media   string                   // the agent's encoding (its registerThing frame)
+	pending map[string]*agentRequest // hub → agent requests by messageId
 	// parked are this connection's joins waiting for approval (join mode
 	// approve), their ids reserved for it meanwhile.
 	parked map[string]*hub.JoinWaiter
@@ -375,6 +381,7 @@ func (g *Transport) serve(c *websocket.Conn, remote string, p hub.Principal) {
 		streams:  make(map[string]context.CancelFunc),
 		actions:  make(map[string]*wsInvocation),
 		things:   make(map[string]bool),
+		members:  make(map[string]bool),
 		pending:  make(map[string]*agentRequest),
 		parked:   make(map[string]*hub.JoinWaiter),
 		who:      p,
