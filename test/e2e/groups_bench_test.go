@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -47,46 +45,10 @@ func BenchmarkMQTTGroupFanout50(b *testing.B) {
 	if err := os.WriteFile(credsFile, data, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	type totals struct {
-		deliveries int64
-		secs       float64
-		cpu        time.Duration
-	}
 	sums := map[string]*totals{}
 	run := func(b *testing.B, name, topic string) {
-		var deliveries, lost int64
-		var secs float64
-		var used time.Duration
-		for b.Loop() {
-			cmd := exec.Command(load, "-addr", addr, "-topic", topic, "-subs", "50", "-n", "10000", "-size", "100", "-window", "100",
-				"-user", creds[0].Username, "-pass", creds[0].Password, "-subcreds", credsFile)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			cpu0 := selfCPU()
-			out, err := cmd.Output()
-			used += selfCPU() - cpu0
-			if err != nil {
-				b.Fatalf("mqttload: %v\n%s", err, stderr.Bytes())
-			}
-			var r fanoutResult
-			if err := json.Unmarshal(out, &r); err != nil {
-				b.Fatalf("mqttload output %q: %v", out, err)
-			}
-			deliveries += r.Deliveries
-			lost += r.Expected - r.Deliveries
-			secs += r.Seconds
-		}
-		b.ReportMetric(float64(deliveries)/secs, "deliveries/s")
-		b.ReportMetric(float64(used.Microseconds())/float64(deliveries), "broker-µs/delivery")
-		b.ReportMetric(float64(lost), "lost")
-		t := sums[name]
-		if t == nil {
-			t = &totals{}
-			sums[name] = t
-		}
-		t.deliveries += deliveries
-		t.secs += secs
-		t.cpu += used
+		fanoutRun(b, load, sums, name, addr, topic, selfCPU,
+			"-user", creds[0].Username, "-pass", creds[0].Password, "-subcreds", credsFile)
 	}
 	b.Run("plain", func(b *testing.B) { run(b, "plain", lmos.ThingTopic(ids[0], "events/e")) })
 	b.Run("group", func(b *testing.B) { run(b, "group", lmos.GroupTopic("bench", "chat")) })

@@ -317,45 +317,9 @@ func BenchmarkMQTTFanout50(b *testing.B) {
 	load := buildTool(b, "../../internal/mqttload", "mqttload")
 	const id = "urn:uuid:7e3a1c52-0000-4000-8000-f0f0f0f0f0f0"
 	topic := "lmos/v1/things/" + lmos.TopicKey(id) + "/events/e"
-	type totals struct {
-		deliveries int64
-		secs       float64
-		cpu        time.Duration
-	}
 	sums := map[string]*totals{}
 	run := func(b *testing.B, name, addr string, cpu func() time.Duration, args ...string) {
-		var deliveries, lost int64
-		var secs float64
-		var used time.Duration
-		for b.Loop() {
-			cmd := exec.Command(load, append([]string{"-addr", addr, "-topic", topic, "-subs", "50", "-n", "10000", "-size", "100", "-window", "100"}, args...)...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			cpu0 := cpu()
-			out, err := cmd.Output()
-			used += cpu() - cpu0
-			if err != nil {
-				b.Fatalf("mqttload: %v\n%s", err, stderr.Bytes())
-			}
-			var r fanoutResult
-			if err := json.Unmarshal(out, &r); err != nil {
-				b.Fatalf("mqttload output %q: %v", out, err)
-			}
-			deliveries += r.Deliveries
-			lost += r.Expected - r.Deliveries
-			secs += r.Seconds
-		}
-		b.ReportMetric(float64(deliveries)/secs, "deliveries/s")
-		b.ReportMetric(float64(used.Microseconds())/float64(deliveries), "broker-µs/delivery")
-		b.ReportMetric(float64(lost), "lost")
-		t := sums[name]
-		if t == nil {
-			t = &totals{}
-			sums[name] = t
-		}
-		t.deliveries += deliveries
-		t.secs += secs
-		t.cpu += used
+		fanoutRun(b, load, sums, name, addr, topic, cpu, args...)
 	}
 	b.Run("hub", func(b *testing.B) {
 		m, _, stop := startBenchHub(b, b.TempDir(), nil)
@@ -724,4 +688,50 @@ func startBareMochiBinary(b *testing.B, bin string) (pid int, addr string, stop 
 		b.Fatalf("baremochi did not say where it listens: %q %v", line, err)
 	}
 	return cmd.Process.Pid, addr, stop
+}
+
+// totals add up a fan-out benchmark's runs of one broker or topic.
+type totals struct {
+	deliveries int64
+	secs       float64
+	cpu        time.Duration
+}
+
+// fanoutRun has the load generator load publish 10,000 × 100 B from one
+// client to 50 subscribers of topic on addr (plus args), once per
+// iteration, and reports the delivery rate, the CPU that cpu measured per
+// delivery and the losses; the totals add up in sums[name] for a ratio.
+func fanoutRun(b *testing.B, load string, sums map[string]*totals, name, addr, topic string, cpu func() time.Duration, args ...string) {
+	var deliveries, lost int64
+	var secs float64
+	var used time.Duration
+	for b.Loop() {
+		cmd := exec.Command(load, append([]string{"-addr", addr, "-topic", topic, "-subs", "50", "-n", "10000", "-size", "100", "-window", "100"}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cpu0 := cpu()
+		out, err := cmd.Output()
+		used += cpu() - cpu0
+		if err != nil {
+			b.Fatalf("mqttload: %v\n%s", err, stderr.Bytes())
+		}
+		var r fanoutResult
+		if err := json.Unmarshal(out, &r); err != nil {
+			b.Fatalf("mqttload output %q: %v", out, err)
+		}
+		deliveries += r.Deliveries
+		lost += r.Expected - r.Deliveries
+		secs += r.Seconds
+	}
+	b.ReportMetric(float64(deliveries)/secs, "deliveries/s")
+	b.ReportMetric(float64(used.Microseconds())/float64(deliveries), "broker-µs/delivery")
+	b.ReportMetric(float64(lost), "lost")
+	t := sums[name]
+	if t == nil {
+		t = &totals{}
+		sums[name] = t
+	}
+	t.deliveries += deliveries
+	t.secs += secs
+	t.cpu += used
 }
