@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,9 +194,7 @@ func BenchmarkWSFanout1000(b *testing.B) {
 	id := benchAgentID(3)
 	agent := wsBenchAgent(b, url, id)
 	defer agent.CloseNow()
-	var got atomic.Int64
 	conns := make([]*websocket.Conn, subscribers)
-	var wg sync.WaitGroup
 	for i := range conns {
 		c := wsBenchDial(b, url)
 		conns[i] = c
@@ -208,43 +204,11 @@ func BenchmarkWSFanout1000(b *testing.B) {
 		if r, err := wsBenchRead(c); err != nil || r["messageType"] != "acknowledgement" {
 			b.Fatalf("subscribe: %v %v", r, err)
 		}
-		wg.Go(func() {
-			for {
-				if _, _, err := c.Read(context.Background()); err != nil {
-					return
-				}
-				got.Add(1)
-			}
-		})
 	}
-	defer func() {
-		for _, c := range conns {
-			c.CloseNow()
-		}
-		wg.Wait()
-	}()
-	var deliveries int64
-	var elapsed time.Duration
-	for b.Loop() {
-		want := got.Load() + subscribers*burst
-		start := time.Now()
-		for i := range burst {
-			if err := wsBenchSend(agent, map[string]any{"messageType": "event", "messageId": uuid.NewString(), "thingId": id,
-				"event": "alarm", "data": map[string]any{"i": i, "level": "warning"}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for got.Load() < want && time.Now().Before(deadline) {
-			time.Sleep(200 * time.Microsecond)
-		}
-		elapsed += time.Since(start)
-		deliveries += subscribers * burst
-		if got.Load() < want {
-			b.Fatalf("%d of %d deliveries within 30 s", got.Load()-(want-subscribers*burst), subscribers*burst)
-		}
-	}
-	b.ReportMetric(float64(deliveries)/elapsed.Seconds(), "deliveries/s")
+	benchFanout(b, conns, burst, func(i int) error {
+		return wsBenchSend(agent, map[string]any{"messageType": "event", "messageId": uuid.NewString(), "thingId": id,
+			"event": "alarm", "data": map[string]any{"i": i, "level": "warning"}})
+	})
 }
 
 // BenchmarkWSIdleRSS builds the real binary, reads its RSS after 2 s idle,
