@@ -1,16 +1,11 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
@@ -61,28 +56,17 @@ func TestMQTTJSGroupChannel(t *testing.T) {
 }
 
 // runGroupsJS runs test/interop/mqttjs-groups.mjs and returns its JSON
-// lines by step; a non-zero exit fails the test.
+// lines by step (the last of each); a non-zero exit or no "done" line
+// fails the test.
 func runGroupsJS(t *testing.T, args ...string) map[string]map[string]any {
 	t.Helper()
-	script := hubtest.InteropScript(t, "mqttjs-groups.mjs", "mqtt")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	steps := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var line map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("mqtt.js output %q: %v", sc.Text(), err)
-		}
-		step, _ := line["step"].(string)
-		steps[step] = line
+	lines := runMQTTJSScript(t, "mqttjs-groups.mjs", 30*time.Second, args...)
+	if lines["done"] == nil {
+		t.Fatalf("mqttjs-groups.mjs %v: no done line: %v", args, lines)
 	}
-	if err != nil || steps["done"] == nil {
-		t.Fatalf("mqtt.js %v: %v\n%s\n%s", args, err, out, stderr.String())
+	steps := map[string]map[string]any{}
+	for step, ls := range lines {
+		steps[step] = ls[len(ls)-1]
 	}
 	return steps
 }

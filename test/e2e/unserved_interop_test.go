@@ -20,8 +20,16 @@ import (
 // server DISCONNECT, a missing message) fails the test.
 func runMQTTJS(t *testing.T, args ...string) map[string][]map[string]any {
 	t.Helper()
-	script := hubtest.InteropScript(t, "mqttjs-checks.mjs", "mqtt")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	return runMQTTJSScript(t, "mqttjs-checks.mjs", 20*time.Second, args...)
+}
+
+// runMQTTJSScript runs an mqtt.js script of test/interop within d and
+// returns its JSON lines by their "step"; a non-zero exit or a line that
+// is not JSON fails the test.
+func runMQTTJSScript(t *testing.T, name string, d time.Duration, args ...string) map[string][]map[string]any {
+	t.Helper()
+	script := hubtest.InteropScript(t, name, "mqtt")
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", append([]string{script}, args...)...)
 	var stderr bytes.Buffer
@@ -32,13 +40,13 @@ func runMQTTJS(t *testing.T, args ...string) map[string][]map[string]any {
 	for sc.Scan() {
 		var line map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("mqtt.js output %q: %v", sc.Text(), err)
+			t.Fatalf("%s output %q: %v", name, sc.Text(), err)
 		}
 		step, _ := line["step"].(string)
 		steps[step] = append(steps[step], line)
 	}
 	if err != nil {
-		t.Fatalf("mqtt.js %v: %v\n%s\n%s", args, err, out, stderr.String())
+		t.Fatalf("%s %v: %v\n%s\n%s", name, args, err, out, stderr.String())
 	}
 	return steps
 }
