@@ -104,7 +104,7 @@ func (r *Registry) verifyDoc(raw []byte, doc map[string]any, from string) (*Sign
 				Message: fmt.Sprintf("too many signed descriptions from this address; retry in %s", wait.Round(time.Millisecond))}
 		}
 	}
-	res, err := proof.Verify(raw)
+	res, err := proof.VerifyWith(raw, r.sigs.check)
 	if err != nil {
 		return nil, proofError(err)
 	}
