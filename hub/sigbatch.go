@@ -2,6 +2,7 @@ package hub
 
 import (
 	"crypto/ed25519"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -16,7 +17,8 @@ import (
 // and runs at once, alone or with whatever is already queued; one arriving
 // while a batch runs queues, and is answered by that leader's successor
 // (the first queued check, woken to lead the next batch). So a lone check
-// costs what it did, and waits only ever last one running batch. A batch
+// costs what it did, and a wait only ever lasts one running batch (and one
+// yield of the processor, see runBatch). A batch
 // that fails is checked one by one, so exactly its bad signatures are
 // refused: ZIP-215 (lmos/proof) makes the two ways give the same answer.
 
@@ -122,6 +124,14 @@ func (b *sigBatcher) check(pub ed25519.PublicKey, msg, sig []byte) bool {
 // answers the queued ones, and hands the lead to the oldest check still
 // waiting, or ends the run. The caller holds the lead.
 func (b *sigBatcher) runBatch(own *sigCheck) {
+	// Yield once before taking the queue. On an idle hub nothing else is
+	// runnable and this returns at once; under load the writers already
+	// runnable (a burst of PUTs answered by one commit) get to run up to
+	// their own verification and queue behind this lead, instead of each
+	// finding the lead free a moment later. No timer: it waits for no one
+	// who is not already running. Measured on the 10k signed PUTs: 7–13 %
+	// of signatures batched without it, 91–94 % with it (PERFORMANCE.md).
+	runtime.Gosched()
 	b.mu.Lock()
 	n := min(len(b.queue), maxSigBatch-1)
 	batch := append(b.lead[:0], own)
