@@ -202,3 +202,27 @@ func BenchmarkCheckBatch(b *testing.B) {
 		})
 	}
 }
+
+// FuzzBatchAgrees: for any key, message and signature, a batch holding it
+// among valid signatures says what CheckSignature says of it alone.
+func FuzzBatchAgrees(f *testing.F) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	f.Add([]byte(pub), []byte("m"), ed25519.Sign(priv, []byte("m")))
+	f.Add([]byte(pub), []byte("n"), ed25519.Sign(priv, []byte("m")))
+	torsion, _ := hex.DecodeString(order8)
+	identity := make([]byte, 64)
+	identity[0] = 1
+	f.Add(torsion, []byte("message 1"), identity)
+	other := make([]Signature, 2)
+	for i := range other {
+		p, k, _ := ed25519.GenerateKey(rand.Reader)
+		m := fmt.Appendf(nil, "other %d", i)
+		other[i] = Signature{Pub: p, Msg: m, Sig: ed25519.Sign(k, m)}
+	}
+	f.Fuzz(func(t *testing.T, pub, msg, sig []byte) {
+		alone := CheckSignature(pub, msg, sig)
+		if got := CheckBatch([]Signature{other[0], {Pub: pub, Msg: msg, Sig: sig}, other[1]}); got != alone {
+			t.Fatalf("alone %v, in a batch %v", alone, got)
+		}
+	})
+}
