@@ -9,8 +9,9 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 )
 
-// Opportunistic batch verification of Ed25519 signatures (PROTOCOL §6).
-// Every proof the hub verifies, from any door, ends in sigBatcher.check.
+// Opportunistic batch verification of Ed25519 signatures (PROTOCOL §10).
+// Every proof the hub verifies, from any door, ends in sigBatcher.check,
+// except a PATCH's, verified inside the write loop, which checks alone.
 // Under load several writers reach it at once; checking their signatures
 // as one batch costs ~17–23 µs each instead of ~35. Nobody waits for a
 // batch to fill: a check arriving while no batch runs becomes the leader

@@ -183,3 +183,35 @@ func TestVerifyQueueBounded(t *testing.T) {
 		t.Errorf("stats %+v, want the queue checked in batches of 64", st)
 	}
 }
+
+// The write loop checks a patched description's signature alone: with
+// other writers' checks held in a batch, a PATCH (verified in the loop)
+// still gets its answer, and the loop keeps committing.
+func TestWriteLoopDoesNotWaitForABatch(t *testing.T) {
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{})
+	key := newKey(t)
+	if _, err := r.Put(context.Background(), "urn:loop:1", signTD(t, testTD("urn:loop:1", "Lamp"), key, time.Now()), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued, release := hub.HoldVerifications(r)
+	held := make(chan error, 1)
+	go func() {
+		_, err := r.Put(context.Background(), "urn:loop:2", signTD(t, testTD("urn:loop:2", "Lamp"), newKey(t), time.Now()), hub.Origin{Source: hub.SourceHTTP})
+		held <- err
+	}()
+	waitQueued(1)
+	// A deadline only to turn a stuck loop into a failure, not a measure.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := r.Patch(ctx, "urn:loop:1", []byte(`{"title":"Changed under the proof"}`))
+	if hub.ErrorCode(err) != hub.EINVALID || !errors.Is(err, proof.ErrInvalidSignature) {
+		t.Errorf("a patch the old proof does not cover, while a batch is held: %v", err)
+	}
+	if _, err := r.Put(ctx, "urn:loop:3", testTD("urn:loop:3", "Plain"), hub.Origin{Source: hub.SourceHTTP}); err != nil {
+		t.Errorf("an unsigned write after it: %v", err)
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Errorf("the held signed PUT: %v", err)
+	}
+}
