@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/mr-tron/base58"
 )
 
 // signedPut is one PUT of a signed description by a goroutine of its own.
@@ -213,5 +215,34 @@ func TestWriteLoopDoesNotWaitForABatch(t *testing.T) {
 	release()
 	if err := <-held; err != nil {
 		t.Errorf("the held signed PUT: %v", err)
+	}
+}
+
+// A did:key whose public key is a point of small order has no secret:
+// under ZIP-215 one forged signature (R = identity, s = 0) fits every
+// document. The hub refuses such a proof as malformed and binds nothing;
+// an admin cannot bind an id to such a DID either.
+func TestSmallOrderKeyCannotBind(t *testing.T) {
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{})
+	torsion, _ := hex.DecodeString("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05") // order 8
+	forged := make([]byte, 64)
+	forged[0] = 1
+	doc := editJSON(t, signTD(t, testTD("urn:weak:1", "Anyone's"), newKey(t), time.Now()), func(m map[string]any) {
+		p := m["proof"].(map[string]any)
+		p["verificationMethod"] = proof.VerificationMethod(torsion)
+		p["proofValue"] = "z" + base58.Encode(forged)
+	})
+	_, err := r.Put(context.Background(), "urn:weak:1", doc, hub.Origin{Source: hub.SourceHTTP})
+	if hub.ErrorCode(err) != hub.EINVALID || !errors.Is(err, proof.ErrMalformed) {
+		t.Errorf("a proof by a small-order key: %v, want 400 malformed", err)
+	}
+	if _, err := r.Get("urn:weak:1"); err == nil {
+		t.Error("stored")
+	}
+	if _, err := r.Binding("urn:weak:1"); err == nil {
+		t.Error("bound")
+	}
+	if _, err := r.Rebind(context.Background(), "urn:weak:2", proof.DID(torsion)); hub.ErrorCode(err) != hub.EINVALID {
+		t.Errorf("an admin binding an id to a small-order DID: %v, want 400", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"filippo.io/edwards25519"
+	"github.com/mr-tron/base58"
 )
 
 // order8 is the canonical encoding of a point of order 8 (a public key
@@ -225,4 +226,49 @@ func FuzzBatchAgrees(f *testing.F) {
 			t.Fatalf("alone %v, in a batch %v", alone, got)
 		}
 	})
+}
+
+// A key of small order has no secret, and under ZIP-215 the signature
+// R = identity, s = 0 verifies for it whatever the message: such keys are
+// refused wherever one is read (did:key, Multikey) or a proof is checked,
+// so nobody can bind an id to a key everybody can sign for.
+func TestSmallOrderKeysRefused(t *testing.T) {
+	canonical := 0
+	for k := range smallOrderKeys {
+		p, err := new(edwards25519.Point).SetBytes(k[:])
+		if err != nil {
+			continue // an encoding no decoder here accepts; listed to be safe
+		}
+		if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) != 1 {
+			t.Errorf("%x is listed but not of small order", k)
+		}
+		if bytes.Equal(p.Bytes(), k[:]) {
+			canonical++
+		}
+	}
+	if canonical != 8 || len(smallOrderKeys) != 14 {
+		t.Errorf("%d canonical small-order encodings of %d listed, want 8 of 14", canonical, len(smallOrderKeys))
+	}
+
+	torsion, _ := hex.DecodeString(order8)
+	weak := make([]byte, 64)
+	weak[0] = 1 // R = identity, s = 0
+	if !CheckSignature(torsion, []byte("anything"), weak) {
+		t.Fatal("the forged signature does not even pass the signature rule; the case is built wrong")
+	}
+	for k := range smallOrderKeys {
+		if _, _, err := ParseDID(DID(k[:])); !errors.Is(err, ErrMalformed) {
+			t.Errorf("did:key of %x: %v, want ErrMalformed", k, err)
+		}
+	}
+	doc := fmt.Appendf(nil, `{"@context":"https://www.w3.org/2022/wot/td/v1.1","id":"urn:weak","title":"Anyone's",`+
+		`"proof":{"type":"DataIntegrityProof","cryptosuite":"eddsa-jcs-2022","created":"2026-01-01T00:00:00Z",`+
+		`"verificationMethod":%q,"proofPurpose":"assertionMethod","proofValue":%q}}`,
+		VerificationMethod(torsion), "z"+base58.Encode(weak))
+	if _, err := Verify(doc); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a proof by a small-order did:key: %v, want ErrMalformed", err)
+	}
+	if _, err := VerifyWithKey(doc, torsion); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a proof checked against a small-order key: %v, want ErrMalformed", err)
+	}
 }

@@ -178,6 +178,9 @@ func verify(p Proof, d document, pub ed25519.PublicKey, check Checker) (Result, 
 	if len(pub) != ed25519.PublicKeySize {
 		return r, malformed("the public key is %d bytes, not %d", len(pub), ed25519.PublicKeySize)
 	}
+	if smallOrder(pub) {
+		return r, malformed("the public key is a point of small order, for which no secret key exists")
+	}
 	if p.Context != nil {
 		if err := checkContext(d.context, p.Context); err != nil {
 			return r, err
