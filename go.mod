@@ -3,6 +3,7 @@ module github.com/eclipse-lmos/lmos-hub
 go 1.26
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/VictoriaMetrics/metrics v1.40.2
 	github.com/coder/websocket v1.8.15
 	github.com/eclipse/paho.golang v0.22.0
@@ -10,6 +11,7 @@ require (
 	github.com/go-json-experiment/json v1.27.2
 	github.com/google/uuid v1.6.0
 	github.com/grandcat/zeroconf v1.0.0
+	github.com/hdevalence/ed25519consensus v0.2.0
 	github.com/miekg/dns v1.1.61
 	github.com/mochi-mqtt/server/v2 v2.7.9
 	github.com/mr-tron/base58 v1.2.0

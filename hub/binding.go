@@ -91,6 +91,13 @@ func (r *Registry) RequireSigned() bool { return r.opts.Security.RequireSigned }
 // (an admin, the hub itself) is not limited. It returns nil for an unsigned
 // description the policy accepts.
 func (r *Registry) verifyDoc(raw []byte, doc map[string]any, from string) (*Signer, error) {
+	return r.verifyDocWith(raw, doc, from, r.sigs.check)
+}
+
+// verifyDocWith is verifyDoc with the signature checked by check: the
+// write loop checks alone (proof.CheckSignature, the same rule), since it
+// must not wait behind other writers' batch while every write waits for it.
+func (r *Registry) verifyDocWith(raw []byte, doc map[string]any, from string, check proof.Checker) (*Signer, error) {
 	if _, signed := doc["proof"]; !signed {
 		if r.opts.Security.RequireSigned {
 			return nil, &Error{Code: EFORBIDDEN, Limit: "security.requireSigned",
@@ -104,7 +111,7 @@ func (r *Registry) verifyDoc(raw []byte, doc map[string]any, from string) (*Sign
 				Message: fmt.Sprintf("too many signed descriptions from this address; retry in %s", wait.Round(time.Millisecond))}
 		}
 	}
-	res, err := proof.Verify(raw)
+	res, err := proof.VerifyWith(raw, check)
 	if err != nil {
 		return nil, proofError(err)
 	}

@@ -169,7 +169,7 @@ func (r *Registry) SelfMembership(ctx context.Context, gid, thing string, join b
 				Message: fmt.Sprintf("too many signed documents from this address; retry in %s", wait.Round(time.Millisecond))}
 		}
 	}
-	res, err := proof.Verify(statement)
+	res, err := proof.VerifyWith(statement, r.sigs.check)
 	if err != nil {
 		return Group{}, proofError(err)
 	}

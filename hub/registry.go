@@ -119,6 +119,8 @@ type Registry struct {
 	membershipBatch   uint64 // the write loop's alone
 	// verifyLimit bounds proof verifications per client source.
 	verifyLimit *ratelimit.Limiter
+	// sigs checks every proof's signature, in batches under load.
+	sigs sigBatcher
 	// selfJoins remembers accepted self-join statements (groupjoin.go).
 	selfJoins statementLog
 	// renewals keeps credentials renewed on read (credential.go).

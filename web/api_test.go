@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -8,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 	"github.com/eclipse-lmos/lmos-hub/web"
 )
 
@@ -21,7 +24,12 @@ func TestStatusHealthAndMetrics(t *testing.T) {
 		c.StoreSize = func() int64 { return 4096 }
 		c.Metrics = []func(io.Writer){func(w io.Writer) { fmt.Fprintln(w, "lmos_test_other_adapter 7") }}
 	})
-	d.do("PUT", "/things/urn:example:a", tdType, thingTD("urn:example:a", "A")).want(t, "PUT", http.StatusCreated)
+	_, key, _ := ed25519.GenerateKey(nil)
+	signed, err := proof.Sign([]byte(thingTD("urn:example:a", "A")), key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.do("PUT", "/things/urn:example:a", tdType, string(signed)).want(t, "PUT", http.StatusCreated)
 
 	var st struct {
 		Name, HubID, Version string
@@ -60,6 +68,7 @@ func TestStatusHealthAndMetrics(t *testing.T) {
 	}
 	body := string(r.body)
 	for _, line := range []string{"lmos_registry_things 1", "lmos_store_size_bytes 4096", "lmos_test_other_adapter 7",
+		"lmos_verify_signatures_total 1", "lmos_verify_batched_total 0", "lmos_verify_batch_failures_total 0",
 		`lmos_http_requests_total{route="PUT /things/{id}",code="201"} 1`} {
 		if !strings.Contains(body, "\n"+line+"\n") {
 			t.Fatalf("metrics without %q:\n%s", line, grepLines(body, "lmos_"))

@@ -41,6 +41,9 @@ func ParsePublicKeyMultibase(s string) (ed25519.PublicKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	if smallOrder(b) {
+		return nil, malformed("the public key is a point of small order, for which no secret key exists")
+	}
 	return ed25519.PublicKey(b), nil
 }
 

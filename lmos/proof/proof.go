@@ -112,8 +112,23 @@ func sign(doc []byte, priv ed25519.PrivateKey, created string) ([]byte, error) {
 }
 
 // Verify checks doc's eddsa-jcs-2022 proof against the did:key named by
-// its verificationMethod.
+// its verificationMethod, the signature under the ZIP-215 rules
+// (CheckSignature).
 func Verify(doc []byte) (Result, error) {
+	return VerifyWith(doc, CheckSignature)
+}
+
+// Checker reports whether sig is a valid Ed25519 signature of msg by pub.
+// A checker must answer as CheckSignature does; it may, for instance, put
+// the signature into a batch with others (CheckBatch) and wait for it.
+type Checker func(pub ed25519.PublicKey, msg, sig []byte) bool
+
+// VerifyWith is Verify with the signature itself checked by check: the
+// document is read, canonicalized and hashed here, and check gets the key,
+// the 64-byte message (the two hashes) and the 64-byte signature, which it
+// must not keep after it returns. check is not called for a proof refused
+// before its signature is looked at.
+func VerifyWith(doc []byte, check Checker) (Result, error) {
 	p, d, err := readProof(doc)
 	if err != nil {
 		return Result{}, err
@@ -122,7 +137,7 @@ func Verify(doc []byte) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("verificationMethod: %w", err)
 	}
-	r, err := verify(p, d, pub)
+	r, err := verify(p, d, pub, check)
 	r.DID = did
 	return r, err
 }
@@ -135,20 +150,16 @@ func VerifyWithKey(doc []byte, pub ed25519.PublicKey) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if did, _, err := ParseDID(p.VerificationMethod); err == nil {
-		return verifyAs(p, d, pub, did)
+	r, err := verify(p, d, pub, CheckSignature)
+	if did, _, derr := ParseDID(p.VerificationMethod); derr == nil {
+		r.DID = did
 	}
-	return verify(p, d, pub)
-}
-
-func verifyAs(p Proof, d document, pub ed25519.PublicKey, did string) (Result, error) {
-	r, err := verify(p, d, pub)
-	r.DID = did
 	return r, err
 }
 
-// verify checks a proof already read from its document.
-func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
+// verify checks a proof already read from its document, its signature by
+// check.
+func verify(p Proof, d document, pub ed25519.PublicKey, check Checker) (Result, error) {
 	r := Result{Proof: p}
 	if p.Created != "" {
 		t, err := time.Parse(time.RFC3339, p.Created)
@@ -167,13 +178,16 @@ func verify(p Proof, d document, pub ed25519.PublicKey) (Result, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return r, malformed("the public key is %d bytes, not %d", len(pub), ed25519.PublicKeySize)
 	}
+	if smallOrder(pub) {
+		return r, malformed("the public key is a point of small order, for which no secret key exists")
+	}
 	if p.Context != nil {
 		if err := checkContext(d.context, p.Context); err != nil {
 			return r, err
 		}
 	}
 	data := hashData(p.config, d.head, d.tail)
-	if !ed25519.Verify(pub, data, sig) {
+	if !check(pub, data, sig) {
 		return r, fmt.Errorf("%w: the proof does not match the document and the key %s", ErrInvalidSignature, PublicKeyMultibase(pub))
 	}
 	return r, nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 )
 
@@ -44,10 +45,10 @@ func processCPU(b *testing.B) time.Duration {
 
 // putAll PUTs docs (ids[i] ← docs[i]) into a fresh hub configured by edit,
 // from 32 keep-alive clients, and returns the time it took and the CPU
-// time the process used meanwhile.
-func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func(*Config)) (wall, cpu time.Duration) {
+// time the process used meanwhile, and the hub's signature checks.
+func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func(*Config)) (wall, cpu time.Duration, vs hub.VerifyStats) {
 	b.Helper()
-	_, base, stop := startBenchHub(b, b.TempDir(), edit)
+	m, base, stop := startBenchHub(b, b.TempDir(), edit)
 	defer stop()
 	cpu0 := processCPU(b)
 	start := time.Now()
@@ -69,7 +70,7 @@ func putAll(b *testing.B, c *http.Client, ids []string, docs [][]byte, edit func
 	if err := failed.Load(); err != nil {
 		b.Fatal(err)
 	}
-	return wall, cpu
+	return wall, cpu, m.Registry.VerifyStats()
 }
 
 // BenchmarkHTTPPutSigned10k: durable PUT throughput of the 10k TDs signed
@@ -95,10 +96,19 @@ func BenchmarkHTTPPutSigned10k(b *testing.B) {
 	c := benchClient(b)
 	requireSigned := func(cfg *Config) { cfg.Security.RequireSigned = true }
 	var plain, sig, plainCPU, sigCPU time.Duration
+	var vs hub.VerifyStats // the signed loads' signature checks, summed
 	add := func(wall, cpu *time.Duration, docs [][]byte, edit func(*Config)) {
-		w, c := putAll(b, c, ids, docs, edit)
+		w, c, v := putAll(b, c, ids, docs, edit)
 		*wall += w
 		*cpu += c
+		vs.Checks += v.Checks
+		vs.Batches += v.Batches
+		vs.Batched += v.Batched
+		vs.Failed += v.Failed
+		vs.Overflow += v.Overflow
+		for i := range v.Sizes {
+			vs.Sizes[i] += v.Sizes[i]
+		}
 	}
 	round := 0
 	for b.Loop() {
@@ -120,4 +130,11 @@ func BenchmarkHTTPPutSigned10k(b *testing.B) {
 	b.ReportMetric(float64(plainCPU.Microseconds())/n, "unsigned-cpu-µs/put")
 	b.ReportMetric(float64(sigCPU.Microseconds())/n, "signed-cpu-µs/put")
 	b.ReportMetric(100*plainCPU.Seconds()/sigCPU.Seconds(), "signed-%-of-unsigned-by-cpu")
+	// How the concurrent PUTs' signatures were checked (the hub batches
+	// those that meet): the share checked in batches, and batches by size.
+	if vs.Checks > 0 {
+		b.ReportMetric(100*float64(vs.Batched)/float64(vs.Checks), "%-sigs-batched")
+		b.Logf("signature checks %d: %d in %d batches (%d failed, %d overflow); batches by size 1/2-3/4-7/8-15/16-31/32-63/64: %v",
+			vs.Checks, vs.Batched, vs.Batches, vs.Failed, vs.Overflow, vs.Sizes)
+	}
 }
