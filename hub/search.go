@@ -427,7 +427,7 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 		if err := b.visit(len(terms)); err != nil {
 			return nil, err
 		}
-		if typ != "" && !hasType(t.Summary.Types, typ) {
+		if typ != "" && !t.Summary.hasType(typ) {
 			continue
 		}
 		if h, ok := scoreThing(t, terms); ok {
@@ -529,13 +529,3 @@ func splitCamel(s string) string {
 	return b.String()
 }
 
-func hasType(types []string, want string) bool {
-	norm := func(s string) string { return strings.ToLower(strings.TrimPrefix(s, "lmos:")) }
-	w := norm(want)
-	for _, t := range types {
-		if norm(t) == w {
-			return true
-		}
-	}
-	return false
-}

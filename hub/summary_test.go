@@ -99,12 +99,12 @@ func TestSummaryFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := summarize(doc)
-	if s.Title != "Lamp" || !reflect.DeepEqual(s.Types, []string{"lmos:Tool", "saref:Light"}) {
-		t.Errorf("title %q types %q", s.Title, s.Types)
+	if s.Title != "Lamp" || !reflect.DeepEqual(s.Types(), []string{"lmos:Tool", "saref:Light"}) {
+		t.Errorf("title %q types %q", s.Title, s.Types())
 	}
 	if !reflect.DeepEqual(s.Affordances("properties"), []string{"level", "on"}) || !s.HasAffordance("actions", "toggle") ||
 		s.HasAffordance("events", "toggle") || s.HasAffordance("forms", "x") {
-		t.Errorf("affordances %q", s.names)
+		t.Errorf("affordances %q %q %q", s.Affordances("properties"), s.Affordances("actions"), s.Affordances("events"))
 	}
 }
 
