@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -423,6 +424,7 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 	b := &budget{ctx: ctx, lim: r.search.lim, total: &r.search.nodes}
 	things, _ := r.List(0, 0)
 	var hits []TextHit
+	sc := newScorer(terms)
 	for _, t := range things {
 		if err := b.visit(len(terms)); err != nil {
 			return nil, err
@@ -430,7 +432,7 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 		if typ != "" && !t.Summary.hasType(typ) {
 			continue
 		}
-		if h, ok := scoreThing(t, terms); ok {
+		if h, ok := sc.score(t); ok {
 			hits = append(hits, h)
 		}
 	}
@@ -449,14 +451,31 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 	return hits, nil
 }
 
-func scoreThing(t *Thing, terms []string) (TextHit, bool) {
+// scorer scores the Things of one text search; it keeps its buffers from
+// Thing to Thing.
+type scorer struct {
+	terms [][]byte
+	found []bool
+	buf   []byte // a field's text, expanded (Summary.eachField)
+}
+
+func newScorer(terms []string) *scorer {
+	sc := &scorer{found: make([]bool, len(terms))}
+	for _, t := range terms {
+		sc.terms = append(sc.terms, []byte(t))
+	}
+	return sc
+}
+
+func (sc *scorer) score(t *Thing) (TextHit, bool) {
 	score := 0.0
 	var matches []string
-	found := make([]bool, len(terms))
-	t.Summary.eachField(func(kind byte, a, c int, text string) {
+	found := sc.found
+	clear(found)
+	t.Summary.eachField(&sc.buf, func(kind byte, a, c int, text []byte) {
 		hit := false
-		for i, term := range terms {
-			at := strings.Index(text, term)
+		for i, term := range sc.terms {
+			at := bytes.Index(text, term)
 			if at < 0 {
 				continue
 			}
@@ -483,7 +502,7 @@ func scoreThing(t *Thing, terms []string) (TextHit, bool) {
 
 // wholeWordAt reports whether some occurrence of term in s (both lower
 // case), the first at byte at, stands as a whole word.
-func wholeWordAt(s, term string, at int) bool {
+func wholeWordAt(s, term []byte, at int) bool {
 	for at >= 0 {
 		before := at == 0 || !isWordByte(s[at-1])
 		end := at + len(term)
@@ -491,7 +510,7 @@ func wholeWordAt(s, term string, at int) bool {
 		if before && after {
 			return true
 		}
-		next := strings.Index(s[at+1:], term)
+		next := bytes.Index(s[at+1:], term)
 		if next < 0 {
 			return false
 		}
@@ -528,4 +547,3 @@ func splitCamel(s string) string {
 	}
 	return b.String()
 }
-

@@ -362,8 +362,18 @@ func searchFields(doc map[string]any, title string, names *[3][]string) string {
 }
 
 // eachField calls fn with every searchable field of s: its kind, location
-// and lower-cased text.
-func (s *Summary) eachField(fn func(kind byte, a, c int, text string)) {
+// and lower-cased text, expanded into *buf (text is valid only during the
+// call; *buf is reused from call to call).
+func (s *Summary) eachField(buf *[]byte, fn func(kind byte, a, c int, text []byte)) {
+	s.eachRawField(func(kind byte, a, c int, coded string) {
+		*buf = expandText((*buf)[:0], coded)
+		fn(kind, a, c, *buf)
+	})
+}
+
+// eachRawField calls fn with every searchable field of s as it is kept
+// (in a Summary: its words coded, words.go; in a stored one: plain).
+func (s *Summary) eachRawField(fn func(kind byte, a, c int, coded string)) {
 	b := s.enc[s.searchAt:s.searchEnd]
 	for len(b) > 0 {
 		kind := b[0]
@@ -429,7 +439,24 @@ const summaryVersion = 3 // 2: Bloom filters hashed the same in every process; 3
 // Thing's metadata so that start-up rebuilds the registry without parsing
 // (or even reading) the documents.
 func EncodeSummary(s *Summary) []byte {
-	return append([]byte{summaryVersion}, s.enc...)
+	var search, buf []byte
+	s.eachField(&buf, func(kind byte, a, c int, text []byte) {
+		search = appendField(search, kind, a, c, text)
+	})
+	b := append([]byte{summaryVersion}, s.enc[:s.searchAt]...)
+	b = binary.AppendUvarint(b, uint64(len(search)))
+	b = append(b, search...)
+	return append(b, s.enc[s.searchEnd:]...)
+}
+
+// appendField appends one search field: kind, the two numbers that locate
+// it, and its text.
+func appendField(b []byte, kind byte, a, c int, text []byte) []byte {
+	b = append(b, kind)
+	b = binary.AppendUvarint(b, uint64(a))
+	b = binary.AppendUvarint(b, uint64(c))
+	b = binary.AppendUvarint(b, uint64(len(text)))
+	return append(b, text...)
 }
 
 // encode writes the summary's encoding: title, types, the three name
@@ -468,20 +495,37 @@ func (p *summaryParts) encode() []byte {
 var errSummary = errors.New("unusable stored summary")
 
 // DecodeSummary decodes what EncodeSummary wrote: it checks the encoding
-// once and keeps it as one string, which the Summary reads on demand.
+// once and keeps it as one string, which the Summary reads on demand, with
+// the search fields' words coded (words.go) and without their length.
 func DecodeSummary(b []byte) (*Summary, error) {
 	if len(b) == 0 || b[0] != summaryVersion || len(b)-1 > math.MaxUint32 {
 		return nil, errSummary
 	}
-	s := &Summary{enc: string(b[1:])}
-	if !s.locate() {
+	plain := &Summary{enc: string(b[1:])}
+	lenAt, ok := plain.locate()
+	if !ok {
 		return nil, errSummary
 	}
+	var search, buf []byte
+	plain.eachRawField(func(kind byte, a, c int, text string) {
+		buf = compressText(buf[:0], text)
+		search = appendField(search, kind, a, c, buf)
+	})
+	rest := plain.enc[plain.searchEnd:]
+	mem := make([]byte, 0, lenAt+len(search)+len(rest))
+	mem = append(mem, plain.enc[:lenAt]...)
+	mem = append(mem, search...)
+	mem = append(mem, rest...)
+	s := &Summary{enc: string(mem), typesAt: plain.typesAt, namesAt: plain.namesAt, Secured: plain.Secured}
+	s.Title = s.enc[int(s.typesAt)-len(plain.Title) : s.typesAt]
+	s.searchAt, s.searchEnd = uint32(lenAt), uint32(lenAt+len(search))
+	s.bloomAt = s.searchEnd + (plain.bloomAt - plain.searchEnd)
 	return s, nil
 }
 
-// locate checks s.enc and sets the offsets into it.
-func (s *Summary) locate() bool {
+// locate checks s.enc, a stored summary after its version byte, and sets
+// the offsets into it; lenAt is where the search fields' length is.
+func (s *Summary) locate() (lenAt int, ok bool) {
 	all := s.enc
 	p := 0
 	num := func() (int, bool) {
@@ -517,38 +561,38 @@ func (s *Summary) locate() bool {
 		}
 		return n, true
 	}
-	var ok bool
 	if s.Title, ok = str(); !ok {
-		return false
+		return 0, false
 	}
 	s.typesAt = uint32(p)
 	if _, ok = strs(false); !ok {
-		return false
+		return 0, false
 	}
 	var counts [3]int
 	for k := range s.namesAt {
 		s.namesAt[k] = uint32(p)
 		if counts[k], ok = strs(true); !ok {
-			return false
+			return 0, false
 		}
 	}
+	lenAt = p
 	search, ok := str()
 	if !ok {
-		return false
+		return 0, false
 	}
 	s.searchAt, s.searchEnd = uint32(p-len(search)), uint32(p)
 	if p >= len(all) || all[p] > 1 {
-		return false
+		return 0, false
 	}
 	s.Secured = all[p] == 1
 	p++
 	words, ok := num()
 	if !ok || words*8 != len(all)-p || words&(words-1) != 0 {
-		return false
+		return 0, false
 	}
 	s.bloomAt = uint32(p)
 	// The search fields are read without checks (eachField): check once.
-	return validSearchFields(search, counts)
+	return lenAt, validSearchFields(search, counts)
 }
 
 // validSearchFields checks that the search fields b decode and point at

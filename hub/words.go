@@ -1,0 +1,142 @@
+package hub
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// The search fields of 10k TDs are ~3.5 MB of lower-cased text, most of it
+// words that many TDs repeat (rooms, devices, quantities, verbs, the words
+// of a vendor's descriptions). In memory a Summary keeps each field with
+// those words replaced by 2-byte codes of one process-wide dictionary, and
+// a text search expands a field into a scratch buffer to read it. The
+// stored summary holds the plain text (EncodeSummary expands it), so the
+// codes never leave the process.
+//
+// A code is two bytes: 0xF8 | code>>8, then code&0xFF. Bytes 0xF8–0xFF
+// never occur in UTF-8; a field's own byte in that range (a document
+// decoded without UTF-8 checks) is written as the escape code and the byte.
+const (
+	wordCodeByte = 0xF8
+	escapeCode   = 0x7FF
+	// maxWordCodes bounds the dictionary: at most 2,047 words of at most
+	// maxCodedWord bytes, ~150 KB with its map. Words come first come,
+	// first coded; once it is full, new words stay plain text (hostile
+	// input can fill it, which costs memory, never results).
+	maxWordCodes = escapeCode
+	// Only words of lower-case ASCII letters, 3 to maxCodedWord bytes, are
+	// coded: a shorter word gains nothing from a 2-byte code, and numbers,
+	// identifiers and hashes are mostly unique to one TD.
+	minCodedWord = 3
+	maxCodedWord = 24
+)
+
+// wordDict is the process-wide dictionary. Codes are never reassigned, so
+// every registry in the process may share it. words[i] is written once,
+// under mu, before any summary can carry code i; a reader gets codes only
+// from such summaries.
+type wordDict struct {
+	mu    sync.Mutex
+	codes map[string]uint16
+	words [maxWordCodes]string
+	n     atomic.Uint32
+}
+
+var dict wordDict
+
+// code returns the code of word, giving it one if the dictionary has room.
+func (d *wordDict) code(word string) (uint16, bool) {
+	if len(word) < minCodedWord || len(word) > maxCodedWord {
+		return 0, false
+	}
+	for i := range len(word) {
+		if c := word[i]; c < 'a' || c > 'z' {
+			return 0, false
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.codes[word]; ok {
+		return c, true
+	}
+	n := d.n.Load()
+	if n >= maxWordCodes {
+		return 0, false
+	}
+	if d.codes == nil {
+		d.codes = make(map[string]uint16)
+	}
+	w := string([]byte(word)) // its own copy: word is part of a larger text
+	d.words[n] = w
+	d.codes[w] = uint16(n)
+	d.n.Store(n + 1)
+	return uint16(n), true
+}
+
+// word returns the word of code c ("" for a code never given).
+func (d *wordDict) word(c uint16) string {
+	if uint32(c) >= d.n.Load() {
+		return ""
+	}
+	return d.words[c]
+}
+
+// compressText appends text to out with its dictionary words coded.
+func compressText(out []byte, text string) []byte {
+	for i := 0; i < len(text); {
+		if !isWordByte(text[i]) {
+			out = appendLiteral(out, text[i])
+			i++
+			continue
+		}
+		// A whole run of word bytes or nothing: a search term (letters and
+		// digits only) then lies within one run, in a code or plain.
+		j := i
+		for j < len(text) && isWordByte(text[j]) {
+			j++
+		}
+		if c, ok := dict.code(text[i:j]); ok {
+			out = append(out, wordCodeByte|byte(c>>8), byte(c))
+		} else {
+			for k := i; k < j; k++ {
+				out = appendLiteral(out, text[k])
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+func appendLiteral(out []byte, c byte) []byte {
+	if c >= wordCodeByte {
+		return append(out, wordCodeByte|escapeCode>>8, escapeCode&0xFF, c)
+	}
+	return append(out, c)
+}
+
+// expandText appends the text compressText coded as f to out. A truncated
+// code (only in damaged input) ends the text.
+func expandText(out []byte, f string) []byte {
+	for len(f) > 0 {
+		i := 0
+		for i < len(f) && f[i] < wordCodeByte {
+			i++
+		}
+		out = append(out, f[:i]...)
+		if i+1 >= len(f) {
+			return out
+		}
+		c := uint16(f[i]&7)<<8 | uint16(f[i+1])
+		f = f[i+2:]
+		if c == escapeCode {
+			if len(f) == 0 {
+				return out
+			}
+			out = append(out, f[0])
+			f = f[1:]
+			continue
+		}
+		out = append(out, dict.word(c)...)
+	}
+	return out
+}
