@@ -32,11 +32,10 @@ type Summary struct {
 	// enc is the encoding after its version byte. DecodeSummary checked
 	// it, so the readers below walk it without checks.
 	enc string
-	// Offsets into enc: the @type list, the affordance name lists
-	// (properties, actions, events; each sorted), the search fields and
-	// the Bloom filter's bytes (to the end; the little-endian words the
-	// store holds, so bit i is byte i/8, bit i%8).
-	typesAt             uint32
+	// Offsets into enc: the affordance name lists (properties, actions,
+	// events; each sorted), the search fields and the Bloom filter's bytes
+	// (to the end; the little-endian words the store holds, so bit i is
+	// byte i/8, bit i%8). The @type list follows the title (typesAt).
 	namesAt             [3]uint32
 	searchAt, searchEnd uint32
 	bloomAt             uint32
@@ -62,7 +61,21 @@ func kindOf(member string) int {
 }
 
 // Types returns the @type values.
-func (s *Summary) Types() []string { return s.list(s.typesAt) }
+func (s *Summary) Types() []string { return s.list(s.typesAt()) }
+
+// typesAt is the offset of the @type list: after the title and its
+// length (DecodeSummary keeps that length in its shortest form).
+func (s *Summary) typesAt() uint32 {
+	return uint32(uvarintLen(uint64(len(s.Title))) + len(s.Title))
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
 
 // hasType reports whether the Thing has the @type want, compared without
 // case and without an "lmos:" prefix ("Agent" matches "lmos:Agent").
@@ -70,7 +83,7 @@ func (s *Summary) hasType(want string) bool {
 	norm := func(s string) string { return strings.ToLower(strings.TrimPrefix(s, "lmos:")) }
 	w := norm(want)
 	found := false
-	s.eachString(s.typesAt, func(_ int, t string) bool {
+	s.eachString(s.typesAt(), func(_ int, t string) bool {
 		found = norm(t) == w
 		return !found
 	})
@@ -503,6 +516,11 @@ func DecodeSummary(b []byte) (*Summary, error) {
 	}
 	plain := &Summary{enc: string(b[1:])}
 	lenAt, ok := plain.locate()
+	// Title and types are located from the title's length alone, which
+	// must then be in its shortest form.
+	n := binary.AppendUvarint(nil, uint64(len(plain.Title)))
+	ok = ok && strings.HasPrefix(plain.enc, string(n))
+	typesAt := len(n) + len(plain.Title)
 	if !ok {
 		return nil, errSummary
 	}
@@ -516,8 +534,8 @@ func DecodeSummary(b []byte) (*Summary, error) {
 	mem = append(mem, plain.enc[:lenAt]...)
 	mem = append(mem, search...)
 	mem = append(mem, rest...)
-	s := &Summary{enc: string(mem), typesAt: plain.typesAt, namesAt: plain.namesAt, Secured: plain.Secured}
-	s.Title = s.enc[int(s.typesAt)-len(plain.Title) : s.typesAt]
+	s := &Summary{enc: string(mem), namesAt: plain.namesAt, Secured: plain.Secured}
+	s.Title = s.enc[int(typesAt)-len(plain.Title) : typesAt]
 	s.searchAt, s.searchEnd = uint32(lenAt), uint32(lenAt+len(search))
 	s.bloomAt = s.searchEnd + (plain.bloomAt - plain.searchEnd)
 	return s, nil
@@ -564,7 +582,6 @@ func (s *Summary) locate() (lenAt int, ok bool) {
 	if s.Title, ok = str(); !ok {
 		return 0, false
 	}
-	s.typesAt = uint32(p)
 	if _, ok = strs(false); !ok {
 		return 0, false
 	}

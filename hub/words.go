@@ -13,14 +13,17 @@ import (
 // stored summary holds the plain text (EncodeSummary expands it), so the
 // codes never leave the process.
 //
-// A code is two bytes: 0xF8 | code>>8, then code&0xFF. Bytes 0xF8–0xFF
-// never occur in UTF-8; a field's own byte in that range (a document
-// decoded without UTF-8 checks) is written as the escape code and the byte.
+// A code is two bytes: 0xF8 | space<<2 | code>>8, then code&0xFF, where
+// space says a space follows the word (most words are followed by one).
+// Bytes 0xF8–0xFF never occur in UTF-8; a field's own byte in that range
+// (a document decoded without UTF-8 checks) is written as the escape code
+// and the byte.
 const (
 	wordCodeByte = 0xF8
-	escapeCode   = 0x7FF
-	// maxWordCodes bounds the dictionary: at most 2,047 words of at most
-	// maxCodedWord bytes, ~150 KB with its map. Words come first come,
+	spaceBit     = 0x04
+	escapeCode   = 0x3FF
+	// maxWordCodes bounds the dictionary: at most 1,023 words of at most
+	// maxCodedWord bytes, ~70 KB with its map. Words come first come,
 	// first coded; once it is full, new words stay plain text (hostile
 	// input can fill it, which costs memory, never results).
 	maxWordCodes = escapeCode
@@ -96,7 +99,12 @@ func compressText(out []byte, text string) []byte {
 			j++
 		}
 		if c, ok := dict.code(text[i:j]); ok {
-			out = append(out, wordCodeByte|byte(c>>8), byte(c))
+			first := wordCodeByte | byte(c>>8)
+			if j < len(text) && text[j] == ' ' {
+				first |= spaceBit
+				j++
+			}
+			out = append(out, first, byte(c))
 		} else {
 			for k := i; k < j; k++ {
 				out = appendLiteral(out, text[k])
@@ -126,9 +134,10 @@ func expandText(out []byte, f string) []byte {
 		if i+1 >= len(f) {
 			return out
 		}
-		c := uint16(f[i]&7)<<8 | uint16(f[i+1])
+		first := f[i]
+		c := uint16(first&3)<<8 | uint16(f[i+1])
 		f = f[i+2:]
-		if c == escapeCode {
+		if c == escapeCode && first&spaceBit == 0 {
 			if len(f) == 0 {
 				return out
 			}
@@ -137,6 +146,9 @@ func expandText(out []byte, f string) []byte {
 			continue
 		}
 		out = append(out, dict.word(c)...)
+		if first&spaceBit != 0 {
+			out = append(out, ' ')
+		}
 	}
 	return out
 }
