@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -453,18 +452,35 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 
 // scorer scores the Things of one text search; it keeps its buffers from
 // Thing to Thing.
+//
+// It reads each field as the Summary keeps it, words coded (words.go),
+// without expanding it. A term holds only letters and digits, so each of
+// its occurrences lies within one run of word bytes; a coded word is a
+// whole run. So a term occurs in a field if it occurs in one of the plain
+// segments between codes or in a coded word, and an occurrence is a whole
+// word if it is one within its segment (a segment's edge next to a code
+// is a non-word byte) or if it is the coded word itself. What a code's
+// word holds of each term is worked out once per search.
 type scorer struct {
-	terms [][]byte
+	terms []string
 	found []bool
-	buf   []byte // a field's text, expanded (Summary.eachField)
+	// st is, per term, what the field being read holds of it.
+	st []uint8
+	// memo is, per dictionary code and term, what the code's word holds
+	// of the term (0: not worked out yet).
+	memo []uint8
+	buf  []byte // a field expanded, for fields with escaped bytes
 }
 
+// What a text holds of a term.
+const (
+	termAbsent = iota + 1
+	termIn
+	termWhole
+)
+
 func newScorer(terms []string) *scorer {
-	sc := &scorer{found: make([]bool, len(terms))}
-	for _, t := range terms {
-		sc.terms = append(sc.terms, []byte(t))
-	}
-	return sc
+	return &scorer{terms: terms, found: make([]bool, len(terms)), st: make([]uint8, len(terms))}
 }
 
 func (sc *scorer) score(t *Thing) (TextHit, bool) {
@@ -472,16 +488,24 @@ func (sc *scorer) score(t *Thing) (TextHit, bool) {
 	var matches []string
 	found := sc.found
 	clear(found)
-	t.Summary.eachField(&sc.buf, func(kind byte, a, c int, text []byte) {
+	t.Summary.eachRawField(func(kind byte, a, c int, coded string) {
+		st := sc.st
+		clear(st)
+		if strings.Contains(coded, escapeBytes) {
+			// A byte of the text itself ≥ 0xF8 (rare): read it expanded.
+			sc.buf = expandText(sc.buf[:0], coded)
+			sc.plain(string(sc.buf))
+		} else {
+			sc.coded(coded)
+		}
 		hit := false
-		for i, term := range sc.terms {
-			at := bytes.Index(text, term)
-			if at < 0 {
+		for i, v := range st {
+			if v < termIn {
 				continue
 			}
 			found[i], hit = true, true
 			w := fieldWeights[kind]
-			if wholeWordAt(text, term, at) {
+			if v == termWhole {
 				w *= 1.5 // a whole word beats a fragment
 			}
 			score += w
@@ -500,9 +524,64 @@ func (sc *scorer) score(t *Thing) (TextHit, bool) {
 	return TextHit{ID: t.ID, Title: t.Summary.Title, Score: math.Round(score*100) / 100, Matches: matches}, true
 }
 
+// plain records in sc.st what the plain text holds of each term.
+func (sc *scorer) plain(text string) {
+	for i, term := range sc.terms {
+		at := strings.Index(text, term)
+		if at < 0 {
+			continue
+		}
+		v := uint8(termIn)
+		if wholeWordAt(text, term, at) {
+			v = termWhole
+		}
+		sc.st[i] = max(sc.st[i], v)
+	}
+}
+
+// coded records in sc.st what the coded text (no escapes) holds of each
+// term.
+func (sc *scorer) coded(f string) {
+	for len(f) > 0 {
+		i := 0
+		for i < len(f) && f[i] < wordCodeByte {
+			i++
+		}
+		if i > 0 {
+			sc.plain(f[:i])
+		}
+		if i+1 >= len(f) {
+			return
+		}
+		c := int(f[i]&3)<<8 | int(f[i+1])
+		f = f[i+2:]
+		if sc.memo == nil {
+			sc.memo = make([]uint8, maxWordCodes*len(sc.terms))
+		}
+		if c >= maxWordCodes {
+			continue
+		}
+		memo := sc.memo[c*len(sc.terms) : (c+1)*len(sc.terms)]
+		for j, term := range sc.terms {
+			if memo[j] == 0 {
+				w := dict.word(uint16(c))
+				switch {
+				case w == term:
+					memo[j] = termWhole
+				case strings.Contains(w, term):
+					memo[j] = termIn
+				default:
+					memo[j] = termAbsent
+				}
+			}
+			sc.st[j] = max(sc.st[j], memo[j])
+		}
+	}
+}
+
 // wholeWordAt reports whether some occurrence of term in s (both lower
 // case), the first at byte at, stands as a whole word.
-func wholeWordAt(s, term []byte, at int) bool {
+func wholeWordAt(s, term string, at int) bool {
 	for at >= 0 {
 		before := at == 0 || !isWordByte(s[at-1])
 		end := at + len(term)
@@ -510,7 +589,7 @@ func wholeWordAt(s, term []byte, at int) bool {
 		if before && after {
 			return true
 		}
-		next := bytes.Index(s[at+1:], term)
+		next := strings.Index(s[at+1:], term)
 		if next < 0 {
 			return false
 		}

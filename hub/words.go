@@ -27,6 +27,9 @@ const (
 	// first coded; once it is full, new words stay plain text (hostile
 	// input can fill it, which costs memory, never results).
 	maxWordCodes = escapeCode
+	// escapeBytes are the escape code's two bytes, which no other code
+	// begins with (code 0x3FF is never given).
+	escapeBytes = "\xfb\xff"
 	// Only words of lower-case ASCII letters, 3 to maxCodedWord bytes, are
 	// coded: a shorter word gains nothing from a 2-byte code, and numbers,
 	// identifiers and hashes are mostly unique to one TD.
