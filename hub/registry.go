@@ -384,7 +384,7 @@ func (r *Registry) loadSummary(rec ThingRecord) *Summary {
 }
 
 // compactSummary summarises doc and returns the summary in its compact
-// in-memory form (strings sharing one allocation) with its encoding.
+// in-memory form (one string, search words coded) with its encoding.
 func compactSummary(doc map[string]any) (*Summary, []byte) {
 	return summarizeEncoded(doc)
 }
