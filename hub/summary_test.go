@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
@@ -343,9 +344,11 @@ func TestDecodeSummaryAllocatesWhatItKeeps(t *testing.T) {
 	}
 }
 
-// TestWordDictionaryBounded: once the dictionary is full, new words stay
-// plain text and every field still reads back whole.
+// TestWordDictionaryBounded: once a dictionary is full, new words stay
+// plain text and every field still reads back whole. (A dictionary of its
+// own: the process's would stay full for the other tests.)
 func TestWordDictionaryBounded(t *testing.T) {
+	var d wordDict
 	word := func(i int) string {
 		b := []byte("zzq")
 		for ; i > 0; i /= 26 {
@@ -357,16 +360,36 @@ func TestWordDictionaryBounded(t *testing.T) {
 	for i := range maxWordCodes + 10 {
 		text.WriteString(word(i) + " ")
 	}
-	coded := compressText(nil, text.String())
-	if dict.n.Load() != maxWordCodes {
-		t.Fatalf("dictionary holds %d words, want its bound %d", dict.n.Load(), maxWordCodes)
+	coded := d.compress(nil, text.String())
+	if d.n.Load() != maxWordCodes {
+		t.Fatalf("dictionary holds %d words, want its bound %d", d.n.Load(), maxWordCodes)
 	}
-	if got := string(expandText(nil, string(coded))); got != text.String() {
+	if got := string(d.expand(nil, string(coded))); got != text.String() {
 		t.Fatalf("a full dictionary lost text")
 	}
-	if _, ok := dict.code(word(maxWordCodes + 100)); ok {
+	if _, ok := d.code(word(maxWordCodes + 100)); ok {
 		t.Fatalf("a full dictionary coded a new word")
 	}
+}
+
+// TestWordDictionaryConcurrent: writers coding texts with new words while
+// others read them back, as concurrent PUTs and searches do (run with
+// -race).
+func TestWordDictionaryConcurrent(t *testing.T) {
+	var d wordDict
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				text := fmt.Sprintf("shared words %s and %s, then more", strings.Repeat("ab", 2+i%7), strings.Repeat("cd", 2+(g*i)%9))
+				if got := string(d.expand(nil, string(d.compress(nil, text)))); got != text {
+					t.Errorf("%q came back as %q", text, got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // FuzzCodedText: coding a field's text and expanding it gives it back,

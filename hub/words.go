@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -39,11 +41,14 @@ const (
 
 // wordDict is the process-wide dictionary. Codes are never reassigned, so
 // every registry in the process may share it. words[i] is written once,
-// under mu, before any summary can carry code i; a reader gets codes only
-// from such summaries.
+// and n counts it, before the map that gives code i is published: whoever
+// holds a code can read its word.
 type wordDict struct {
-	mu    sync.Mutex
-	codes map[string]uint16
+	mu sync.Mutex // serialises additions
+	// codes is replaced whole by each addition (at most maxWordCodes
+	// copies in a process's life), so looking a word up, which every
+	// PUT does for each word of its search fields, takes no lock.
+	codes atomic.Pointer[map[string]uint16]
 	words [maxWordCodes]string
 	n     atomic.Uint32
 }
@@ -60,22 +65,35 @@ func (d *wordDict) code(word string) (uint16, bool) {
 			return 0, false
 		}
 	}
+	if m := d.codes.Load(); m != nil {
+		if c, ok := (*m)[word]; ok {
+			return c, true
+		}
+	}
+	if d.n.Load() >= maxWordCodes {
+		return 0, false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if c, ok := d.codes[word]; ok {
-		return c, true
+	m := d.codes.Load()
+	if m != nil {
+		if c, ok := (*m)[word]; ok {
+			return c, true
+		}
 	}
 	n := d.n.Load()
 	if n >= maxWordCodes {
 		return 0, false
 	}
-	if d.codes == nil {
-		d.codes = make(map[string]uint16)
+	next := make(map[string]uint16, n+1)
+	if m != nil {
+		maps.Copy(next, *m)
 	}
-	w := string([]byte(word)) // its own copy: word is part of a larger text
+	w := strings.Clone(word) // its own copy: word is part of a larger text
 	d.words[n] = w
-	d.codes[w] = uint16(n)
 	d.n.Store(n + 1)
+	next[w] = uint16(n)
+	d.codes.Store(&next)
 	return uint16(n), true
 }
 
@@ -87,8 +105,15 @@ func (d *wordDict) word(c uint16) string {
 	return d.words[c]
 }
 
-// compressText appends text to out with its dictionary words coded.
-func compressText(out []byte, text string) []byte {
+// compressText appends text to out with its words coded from the
+// process's dictionary.
+func compressText(out []byte, text string) []byte { return dict.compress(out, text) }
+
+// expandText appends the text compressText coded as f to out.
+func expandText(out []byte, f string) []byte { return dict.expand(out, f) }
+
+// compress appends text to out with its dictionary words coded.
+func (d *wordDict) compress(out []byte, text string) []byte {
 	for i := 0; i < len(text); {
 		if !isWordByte(text[i]) {
 			out = appendLiteral(out, text[i])
@@ -101,7 +126,7 @@ func compressText(out []byte, text string) []byte {
 		for j < len(text) && isWordByte(text[j]) {
 			j++
 		}
-		if c, ok := dict.code(text[i:j]); ok {
+		if c, ok := d.code(text[i:j]); ok {
 			first := wordCodeByte | byte(c>>8)
 			if j < len(text) && text[j] == ' ' {
 				first |= spaceBit
@@ -125,9 +150,9 @@ func appendLiteral(out []byte, c byte) []byte {
 	return append(out, c)
 }
 
-// expandText appends the text compressText coded as f to out. A truncated
-// code (only in damaged input) ends the text.
-func expandText(out []byte, f string) []byte {
+// expand appends the text compress coded as f to out. A truncated code
+// (only in damaged input) ends the text.
+func (d *wordDict) expand(out []byte, f string) []byte {
 	for len(f) > 0 {
 		i := 0
 		for i < len(f) && f[i] < wordCodeByte {
@@ -148,7 +173,7 @@ func expandText(out []byte, f string) []byte {
 			f = f[1:]
 			continue
 		}
-		out = append(out, dict.word(c)...)
+		out = append(out, d.word(c)...)
 		if first&spaceBit != 0 {
 			out = append(out, ' ')
 		}
