@@ -240,7 +240,7 @@ func needs(op Op, secured bool) (level, bool) {
 // anonymous, or its token is no longer valid) and EFORBIDDEN (403) when p
 // authenticated and is not allowed.
 func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
-	secured := thing != nil && thing.Summary != nil && thing.Summary.Secured
+	secured := thing != nil && thing.Summary != nil && thing.Summary.Secured()
 	need, mustAuth := needs(op, secured)
 	if p.Kind == Anonymous && a.anon >= need && !mustAuth {
 		return nil // the common case on a LAN, without allocating
@@ -300,7 +300,7 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 // OpenToAll reports whether an anonymous client may do op on thing, so
 // that everyone may (no principal has less than anonymous for reads).
 func (a *Access) OpenToAll(op Op, thing *Thing) bool {
-	need, mustAuth := needs(op, thing != nil && thing.Summary != nil && thing.Summary.Secured)
+	need, mustAuth := needs(op, thing != nil && thing.Summary != nil && thing.Summary.Secured())
 	return a.anon >= need && !mustAuth
 }
 

@@ -81,16 +81,16 @@ func newAccessFixture(t testing.TB) *accessFixture {
 
 func TestSecuredFlagFollowsTheTDSecurity(t *testing.T) {
 	f := newAccessFixture(t)
-	if f.open.Summary.Secured {
+	if f.open.Summary.Secured() {
 		t.Error("a nosec TD is marked secured")
 	}
-	if !f.secured.Summary.Secured {
+	if !f.secured.Summary.Secured() {
 		t.Error("a TD with a basic scheme is not marked secured")
 	}
 	// The flag survives the summary's encoding (it is stored with it).
 	s, err := hub.DecodeSummary(hub.EncodeSummary(f.secured.Summary))
-	if err != nil || !s.Secured {
-		t.Fatalf("decoded summary: secured %v, err %v", s != nil && s.Secured, err)
+	if err != nil || !s.Secured() {
+		t.Fatalf("decoded summary: secured %v, err %v", s != nil && s.Secured(), err)
 	}
 }
 

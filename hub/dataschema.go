@@ -168,7 +168,7 @@ func checkInput(in Interaction) error {
 	}
 	var cache *dataSchemas
 	if in.Thing != nil && in.Thing.Summary != nil {
-		cache = in.Thing.Summary.schemas
+		cache = in.Thing.Summary.schemaCache()
 	}
 	return checkDataSchema(cache, key, schema, v)
 }

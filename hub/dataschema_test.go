@@ -149,7 +149,7 @@ func TestCheckInputCompilesOnce(t *testing.T) {
 	if err := checkInput(in); ErrorCode(err) != EINVALID {
 		t.Fatalf("ABC123: %v, want invalid", err)
 	}
-	first := th.Summary.schemas.m["actions/go"]
+	first := th.Summary.schemas.Load().m["actions/go"]
 	if first == nil || first.schema == nil {
 		t.Fatalf("schema not cached: %+v", first)
 	}
@@ -157,7 +157,7 @@ func TestCheckInputCompilesOnce(t *testing.T) {
 	if err := checkInput(in); err != nil {
 		t.Fatalf("123: %v", err)
 	}
-	if th.Summary.schemas.m["actions/go"] != first {
+	if th.Summary.schemas.Load().m["actions/go"] != first {
 		t.Error("the schema was compiled again for the same Thing version")
 	}
 	// A document read in a race with a write (another schema under the

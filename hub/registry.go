@@ -311,6 +311,10 @@ func (r *Registry) storedSizes(recs []ThingRecord, sums []*Summary) (map[string]
 // index builds the in-memory index of the loaded Things: the map, the
 // sorted ids, the byte and per-source totals and the expiry queue.
 func (r *Registry) index(recs []ThingRecord, sums []*Summary, sizes map[string]int64) {
+	// Sized once: grown by append, the ids would keep up to a quarter
+	// more room than they use.
+	r.things = make(map[string]*Thing, len(recs))
+	r.ids = make([]string, 0, len(recs))
 	for i, rec := range recs {
 		if sums[i] == nil {
 			continue
@@ -318,6 +322,7 @@ func (r *Registry) index(recs []ThingRecord, sums []*Summary, sizes map[string]i
 		if rec.Meta.Size == 0 {
 			rec.Meta.Size = sizes[rec.ID]
 		}
+		internMeta(&rec.Meta)
 		t := &Thing{ID: rec.ID, Summary: sums[i], Meta: rec.Meta}
 		r.things[rec.ID] = t
 		r.ids = append(r.ids, rec.ID)
@@ -331,6 +336,28 @@ func (r *Registry) index(recs []ThingRecord, sums []*Summary, sizes map[string]i
 		}
 	}
 	slices.Sort(r.ids)
+}
+
+// internMeta points the loaded metadata's strings that take a few known
+// values at the hub's constants: decoded, each Thing would hold copies of
+// its own.
+func internMeta(m *ThingMeta) {
+	m.Origin.Source = internSource(m.Origin.Source)
+	m.Presence.Via = internSource(m.Presence.Via)
+	for _, v := range []string{PresenceOnline, PresenceOffline, PresenceUnknown} {
+		if m.Presence.Status == v {
+			m.Presence.Status = v
+		}
+	}
+}
+
+func internSource(s Source) Source {
+	for _, v := range []Source{SourceHTTP, SourceMQTT, SourceWS, SourceMDNS, SourceRemote} {
+		if s == v {
+			return v
+		}
+	}
+	return s
 }
 
 // loadSummary decodes the stored summary of rec, or rebuilds it from the
@@ -359,14 +386,9 @@ func (r *Registry) loadSummary(rec ThingRecord) *Summary {
 }
 
 // compactSummary summarises doc and returns the summary in its compact
-// in-memory form (strings sharing one allocation) with its encoding.
+// in-memory form (one string, search words coded) with its encoding.
 func compactSummary(doc map[string]any) (*Summary, []byte) {
-	enc := EncodeSummary(summarize(doc))
-	s, err := DecodeSummary(enc)
-	if err != nil {
-		panic("hub: a summary does not decode: " + err.Error()) // a bug in this file
-	}
-	return s, enc
+	return summarizeEncoded(doc)
 }
 
 // Close stops the write loop (writes in flight finish first) and ends every

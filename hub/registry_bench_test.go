@@ -7,7 +7,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,6 +159,58 @@ func BenchmarkRegistryGet(b *testing.B) {
 	}
 	percentile.Report(b, lat, time.Microsecond, "µs")
 	b.ReportMetric(float64(heap)/1e6, "heap-MB")
+}
+
+// BenchmarkRegistryLoad10k is what start-up builds from a store holding the
+// 10k benchmark TDs: NewRegistry over it, as the hub opens its data dir.
+// index-MB is the live heap the loaded index holds and inuse-MB the heap
+// spans it keeps in use (their difference is fragmentation), both after
+// FreeOSMemory, as the hub does once started. LMOS_MEMPROFILE=path writes
+// the heap profile of the loaded index, every allocation sampled.
+func BenchmarkRegistryLoad10k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	dir := b.TempDir()
+	reg, closeReg := openBenchRegistry(b, dir)
+	putAll(b, reg, benchTDs(), 32)
+	closeReg()
+	if os.Getenv("LMOS_MEMPROFILE") != "" {
+		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 1
+	}
+	for b.Loop() {
+		db, err := store.Open(dir, store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var m0, m runtime.MemStats
+		debug.FreeOSMemory()
+		runtime.ReadMemStats(&m0)
+		reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		debug.FreeOSMemory()
+		runtime.ReadMemStats(&m)
+		if path := os.Getenv("LMOS_MEMPROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
+		if n := reg.Count(); n != benchThings {
+			b.Fatalf("loaded %d things, want %d", n, benchThings)
+		}
+		b.ReportMetric(float64(m.HeapAlloc-m0.HeapAlloc)/1e6, "index-MB")
+		b.ReportMetric(float64(m.HeapInuse-m0.HeapInuse)/1e6, "inuse-MB")
+		reg.Close()
+		db.Close()
+	}
 }
 
 // BenchmarkSearchJSONPath10k runs discovery queries over 10k Things: a

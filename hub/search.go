@@ -423,14 +423,15 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 	b := &budget{ctx: ctx, lim: r.search.lim, total: &r.search.nodes}
 	things, _ := r.List(0, 0)
 	var hits []TextHit
+	sc := newScorer(terms)
 	for _, t := range things {
 		if err := b.visit(len(terms)); err != nil {
 			return nil, err
 		}
-		if typ != "" && !hasType(t.Summary.Types, typ) {
+		if typ != "" && !t.Summary.hasType(typ) {
 			continue
 		}
-		if h, ok := scoreThing(t, terms); ok {
+		if h, ok := sc.score(t); ok {
 			hits = append(hits, h)
 		}
 	}
@@ -449,20 +450,62 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 	return hits, nil
 }
 
-func scoreThing(t *Thing, terms []string) (TextHit, bool) {
+// scorer scores the Things of one text search; it keeps its buffers from
+// Thing to Thing.
+//
+// It reads each field as the Summary keeps it, words coded (words.go),
+// without expanding it. A term holds only letters and digits, so each of
+// its occurrences lies within one run of word bytes; a coded word is a
+// whole run. So a term occurs in a field if it occurs in one of the plain
+// segments between codes or in a coded word, and an occurrence is a whole
+// word if it is one within its segment (a segment's edge next to a code
+// is a non-word byte) or if it is the coded word itself. What a code's
+// word holds of each term is worked out once per search.
+type scorer struct {
+	terms []string
+	found []bool
+	// st is, per term, what the field being read holds of it.
+	st []uint8
+	// memo is, per dictionary code and term, what the code's word holds
+	// of the term (0: not worked out yet).
+	memo []uint8
+	buf  []byte // a field expanded, for fields with escaped bytes
+}
+
+// What a text holds of a term.
+const (
+	termAbsent = iota + 1
+	termIn
+	termWhole
+)
+
+func newScorer(terms []string) *scorer {
+	return &scorer{terms: terms, found: make([]bool, len(terms)), st: make([]uint8, len(terms))}
+}
+
+func (sc *scorer) score(t *Thing) (TextHit, bool) {
 	score := 0.0
 	var matches []string
-	found := make([]bool, len(terms))
-	t.Summary.eachField(func(kind byte, a, c int, text string) {
+	found := sc.found
+	clear(found)
+	t.Summary.eachRawField(func(kind byte, a, c int, coded string) {
+		st := sc.st
+		clear(st)
+		if strings.Contains(coded, escapeBytes) {
+			// A byte of the text itself ≥ 0xF8 (rare): read it expanded.
+			sc.buf = expandText(sc.buf[:0], coded)
+			sc.plain(string(sc.buf))
+		} else {
+			sc.coded(coded)
+		}
 		hit := false
-		for i, term := range terms {
-			at := strings.Index(text, term)
-			if at < 0 {
+		for i, v := range st {
+			if v < termIn {
 				continue
 			}
 			found[i], hit = true, true
 			w := fieldWeights[kind]
-			if wholeWordAt(text, term, at) {
+			if v == termWhole {
 				w *= 1.5 // a whole word beats a fragment
 			}
 			score += w
@@ -479,6 +522,61 @@ func scoreThing(t *Thing, terms []string) (TextHit, bool) {
 	slices.Sort(matches)
 	matches = slices.Compact(matches)
 	return TextHit{ID: t.ID, Title: t.Summary.Title, Score: math.Round(score*100) / 100, Matches: matches}, true
+}
+
+// plain records in sc.st what the plain text holds of each term.
+func (sc *scorer) plain(text string) {
+	for i, term := range sc.terms {
+		at := strings.Index(text, term)
+		if at < 0 {
+			continue
+		}
+		v := uint8(termIn)
+		if wholeWordAt(text, term, at) {
+			v = termWhole
+		}
+		sc.st[i] = max(sc.st[i], v)
+	}
+}
+
+// coded records in sc.st what the coded text (no escapes) holds of each
+// term.
+func (sc *scorer) coded(f string) {
+	for len(f) > 0 {
+		i := 0
+		for i < len(f) && f[i] < wordCodeByte {
+			i++
+		}
+		if i > 0 {
+			sc.plain(f[:i])
+		}
+		if i+1 >= len(f) {
+			return
+		}
+		c := int(f[i]&3)<<8 | int(f[i+1])
+		f = f[i+2:]
+		if sc.memo == nil {
+			sc.memo = make([]uint8, maxWordCodes*len(sc.terms))
+		}
+		if c >= maxWordCodes {
+			continue
+		}
+		memo := sc.memo[c*len(sc.terms) : (c+1)*len(sc.terms)]
+		for j, term := range sc.terms {
+			if memo[j] == 0 {
+				w := dict.word(uint16(c))
+				switch {
+				case w == term:
+					memo[j] = termWhole
+				case strings.Contains(w, term):
+					memo[j] = termIn
+				default:
+					memo[j] = termAbsent
+				}
+			}
+			sc.st[j] = max(sc.st[j], memo[j])
+		}
+	}
 }
 
 // wholeWordAt reports whether some occurrence of term in s (both lower
@@ -527,15 +625,4 @@ func splitCamel(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-func hasType(types []string, want string) bool {
-	norm := func(s string) string { return strings.ToLower(strings.TrimPrefix(s, "lmos:")) }
-	w := norm(want)
-	for _, t := range types {
-		if norm(t) == w {
-			return true
-		}
-	}
-	return false
 }

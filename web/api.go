@@ -169,7 +169,7 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	type row struct{ ID, Title, Type, Presence string }
 	rows := make([]row, len(things))
 	for i, t := range things {
-		rows[i] = row{t.ID, t.Summary.Title, strings.Join(t.Summary.Types, ", "), t.Meta.Presence.Status}
+		rows[i] = row{t.ID, t.Summary.Title, strings.Join(t.Summary.Types(), ", "), t.Meta.Presence.Status}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
