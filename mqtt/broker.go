@@ -143,6 +143,9 @@ type Config struct {
 	// DeliveryPath is who writes deliveries: DeliveryHub (default) or
 	// DeliveryMochi (deliverypath.go).
 	DeliveryPath string
+	// ConnLoop is who serves connections: ConnLoopHub (default; mochi's
+	// with DeliveryMochi) or ConnLoopMochi (connloop.go).
+	ConnLoop string
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -193,6 +196,12 @@ type Broker struct {
 	// (reuse.go).
 	gates         idGates
 	reuseTimeouts atomic.Uint64
+	// hooks are the hooks the broker added to mochi, in order: the hub's
+	// connection loop calls their connection events (connloop.go).
+	hooks []mochi.Hook
+	// wills are the delayed wills of the hub's connection loop
+	// (willdelay.go).
+	wills willTimers
 	// wsConns holds the connections ServeConn serves (MQTT over WebSocket).
 	wsConns  connSet
 	served   atomic.Bool
@@ -261,9 +270,17 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if err := checkDeliveryPath(cfg.DeliveryPath); err != nil {
 		return nil, err
 	}
+	if err := checkConnLoop(&cfg); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = maxWritesPending
+	if cfg.ConnLoop == ConnLoopHub {
+		// No goroutine reads mochi's write channel: nothing may be put
+		// there (connloop.go), so it has no room.
+		caps.MaximumClientWritesPending = 0
+	}
 	caps.MaximumSessionExpiryInterval = maxSessionExpiry
 	caps.MaximumPacketSize = MaxPacketSize
 	caps.ReceiveMaximum = receiveMaximum
@@ -323,6 +340,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		cancel()
 		return nil, fmt.Errorf("cannot add the persistence hook: %w", err)
 	}
+	b.hooks = []mochi.Hook{b.bind, b.state}
 	return b, nil
 }
 
@@ -435,6 +453,7 @@ func (b *Broker) Close(ctx context.Context) error {
 			}
 		}
 		b.stopOnce.Do(func() { close(b.stop) })
+		b.wills.close()
 		b.events.Wait()
 		b.workers.Wait()
 	}()
@@ -525,7 +544,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 			// Refused and dropped connections end here: not worth a warning.
 			oc := newOutConn(conn, l.budget, 3*l.broker.cfg.SlowClientTimeout, l.broker.stalled)
 			l.broker.awaitConnect(oc)
-			if err := l.broker.establish(oc, func() error { return establish(l.id, oc) }); err != nil {
+			if err := l.broker.establish(oc, l.id); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
 		}()

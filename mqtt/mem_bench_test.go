@@ -68,13 +68,24 @@ type memFigures struct {
 	rssKB      int // VmRSS, 0 if unknown
 }
 
-// settledMem collects twice (the second pass shrinks the stacks the first
-// one left over half unused) and reads the runtime's figures.
+// settledMem collects until the goroutine stacks stop shrinking (each
+// collection halves a stack at most once, so a stack the handshake grew to
+// 32 KB needs three to reach 8 KB and a fourth for 4 KB; at most six) and
+// reads the runtime's figures. An idle process gets there too: the
+// runtime collects at least every two minutes.
 func settledMem() memFigures {
 	var m memFigures
 	runtime.GC()
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&m.MemStats)
+	for range 4 {
+		last := m.StackInuse
+		debug.FreeOSMemory()
+		runtime.ReadMemStats(&m.MemStats)
+		if m.StackInuse >= last {
+			break
+		}
+	}
 	m.goroutines = runtime.NumGoroutine()
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
 		for line := range strings.SplitSeq(string(status), "\n") {

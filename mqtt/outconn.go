@@ -124,6 +124,10 @@ type outConn struct {
 	deadlineSet  time.Time
 
 	lr leanReader // the read side (leanread.go)
+
+	// takenOver is the hub's connection loop's mark of a session a newer
+	// connection with the client id took over (connloop.go).
+	takenOver atomic.Bool
 }
 
 func newOutConn(c net.Conn, budget int, writeTimeout time.Duration, onStall func()) *outConn {
