@@ -337,6 +337,9 @@ func TestConnLoopsServeAlike(t *testing.T) {
 // runtime shrinks to the least it gives a goroutine that idles in a
 // network wait, 4 KB; mochi's loop costs two, 16 + 4 KB.
 func TestIdleClientOneSmallStack(t *testing.T) {
+	if raceOn {
+		t.Skip("the race detector makes frames larger")
+	}
 	const clients = 50
 	for _, c := range []struct {
 		loop       string
