@@ -28,7 +28,8 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 		runtime.MemProfileRate = 1
 	}
 	for b.Loop() {
-		e := newEnv(b, nil)
+		// LMOS_BENCH_CONNLOOP=mochi: mochi's connection loop, to compare.
+		e := newEnv(b, func(c *Config) { c.ConnLoop = os.Getenv("LMOS_BENCH_CONNLOOP") })
 		before := settledMem()
 		conns := make([]net.Conn, 0, clients)
 		for i := range clients {
