@@ -35,22 +35,24 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// Limits of the broker. An idle client costs ~28 KB (docs/PERFORMANCE.md,
-// "Issue 16 — memory"): the stacks of mochi's two goroutines per client
-// (16 KB reading, 4 KB writing; their frames keep them from shrinking
-// further) and ~7 KB of mochi's heap (client, session, subscription, the
-// write channel of MaximumClientWritesPending pointers). The hub's own
-// queue (outConn) takes memory only while it holds something, at most
-// Config.MaxQueuedBytes of QoS 0 messages, and its read buffer only while
-// bytes wait to be read (leanread.go).
+// Limits of the broker. An idle client costs ~10 KB on the hub's connection
+// loop (docs/PERFORMANCE.md, "Issue 16 — memory"): one goroutine whose
+// stack shrinks to 4 KB (connloop.go) and ~6 KB of heap, mostly mochi's
+// (client, session, subscription maps, topic-tree nodes). On mochi's loop
+// (ConnLoopMochi) it is ~28 KB: two goroutines (16 KB reading, 4 KB
+// writing) and the write channel of MaximumClientWritesPending pointers.
+// The hub's own queue (outConn) takes memory only while it holds
+// something, at most Config.MaxQueuedBytes of QoS 0 messages, and its read
+// buffer only while bytes wait to be read (leanread.go).
 const (
 	// MaxPacketSize is the largest MQTT packet the broker accepts (1 MiB,
 	// advertised in the v5 CONNACK). A bigger packet closes the connection
 	// (mochi sends no DISCONNECT first); the client's will is published.
 	MaxPacketSize = 1 << 20
-	// maxWritesPending bounds mochi's write channel per client. Only
-	// mochi's own deliveries (wills) use it; the hub delivers every
-	// publish itself (fanout.go, qos.go).
+	// maxWritesPending bounds mochi's write channel per client on mochi's
+	// connection loop. Only mochi's own deliveries (wills) use it there;
+	// the hub delivers every publish itself (fanout.go, qos.go). On the
+	// hub's loop it is 0: nothing uses it.
 	maxWritesPending = 128
 	// DefaultMaxQueuedBytes is the default Config.MaxQueuedBytes.
 	DefaultMaxQueuedBytes = 1 << 20
