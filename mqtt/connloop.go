@@ -127,24 +127,25 @@ func keepAlive(cl *mochi.Client, c *outConn) {
 //
 //go:noinline
 func (b *Broker) nextPacket(cl *mochi.Client, c *outConn) error {
-	pk, err := b.readPacket(cl, c)
+	pk, err := b.readPacket(cl, c, false)
 	if err != nil {
 		return err
 	}
 	return b.receive(cl, pk)
 }
 
-// readPacket reads and decodes the next packet from c. Unlike mochi's
-// ReadPacket it decodes from the one buffer it reads into (mochi copies it
-// again): each packet has a buffer of its own, which what it decodes
-// refers to.
-func (b *Broker) readPacket(cl *mochi.Client, c *outConn) (pk packets.Packet, err error) {
+// readPacket reads and decodes the next packet from c; first says it must
+// be a CONNECT, refused before its body is read [MQTT-3.1.0-1]. Unlike
+// mochi's ReadPacket it decodes from the one buffer it reads into (mochi
+// copies it again): each packet has a buffer of its own, which what it
+// decodes refers to.
+func (b *Broker) readPacket(cl *mochi.Client, c *outConn, first bool) (pk packets.Packet, err error) {
 	info := b.server.Info
-	first, err := c.ReadByte()
+	hb, err := c.ReadByte()
 	if err != nil {
 		return pk, err
 	}
-	if err = pk.FixedHeader.Decode(first); err != nil {
+	if err = pk.FixedHeader.Decode(hb); err != nil {
 		return pk, err
 	}
 	var lenBytes int
@@ -156,6 +157,9 @@ func (b *Broker) readPacket(cl *mochi.Client, c *outConn) (pk packets.Packet, er
 		return pk, packets.ErrPacketTooLarge // [MQTT-3.2.2-15]
 	}
 	atomic.AddInt64(&info.BytesReceived, int64(lenBytes+1))
+	if first && pk.FixedHeader.Type != packets.Connect {
+		return pk, packets.ErrProtocolViolationRequireFirstConnect // [MQTT-3.1.0-1]
+	}
 	pk.ProtocolVersion = cl.Properties.ProtocolVersion
 	body := make([]byte, pk.FixedHeader.Remaining)
 	n, err := io.ReadFull(c, body)
@@ -240,12 +244,9 @@ func (b *Broker) receive(cl *mochi.Client, pk packets.Packet) error {
 func (b *Broker) handshake(listener string, c *outConn) (*mochi.Client, error) {
 	s := b.server
 	cl := s.NewClient(c, listener, "", false)
-	pk, err := b.readPacket(cl, c)
+	pk, err := b.readPacket(cl, c, true)
 	if err != nil {
 		return cl, fmt.Errorf("read connection: %w", err)
-	}
-	if pk.FixedHeader.Type != packets.Connect {
-		return cl, fmt.Errorf("read connection: %w", packets.ErrProtocolViolationRequireFirstConnect) // [MQTT-3.1.0-1]
 	}
 	atomic.AddInt64(&s.Info.PacketsReceived, 1)
 	cl.ParseConnect(listener, pk)

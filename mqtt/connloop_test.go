@@ -367,3 +367,28 @@ func TestIdleClientOneSmallStack(t *testing.T) {
 		})
 	}
 }
+
+// A connection whose first packet is not a CONNECT is closed as soon as its
+// fixed header is read [MQTT-3.1.0-1], on either loop: the broker does not
+// wait for (or buffer) the body it announced, here almost 1 MiB that never
+// comes.
+func TestFirstPacketNotConnectClosed(t *testing.T) {
+	for _, loop := range []string{ConnLoopHub, ConnLoopMochi} {
+		t.Run(loop, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.ConnLoop = loop; c.ConnectTimeout = time.Minute })
+			conn, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// PUBLISH, Remaining Length 1,000,000 (under the 1 MiB limit).
+			if _, err := conn.Write([]byte{0x30, 0xc0, 0x84, 0x3d}); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if got, err := io.ReadAll(conn); err != nil || len(got) != 0 {
+				t.Fatalf("want the connection closed without a reply, got % x, %v", got, err)
+			}
+		})
+	}
+}
