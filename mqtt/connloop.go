@@ -75,9 +75,8 @@ func (b *Broker) serveClient(listener string, c *outConn) error {
 	if !b.hubLoop() {
 		return b.server.EstablishConnection(listener, c)
 	}
-	wg := &b.server.Listeners.ClientsWg
-	wg.Add(1)
-	defer wg.Done()
+	// mochi's shutdown waits for this connection: its connSet counts it
+	// (conns.go).
 	cl, err := b.handshake(listener, c)
 	if err != nil {
 		cl.Stop(nil)
