@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -456,12 +457,35 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 				if got, _ := e.reg.Get(id); got.Meta.Presence.Status != hub.PresenceOnline {
 					t.Fatalf("a cancelled will set %+v", got.Meta.Presence)
 				}
+				if n := delayedWills(e); n != 0 {
+					t.Fatalf("%d delayed wills left", n)
+				}
 				return
+			}
+			if c.persistent {
+				// Counted while it waits (lmos_mqtt_delayed_wills).
+				testwait.Eventually(t, time.Second, "the will waiting", func() bool { return delayedWills(e) == 1 })
 			}
 			testwait.Eventually(t, 5*time.Second, "offline after the will delay", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOffline && got.Meta.Presence.Via == hub.SourceMQTT
 			})
+			if n := delayedWills(e); n != 0 {
+				t.Fatalf("%d delayed wills left", n)
+			}
 		})
 	}
+}
+
+// delayedWills is the broker's lmos_mqtt_delayed_wills.
+func delayedWills(e *env) int {
+	var w strings.Builder
+	e.b.WritePrometheus(&w)
+	for line := range strings.Lines(w.String()) {
+		if v, ok := strings.CutPrefix(line, "lmos_mqtt_delayed_wills "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
 }
