@@ -137,7 +137,7 @@ func (h *binding) makeWay(cl *mochi.Client) {
 func (b *Broker) establish(c *outConn, listener string) error {
 	defer b.established(c)
 	err := b.serveClient(listener, c)
-	if !c.connected.Load() && !c.connectBy.IsZero() && !time.Now().Before(c.connectBy) {
+	if !c.connected.Load() && c.connectBy != 0 && monoOf(time.Now()) >= c.connectBy {
 		b.countRefusalReason(reasonConnectTimeout)
 	}
 	return err
