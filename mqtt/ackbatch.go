@@ -117,7 +117,7 @@ func (c *outConn) sendHeld(timeout time.Duration) {
 	if timeout > 0 {
 		now := time.Now()
 		_ = c.Conn.SetWriteDeadline(now.Add(timeout))
-		c.deadlineSet = now // write leaves it
+		c.deadlineSet = monoOf(now) // write leaves it
 	}
 	n := bufsLen(q) + c.batchSkipped
 	err := c.writeBatch(q, nil)
@@ -125,7 +125,7 @@ func (c *outConn) sendHeld(timeout time.Duration) {
 		c.written.Add(n)
 	}
 	if timeout > 0 {
-		c.deadlineSet = time.Time{} // the next write moves it back
+		c.deadlineSet = 0 // the next write moves it back
 	}
 	c.wmu.Unlock()
 	c.recycle(q)

@@ -35,22 +35,24 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// Limits of the broker. An idle client costs ~28 KB (docs/PERFORMANCE.md,
-// "Issue 16 — memory"): the stacks of mochi's two goroutines per client
-// (16 KB reading, 4 KB writing; their frames keep them from shrinking
-// further) and ~7 KB of mochi's heap (client, session, subscription, the
-// write channel of MaximumClientWritesPending pointers). The hub's own
-// queue (outConn) takes memory only while it holds something, at most
-// Config.MaxQueuedBytes of QoS 0 messages, and its read buffer only while
-// bytes wait to be read (leanread.go).
+// Limits of the broker. An idle client costs ~10 KB on the hub's connection
+// loop (docs/PERFORMANCE.md, "Issue 16 — memory"): one goroutine whose
+// stack shrinks to 4 KB (connloop.go) and ~6 KB of heap, mostly mochi's
+// (client, session, subscription maps, topic-tree nodes). On mochi's loop
+// (ConnLoopMochi) it is ~28 KB: two goroutines (16 KB reading, 4 KB
+// writing) and the write channel of MaximumClientWritesPending pointers.
+// The hub's own queue (outConn) takes memory only while it holds
+// something, at most Config.MaxQueuedBytes of QoS 0 messages, and its read
+// buffer only while bytes wait to be read (leanread.go).
 const (
 	// MaxPacketSize is the largest MQTT packet the broker accepts (1 MiB,
 	// advertised in the v5 CONNACK). A bigger packet closes the connection
 	// (mochi sends no DISCONNECT first); the client's will is published.
 	MaxPacketSize = 1 << 20
-	// maxWritesPending bounds mochi's write channel per client. Only
-	// mochi's own deliveries (wills) use it; the hub delivers every
-	// publish itself (fanout.go, qos.go).
+	// maxWritesPending bounds mochi's write channel per client on mochi's
+	// connection loop. Only mochi's own deliveries (wills) use it there;
+	// the hub delivers every publish itself (fanout.go, qos.go). On the
+	// hub's loop it is 0: nothing uses it.
 	maxWritesPending = 128
 	// DefaultMaxQueuedBytes is the default Config.MaxQueuedBytes.
 	DefaultMaxQueuedBytes = 1 << 20
@@ -143,6 +145,9 @@ type Config struct {
 	// DeliveryPath is who writes deliveries: DeliveryHub (default) or
 	// DeliveryMochi (deliverypath.go).
 	DeliveryPath string
+	// ConnLoop is who serves connections: ConnLoopHub (default; mochi's
+	// with DeliveryMochi) or ConnLoopMochi (connloop.go).
+	ConnLoop string
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -193,6 +198,12 @@ type Broker struct {
 	// (reuse.go).
 	gates         idGates
 	reuseTimeouts atomic.Uint64
+	// hooks are the hooks the broker added to mochi, in order: the hub's
+	// connection loop calls their connection events (connloop.go).
+	hooks []mochi.Hook
+	// wills are the delayed wills of the hub's connection loop
+	// (willdelay.go).
+	wills willTimers
 	// wsConns holds the connections ServeConn serves (MQTT over WebSocket).
 	wsConns  connSet
 	served   atomic.Bool
@@ -261,9 +272,17 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	if err := checkDeliveryPath(cfg.DeliveryPath); err != nil {
 		return nil, err
 	}
+	if err := checkConnLoop(&cfg); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = maxWritesPending
+	if cfg.ConnLoop == ConnLoopHub {
+		// No goroutine reads mochi's write channel: nothing may be put
+		// there (connloop.go), so it has no room.
+		caps.MaximumClientWritesPending = 0
+	}
 	caps.MaximumSessionExpiryInterval = maxSessionExpiry
 	caps.MaximumPacketSize = MaxPacketSize
 	caps.ReceiveMaximum = receiveMaximum
@@ -311,6 +330,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
+	b.wsConns.wg = &server.Listeners.ClientsWg
 	// A member removed loses the group's channels before the removal is
 	// acknowledged (groups.go).
 	reg.OnMembershipChange(b.membershipChanged)
@@ -323,6 +343,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		cancel()
 		return nil, fmt.Errorf("cannot add the persistence hook: %w", err)
 	}
+	b.hooks = []mochi.Hook{b.bind, b.state}
 	return b, nil
 }
 
@@ -340,6 +361,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 // it closes ln when it cannot. Call it before Serve.
 func (b *Broker) Serves(id string, ln net.Listener) (net.Addr, error) {
 	l := &listener{id: id, ln: ln, log: b.log, accepted: &b.accepted, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
+	l.conns.wg = &b.server.Listeners.ClientsWg
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
@@ -435,6 +457,7 @@ func (b *Broker) Close(ctx context.Context) error {
 			}
 		}
 		b.stopOnce.Do(func() { close(b.stop) })
+		b.wills.close()
 		b.events.Wait()
 		b.workers.Wait()
 	}()
@@ -525,7 +548,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 			// Refused and dropped connections end here: not worth a warning.
 			oc := newOutConn(conn, l.budget, 3*l.broker.cfg.SlowClientTimeout, l.broker.stalled)
 			l.broker.awaitConnect(oc)
-			if err := l.broker.establish(oc, func() error { return establish(l.id, oc) }); err != nil {
+			if err := l.broker.establish(oc, l.id); err != nil {
 				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
 			}
 		}()

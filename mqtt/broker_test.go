@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -404,46 +405,87 @@ func BenchmarkJoin(b *testing.B) {
 }
 
 // A will with a Will Delay Interval sets the Thing offline once the delay
-// is over, also when its clean-start session is gone by then (mochi calls
-// OnWillSent only for sessions that still exist); reconnecting within the
-// delay cancels it [MQTT-3.1.3-9].
+// is over, or as soon as its session ends, whichever comes first (MQTT 5
+// §3.1.3.2.2): a clean-start session ends with its connection, so its will
+// goes out then, and a clean start with the client id within the delay
+// ends the session it waited in. Resuming the session within the delay
+// cancels it [MQTT-3.1.3-9]. (mochi's loop, mqtt.connLoop: mochi, keeps a
+// will for its delay whatever the session does: PROTOCOL §10.)
 func TestDelayedWillSetsOffline(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, c := range []struct {
-		name      string
-		reconnect bool
-	}{{"vanishes", false}, {"comes back", true}} {
+		name       string
+		persistent bool // a session that outlives the connection
+		reconnect  bool
+		offline    bool
+	}{
+		{"vanishes", false, false, true},
+		{"persistent vanishes", true, false, true},
+		{"comes back", true, true, false},
+		{"clean start ends the session", false, true, true},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := "urn:delayed-" + strings.ReplaceAll(c.name, " ", "-")
 			tid := lmos.TopicKey(id)
 			_, creds := joinOwner(t, e, id, nil)
-			connect := func() *client {
+			connect := func(will bool) *client {
 				cp := withCreds(creds)
 				cp.ClientID = "agent-" + tid
-				cp.WillMessage = &paho.WillMessage{Topic: lmos.ThingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
-				cp.WillProperties = &paho.WillProperties{WillDelayInterval: ptr(uint32(1))}
+				if c.persistent {
+					expiry := uint32(60)
+					cp.CleanStart = false
+					cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+				}
+				if will {
+					cp.WillMessage = &paho.WillMessage{Topic: lmos.ThingsPrefix + tid + "/status", Payload: []byte("offline"), Retain: true, QoS: 1}
+					cp.WillProperties = &paho.WillProperties{WillDelayInterval: ptr(uint32(2))}
+				}
 				return mustDial(t, e.addr, cp)
 			}
-			th := connect()
+			th := connect(true)
 			th.mustPub(lmos.ThingsPrefix+tid+"/status", []byte("online"), 1, true)
 			testwait.Eventually(t, time.Second, "online", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOnline
 			})
-			th.Conn.Close() // no DISCONNECT: the will is due in 1 s
+			th.Conn.Close() // no DISCONNECT: the will is due in 2 s, or when the session ends
 			if c.reconnect {
-				time.Sleep(100 * time.Millisecond)
-				connect()
-				time.Sleep(2500 * time.Millisecond) // mochi checks delayed wills every second
+				connect(false)
+			}
+			if !c.offline {
+				time.Sleep(3 * time.Second) // past the delay
 				if got, _ := e.reg.Get(id); got.Meta.Presence.Status != hub.PresenceOnline {
 					t.Fatalf("a cancelled will set %+v", got.Meta.Presence)
 				}
+				if n := delayedWills(e); n != 0 {
+					t.Fatalf("%d delayed wills left", n)
+				}
 				return
 			}
-			testwait.Eventually(t, 3*time.Second, "offline after the will delay", func() bool {
+			if c.persistent {
+				// Counted while it waits (lmos_mqtt_delayed_wills).
+				testwait.Eventually(t, time.Second, "the will waiting", func() bool { return delayedWills(e) == 1 })
+			}
+			testwait.Eventually(t, 5*time.Second, "offline after the will delay", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOffline && got.Meta.Presence.Via == hub.SourceMQTT
 			})
+			if n := delayedWills(e); n != 0 {
+				t.Fatalf("%d delayed wills left", n)
+			}
 		})
 	}
+}
+
+// delayedWills is the broker's lmos_mqtt_delayed_wills.
+func delayedWills(e *env) int {
+	var w strings.Builder
+	e.b.WritePrometheus(&w)
+	for line := range strings.Lines(w.String()) {
+		if v, ok := strings.CutPrefix(line, "lmos_mqtt_delayed_wills "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
 }

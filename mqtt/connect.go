@@ -17,6 +17,7 @@ const reasonConnectTimeout = "mqtt.connectTimeout"
 // mochi sets a read deadline only from the CONNECT's keep-alive. mochi
 // replaces this deadline with the keep-alive one once the CONNECT is read.
 func (b *Broker) awaitConnect(c *outConn) {
-	c.connectBy = time.Now().Add(b.cfg.ConnectTimeout)
-	_ = c.SetReadDeadline(c.connectBy)
+	by := time.Now().Add(b.cfg.ConnectTimeout)
+	c.connectBy = monoOf(by)
+	_ = c.SetReadDeadline(by)
 }

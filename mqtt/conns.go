@@ -10,10 +10,16 @@ import (
 // then waits for every connection; one still in its handshake, registered
 // after the sweep, or served through ServeConn would hold the shutdown up
 // for as long as its client stayed. Closing the set ends them all.
+//
+// It also counts its connections in mochi's wait group for them (wg,
+// Listeners.ClientsWg), from add to remove: add counts under the lock
+// close takes, so no connection is counted after close has returned and
+// mochi's shutdown waits (an Add concurrent with Wait would be a race).
 type connSet struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
+	wg     *sync.WaitGroup // nil: none
 }
 
 // add tracks c; once the set is closed it closes c instead and reports
@@ -29,13 +35,20 @@ func (s *connSet) add(c net.Conn) bool {
 		s.conns = make(map[net.Conn]struct{})
 	}
 	s.conns[c] = struct{}{}
+	if s.wg != nil {
+		s.wg.Add(1)
+	}
 	return true
 }
 
+// remove stops tracking c, which add tracked.
 func (s *connSet) remove(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
+	if s.wg != nil {
+		s.wg.Done()
+	}
 }
 
 // close refuses new connections and closes the tracked ones.

@@ -447,7 +447,7 @@ func TestQoS1EveryAcknowledgedMessage(t *testing.T) {
 					for _, cl := range e.b.server.Clients.GetAll() {
 						if oc, ok := cl.Net.Conn.(*outConn); ok && cl.Properties.Props.ReceiveMaximum == 1 {
 							oc.mu.Lock()
-							t.Logf("RM1 client: unacked %v waiting %d window %d inflight %d dead %v q %d flushing %v holding %v", oc.unacked, len(oc.waiting), oc.window, cl.State.Inflight.Len(), oc.dead, len(oc.q), oc.flushing, oc.holding)
+							t.Logf("RM1 client: unacked %v waiting %d window %d inflight %d dead %v q %d flushing %v holding %v", oc.unacked, len(oc.waiting), oc.window, cl.State.Inflight.Len(), oc.dead, len(oc.q), oc.flushing, oc.sub != nil)
 							oc.mu.Unlock()
 						}
 					}

@@ -30,8 +30,9 @@ import (
 // Maximum Packet Size, the read half of the ACL, a bounded queue that drops
 // QoS 0 messages for a subscriber that falls behind (counted), and mochi's
 // sent-message counters. QoS 1 and 2 deliveries go the same way into the
-// session and out under the client's flow control (qos.go); only wills
-// stay with mochi.
+// session and out under the client's flow control (qos.go). Wills come
+// this way too on the hub's connection loop (willdelay.go); on mochi's
+// they stay with mochi.
 
 // fanTarget is one client a publish is delivered to.
 type fanTarget struct {

@@ -240,8 +240,10 @@ func (c *outConn) purgeGroup(gid string) int {
 		return out
 	}
 	c.q = keep(c.q, &c.q0, &c.skipped)
-	c.held = keep(c.held, &c.held0, &c.skippedHeld)
-	c.pre = keep(c.pre, nil, &c.skippedHeld)
+	if h := c.sub; h != nil {
+		h.held = keep(h.held, &c.held0, &c.skippedHeld)
+		h.pre = keep(h.pre, nil, &c.skippedHeld)
+	}
 	// Not queued yet (not in enqueued): waiting for the window, or held
 	// behind a SUBSCRIBE's retained messages; the caller drops their
 	// session copies.
@@ -258,7 +260,9 @@ func (c *outConn) purgeGroup(gid string) int {
 		return w
 	}
 	c.waiting = unqueued(c.waiting)
-	c.heldQoS = unqueued(c.heldQoS)
+	if h := c.sub; h != nil {
+		h.heldQoS = unqueued(h.heldQoS)
+	}
 	if c.skipped > 0 && len(c.q) == 0 && !c.flushing && !c.dead {
 		// Nothing queued would carry the skipped bytes to written: a
 		// flush, once it holds wmu, finds the queue empty and does.

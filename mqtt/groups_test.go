@@ -231,7 +231,11 @@ func groupPacketsHeld(e *env, id, gid string) (queued, stored int) {
 	in := func(topic string) bool { g, ok := lmos.GroupOfTopic(topic); return ok && g == gid }
 	if c, ok := cl.Net.Conn.(*outConn); ok {
 		c.mu.Lock()
-		for _, q := range []net.Buffers{c.q, c.held, c.pre} {
+		qs := []net.Buffers{c.q}
+		if c.sub != nil {
+			qs = append(qs, c.sub.held, c.sub.pre)
+		}
+		for _, q := range qs {
 			for _, p := range q {
 				if topic, _, _, ok := publishOf(p); ok && in(topic) {
 					queued++

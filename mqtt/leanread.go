@@ -50,6 +50,8 @@ type leanReader struct {
 	// buf is the buffer of a connection without a descriptor (raw nil),
 	// allocated on its first read; its unread bytes are buf[r:w].
 	buf []byte
+	// one is ReadByte's destination (a local would escape through dst).
+	one [1]byte
 }
 
 // initLeanReader sets up buffered reading for c's socket, if it has one.
@@ -128,11 +130,7 @@ func (c *outConn) Read(p []byte) (int, error) {
 			return 0, err // closed, or the read deadline passed
 		}
 		if chunk = lr.chunk.Load(); chunk == nil { // read into p, or an error
-			if lr.err != nil && lr.err != io.EOF {
-				// As net's own read reports it, for the logs.
-				return lr.n, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: lr.err}
-			}
-			return lr.n, lr.err
+			return lr.n, c.readErr()
 		}
 	}
 	n := copy(p, (*chunk)[lr.r:lr.w])
@@ -142,6 +140,50 @@ func (c *outConn) Read(p []byte) (int, error) {
 		readChunks.Put(chunk)
 	}
 	return n, nil
+}
+
+// readErr is the error of the last fill, as net's own read reports it (for
+// the logs).
+func (c *outConn) readErr() error {
+	if err := c.lr.err; err != nil && err != io.EOF {
+		return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	}
+	return c.lr.err
+}
+
+// ReadByte reads one byte: the hub's connection loop decodes fixed
+// headers with it (connloop.go).
+func (c *outConn) ReadByte() (byte, error) {
+	n, err := c.Read(c.lr.one[:])
+	if n == 1 {
+		return c.lr.one[0], nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return 0, err
+}
+
+// awaitRead waits until the socket has bytes to read, holding no buffer
+// while it waits, and reads them into a chunk: the hub's connection loop
+// waits here, in a shallow frame, between packets (connloop.go). The writes
+// held for the next read go out first (ackbatch.go). A connection without
+// a descriptor waits in its next Read instead.
+func (c *outConn) awaitRead() error {
+	lr := &c.lr
+	if lr.raw == nil || lr.chunk.Load() != nil {
+		return nil
+	}
+	c.flushBeforeRead()
+	if err := lr.raw.Read(lr.fill); err != nil {
+		return err // closed, or the read deadline passed
+	}
+	if lr.chunk.Load() == nil {
+		if err := c.readErr(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // idle reports that no chunk is held.

@@ -28,7 +28,8 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 		runtime.MemProfileRate = 1
 	}
 	for b.Loop() {
-		e := newEnv(b, nil)
+		// LMOS_BENCH_CONNLOOP=mochi: mochi's connection loop, to compare.
+		e := newEnv(b, func(c *Config) { c.ConnLoop = os.Getenv("LMOS_BENCH_CONNLOOP") })
 		before := settledMem()
 		conns := make([]net.Conn, 0, clients)
 		for i := range clients {
@@ -68,13 +69,24 @@ type memFigures struct {
 	rssKB      int // VmRSS, 0 if unknown
 }
 
-// settledMem collects twice (the second pass shrinks the stacks the first
-// one left over half unused) and reads the runtime's figures.
+// settledMem collects until the goroutine stacks stop shrinking (each
+// collection halves a stack at most once, so a stack the handshake grew to
+// 32 KB needs three to reach 8 KB and a fourth for 4 KB; at most six) and
+// reads the runtime's figures. An idle process gets there too: the
+// runtime collects at least every two minutes.
 func settledMem() memFigures {
 	var m memFigures
 	runtime.GC()
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&m.MemStats)
+	for range 4 {
+		last := m.StackInuse
+		debug.FreeOSMemory()
+		runtime.ReadMemStats(&m.MemStats)
+		if m.StackInuse >= last {
+			break
+		}
+	}
 	m.goroutines = runtime.NumGoroutine()
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
 		for line := range strings.SplitSeq(string(status), "\n") {

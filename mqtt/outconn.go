@@ -55,20 +55,11 @@ type outConn struct {
 	dead      bool // closed, or a write failed: nothing more is queued
 	// fullSince is when a QoS 0 delivery was first refused for lack of
 	// room since the last batch went out; zero while the client keeps up.
-	fullSince time.Time
+	fullSince monoTime
 
-	// While a SUBSCRIBE is processed (retained.go) its retained messages
-	// wait in pre and live deliveries in held; release queues both, in that
-	// order, once mochi has written the SUBACK.
-	holding bool
-	pre     net.Buffers
-	held    net.Buffers
-	plan    []bool // per filter of that SUBSCRIBE: the hub sends its retained messages
-	// heldQoS are the live QoS 1/2 deliveries (stored in the session)
-	// that came meanwhile: queued or put in waiting then, one could go out
-	// ahead of retained messages the SUBSCRIBE has yet to store. release
-	// puts them behind the waiting ones (qos.go, release).
-	heldQoS []packets.Packet
+	// sub is what a SUBSCRIBE being processed holds back (nil: none);
+	// allocated per SUBSCRIBE, so that an idle client does not carry it.
+	sub *subHold
 
 	// QoS 1/2 flow control (qos.go): window is how many the client takes
 	// unacknowledged (its Receive Maximum), unacked the packet identifiers
@@ -110,7 +101,7 @@ type outConn struct {
 
 	// connectBy is when the CONNECT must have been read (awaitConnect);
 	// connected is set once it has (OnConnect).
-	connectBy time.Time
+	connectBy monoTime
 	connected atomic.Bool
 
 	// served is closed once mochi's handling of the connection has
@@ -121,10 +112,41 @@ type outConn struct {
 	// deadlineSet is when the write deadline was last moved (under wmu).
 	writeTimeout time.Duration
 	onStall      func()
-	deadlineSet  time.Time
+	deadlineSet  monoTime
 
 	lr leanReader // the read side (leanread.go)
+
+	// takenOver is the hub's connection loop's mark of a session a newer
+	// connection with the client id took over (connloop.go).
+	takenOver atomic.Bool
 }
+
+// subHold is what outConn holds back while a SUBSCRIBE is processed
+// (retained.go): its retained messages wait in pre and live deliveries in
+// held; release queues both, in that order, once mochi has written the
+// SUBACK.
+type subHold struct {
+	pre  net.Buffers
+	held net.Buffers
+	plan []bool // per filter of that SUBSCRIBE: the hub sends its retained messages
+	// heldQoS are the live QoS 1/2 deliveries (stored in the session)
+	// that came meanwhile: queued or put in waiting then, one could go out
+	// ahead of retained messages the SUBSCRIBE has yet to store. release
+	// puts them behind the waiting ones (qos.go, release).
+	heldQoS []packets.Packet
+}
+
+// monoTime is a time as monotonic nanoseconds since the process started
+// (0: unset): 8 bytes where a time.Time takes 24, for the fields every
+// connection carries (an idle client's cost, docs/PERFORMANCE.md).
+type monoTime int64
+
+var monoBase = time.Now()
+
+func monoOf(t time.Time) monoTime { return monoTime(t.Sub(monoBase)) + 1 }
+
+// sub is m-n.
+func (m monoTime) sub(n monoTime) time.Duration { return time.Duration(m - n) }
 
 func newOutConn(c net.Conn, budget int, writeTimeout time.Duration, onStall func()) *outConn {
 	oc := &outConn{Conn: c, budget: budget, served: make(chan struct{}), writeTimeout: writeTimeout, onStall: onStall}
@@ -149,9 +171,9 @@ func (c *outConn) write(p []byte, q net.Buffers) error {
 		// Moving the deadline costs a timer update, too much for every
 		// batch of a fan-out: it moves when a third of it is used, so a
 		// write has between two thirds of writeTimeout and all of it.
-		if now := time.Now(); now.Sub(c.deadlineSet) > c.writeTimeout/3 {
+		if now := time.Now(); monoOf(now).sub(c.deadlineSet) > c.writeTimeout/3 {
 			_ = c.Conn.SetWriteDeadline(now.Add(c.writeTimeout))
-			c.deadlineSet = now
+			c.deadlineSet = monoOf(now)
 		}
 	}
 	var err error
@@ -213,19 +235,19 @@ func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time, from *o
 	}()
 	// A message larger than the budget still goes out alone.
 	if kind == qos0 && c.q0+c.held0 > 0 && c.q0+c.held0+len(p) > c.budget {
-		if c.fullSince.IsZero() {
+		if c.fullSince == 0 {
 			if now.IsZero() {
 				now = time.Now()
 			}
-			c.fullSince = now
+			c.fullSince = monoOf(now)
 		}
 		return full
 	}
-	if c.holding {
+	if h := c.sub; h != nil {
 		if kind == retained {
-			c.pre = append(c.pre, p)
+			h.pre = append(h.pre, p)
 		} else {
-			c.held = append(c.held, p)
+			h.held = append(h.held, p)
 			if kind == qos0 {
 				c.held0 += len(p)
 			}
@@ -245,10 +267,10 @@ func (c *outConn) enqueueLocked(p []byte, kind queueKind, now time.Time, from *o
 func (c *outConn) slowFor(now time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fullSince.IsZero() {
+	if c.fullSince == 0 {
 		return 0
 	}
-	return now.Sub(c.fullSince)
+	return monoOf(now).sub(c.fullSince)
 }
 
 // startLocked starts a flush goroutine unless one runs; c.mu is held.
@@ -263,8 +285,10 @@ func (c *outConn) startLocked() {
 // SUBSCRIBE being processed.
 func (c *outConn) hold(plan []bool) {
 	c.mu.Lock()
-	c.holding = true
-	c.plan = plan
+	if c.sub == nil {
+		c.sub = &subHold{}
+	}
+	c.sub.plan = plan
 	c.mu.Unlock()
 }
 
@@ -272,8 +296,11 @@ func (c *outConn) hold(plan []bool) {
 func (c *outConn) takePlan() []bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.plan
-	c.plan = nil
+	if c.sub == nil {
+		return nil
+	}
+	p := c.sub.plan
+	c.sub.plan = nil
 	return p
 }
 
@@ -281,19 +308,17 @@ func (c *outConn) takePlan() []bool {
 // the held QoS 1/2 ones behind those waiting for the client's window
 // (c.mu held); it reports whether it did (a hold was on).
 func (c *outConn) releaseLocked() bool {
-	if !c.holding {
+	h := c.sub
+	if h == nil {
 		return false
 	}
-	c.holding = false
-	c.plan = nil
-	c.q = append(append(c.q, c.pre...), c.held...)
-	c.pre, c.held = nil, nil
+	c.sub = nil
+	c.q = append(append(c.q, h.pre...), h.held...)
 	c.skipped += c.skippedHeld
 	c.skippedHeld = 0
 	c.q0 += c.held0
 	c.held0 = 0
-	c.waiting = append(c.waiting, c.heldQoS...)
-	c.heldQoS = nil
+	c.waiting = append(c.waiting, h.heldQoS...)
 	c.startLocked()
 	return true
 }
@@ -326,7 +351,7 @@ func (c *outConn) takeLocked() net.Buffers {
 func (c *outConn) recycle(q net.Buffers) {
 	clear(q[:cap(q)]) // writeBatch may have appended a packet past len
 	c.mu.Lock()
-	c.fullSince = time.Time{} // the client took a batch
+	c.fullSince = 0 // the client took a batch
 	if c.spare == nil && cap(q) <= maxSpare {
 		c.spare = q[:0]
 	}
@@ -371,7 +396,7 @@ func (c *outConn) fail() {
 	c.mu.Lock()
 	c.dead = true
 	c.flushing = false
-	c.q, c.pre, c.held, c.heldQoS = nil, nil, nil, nil
+	c.q, c.sub = nil, nil
 	c.q0, c.held0 = 0, 0
 	c.wakeLocked()
 	c.mu.Unlock()

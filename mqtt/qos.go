@@ -197,10 +197,10 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 		b.dropped[dropRevoked].Add(1)
 		return
 	}
-	if conn.holding && kind != retained {
+	if h := conn.sub; h != nil && kind != retained {
 		// A SUBSCRIBE is storing its retained messages: a live delivery
 		// goes behind them all (release), as a live QoS 0 one does.
-		conn.heldQoS = append(conn.heldQoS, out)
+		h.heldQoS = append(h.heldQoS, out)
 		return
 	}
 	if len(conn.waiting) > 0 || len(conn.unacked) >= max(conn.window, 1) {

@@ -132,18 +132,21 @@ func (h *binding) makeWay(cl *mochi.Client) {
 	}
 }
 
-// establish serves c through mochi's establish function and marks its end
-// (see OnSessionEstablish).
-func (b *Broker) establish(c *outConn, serve func() error) error {
-	defer func() {
-		b.gates.leave(c)
-		close(c.served)
-	}()
-	err := serve()
-	if !c.connected.Load() && !c.connectBy.IsZero() && !time.Now().Before(c.connectBy) {
+// establish serves c, accepted on listener (serveClient), and marks its
+// end (see OnSessionEstablish).
+func (b *Broker) establish(c *outConn, listener string) error {
+	defer b.established(c)
+	err := b.serveClient(listener, c)
+	if !c.connected.Load() && c.connectBy != 0 && monoOf(time.Now()) >= c.connectBy {
 		b.countRefusalReason(reasonConnectTimeout)
 	}
 	return err
+}
+
+// established marks the end of c's handling.
+func (b *Broker) established(c *outConn) {
+	b.gates.leave(c)
+	close(c.served)
 }
 
 // ReuseTimeouts returns how often a connection went ahead without an

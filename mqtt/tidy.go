@@ -9,12 +9,13 @@ import (
 
 // Go shrinks a goroutine's stack only during a garbage collection, by half
 // each time, and an idle hub may not collect for minutes (the runtime
-// forces one every two minutes). mochi's handshake grows each client's
-// reading goroutine to ~32 KB, while an idle client needs 16 KB. So once
-// a burst of connections is over, the broker runs the two collections that
-// bring the stacks down: for 1,000 idle clients, from ~45 MB to ~21 MB.
-// The second one also hands the memory freed back to the OS at once
-// (debug.FreeOSMemory), instead of leaving it to the background scavenger.
+// forces one every two minutes). The handshake grows each client's
+// goroutine to 16–32 KB, while an idle client needs 4 KB on the hub's
+// connection loop (connloop.go; 16 + 4 KB on mochi's). So once a burst of
+// connections is over, the broker collects until the stacks stop
+// shrinking (at most tidyPasses collections), then hands the memory freed
+// back to the OS at once (debug.FreeOSMemory), instead of leaving it to
+// the background scavenger.
 //
 // While a burst lasts (1,000 agents reconnecting after a restart), every
 // tidyDuring new connections the broker collects once more: the stacks of
@@ -39,6 +40,9 @@ const (
 	// cost (marking the live heap) stays in proportion to what it gives
 	// back, however many TDs the hub holds.
 	burstStackShare = 4
+	// tidyPasses bounds the collections after a burst: 32 KB stacks take
+	// three to reach 4 KB.
+	tidyPasses = 4
 )
 
 // burstGoingOn wakes tidyStacks for a collection during a burst; one
@@ -78,7 +82,16 @@ func (b *Broker) tidyStacks() {
 		}
 		n := b.accepted.Load()
 		if n == seen && n-tidied >= tidyAfter {
-			runtime.GC()
+			stacks := uint64(1<<64 - 1)
+			for range tidyPasses {
+				runtime.GC()
+				metrics.Read(burstSamples[:1])
+				now := burstSamples[0].Value.Uint64()
+				if now >= stacks {
+					break
+				}
+				stacks = now
+			}
 			debug.FreeOSMemory()
 			b.tidies.Add(1)
 			b.log.Debug("collected after a burst of connections", "connections", n-tidied)

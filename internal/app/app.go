@@ -278,6 +278,7 @@ func (m *Main) openBroker(context.Context) error {
 		SlowClientTimeout: time.Duration(cfg.MQTT.SlowClientTimeout),
 		ConnectTimeout:    time.Duration(cfg.MQTT.ConnectTimeout),
 		DeliveryPath:      cfg.MQTT.DeliveryPath,
+		ConnLoop:          cfg.MQTT.ConnLoop,
 	})
 	if err != nil {
 		return err

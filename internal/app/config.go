@@ -147,6 +147,11 @@ type MQTTConfig struct {
 	// own path) or "mochi" (the broker library's, with its known losses;
 	// kept for comparison).
 	DeliveryPath string `yaml:"deliveryPath"`
+	// ConnLoop is who serves MQTT connections: "hub" (default, one
+	// goroutine per client of the hub's own) or "mochi" (the broker
+	// library's two goroutines per client; kept for comparison, and what
+	// deliveryPath mochi needs).
+	ConnLoop string `yaml:"connLoop"`
 }
 
 // minQueuedBytes is the smallest mqtt.maxQueuedBytes: a few small
@@ -270,8 +275,10 @@ var (
 	joinModes = []string{"open", "approve", "closed"}
 	// deliveryPaths are the values of mqtt.deliveryPath.
 	deliveryPaths = []string{mqtt.DeliveryHub, mqtt.DeliveryMochi}
-	logFormats    = []string{"text", "json"}
-	logLevels     = []string{"debug", "info", "warn", "error"}
+	// connLoops are the values of mqtt.connLoop.
+	connLoops  = []string{mqtt.ConnLoopHub, mqtt.ConnLoopMochi}
+	logFormats = []string{"text", "json"}
+	logLevels  = []string{"debug", "info", "warn", "error"}
 )
 
 // maxHubNameBytes is the longest hub name: it becomes a DNS-SD instance label.
@@ -287,7 +294,7 @@ func DefaultConfig() Config {
 		AllowedHosts: []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout),
-		DeliveryPath: mqtt.DeliveryHub}
+		DeliveryPath: mqtt.DeliveryHub, ConnLoop: mqtt.ConnLoopHub}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
@@ -437,6 +444,11 @@ func (c Config) validateMQTT(bad func(string, error)) {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
 	}
 	bad("mqtt.deliveryPath", checkOneOf(c.MQTT.DeliveryPath, deliveryPaths))
+	bad("mqtt.connLoop", checkOneOf(c.MQTT.ConnLoop, connLoops))
+	if c.MQTT.ConnLoop == mqtt.ConnLoopHub && c.MQTT.DeliveryPath == mqtt.DeliveryMochi {
+		// mochi's deliveries need its writer goroutine per client.
+		bad("mqtt.connLoop", errors.New(`"hub" needs mqtt.deliveryPath "hub"; set mqtt.connLoop "mochi" with deliveryPath "mochi"`))
+	}
 }
 
 // validateTLS checks the tls settings; bad records a bad one.

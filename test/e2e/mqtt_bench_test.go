@@ -641,9 +641,19 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			b.ReportMetric((loaded["VmRSS"]-base["VmRSS"])*1024/clients, "KB/client")
 		}
 	}
+	// LMOS_BENCH_CONNLOOP=mochi runs the hub on mochi's connection loop
+	// (mqtt.connLoop), to compare with the hub's own.
+	var extra []string
+	if loop := os.Getenv("LMOS_BENCH_CONNLOOP"); loop != "" {
+		cfg := filepath.Join(b.TempDir(), "connloop.yaml")
+		if err := os.WriteFile(cfg, []byte("mqtt:\n  connLoop: "+loop+"\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		extra = []string{"--config", cfg}
+	}
 	hub := func(dir string) func(b *testing.B) (int, string, func()) {
 		return func(b *testing.B) (int, string, func()) {
-			p := startHubBinary(b, bin, dir)
+			p := startHubBinary(b, bin, dir, extra...)
 			return p.pid, p.mqttAddr, p.stop
 		}
 	}
