@@ -166,7 +166,8 @@ func TestBindingOutlivesItsDeletedThing(t *testing.T) {
 // TestAdminBindingChanges: an admin's re-bind or unbind of a registered
 // Thing (no document written) changes its record and keeps its metadata
 // and summary; of an unregistered id, the bucket; a delete and a binding
-// change of one id in one batch leave the change in the bucket.
+// change of one id in one batch leave the change in the bucket. A backup
+// restores them all.
 func TestAdminBindingChanges(t *testing.T) {
 	dir := t.TempDir()
 	db := openT(t, dir, Options{})
@@ -201,6 +202,16 @@ func TestAdminBindingChanges(t *testing.T) {
 		}
 	}
 	check(db)
+	// A backup holds both places: restored, it loads the same.
+	var snap bytes.Buffer
+	if _, err := db.Backup(&snap); err != nil {
+		t.Fatal(err)
+	}
+	restored := t.TempDir()
+	if err := os.WriteFile(filepath.Join(restored, FileName), snap.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check(openT(t, restored, Options{}))
 	db.Close()
 	check(openT(t, dir, Options{}))
 }
