@@ -167,10 +167,14 @@ func recordBinding(tx *bolt.Tx, id string, held []byte, edits bindingEdits) ([]b
 
 // keepBinding moves the binding of id, whose Thing is being deleted and
 // whose record held held (nil: none), to the bucket: a binding outlives
-// its Thing. The batch's change, if any, wins.
+// its Thing. The batch's change, if any, wins. A record without one
+// leaves the bucket as it is (a schema 1 store's binding is there).
 func keepBinding(tx *bolt.Tx, id string, held []byte, edits bindingEdits) error {
 	v, changed := edits.take(id)
 	if !changed {
+		if held == nil {
+			return nil
+		}
 		v = held
 	}
 	return putBucketBinding(tx, id, v)

@@ -292,8 +292,16 @@ func TestSchema1StoreLoads(t *testing.T) {
 	commit(t, db, &hub.Batch{Puts: []hub.ThingRecord{presence, rec("urn:gone")}, Deletes: []string{"urn:b"}, DeleteBindings: []string{"urn:reserved"}})
 	delete(all, "urn:reserved")
 	wantBindings(t, db, all, map[string]string{"urn:a": "record", "urn:gone": "record", "urn:b": "none", "urn:reserved": "none"})
-	// An unbind of a registered Thing whose binding is still in the
-	// bucket, and a delete of one: a second copy of the fixture.
+	// A delete, or an unbind, of a registered Thing whose binding is
+	// still in the bucket: fresh copies of the fixture.
+	db.Close()
+	if err := os.WriteFile(filepath.Join(dir, FileName), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db = openT(t, dir, Options{})
+	// A delete of a Thing whose binding is still in the bucket keeps it.
+	commit(t, db, &hub.Batch{Deletes: []string{"urn:a"}})
+	wantBindings(t, db, map[string]hub.Binding{"urn:a": ba, "urn:gone": bg, "urn:reserved": br}, map[string]string{"urn:a": "bucket"})
 	db.Close()
 	if err := os.WriteFile(filepath.Join(dir, FileName), raw, 0o600); err != nil {
 		t.Fatal(err)
