@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -432,6 +433,46 @@ func TestSignedDuplicateMemberRefused(t *testing.T) {
 		if f := hub.ErrorFields(err); hub.ErrorCode(err) != hub.EINVALID || len(f) != 1 || f[0].Field != c.field ||
 			!strings.Contains(err.Error(), "occurs twice") {
 			t.Errorf("%s: %v %v, want the duplicate at %s", c.name, err, f, c.field)
+		}
+	}
+}
+
+// A JSONPath query may select Things by their proof (here, those signed
+// by one key): the Summary's prefilter must hold the proof's strings too,
+// or it skips every signed Thing such a query asks for.
+func TestJSONPathSelectsByProof(t *testing.T) {
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{})
+	k1, k2 := newKey(t), newKey(t)
+	now := time.Now()
+	for _, w := range []struct {
+		id  string
+		doc []byte
+	}{
+		{"urn:p:1", signTD(t, testTD("urn:p:1", "One"), k1, now)},
+		{"urn:p:2", signTD(t, testTD("urn:p:2", "Two"), k2, now)},
+		{"urn:p:3", signTD(t, testTD("urn:p:3", "Three"), k1, now)},
+		{"urn:p:4", testTD("urn:p:4", "Four")},
+	} {
+		if _, err := r.Put(context.Background(), w.id, w.doc, hub.Origin{Source: hub.SourceHTTP}); err != nil {
+			t.Fatalf("%s: %v", w.id, err)
+		}
+	}
+	vm := proof.VerificationMethod(k1.Public().(ed25519.PublicKey))
+	for q, want := range map[string]string{
+		"$[?@.proof.verificationMethod=='" + vm + "'].id": `["urn:p:1","urn:p:3"]`,
+		"$[?@.proof.cryptosuite=='eddsa-jcs-2022'].id":    `["urn:p:1","urn:p:2","urn:p:3"]`,
+		"$[?@.title=='Four'].id":                          `["urn:p:4"]`,
+	} {
+		got, err := r.SearchJSONPath(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		gj, _ := json.Marshal(got)
+		var ids []string
+		_ = json.Unmarshal(gj, &ids)
+		slices.Sort(ids)
+		if gs, _ := json.Marshal(ids); string(gs) != want {
+			t.Errorf("%s = %s, want %s", q, gs, want)
 		}
 	}
 }

@@ -29,9 +29,12 @@ import (
 // FileName is the name of the database file inside the data directory.
 const FileName = "hub.db"
 
-// SchemaVersion is the layout version written to new stores. Open refuses a
-// store written by a newer version rather than misreading it.
-const SchemaVersion = 1
+// SchemaVersion is the layout version of the stores this version writes.
+// Open refuses a store written by a newer version rather than misreading
+// it, and marks an older one as its own (the newer layout reads the older).
+// 2: a stored Thing's key binding is in its thingmeta record (binding.go);
+// a hub of schema 1 would not see it, so it must not open such a store.
+const SchemaVersion = 2
 
 // Defaults applied by Open for zero Options fields.
 const (
@@ -129,7 +132,7 @@ func Open(dir string, opts Options) (*DB, error) {
 // init creates the buckets, the hub id and the schema version on first
 // open, and checks the schema version on later ones.
 func (s *DB) init(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketMeta, bucketThings, bucketThingMeta, bucketEvents, bucketTokens, bucketTokenHash} {
+	for _, name := range [][]byte{bucketMeta, bucketThings, bucketThingMeta, bucketEvents, bucketTokens, bucketTokenHash, bucketBindings} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("cannot create bucket %s: %w", name, err)
 		}
@@ -139,8 +142,14 @@ func (s *DB) init(tx *bolt.Tx) error {
 		if len(v) != 8 {
 			return errors.New("corrupt schema version")
 		}
-		if got := binary.BigEndian.Uint64(v); got > SchemaVersion {
+		got := binary.BigEndian.Uint64(v)
+		if got > SchemaVersion {
 			return fmt.Errorf("store schema version %d is newer than this lmos-hub supports (%d)", got, SchemaVersion)
+		}
+		if got < SchemaVersion {
+			if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
+				return fmt.Errorf("cannot write schema version: %w", err)
+			}
 		}
 	} else if err := meta.Put(keySchema, u64(SchemaVersion)); err != nil {
 		return fmt.Errorf("cannot write schema version: %w", err)
@@ -227,7 +236,7 @@ func (s *DB) LoadThings(fn func(hub.ThingRecord) error) error {
 			}
 			for ; k != nil && len(recs) < loadChunk; k, mv = c.Next() {
 				rec := hub.ThingRecord{ID: string(k)}
-				meta, sum, err := splitMeta(mv)
+				meta, _, sum, err := splitMeta(mv)
 				if err != nil {
 					return fmt.Errorf("thing %q: %w", k, err)
 				}
@@ -318,8 +327,11 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 
 // Commit applies b in one durable transaction: Puts, then Deletes (so a
 // batch should not name one id in both), then Credentials and
-// DeleteCredentials, then Bindings and DeleteBindings, then Events, then trims the event log. Event seqs must be strictly increasing and above LastSeq; otherwise
-// nothing is applied, because feed readers rely on seqs never repeating.
+// DeleteCredentials, then Bindings and DeleteBindings (each in its Thing's
+// record if stored, else in the bindings bucket: binding.go), then Events,
+// then trims the event log. Event seqs must be strictly increasing and
+// above LastSeq; otherwise nothing is applied, because feed readers rely
+// on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
 	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings)+len(b.Groups)+len(b.DeleteGroups) == 0 && b.StatusList == nil {
 		return nil
@@ -331,7 +343,11 @@ func (s *DB) Commit(b *hub.Batch) error {
 		if err != nil {
 			return fmt.Errorf("cannot commit batch: thing %q: cannot encode metadata: %w", p.ID, err)
 		}
-		metas[i] = joinMeta(m, p.Summary)
+		metas[i] = m
+	}
+	edits, err := encodeBindings(b.Bindings, b.DeleteBindings)
+	if err != nil {
+		return fmt.Errorf("cannot commit batch: %w", err)
 	}
 	events := make([][]byte, len(b.Events))
 	for i, e := range b.Events {
@@ -342,31 +358,50 @@ func (s *DB) Commit(b *hub.Batch) error {
 		events[i] = v
 	}
 
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		things, thingMeta := tx.Bucket(bucketThings), tx.Bucket(bucketThingMeta)
 		for i, p := range b.Puts {
 			if p.ID == "" {
 				return errors.New("thing with empty id")
 			}
+			var held, sum []byte
+			if old := thingMeta.Get([]byte(p.ID)); old != nil {
+				var err error
+				if _, held, sum, err = splitMeta(old); err != nil {
+					return fmt.Errorf("thing %q: %w", p.ID, err)
+				}
+			}
 			// A record without Raw changes only the metadata (presence)
 			// and keeps the stored summary.
-			mv := metas[i]
+			if p.Raw != nil || p.Summary != nil {
+				sum = p.Summary
+			}
 			if p.Raw != nil {
 				if err := things.Put([]byte(p.ID), p.Raw); err != nil {
 					return fmt.Errorf("thing %q: %w", p.ID, err)
 				}
-			} else if old := thingMeta.Get([]byte(p.ID)); old != nil && p.Summary == nil {
-				if _, sum, err := splitMeta(old); err == nil && sum != nil {
-					mv = joinMeta(mv, sum)
-				}
 			}
-			if err := thingMeta.Put([]byte(p.ID), mv); err != nil {
+			bind, err := recordBinding(tx, p.ID, held, edits)
+			if err != nil {
+				return err
+			}
+			// joinMeta copies held and sum out of the old value.
+			if err := thingMeta.Put([]byte(p.ID), joinMeta(metas[i], bind, sum)); err != nil {
 				return fmt.Errorf("thing %q: %w", p.ID, err)
 			}
 		}
 		for _, id := range b.Deletes {
 			if id == "" {
 				continue // cannot exist
+			}
+			if old := thingMeta.Get([]byte(id)); old != nil {
+				_, held, _, err := splitMeta(old)
+				if err != nil {
+					return fmt.Errorf("thing %q: %w", id, err)
+				}
+				if err := keepBinding(tx, id, held, edits); err != nil {
+					return err
+				}
 			}
 			if err := things.Delete([]byte(id)); err != nil {
 				return fmt.Errorf("thing %q: %w", id, err)
@@ -384,7 +419,7 @@ func (s *DB) Commit(b *hub.Batch) error {
 		if err := deletePending(tx, b.DeletePending); err != nil {
 			return err
 		}
-		if err := putBindings(tx, b.Bindings, b.DeleteBindings); err != nil {
+		if err := putBindings(tx, edits); err != nil {
 			return err
 		}
 		if err := putGroups(tx, b.Groups, b.DeleteGroups, b.StatusList); err != nil {
@@ -421,35 +456,74 @@ func (s *DB) appendEvents(tx *bolt.Tx, evs []hub.Event, events [][]byte) error {
 	return s.trim(log, last)
 }
 
-// A thingmeta value is the metadata as JSON or, when the registry gave a
-// summary, metaWithSummary, the JSON's length as a uvarint, the JSON and
-// the summary. JSON never starts with that byte, so values written before
-// summaries existed still read.
-const metaWithSummary = 0x00
+// A thingmeta value is one of:
+//   - the metadata as JSON (no summary, no binding);
+//   - metaWithSummary, the JSON's length as a uvarint, the JSON and the
+//     summary;
+//   - metaWithBinding, the JSON's length as a uvarint, the JSON, the
+//     binding's length as a uvarint, the binding (hub.Binding as JSON) and
+//     the summary, if any, to the end (a summary is never empty).
+//
+// JSON never starts with either byte, so values written before summaries
+// existed still read; a value without a binding is written as before
+// bindings moved here, so an unsigned Thing's record did not change.
+const (
+	metaWithSummary = 0x00
+	metaWithBinding = 0x01
+)
 
-func joinMeta(meta, summary []byte) []byte {
-	if summary == nil {
+// joinMeta builds a thingmeta value; binding and summary may be nil. The
+// value is a new slice (binding and summary may alias the value it
+// replaces), except with neither: then it is meta itself.
+func joinMeta(meta, binding, summary []byte) []byte {
+	if binding == nil && summary == nil {
 		return meta
 	}
-	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(meta)+len(summary))
-	out = append(out, metaWithSummary)
+	out := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(meta)+len(binding)+len(summary))
+	if binding == nil {
+		out = append(out, metaWithSummary)
+		out = binary.AppendUvarint(out, uint64(len(meta)))
+		out = append(out, meta...)
+		return append(out, summary...)
+	}
+	out = append(out, metaWithBinding)
 	out = binary.AppendUvarint(out, uint64(len(meta)))
 	out = append(out, meta...)
+	out = binary.AppendUvarint(out, uint64(len(binding)))
+	out = append(out, binding...)
 	return append(out, summary...)
 }
 
-// splitMeta returns the metadata JSON of a thingmeta value and its summary
-// (nil when it has none); both alias v.
-func splitMeta(v []byte) (meta, summary []byte, err error) {
-	if len(v) == 0 || v[0] != metaWithSummary {
-		return v, nil, nil
+// splitMeta returns the metadata JSON of a thingmeta value, its binding
+// and its summary (each nil when it has none); all alias v.
+func splitMeta(v []byte) (meta, binding, summary []byte, err error) {
+	if len(v) == 0 || v[0] != metaWithSummary && v[0] != metaWithBinding {
+		return v, nil, nil, nil
 	}
-	n, w := binary.Uvarint(v[1:])
-	if w <= 0 || n > uint64(len(v)-1-w) {
-		return nil, nil, errors.New("corrupt metadata record")
+	meta, rest, ok := cutLen(v[1:])
+	if !ok {
+		return nil, nil, nil, errors.New("corrupt metadata record")
 	}
-	meta = v[1+w : 1+w+int(n)]
-	return meta, v[1+w+int(n):], nil
+	if v[0] == metaWithSummary {
+		return meta, nil, rest, nil
+	}
+	binding, rest, ok = cutLen(rest)
+	if !ok || len(binding) == 0 {
+		return nil, nil, nil, errors.New("corrupt metadata record")
+	}
+	if len(rest) == 0 {
+		rest = nil
+	}
+	return meta, binding, rest, nil
+}
+
+// cutLen splits a uvarint length and that many bytes off the front of v.
+func cutLen(v []byte) (field, rest []byte, ok bool) {
+	n, w := binary.Uvarint(v)
+	if w <= 0 || n > uint64(len(v)-w) {
+		return nil, nil, false
+	}
+	return v[w : w+int(n)], v[w+int(n):], true
 }
 
 // trim deletes events with seq <= last-EventLogSize. Seqs are unique, so at

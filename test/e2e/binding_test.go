@@ -428,3 +428,67 @@ func TestBindingOverWebSocket(t *testing.T) {
 		t.Errorf("presence after the owner came back: %s", st)
 	}
 }
+
+// Across a restart of the hub, over HTTP: a registered Thing's binding, a
+// deleted Thing's and an admin's binding of an id not yet registered all
+// hold (GET …/binding the same, another key's description refused 403),
+// and an unbound Thing's id binds to its next signer. The store keeps the
+// first in the Thing's record and the others apart (store/binding.go).
+func TestBindingsAcrossRestartOverHTTP(t *testing.T) {
+	h := startHub(t, nil)
+	keys := map[string]ed25519.PrivateKey{}
+	for _, name := range []string{"kept", "deleted", "reserved", "unbound", "other"} {
+		keys[name] = newSigningKey(t)
+	}
+	id := func(name string) string { return "urn:example:restart-" + name }
+	t0 := time.Now().Add(-time.Hour)
+	for _, name := range []string{"kept", "deleted", "unbound"} {
+		if resp, body := h.do(http.MethodPut, lmos.ThingPath(id(name)), "application/td+json", signedTD(t, id(name), name, keys[name], t0), testToken); resp.StatusCode != 201 {
+			t.Fatalf("signed PUT of %s: %d %s", name, resp.StatusCode, body)
+		}
+	}
+	if resp, body := h.do(http.MethodDelete, lmos.ThingPath(id("deleted")), "", nil, testToken); resp.StatusCode != 204 {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h.do(http.MethodPut, "/api/things/"+pathEscape(id("reserved"))+"/binding", "application/json",
+		[]byte(`{"did":"`+keyDID(keys["reserved"])+`"}`), testToken); resp.StatusCode != 200 {
+		t.Fatalf("re-bind: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h.do(http.MethodDelete, "/api/things/"+pathEscape(id("unbound"))+"/binding", "", nil, testToken); resp.StatusCode != 204 {
+		t.Fatalf("unbind: %d %s", resp.StatusCode, body)
+	}
+	bindings := func(h *testHub) map[string]string {
+		out := map[string]string{}
+		for _, name := range []string{"kept", "deleted", "reserved", "unbound"} {
+			resp, body := h.do(http.MethodGet, "/api/things/"+pathEscape(id(name))+"/binding", "", nil, "")
+			out[name] = fmt.Sprintf("%d %s", resp.StatusCode, body)
+		}
+		return out
+	}
+	before := bindings(h)
+	for _, name := range []string{"kept", "deleted", "reserved"} {
+		if !strings.HasPrefix(before[name], "200 ") || !strings.Contains(before[name], keyDID(keys[name])) {
+			t.Errorf("binding of %s before the restart: %s", name, before[name])
+		}
+	}
+	if !strings.HasPrefix(before["unbound"], "404 ") {
+		t.Errorf("binding of unbound before the restart: %s", before["unbound"])
+	}
+	h.Close()
+
+	h2 := startHubIn(t, h.Dir, nil)
+	if after := bindings(h2); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("bindings after the restart:\n%v\nbefore:\n%v", after, before)
+	}
+	now := time.Now()
+	for _, name := range []string{"kept", "deleted", "reserved"} {
+		resp, body := h2.do(http.MethodPut, lmos.ThingPath(id(name)), "application/td+json", signedTD(t, id(name), "Evil", keys["other"], now), testToken)
+		expectProblem(t, resp, body, 403, "bound to another key")
+	}
+	if resp, body := h2.do(http.MethodPut, lmos.ThingPath(id("unbound")), "application/td+json", signedTD(t, id("unbound"), "New", keys["other"], now), testToken); resp.StatusCode != 204 {
+		t.Errorf("another key's description of the unbound id: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := h2.do(http.MethodPut, lmos.ThingPath(id("reserved")), "application/td+json", signedTD(t, id("reserved"), "Mine", keys["reserved"], now), testToken); resp.StatusCode != 201 {
+		t.Errorf("the reserved key's description: %d %s", resp.StatusCode, body)
+	}
+}
