@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -115,7 +116,7 @@ func (b *Broker) readLoop(cl *mochi.Client, c *outConn) error {
 func keepAlive(cl *mochi.Client, c *outConn) {
 	var t time.Time
 	if ka := cl.State.Keepalive; ka > 0 {
-		t = time.Now().Add(time.Duration(ka+ka/2) * time.Second)
+		t = time.Now().Add(time.Duration(ka) * 1500 * time.Millisecond)
 	}
 	_ = c.Conn.SetReadDeadline(t)
 }
@@ -148,7 +149,7 @@ func (b *Broker) readPacket(cl *mochi.Client, c *outConn, first bool) (pk packet
 		return pk, err
 	}
 	var lenBytes int
-	pk.FixedHeader.Remaining, lenBytes, err = packets.DecodeLength(c)
+	pk.FixedHeader.Remaining, lenBytes, err = decodeLength(c)
 	if err != nil {
 		return pk, err
 	}
@@ -160,9 +161,8 @@ func (b *Broker) readPacket(cl *mochi.Client, c *outConn, first bool) (pk packet
 		return pk, packets.ErrProtocolViolationRequireFirstConnect // [MQTT-3.1.0-1]
 	}
 	pk.ProtocolVersion = cl.Properties.ProtocolVersion
-	body := make([]byte, pk.FixedHeader.Remaining)
-	n, err := io.ReadFull(c, body)
-	atomic.AddInt64(&info.BytesReceived, int64(n))
+	body, err := readBody(c, pk.FixedHeader.Remaining)
+	atomic.AddInt64(&info.BytesReceived, int64(len(body)))
 	if err != nil {
 		return pk, err
 	}
@@ -213,7 +213,12 @@ func decodeBody(pk *packets.Packet, body []byte) error {
 // processing (InjectPacket, which also counts it), and an MQTT 5 client
 // whose packet fails with a code ≥ 0x80 gets a DISCONNECT with it.
 func (b *Broker) receive(cl *mochi.Client, pk packets.Packet) error {
-	err := b.server.InjectPacket(cl, pk)
+	var err error
+	if pk.FixedHeader.Type == packets.Connect {
+		err = packets.ErrProtocolViolationSecondConnect // [MQTT-3.1.0-2]
+	} else {
+		err = b.server.InjectPacket(cl, pk)
+	}
 	if err == nil {
 		return nil
 	}
@@ -486,4 +491,40 @@ func (b *Broker) onWillSent(cl *mochi.Client, pk packets.Packet) {
 			h.OnWillSent(cl, pk)
 		}
 	}
+}
+
+// decodeLength reads a Variable Byte Integer: at most four bytes, a fifth
+// is malformed [MQTT-1.5.5-1] (mochi's DecodeLength reads on).
+func decodeLength(r io.ByteReader) (n, used int, err error) {
+	for shift := 0; shift < 28; shift += 7 {
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, used, err
+		}
+		used++
+		n |= int(b&0x7f) << shift
+		if b&0x80 == 0 {
+			return n, used, nil
+		}
+	}
+	return 0, used, packets.ErrMalformedVariableByteInteger
+}
+
+// readBody reads a packet body of n bytes into memory that grows with the
+// bytes that arrive (64 KiB steps, doubling), so a header announcing a
+// large packet holds no more than was sent: a CONNECT is read before the
+// client is authenticated.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	const step = 64 << 10
+	b := make([]byte, 0, min(n, step))
+	for len(b) < n {
+		m := min(n-len(b), max(step, len(b)))
+		b = slices.Grow(b, m)
+		k, err := io.ReadFull(r, b[len(b):len(b)+m])
+		b = b[:len(b)+k]
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }

@@ -36,7 +36,7 @@ func (h *binding) Provides(b byte) bool {
 	switch b {
 	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
 		mochi.OnWillSent, mochi.OnPacketEncode, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPacketProcessed,
-		mochi.OnSessionEstablish, mochi.OnSessionEstablished, mochi.OnUnsubscribed:
+		mochi.OnSessionEstablish, mochi.OnSessionEstablished, mochi.OnUnsubscribed, mochi.OnClientExpired:
 		return true
 	}
 	return false
@@ -431,3 +431,8 @@ func remoteHost(addr string) string {
 	}
 	return addr
 }
+
+// OnClientExpired takes an expired session's filters out of the topic
+// index: mochi deletes only the client, and a later session with its id
+// would otherwise receive what it never subscribed to [MQTT-3.1.2-4].
+func (h *binding) OnClientExpired(cl *mochi.Client) { h.b.server.UnsubscribeClient(cl) }

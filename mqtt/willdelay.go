@@ -157,7 +157,9 @@ func (b *Broker) sendDelayedWill(cl *mochi.Client, pk packets.Packet) {
 		return
 	}
 	b.publishWill(cl, pk) // [MQTT-3.1.2-8]
-	if cur, ok := b.server.Clients.Get(cl.ID); ok {
+	// Only the session the will belongs to forgets it: a connection that
+	// took the id over in the meantime keeps its own will.
+	if cur, ok := b.server.Clients.Get(cl.ID); ok && cur == cl {
 		cur.Properties.Will = mochi.Will{} // [MQTT-3.1.2-10]
 		b.onWillSent(cur, pk)
 	}
@@ -171,6 +173,9 @@ func (b *Broker) publishWill(cl *mochi.Client, pk packets.Packet) {
 	if pk.TopicName == "" {
 		return
 	}
+	// The hub's path encodes the will itself: the properties mochi's Will
+	// does not keep travel in willKey until here (will.go).
+	restoreWillProperties(&pk)
 	if b.fanOut(cl, pk) {
 		return
 	}
