@@ -235,8 +235,8 @@ func (b *Broker) receive(cl *mochi.Client, pk packets.Packet) error {
 // attachClient does, step for step: the client limit, mochi's validation,
 // OnConnect, the keep-alive deadline, OnConnectAuthenticate, the counters,
 // OnSessionEstablish, the session inherited, the client listed, CONNACK,
-// a delayed will cancelled (sent, if the session ended: willdelay.go), in-flight messages resent, and
-// OnSessionEstablished. It returns the client (never nil) and, when the
+// a delayed will cancelled (sent, if the session ended: willdelay.go), and
+// OnSessionEstablished, which resends the session's in-flight messages. It returns the client (never nil) and, when the
 // session was not established, why; the caller then stops it.
 //
 //go:noinline
@@ -286,12 +286,9 @@ func (b *Broker) handshake(listener string, c *outConn) (*mochi.Client, error) {
 	} else {
 		b.wills.sendNow(cl.ID) // the session it waited in ended
 	}
-	if present {
-		if err := cl.ResendInflightMessages(true); err != nil {
-			atomic.AddInt64(&s.Info.ClientsConnected, -1)
-			return cl, fmt.Errorf("resend inflight: %w", err)
-		}
-	}
+	// Not mochi's ResendInflightMessages, which writes every stored
+	// message at once: OnSessionEstablished resends them within the
+	// client's Receive Maximum (resend.go).
 	b.onSessionEstablished(cl, pk)
 	return cl, nil
 }
