@@ -213,6 +213,9 @@ func decodeBody(pk *packets.Packet, body []byte) error {
 // processing (InjectPacket, which also counts it), and an MQTT 5 client
 // whose packet fails with a code ≥ 0x80 gets a DISCONNECT with it.
 func (b *Broker) receive(cl *mochi.Client, pk packets.Packet) error {
+	if t := pk.FixedHeader.Type; (t == packets.Subscribe || t == packets.Unsubscribe) && unclashID(cl, &pk) {
+		defer endSwap(cl) // resend.go
+	}
 	err := b.server.InjectPacket(cl, pk)
 	if err == nil {
 		return nil

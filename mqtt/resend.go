@@ -95,3 +95,52 @@ func resendOrder(a, b packets.Packet) int {
 	}
 	return cmp.Compare(a.PacketID, b.PacketID)
 }
+
+// Packet identifiers are assigned by each side independently (MQTT 5
+// §2.2.1), but mochi keeps those of both directions in one table and
+// refuses a SUBSCRIBE or UNSUBSCRIBE whose identifier a stored delivery to
+// the client uses (0x91, Packet Identifier in use). A resuming client
+// meets that at once: mosquitto_sub subscribes again with identifier 1
+// while the session's first stored message, identifier 1, waits for the
+// client's window. The hub's loop hands mochi such a packet under an
+// identifier the table does not hold, and its SUBACK or UNSUBACK gets the
+// client's own back (restoreID, from OnPacketEncode). A clash with the
+// client's own QoS 2 publish still in progress is a real reuse
+// [MQTT-2.2.1-3], left to mochi.
+
+// unclashID gives pk (a SUBSCRIBE or UNSUBSCRIBE) a free identifier if a
+// delivery to the client stores its own, and reports whether it did.
+func unclashID(cl *mochi.Client, pk *packets.Packet) bool {
+	c, ok := cl.Net.Conn.(*outConn)
+	if !ok {
+		return false
+	}
+	stored, ok := cl.State.Inflight.Get(pk.PacketID)
+	if !ok || (stored.FixedHeader.Type != packets.Publish && stored.FixedHeader.Type != packets.Pubrel) {
+		return false
+	}
+	// From the top: the session hands out identifiers from the bottom.
+	for id := uint16(65535); id > 0; id-- {
+		if _, used := cl.State.Inflight.Get(id); !used {
+			c.swapOrig, c.swapSub = pk.PacketID, id
+			pk.PacketID = id
+			return true
+		}
+	}
+	return false
+}
+
+// endSwap forgets the identifier unclashID swapped in.
+func endSwap(cl *mochi.Client) {
+	if c, ok := cl.Net.Conn.(*outConn); ok {
+		c.swapOrig, c.swapSub = 0, 0
+	}
+}
+
+// restoreID puts the client's identifier back on the SUBACK or UNSUBACK
+// of a packet unclashID renumbered.
+func restoreID(cl *mochi.Client, pk *packets.Packet) {
+	if c, ok := cl.Net.Conn.(*outConn); ok && c.swapSub != 0 && pk.PacketID == c.swapSub {
+		pk.PacketID = c.swapOrig
+	}
+}

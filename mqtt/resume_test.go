@@ -427,3 +427,60 @@ func requirePahoPython(t *testing.T) string {
 	}
 	return py
 }
+
+// Packet identifiers are per direction (MQTT 5 §2.2.1): a client resuming
+// a session whose stored messages are identifiers 1 to 3, with Receive
+// Maximum 1, subscribes with identifier 1 and unsubscribes with
+// identifier 2 before acknowledging anything (as mosquitto_sub -c does on
+// every reconnect). Both are granted, under the client's identifiers;
+// mochi's check answered 0x91 (Packet Identifier in use).
+func TestResumeSubscribeIDsIndependent(t *testing.T) {
+	s := storeUnacked(t, "resume-ids", 0, 0, 3)
+	conn, err := net.Dial("tcp", s.e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resumeConnect(t, conn, s.clientID, s.cred, true, 1)
+	br := bufio.NewReader(conn)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if p, err := readRaw(br); err != nil || p.typ != packets.Connack || p.body[0] != 1 {
+		t.Fatalf("CONNACK with session present: % x %v", p.body, err)
+	}
+	subscribeRawQoS(t, conn, 1, s.topic1, 1)
+	body := []byte{0, 2, 0, byte(len(s.topic2) >> 8), byte(len(s.topic2))}
+	body = append(body, s.topic2...)
+	if _, err := conn.Write(append(appendVarInt([]byte{0xa2}, len(body)), body...)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	suback, unsuback := false, false
+	for !suback || !unsuback || len(got) < 3 {
+		p, err := readRaw(br)
+		if err != nil {
+			t.Fatalf("%v (SUBACK %v, UNSUBACK %v, %d PUBLISHes)", err, suback, unsuback, len(got))
+		}
+		switch p.typ {
+		case packets.Suback: // id, properties (none), reason codes
+			if p.body[0] != 0 || p.body[1] != 1 || p.body[len(p.body)-1] != 1 {
+				t.Fatalf("SUBACK % x, want identifier 1 and QoS 1 granted", p.body)
+			}
+			suback = true
+		case packets.Unsuback:
+			if p.body[0] != 0 || p.body[1] != 2 || p.body[len(p.body)-1] != 0 {
+				t.Fatalf("UNSUBACK % x, want identifier 2 and Success", p.body)
+			}
+			unsuback = true
+		case packets.Publish:
+			pub := parsePublish(t, p, true)
+			got = append(got, pub.topic+" "+pub.payload)
+			ackRaw(t, conn, packets.Puback, pub.id)
+		default:
+			t.Fatalf("unexpected packet type %d", p.typ)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(s.want, "\n") {
+		t.Errorf("got %q, want %q", got, s.want)
+	}
+	s.drained(t)
+}
