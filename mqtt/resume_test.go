@@ -484,3 +484,12 @@ func TestResumeSubscribeIDsIndependent(t *testing.T) {
 	}
 	s.drained(t)
 }
+
+// The same after a restart of the hub: the session and its stored
+// messages come back from the store, and the resend still keeps to the
+// window and the order.
+func TestResumeAfterRestart(t *testing.T) {
+	s := storeUnacked(t, "resume-restart", 3, 0, 20)
+	s.e.restart()
+	resumeRaw(t, s, true, 5, 5)
+}
