@@ -239,8 +239,9 @@ func (b *Broker) receive(cl *mochi.Client, pk packets.Packet) error {
 // OnConnect, the keep-alive deadline, OnConnectAuthenticate, the counters,
 // OnSessionEstablish, the session inherited, the client listed, CONNACK,
 // a delayed will cancelled (sent, if the session ended: willdelay.go), and
-// OnSessionEstablished, which resends the session's in-flight messages. It returns the client (never nil) and, when the
-// session was not established, why; the caller then stops it.
+// OnSessionEstablished, which resends the session's in-flight messages.
+// It returns the client (never nil) and, when the session was not
+// established, why; the caller then stops it.
 //
 //go:noinline
 func (b *Broker) handshake(listener string, c *outConn) (*mochi.Client, error) {
