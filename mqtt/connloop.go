@@ -214,9 +214,13 @@ func decodeBody(pk *packets.Packet, body []byte) error {
 // whose packet fails with a code ≥ 0x80 gets a DISCONNECT with it.
 func (b *Broker) receive(cl *mochi.Client, pk packets.Packet) error {
 	var err error
-	if pk.FixedHeader.Type == packets.Connect {
+	switch t := pk.FixedHeader.Type; {
+	case t == packets.Connect:
 		err = packets.ErrProtocolViolationSecondConnect // [MQTT-3.1.0-2]
-	} else {
+	case (t == packets.Subscribe || t == packets.Unsubscribe) && unclashID(cl, &pk):
+		defer endSwap(cl) // resend.go
+		err = b.server.InjectPacket(cl, pk)
+	default:
 		err = b.server.InjectPacket(cl, pk)
 	}
 	if err == nil {
@@ -240,9 +244,10 @@ func (b *Broker) receive(cl *mochi.Client, pk packets.Packet) error {
 // attachClient does, step for step: the client limit, mochi's validation,
 // OnConnect, the keep-alive deadline, OnConnectAuthenticate, the counters,
 // OnSessionEstablish, the session inherited, the client listed, CONNACK,
-// a delayed will cancelled (sent, if the session ended: willdelay.go), in-flight messages resent, and
-// OnSessionEstablished. It returns the client (never nil) and, when the
-// session was not established, why; the caller then stops it.
+// a delayed will cancelled (sent, if the session ended: willdelay.go), and
+// OnSessionEstablished, which resends the session's in-flight messages.
+// It returns the client (never nil) and, when the session was not
+// established, why; the caller then stops it.
 //
 //go:noinline
 func (b *Broker) handshake(listener string, c *outConn) (*mochi.Client, error) {
@@ -291,12 +296,9 @@ func (b *Broker) handshake(listener string, c *outConn) (*mochi.Client, error) {
 	} else {
 		b.wills.sendNow(cl.ID) // the session it waited in ended
 	}
-	if present {
-		if err := cl.ResendInflightMessages(true); err != nil {
-			atomic.AddInt64(&s.Info.ClientsConnected, -1)
-			return cl, fmt.Errorf("resend inflight: %w", err)
-		}
-	}
+	// Not mochi's ResendInflightMessages, which writes every stored
+	// message at once: OnSessionEstablished resends them within the
+	// client's Receive Maximum (resend.go).
 	b.onSessionEstablished(cl, pk)
 	return cl, nil
 }

@@ -382,6 +382,9 @@ func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Pa
 		h.b.reasonFixes.Add(1)
 	}
 	keepSuccessReason(&pk)
+	if t := pk.FixedHeader.Type; t == packets.Suback || t == packets.Unsuback {
+		restoreID(cl, &pk) // resend.go
+	}
 	if pk.FixedHeader.Type == packets.Publish {
 		restoreWillProperties(&pk)
 	}

@@ -119,6 +119,11 @@ type outConn struct {
 	// takenOver is the hub's connection loop's mark of a session a newer
 	// connection with the client id took over (connloop.go).
 	takenOver atomic.Bool
+	// swapOrig is the identifier of the SUBSCRIBE or UNSUBSCRIBE being
+	// processed, which mochi sees as swapSub (non-zero) instead
+	// (resend.go, unclashID); only the client's reading goroutine uses
+	// them.
+	swapOrig, swapSub uint16
 }
 
 // subHold is what outConn holds back while a SUBSCRIBE is processed

@@ -32,8 +32,11 @@ import (
 // mochi's own send quota is switched off (ResetSendQuota(0)), so it never
 // parks; what it still delivers itself (wills) goes out at once.
 
-// startSession sets up flow control for a connected client: its window and
-// the QoS 1/2 messages mochi has just resent from its session.
+// startSession sets up flow control for a connected client: its window,
+// and the QoS 1/2 messages its session holds from an earlier connection.
+// On mochi's connection loop mochi has already resent those, all at once
+// (ResendInflightMessages): they are marked as in the window. On the
+// hub's loop they are resent here, through the window (resend).
 func (b *Broker) startSession(cl *mochi.Client) {
 	if b.mochiPath() {
 		return // mochi's own flow control
@@ -47,6 +50,10 @@ func (b *Broker) startSession(cl *mochi.Client) {
 	if cl.Properties.ProtocolVersion == 5 && cl.Properties.Props.ReceiveMaximum > 0 {
 		window = min(int(cl.Properties.Props.ReceiveMaximum), maxInflight)
 	}
+	if b.hubLoop() {
+		b.resend(cl, conn, window)
+		return
+	}
 	conn.mu.Lock()
 	defer conn.mu.Unlock()
 	conn.window = window
@@ -56,6 +63,10 @@ func (b *Broker) startSession(cl *mochi.Client) {
 			conn.markLocked(pk.PacketID) // resent by mochi
 		}
 	}
+	// Live deliveries that came before the window was set (deliverQoS).
+	t := tally{}
+	b.sendWaitingLocked(cl, conn, &t)
+	b.count(t)
 }
 
 func (c *outConn) markLocked(id uint16) {
@@ -203,7 +214,9 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 		h.heldQoS = append(h.heldQoS, out)
 		return
 	}
-	if len(conn.waiting) > 0 || len(conn.unacked) >= max(conn.window, 1) {
+	if len(conn.waiting) > 0 || conn.window == 0 || len(conn.unacked) >= conn.window {
+		// No window yet: the session is starting, and what it stored
+		// before goes out first (startSession).
 		conn.waiting = append(conn.waiting, out)
 		return
 	}
@@ -220,10 +233,13 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 		ids = out.Properties.SubscriptionIdentifier
 	}
 	var data []byte
-	if now := t.unixNow(); t.share != nil && len(ids) == 0 {
+	if now := t.unixNow(); t.share != nil && len(ids) == 0 && !out.FixedHeader.Dup {
 		data = t.share.encode(out, v5, now)
 	} else {
 		data = appendPublish(nil, out, v5, out.FixedHeader.Retain, out.FixedHeader.Qos, out.PacketID, ids, now)
+		if out.FixedHeader.Dup {
+			data[0] |= 0x08 // a resend (resend.go) [MQTT-3.3.1-1]
+		}
 	}
 	if m := cl.Properties.Props.MaximumPacketSize; m > 0 && uint32(len(data)) > m {
 		b.dropped[dropTooLarge].Add(1)
@@ -376,8 +392,10 @@ func (b *Broker) sendWaitingLocked(cl *mochi.Client, conn *outConn, t *tally) {
 		out := conn.waiting[0]
 		conn.waiting[0] = packets.Packet{}
 		conn.waiting = conn.waiting[1:]
-		if out.Expiry > 0 && out.Expiry <= now {
-			continue // expired: may be discarded [MQTT-3.3.2-5]
+		if out.Expiry > 0 && out.Expiry <= now && !out.FixedHeader.Dup {
+			// Expired: may be discarded [MQTT-3.3.2-5]. A resend (Dup)
+			// is not: its delivery had started.
+			continue
 		}
 		if _, ok := cl.State.Inflight.Get(out.PacketID); !ok && cl.State.Inflight.Set(out) {
 			atomic.AddInt64(&b.server.Info.Inflight, 1)
