@@ -367,3 +367,30 @@ func TestParkedPahoPython(t *testing.T) {
 		}
 	}
 }
+
+// The grace before parking bounds the wait for a packet, not its reading:
+// a PUBLISH whose second half comes well after the grace is processed
+// (acknowledged), as it would be within the keep-alive.
+func TestParkGraceNotPacketDeadline(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.IdlePark = testIdlePark })
+	const thing = "urn:park:slow"
+	cred := e.thing(t, thing)
+	conn := willConn5(t, e, cred, thing, "park-slow", 60, "will")
+	topic := lmos.ThingsPrefix + lmos.TopicKey(thing) + "/events/e"
+	body := append([]byte{0, byte(len(topic))}, topic...)
+	body = append(body, 0, 7, 0) // packet id 7, no properties
+	body = append(body, "slow"...)
+	pk := append([]byte{0x32, byte(len(body))}, body...) // QoS 1
+	if _, err := conn.Write(pk[:5]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * testIdlePark)
+	if _, err := conn.Write(pk[5:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var ack [4]byte
+	if _, err := io.ReadFull(conn, ack[:]); err != nil || ack[0] != 0x40 || ack[3] != 7 {
+		t.Fatalf("want PUBACK of packet 7, got % x, %v", ack, err)
+	}
+}

@@ -52,3 +52,23 @@ func TestTidyDuringLongBurst(t *testing.T) {
 		t.Fatalf("%d collections for %d connections", n, 2*tidyDuring+10)
 	}
 }
+
+// TestTidyAfterParkingBurst: the stacks a burst of clients grew are handed
+// back again once they are parked (park.go): the parking of tidyAfter
+// clients makes a collection of its own, after the one for their
+// connections.
+func TestTidyAfterParkingBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the quiet period")
+	}
+	e := newEnv(t, func(c *Config) { c.IdlePark = 2 * tidyQuiet })
+	for i := range tidyAfter {
+		c, err := idleClient(e.addr, fmt.Sprintf("tidy-park-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	testwait.Eventually(t, 10*tidyQuiet, "every client parked", func() bool { return e.b.ParkedClients() == tidyAfter })
+	testwait.Eventually(t, 10*tidyQuiet, "a collection after the parking", func() bool { return e.b.tidies.Load() == 2 })
+}
