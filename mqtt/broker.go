@@ -340,13 +340,13 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		b.cfg.IdlePark = DefaultIdlePark
 	}
 	if b.cfg.IdlePark > 0 && cfg.ConnLoop == ConnLoopHub {
+		// nil on other systems than Linux: connections wait in their
+		// goroutines.
 		pk, err := newParker(b)
 		if err != nil {
-			// Connections wait in their goroutines, as on other systems.
 			log.Warn("mqtt connections will not be parked", "err", err)
-		} else {
-			b.parker = pk
 		}
+		b.parker = pk
 	}
 	b.wsConns.wg = &server.Listeners.ClientsWg
 	// A member removed loses the group's channels before the removal is
