@@ -29,8 +29,8 @@ import (
 // Whoever sees a parked session end runs its end, exactly once: the
 // resumed loop (a DISCONNECT, a read error), the parker (keep-alive), or
 // the hub closing the connection (outConn.Close: takeover,
-// DisconnectClient, a revoked token, the slow-client rule, shutdown;
-// outConn.closeRaw: the listener's connection set). The claim is made
+// DisconnectClient, the slow-client rule, shutdown; outConn.closeRaw: a
+// write that waited out its timeout, the listener's connection set). The claim is made
 // under the connection's lock (outConn.mu), which also covers removing the
 // socket from the epoll set before its descriptor can be closed; each
 // parking has a token of its own, never reused, so a wake-up that comes
