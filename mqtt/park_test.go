@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -392,5 +393,76 @@ func TestParkGraceNotPacketDeadline(t *testing.T) {
 	var ack [4]byte
 	if _, err := io.ReadFull(conn, ack[:]); err != nil || ack[0] != 0x40 || ack[3] != 7 {
 		t.Fatalf("want PUBACK of packet 7, got % x, %v", ack, err)
+	}
+}
+
+// A parked connection closed by the hub's connection set (closeRaw, as on
+// shutdown or a write that waited out its timeout) ends its session: the
+// will goes out once and the client is counted gone.
+func TestParkedCloseRaw(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.IdlePark = testIdlePark })
+	const thing = "urn:park:raw"
+	cred := e.thing(t, thing)
+	wait := mosquittoSub(t, e, "park-raw-sub", goneTopic(thing), "-V", "mqttv5", "-q", "1", "-C", "2", "-F", "%p")
+	clients := e.b.Clients()
+	willConn5(t, e, cred, thing, "park-raw", 60, "will-raw")
+	testwait.Eventually(t, 5*time.Second, "parked", func() bool { return isParked(e, "park-raw") })
+	cl, _ := e.b.server.Clients.Get("park-raw")
+	if err := (rawCloser{cl.Net.Conn.(*outConn)}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "the session gone", func() bool {
+		_, ok := e.b.server.Clients.Get("park-raw")
+		return !ok && e.b.Clients() == clients
+	})
+	if err := e.b.publish(goneTopic(thing), []byte("marker"), false, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(); !slices.Equal(got, []string{"will-raw", "marker"}) {
+		t.Errorf("will topic: %q, want the will once, then the marker", got)
+	}
+}
+
+// A wake-up racing a close ends the session once: 100 parked clients each
+// send a PINGREQ while the hub disconnects them (DISCONNECT 0x98 from
+// another goroutine); every session ends, none is counted gone twice,
+// nothing stays parked.
+func TestParkedWakeRacesClose(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.IdlePark = testIdlePark })
+	clients := e.b.Clients()
+	const n = 100
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conn, err := idleClient(e.addr, fmt.Sprintf("race-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conns[i] = conn
+	}
+	testwait.Eventually(t, 10*time.Second, "every client parked", func() bool { return e.b.ParkedClients() == n })
+	for i, conn := range conns {
+		cl, ok := e.b.server.Clients.Get(fmt.Sprintf("race-%d", i))
+		if !ok {
+			t.Fatalf("client %d gone", i)
+		}
+		go func() { _ = e.b.server.DisconnectClient(cl, packets.ErrAdministrativeAction) }()
+		_, _ = conn.Write([]byte{0xc0, 0})
+	}
+	testwait.Eventually(t, 10*time.Second, "every session ended once", func() bool {
+		return e.b.Clients() == clients && e.b.server.Clients.Len() == 1 // the inline client
+	})
+	if p := e.b.ParkedClients(); p != 0 {
+		t.Errorf("parked: %d, want 0", p)
+	}
+	for _, conn := range conns {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		// Closed with the PINGREQ unread, the server's side may reset it.
+		if _, err := io.ReadAll(conn); errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("want the connection closed: %v", err)
+		}
+	}
+	if c := e.b.Clients(); c != clients {
+		t.Errorf("clients connected: %d, want %d", c, clients)
 	}
 }
