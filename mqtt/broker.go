@@ -148,6 +148,10 @@ type Config struct {
 	// ConnLoop is who serves connections: ConnLoopHub (default; mochi's
 	// with DeliveryMochi) or ConnLoopMochi (connloop.go).
 	ConnLoop string
+	// IdlePark is how long a connection on the hub's loop may have nothing
+	// to read before it is parked without a goroutine (park.go): 0 is
+	// DefaultIdlePark, NoIdlePark (< 0) never. Linux only.
+	IdlePark time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -204,6 +208,8 @@ type Broker struct {
 	// wills are the delayed wills of the hub's connection loop
 	// (willdelay.go).
 	wills willTimers
+	// parker holds the parked connections (park.go); nil: none park.
+	parker *parker
 	// wsConns holds the connections ServeConn serves (MQTT over WebSocket).
 	wsConns  connSet
 	served   atomic.Bool
@@ -330,6 +336,18 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
+	if cfg.IdlePark == 0 {
+		b.cfg.IdlePark = DefaultIdlePark
+	}
+	if b.cfg.IdlePark > 0 && cfg.ConnLoop == ConnLoopHub {
+		// nil on other systems than Linux: connections wait in their
+		// goroutines.
+		pk, err := newParker(b)
+		if err != nil {
+			log.Warn("mqtt connections will not be parked", "err", err)
+		}
+		b.parker = pk
+	}
 	b.wsConns.wg = &server.Listeners.ClientsWg
 	// A member removed loses the group's channels before the removal is
 	// acknowledged (groups.go).
@@ -415,6 +433,9 @@ func (b *Broker) Serve() (err error) {
 	b.events.Go(func() { b.forwardEvents(sub) })
 	b.startCredentials()
 	b.events.Go(b.tidyStacks)
+	if b.parker != nil {
+		b.events.Go(b.parker.run)
+	}
 	return nil
 }
 
@@ -457,8 +478,16 @@ func (b *Broker) Close(ctx context.Context) error {
 			}
 		}
 		b.stopOnce.Do(func() { close(b.stop) })
+		if b.parker != nil {
+			b.parker.kick() // it sees stop
+		}
 		b.wills.close()
 		b.events.Wait()
+		if b.parker != nil {
+			// Every connection has ended (mochi's Close waited for them),
+			// the parker's goroutine returned.
+			b.parker.close()
+		}
 		b.workers.Wait()
 	}()
 	select {
@@ -537,22 +566,31 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 			}
 			return
 		}
-		if !l.conns.add(conn) {
+		oc := newOutConn(conn, l.budget, 3*l.broker.cfg.SlowClientTimeout, l.broker.stalled)
+		if !l.conns.add(rawCloser{oc}) {
 			return // closing
 		}
 		if l.accepted.Add(1)%tidyDuring == 0 {
 			l.broker.burstGoingOn()
 		}
 		go func() {
-			defer l.conns.remove(conn)
-			// Refused and dropped connections end here: not worth a warning.
-			oc := newOutConn(conn, l.budget, 3*l.broker.cfg.SlowClientTimeout, l.broker.stalled)
 			l.broker.awaitConnect(oc)
-			if err := l.broker.establish(oc, l.id); err != nil {
-				l.log.Debug("mqtt connection ended", "remote", conn.RemoteAddr().String(), "err", err)
+			err := l.broker.establish(oc, l.id, l)
+			if err == errParked {
+				return // ended where its session ends (park.go)
 			}
+			l.ended(oc, err)
 		}()
 	}
+}
+
+// ended is the end of a connection the listener accepted.
+func (l *listener) ended(c *outConn, err error) {
+	if err != nil {
+		// Refused and dropped connections end here: not worth a warning.
+		l.log.Debug("mqtt connection ended", "remote", c.RemoteAddr().String(), "err", err)
+	}
+	l.conns.remove(rawCloser{c})
 }
 
 // Close stops accepting, disconnects the listener's clients (with a

@@ -70,9 +70,11 @@ func checkConnLoop(cfg *Config) error {
 // hubLoop reports whether the hub serves connections itself.
 func (b *Broker) hubLoop() bool { return b.cfg.ConnLoop == ConnLoopHub }
 
-// serveClient serves the connection c accepted on listener: on the hub's
-// loop, or through mochi's EstablishConnection.
-func (b *Broker) serveClient(listener string, c *outConn) error {
+// serveClient serves the connection c accepted on listener (ln, nil for
+// one served through ServeConn): on the hub's loop, or through mochi's
+// EstablishConnection. errParked: c was parked (park.go), and its session
+// goes on without this goroutine.
+func (b *Broker) serveClient(listener string, c *outConn, ln *listener) error {
 	if !b.hubLoop() {
 		return b.server.EstablishConnection(listener, c)
 	}
@@ -83,24 +85,34 @@ func (b *Broker) serveClient(listener string, c *outConn) error {
 		cl.Stop(nil)
 		return err
 	}
-	err = b.readLoop(cl, c)
-	b.endSession(cl, err)
-	atomic.AddInt64(&b.server.Info.ClientsConnected, -1)
-	cl.Stop(nil)
+	err = b.readLoop(cl, c, ln)
+	if err == errParked {
+		return err
+	}
+	b.sessionEnded(cl, err)
 	return err
 }
 
+// sessionEnded is what follows the end of a session established on the
+// hub's loop, on whichever goroutine saw it end (park.go).
+func (b *Broker) sessionEnded(cl *mochi.Client, err error) {
+	b.endSession(cl, err)
+	atomic.AddInt64(&b.server.Info.ClientsConnected, -1)
+	cl.Stop(nil)
+}
+
 // readLoop reads and processes the client's packets until it is closed (a
-// DISCONNECT: nil) or a read or its processing fails. Its frame, and
-// awaitRead's, are all an idle connection keeps on its stack: the packet
-// is read and processed in nextPacket, which returns before the next wait.
-func (b *Broker) readLoop(cl *mochi.Client, c *outConn) error {
+// DISCONNECT: nil), a read or its processing fails, or the connection is
+// parked (errParked). Its frame, and awaitPacket's and awaitRead's, are
+// all a connection waiting for its next packet keeps on its stack: the
+// packet is read and processed in nextPacket, which returns before the
+// next wait.
+func (b *Broker) readLoop(cl *mochi.Client, c *outConn, ln *listener) error {
 	for {
 		if cl.Closed() {
 			return nil
 		}
-		keepAlive(cl, c)
-		if err := c.awaitRead(); err != nil {
+		if err := b.awaitPacket(cl, c, ln); err != nil {
 			return err
 		}
 		if err := b.nextPacket(cl, c); err != nil {
@@ -114,11 +126,17 @@ func (b *Broker) readLoop(cl *mochi.Client, c *outConn) error {
 //
 //go:noinline
 func keepAlive(cl *mochi.Client, c *outConn) {
-	var t time.Time
-	if ka := cl.State.Keepalive; ka > 0 {
-		t = time.Now().Add(time.Duration(ka) * 1500 * time.Millisecond)
+	_ = c.Conn.SetReadDeadline(keepAliveDeadline(cl.State.Keepalive, time.Now()))
+}
+
+// keepAliveDeadline is when a client with Keep Alive ka, last heard at
+// now, is gone: 1.5 × ka later (in milliseconds: ka+ka/2 in seconds would
+// round down, and wrap in uint16); none (zero) for 0.
+func keepAliveDeadline(ka uint16, now time.Time) time.Time {
+	if ka == 0 {
+		return time.Time{}
 	}
-	_ = c.Conn.SetReadDeadline(t)
+	return now.Add(time.Duration(ka) * 1500 * time.Millisecond)
 }
 
 // nextPacket reads one packet (with mochi's size limit and counters),

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // BenchmarkIdleClientMemory connects 1,000 idle MQTT 5 clients to the broker
@@ -28,8 +29,20 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 		runtime.MemProfileRate = 1
 	}
 	for b.Loop() {
-		// LMOS_BENCH_CONNLOOP=mochi: mochi's connection loop, to compare.
-		e := newEnv(b, func(c *Config) { c.ConnLoop = os.Getenv("LMOS_BENCH_CONNLOOP") })
+		// LMOS_BENCH_CONNLOOP=mochi: mochi's connection loop, to compare;
+		// LMOS_BENCH_IDLEPARK=0: idle clients not parked (park.go).
+		e := newEnv(b, func(c *Config) {
+			c.ConnLoop = os.Getenv("LMOS_BENCH_CONNLOOP")
+			if park := os.Getenv("LMOS_BENCH_IDLEPARK"); park != "" {
+				d, err := time.ParseDuration(park)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c.IdlePark = d; d == 0 {
+					c.IdlePark = NoIdlePark
+				}
+			}
+		})
 		before := settledMem()
 		conns := make([]net.Conn, 0, clients)
 		for i := range clients {
@@ -38,6 +51,15 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			conns = append(conns, c)
+		}
+		if e.b.parker != nil {
+			// Read once they are parked, as the binary's figure is read
+			// 5 s after the clients connected.
+			deadline := time.Now().Add(10 * time.Second)
+			for e.b.ParkedClients() < clients && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			b.ReportMetric(float64(e.b.ParkedClients())/clients, "parked/client")
 		}
 		after := settledMem()
 		if path := os.Getenv("LMOS_MEMPROFILE"); path != "" {
@@ -53,7 +75,9 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/clients, "heap-B/client")
 		b.ReportMetric(float64(after.StackInuse-before.StackInuse)/clients, "stack-B/client")
 		b.ReportMetric(float64(after.goroutines-before.goroutines)/clients, "goroutines/client")
-		b.ReportMetric(float64(after.StackInuse-before.StackInuse)/float64(after.goroutines-before.goroutines), "stack-B/goroutine")
+		if g := after.goroutines - before.goroutines; g > 0 {
+			b.ReportMetric(float64(after.StackInuse-before.StackInuse)/float64(g), "stack-B/goroutine")
+		}
 		b.ReportMetric(float64(after.rssKB-before.rssKB)*1024/clients, "RSS-B/client")
 		b.ReportMetric(float64((after.HeapAlloc+after.StackInuse)-(before.HeapAlloc+before.StackInuse))/clients, "B/client")
 		for _, c := range conns {

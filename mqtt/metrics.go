@@ -97,4 +97,5 @@ func (b *Broker) WritePrometheus(w io.Writer) {
 	fmt.Fprintf(w, "# HELP lmos_mqtt_clients Connected MQTT clients.\n# TYPE lmos_mqtt_clients gauge\nlmos_mqtt_clients %d\n", b.Clients())
 	fmt.Fprintf(w, "# HELP lmos_mqtt_inflight QoS 1/2 messages stored in sessions, not yet acknowledged.\n# TYPE lmos_mqtt_inflight gauge\nlmos_mqtt_inflight %d\n", atomic.LoadInt64(&b.server.Info.Inflight))
 	fmt.Fprintf(w, "# HELP lmos_mqtt_delayed_wills Wills waiting for their Will Delay Interval (at most one per session; the hub's connection loop).\n# TYPE lmos_mqtt_delayed_wills gauge\nlmos_mqtt_delayed_wills %d\n", b.wills.len())
+	fmt.Fprintf(w, "# HELP lmos_mqtt_parked_clients Idle MQTT connections parked without a goroutine (mqtt.idlePark).\n# TYPE lmos_mqtt_parked_clients gauge\nlmos_mqtt_parked_clients %d\n", b.ParkedClients())
 }

@@ -116,6 +116,10 @@ type outConn struct {
 
 	lr leanReader // the read side (leanread.go)
 
+	// park is the connection's parking while it is parked (park.go;
+	// under mu).
+	park *parked
+
 	// takenOver is the hub's connection loop's mark of a session a newer
 	// connection with the client id took over (connloop.go).
 	takenOver atomic.Bool
@@ -189,8 +193,9 @@ func (c *outConn) write(p []byte, q net.Buffers) error {
 	}
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		// The socket is fine, the client just does not read: close it,
-		// so that mochi's read ends and the client with it.
-		_ = c.Conn.Close()
+		// so that mochi's read ends and the client with it (or, parked,
+		// the session).
+		_ = c.closeRaw()
 		if c.onStall != nil {
 			c.onStall()
 		}
@@ -498,6 +503,11 @@ func (c *outConn) Close() error {
 	c.mu.Lock()
 	c.dead = true
 	c.wakeLocked()
+	p := c.claimLocked()
 	c.mu.Unlock()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if p != nil {
+		p.endClosed() // no goroutine waits to see the close
+	}
+	return err
 }

@@ -132,15 +132,25 @@ func (h *binding) makeWay(cl *mochi.Client) {
 	}
 }
 
-// establish serves c, accepted on listener (serveClient), and marks its
-// end (see OnSessionEstablish).
-func (b *Broker) establish(c *outConn, listener string) error {
-	defer b.established(c)
-	err := b.serveClient(listener, c)
+// establish serves c, accepted on listener (ln; nil for ServeConn), and
+// marks its end (see OnSessionEstablish). errParked: c was parked, and
+// its end is marked where its session ends (park.go).
+func (b *Broker) establish(c *outConn, listener string, ln *listener) error {
+	err := b.serveClient(listener, c, ln)
+	if err == errParked {
+		return err
+	}
+	b.connEnded(c)
+	return err
+}
+
+// connEnded counts a connection that never sent its CONNECT in time and
+// marks the end of c's handling.
+func (b *Broker) connEnded(c *outConn) {
 	if !c.connected.Load() && c.connectBy != 0 && monoOf(time.Now()) >= c.connectBy {
 		b.countRefusalReason(reasonConnectTimeout)
 	}
-	return err
+	b.established(c)
 }
 
 // established marks the end of c's handling.

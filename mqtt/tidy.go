@@ -80,7 +80,9 @@ func (b *Broker) tidyStacks() {
 			continue
 		case <-t.C:
 		}
-		n := b.accepted.Load()
+		// Parked connections hand their goroutines' stacks back too
+		// (park.go): a burst of them is tidied like one of connections.
+		n := b.accepted.Load() + b.parks()
 		if n == seen && n-tidied >= tidyAfter {
 			stacks := uint64(1<<64 - 1)
 			for range tidyPasses {

@@ -15,7 +15,9 @@ func TestTidyAfterConnectionBurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the quiet period")
 	}
-	e := newEnv(t, nil)
+	// Not parked: parkings make collections of their own
+	// (TestTidyAfterParkingBurst).
+	e := newEnv(t, func(c *Config) { c.IdlePark = NoIdlePark })
 	connect := func(from, n int) {
 		for i := from; i < from+n; i++ {
 			c := mustDial(t, e.addr, &paho.Connect{ClientID: fmt.Sprintf("tidy-%d", i), CleanStart: true, KeepAlive: 30})
@@ -51,4 +53,26 @@ func TestTidyDuringLongBurst(t *testing.T) {
 	if n := e.b.burstTidies.Load(); n > 2 {
 		t.Fatalf("%d collections for %d connections", n, 2*tidyDuring+10)
 	}
+}
+
+// TestTidyAfterParkingBurst: the stacks a burst of clients grew are handed
+// back again once they are parked (park.go): the parking of tidyAfter
+// clients makes a collection of its own, after the one for their
+// connections (which comes within two quiet periods of the last of them,
+// before the first is parked).
+func TestTidyAfterParkingBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the quiet period")
+	}
+	e := newEnv(t, func(c *Config) { c.IdlePark = 3 * tidyQuiet })
+	for i := range tidyAfter {
+		c, err := idleClient(e.addr, fmt.Sprintf("tidy-park-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	testwait.Eventually(t, 10*tidyQuiet, "every client parked", func() bool { return e.b.ParkedClients() == tidyAfter })
+	parked := e.b.tidies.Load()
+	testwait.Eventually(t, 10*tidyQuiet, "a collection after the parking", func() bool { return e.b.tidies.Load() > parked })
 }

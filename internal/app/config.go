@@ -152,6 +152,10 @@ type MQTTConfig struct {
 	// library's two goroutines per client; kept for comparison, and what
 	// deliveryPath mochi needs).
 	ConnLoop string `yaml:"connLoop"`
+	// IdlePark is how long a client on the hub's connection loop may send
+	// nothing before its connection is parked without a goroutine (Linux,
+	// plain TCP; served the same). Default 1s; 0 never parks.
+	IdlePark Duration `yaml:"idlePark"`
 }
 
 // minQueuedBytes is the smallest mqtt.maxQueuedBytes: a few small
@@ -294,7 +298,7 @@ func DefaultConfig() Config {
 		AllowedHosts: []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout),
-		DeliveryPath: mqtt.DeliveryHub, ConnLoop: mqtt.ConnLoopHub}
+		DeliveryPath: mqtt.DeliveryHub, ConnLoop: mqtt.ConnLoopHub, IdlePark: Duration(mqtt.DefaultIdlePark)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open"}
 	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
@@ -442,6 +446,9 @@ func (c Config) validateMQTT(bad func(string, error)) {
 	}
 	if c.MQTT.SlowClientTimeout <= 0 {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
+	}
+	if c.MQTT.IdlePark < 0 {
+		bad("mqtt.idlePark", fmt.Errorf("must be a duration such as \"1s\", or 0 for never (got %s)", c.MQTT.IdlePark))
 	}
 	bad("mqtt.deliveryPath", checkOneOf(c.MQTT.DeliveryPath, deliveryPaths))
 	bad("mqtt.connLoop", checkOneOf(c.MQTT.ConnLoop, connLoops))

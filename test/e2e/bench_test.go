@@ -43,6 +43,14 @@ func benchEdit(cfg *Config) {
 	if loop := os.Getenv("LMOS_BENCH_CONNLOOP"); loop != "" {
 		cfg.MQTT.ConnLoop = loop
 	}
+	// LMOS_BENCH_IDLEPARK=0: idle clients are not parked (mqtt.idlePark).
+	if park := os.Getenv("LMOS_BENCH_IDLEPARK"); park != "" {
+		d, err := time.ParseDuration(park)
+		if err != nil {
+			panic("LMOS_BENCH_IDLEPARK: " + err.Error())
+		}
+		cfg.MQTT.IdlePark = Duration(d)
+	}
 }
 
 // startBenchHub starts a hub in-process on dir as every test does

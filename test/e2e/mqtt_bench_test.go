@@ -642,11 +642,19 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 		}
 	}
 	// LMOS_BENCH_CONNLOOP=mochi runs the hub on mochi's connection loop
-	// (mqtt.connLoop), to compare with the hub's own.
+	// (mqtt.connLoop), to compare with the hub's own;
+	// LMOS_BENCH_IDLEPARK=0 without parking idle clients (mqtt.idlePark).
 	var extra []string
+	var yaml string
 	if loop := os.Getenv("LMOS_BENCH_CONNLOOP"); loop != "" {
+		yaml += "  connLoop: " + loop + "\n"
+	}
+	if park := os.Getenv("LMOS_BENCH_IDLEPARK"); park != "" {
+		yaml += "  idlePark: " + park + "\n"
+	}
+	if yaml != "" {
 		cfg := filepath.Join(b.TempDir(), "connloop.yaml")
-		if err := os.WriteFile(cfg, []byte("mqtt:\n  connLoop: "+loop+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(cfg, []byte("mqtt:\n"+yaml), 0o600); err != nil {
 			b.Fatal(err)
 		}
 		extra = []string{"--config", cfg}
