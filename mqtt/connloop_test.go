@@ -1,16 +1,13 @@
 package mqtt
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
-	"os/exec"
 	"runtime"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -66,50 +63,9 @@ func runConnLoopScenario(t *testing.T, loop string, idlePark time.Duration) map[
 	want := map[string]int{}
 	var waits []func()
 	mosq := func(name, version, qos string) {
-		bin := requireBin(t, "mosquitto_sub")
-		host, port, _ := net.SplitHostPort(e.addr)
-		args := []string{"-h", host, "-p", port, "-i", name, "-V", version, "-q", qos, "-F", "%t q%q r%r %p"}
-		for _, f := range filters {
-			args = append(args, "-t", f)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, bin, args...)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var errb strings.Builder
-		cmd.Stderr = &errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r := &recorder{}
+		r, stop := recordMosquittoSub(t, e, name, version, qos, "%t q%q r%r %p", filters, 60*time.Second)
 		recs[name] = r
-		done := make(chan error, 1)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				r.add(sc.Text())
-			}
-			done <- cmd.Wait()
-		}()
-		t.Cleanup(func() { cancel(); <-done })
-		testwait.Eventually(t, 5*time.Second, name+" subscribed", func() bool {
-			cl, ok := e.b.server.Clients.Get(name)
-			if !ok {
-				return false
-			}
-			_, a := cl.State.Subscriptions.Get(filters[0])
-			_, b := cl.State.Subscriptions.Get(filters[1])
-			return a && b
-		})
-		waits = append(waits, func() {
-			cancel()
-			if err := <-done; err != nil && ctx.Err() == nil {
-				t.Fatalf("%s: %v %s", name, err, errb.String())
-			}
-			done <- nil
-		})
+		waits = append(waits, stop)
 	}
 	mosq("loop-mosq5", "mqttv5", "2")
 	mosq("loop-mosq311", "mqttv311", "1")
@@ -352,15 +308,21 @@ func runConnLoopScenario(t *testing.T, loop string, idlePark time.Duration) map[
 // hub's loop does them right and mochi's does not (PROTOCOL §10, "MQTT
 // connection loop"): a delayed will whose session ends first.
 func TestConnLoopsServeAlike(t *testing.T) {
-	hubGot := runConnLoopScenario(t, ConnLoopHub, NoIdlePark)
-	mochiGot := runConnLoopScenario(t, ConnLoopMochi, NoIdlePark)
-	for name, h := range hubGot {
-		if m := mochiGot[name]; !slices.Equal(h, m) {
-			t.Errorf("%s: the loops differ\nhub:   %q\nmochi: %q", name, h, m)
+	requireSameLines(t, "hub", runConnLoopScenario(t, ConnLoopHub, NoIdlePark),
+		"mochi", runConnLoopScenario(t, ConnLoopMochi, NoIdlePark))
+}
+
+// requireSameLines fails the test unless the four subscribers of
+// runConnLoopScenario saw the same lines in both runs a and b.
+func requireSameLines(t *testing.T, aName string, a map[string][]string, bName string, b map[string][]string) {
+	t.Helper()
+	for name, la := range a {
+		if lb := b[name]; !slices.Equal(la, lb) {
+			t.Errorf("%s: the runs differ\n%s: %q\n%s: %q", name, aName, la, bName, lb)
 		}
 	}
-	if len(hubGot) != 4 {
-		t.Errorf("subscribers: %d, want 4", len(hubGot))
+	if len(a) != 4 || len(b) != 4 {
+		t.Errorf("subscribers: %d and %d, want 4", len(a), len(b))
 	}
 }
 

@@ -134,51 +134,9 @@ func runDeliveryScenario(t *testing.T, path string) map[string][]string {
 
 	var waits []func() []string
 	mosq := func(name, version string, qos string) {
-		bin := requireBin(t, "mosquitto_sub")
-		host, port, _ := net.SplitHostPort(e.addr)
-		args := []string{"-h", host, "-p", port, "-i", name, "-V", version, "-q", qos, "-F", "%t q%q r%r %C|%P %p"}
-		for _, f := range filters {
-			args = append(args, "-t", f)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cmd := exec.CommandContext(ctx, bin, args...)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var errb strings.Builder
-		cmd.Stderr = &errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r := &recorder{}
+		r, stop := recordMosquittoSub(t, e, name, version, qos, "%t q%q r%r %C|%P %p", filters, 30*time.Second)
 		recs[name], online[name] = r, true
-		done := make(chan error, 1)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				r.add(sc.Text())
-			}
-			done <- cmd.Wait()
-		}()
-		t.Cleanup(func() { cancel(); <-done })
-		testwait.Eventually(t, 5*time.Second, name+" subscribed", func() bool {
-			cl, ok := e.b.server.Clients.Get(name)
-			if !ok {
-				return false
-			}
-			_, a := cl.State.Subscriptions.Get(filters[0])
-			_, b := cl.State.Subscriptions.Get(filters[1])
-			return a && b
-		})
-		waits = append(waits, func() []string {
-			cancel()
-			if err := <-done; err != nil && ctx.Err() == nil {
-				t.Fatalf("%s: %v %s", name, err, errb.String())
-			}
-			done <- nil
-			return nil
-		})
+		waits = append(waits, func() []string { stop(); return nil })
 	}
 	mosq("mosq311", "mqttv311", "1")
 	mosq("mosq5", "mqttv5", "2")
@@ -304,5 +262,62 @@ func TestDeliveryPathsDeliverAlike(t *testing.T) {
 		if !slices.Equal(h, m) {
 			t.Errorf("%s: the paths differ\nhub:   %q\nmochi: %q", name, h, m)
 		}
+	}
+}
+
+// recordMosquittoSub starts mosquitto_sub as client name (MQTT version
+// "mqttv311" or "mqttv5", QoS qos) on filters, printing each message as
+// format into a new recorder, and returns once the broker holds every
+// filter for it. stop ends it and fails the test if mosquitto_sub had
+// exited with an error before (a protocol error it reported). It is killed
+// after limit at the latest.
+func recordMosquittoSub(t *testing.T, e *env, name, version, qos, format string, filters []string, limit time.Duration) (r *recorder, stop func()) {
+	t.Helper()
+	bin := requireBin(t, "mosquitto_sub")
+	host, port, _ := net.SplitHostPort(e.addr)
+	args := []string{"-h", host, "-p", port, "-i", name, "-V", version, "-q", qos, "-F", format}
+	for _, f := range filters {
+		args = append(args, "-t", f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r = &recorder{}
+	done := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			r.add(sc.Text())
+		}
+		done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	testwait.Eventually(t, 5*time.Second, name+" subscribed", func() bool {
+		cl, ok := e.b.server.Clients.Get(name)
+		if !ok {
+			return false
+		}
+		for _, f := range filters {
+			if _, ok := cl.State.Subscriptions.Get(f); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	return r, func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Fatalf("%s: %v %s", name, err, errb.String())
+		}
+		done <- nil
 	}
 }

@@ -47,16 +47,8 @@ const testIdlePark = 20 * time.Millisecond
 // passes; the session before it is taken over), gives every subscriber
 // the same lines as the loop that does not park.
 func TestParkedServedAlike(t *testing.T) {
-	parked := runConnLoopScenario(t, ConnLoopHub, testIdlePark)
-	waiting := runConnLoopScenario(t, ConnLoopHub, NoIdlePark)
-	for name, w := range waiting {
-		if p := parked[name]; !slices.Equal(p, w) {
-			t.Errorf("%s: parking changed what it saw\nparked:  %q\nwaiting: %q", name, p, w)
-		}
-	}
-	if len(parked) != 4 {
-		t.Errorf("subscribers: %d, want 4", len(parked))
-	}
+	requireSameLines(t, "parked", runConnLoopScenario(t, ConnLoopHub, testIdlePark),
+		"waiting", runConnLoopScenario(t, ConnLoopHub, NoIdlePark))
 }
 
 // A parked client owes no goroutine: 200 idle clients, once parked, leave
