@@ -520,7 +520,7 @@ var errSummary = errors.New("unusable stored summary")
 // once and keeps it as one string, which the Summary reads on demand, with
 // the search fields' words coded (words.go) and without their length.
 func DecodeSummary(b []byte) (*Summary, error) {
-	if len(b) < 2 || b[0] != summaryVersion || len(b)-1 > math.MaxUint32 {
+	if len(b) < 2 || b[0] != summaryVersion || uint64(len(b)-1) > math.MaxUint32 {
 		return nil, errSummary
 	}
 	// Decoding allocates what the Summary keeps and nothing else: read b
