@@ -85,7 +85,7 @@ func (b *Broker) serveClient(listener string, c *outConn, ln *listener) error {
 		cl.Stop(nil)
 		return err
 	}
-	err = b.readLoop(cl, c, ln)
+	err = b.readLoop(cl, c, ln, 0)
 	if err == errParked {
 		return err
 	}
@@ -106,15 +106,17 @@ func (b *Broker) sessionEnded(cl *mochi.Client, err error) {
 // parked (errParked). Its frame, and awaitPacket's and awaitRead's, are
 // all a connection waiting for its next packet keeps on its stack: the
 // packet is read and processed in nextPacket, which returns before the
-// next wait.
-func (b *Broker) readLoop(cl *mochi.Client, c *outConn, ln *listener) error {
+// next wait. resumed is the keep-alive deadline a connection woken from
+// parking still has (0: none, or not woken).
+func (b *Broker) readLoop(cl *mochi.Client, c *outConn, ln *listener, resumed monoTime) error {
 	for {
 		if cl.Closed() {
 			return nil
 		}
-		if err := b.awaitPacket(cl, c, ln); err != nil {
+		if err := b.awaitPacket(cl, c, ln, resumed); err != nil {
 			return err
 		}
+		resumed = 0
 		if err := b.nextPacket(cl, c); err != nil {
 			return err
 		}

@@ -76,6 +76,10 @@ type parked struct {
 	due   monoTime // the keep-alive deadline; 0: none
 }
 
+// resumeSlack is the least time a woken connection has to finish reading
+// what woke it, when its keep-alive ran out meanwhile.
+const resumeSlack = 50 * time.Millisecond
+
 // idleGrace is how long c may wait for its next packet before it is
 // parked; 0: it is not parked.
 func (b *Broker) idleGrace(c *outConn, ln *listener) time.Duration {
@@ -91,9 +95,18 @@ func (b *Broker) idleGrace(c *outConn, ln *listener) time.Duration {
 // parked instead: errParked.
 //
 //go:noinline
-func (b *Broker) awaitPacket(cl *mochi.Client, c *outConn, ln *listener) error {
+func (b *Broker) awaitPacket(cl *mochi.Client, c *outConn, ln *listener, resumed monoTime) error {
 	now := time.Now()
 	due := keepAliveDeadline(cl.State.Keepalive, now)
+	if resumed != 0 {
+		// Woken from parking: the keep-alive still runs from the last
+		// packet, not from the wake-up [MQTT-3.1.2-22]; the bytes that woke
+		// it are read even when they came at its last moment (a read
+		// whose deadline has passed fails with the bytes unread).
+		if due = resumed.time(); due.Before(now.Add(resumeSlack)) {
+			due = now.Add(resumeSlack)
+		}
+	}
 	grace := b.idleGrace(c, ln)
 	if grace > 0 && c.lr.chunk.Load() == nil && (due.IsZero() || now.Add(grace).Before(due)) {
 		_ = c.Conn.SetReadDeadline(now.Add(grace))
@@ -129,7 +142,7 @@ func (b *Broker) parkConn(cl *mochi.Client, c *outConn, ln *listener, due time.T
 // parker started it: the socket is readable), until it parks again or its
 // session ends.
 func (b *Broker) resume(p *parked) {
-	err := b.readLoop(p.cl, p.c, p.ln)
+	err := b.readLoop(p.cl, p.c, p.ln, p.due)
 	if err == errParked {
 		return
 	}

@@ -458,3 +458,41 @@ func TestParkedWakeRacesClose(t *testing.T) {
 		t.Errorf("clients connected: %d, want %d", c, clients)
 	}
 }
+
+// The keep-alive runs from the client's last
+// packet [MQTT-3.1.2-22], whatever bytes of an unfinished packet arrive
+// meanwhile. A client with Keep Alive 1 s sends the first byte of a
+// PINGREQ 1 s after its CONNACK and nothing more: the hub closes it 1.5 s
+// after the CONNECT, parked or not (a deadline counted from the wake-up
+// would close it at 2.5 s).
+func TestParkedKeepAliveFromLastPacket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		idle time.Duration
+	}{{"waiting", NoIdlePark}, {"parked", testIdlePark}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.IdlePark = tc.idle })
+			const thing = "urn:park:rv-ka"
+			cred := e.thing(t, thing)
+			conn := willConn5(t, e, cred, thing, "rv-ka", 1, "will")
+			t0 := time.Now() // the CONNACK read: after the CONNECT was read
+			if tc.idle > 0 {
+				testwait.Eventually(t, time.Second, "parked", func() bool { return isParked(e, "rv-ka") })
+			}
+			time.Sleep(time.Until(t0.Add(time.Second)))
+			if _, err := conn.Write([]byte{0xc0}); err != nil { // half a PINGREQ
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(conn)
+			took := time.Since(t0)
+			if len(got) != 0 || err != nil {
+				t.Fatalf("want the connection closed, got % x, %v", got, err)
+			}
+			// Due 1.5 s after the CONNECT; from the wake-up it would be 2.5 s.
+			if took > 2100*time.Millisecond {
+				t.Errorf("closed %v after the last packet, want 1.5 s (1.5 x Keep Alive 1 s)", took.Round(time.Millisecond))
+			}
+		})
+	}
+}
