@@ -297,10 +297,12 @@ var (
 )
 
 // refuse answers a PUBLISH the hub will not take: PUBACK 0x87 (Not
-// authorized) at QoS 1; QoS 0 and 2 publishes are dropped (mochi can only
-// answer a hook's refusal with a PUBACK).
+// authorized) at QoS 1 over MQTT 5; otherwise it is dropped (mochi can
+// only answer a hook's refusal with an MQTT 5 PUBACK, and goes on to
+// retain and deliver a publish whose refusal it cannot send; MQTT 3.1.1
+// has no refusing PUBACK).
 func refuse(pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Qos == 1 {
+	if pk.FixedHeader.Qos == 1 && pk.ProtocolVersion == 5 {
 		return pk, packets.ErrNotAuthorized
 	}
 	return pk, packets.CodeSuccessIgnore
