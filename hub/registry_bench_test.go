@@ -7,14 +7,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
@@ -175,10 +175,7 @@ func BenchmarkRegistryLoad10k(b *testing.B) {
 	reg, closeReg := openBenchRegistry(b, dir)
 	putAll(b, reg, benchTDs(), 32)
 	closeReg()
-	if os.Getenv("LMOS_MEMPROFILE") != "" {
-		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
-		runtime.MemProfileRate = 1
-	}
+	memprof.SampleAll(b)
 	for b.Loop() {
 		db, err := store.Open(dir, store.Options{})
 		if err != nil {
@@ -193,16 +190,7 @@ func BenchmarkRegistryLoad10k(b *testing.B) {
 		}
 		debug.FreeOSMemory()
 		runtime.ReadMemStats(&m)
-		if path := os.Getenv("LMOS_MEMPROFILE"); path != "" {
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
-		}
+		memprof.Write(b)
 		if n := reg.Count(); n != benchThings {
 			b.Fatalf("loaded %d things, want %d", n, benchThings)
 		}

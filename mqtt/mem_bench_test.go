@@ -8,11 +8,12 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
 )
 
 // BenchmarkIdleClientMemory connects 1,000 idle MQTT 5 clients to the broker
@@ -24,10 +25,7 @@ import (
 // the heap profile with the clients connected.
 func BenchmarkIdleClientMemory(b *testing.B) {
 	const clients = 1000
-	if os.Getenv("LMOS_MEMPROFILE") != "" {
-		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
-		runtime.MemProfileRate = 1
-	}
+	memprof.SampleAll(b)
 	for b.Loop() {
 		// LMOS_BENCH_CONNLOOP=mochi: mochi's connection loop, to compare;
 		// LMOS_BENCH_IDLEPARK=0: idle clients not parked (park.go).
@@ -62,16 +60,7 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 			b.ReportMetric(float64(e.b.ParkedClients())/clients, "parked/client")
 		}
 		after := settledMem()
-		if path := os.Getenv("LMOS_MEMPROFILE"); path != "" {
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
-		}
+		memprof.Write(b)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/clients, "heap-B/client")
 		b.ReportMetric(float64(after.StackInuse-before.StackInuse)/clients, "stack-B/client")
 		b.ReportMetric(float64(after.goroutines-before.goroutines)/clients, "goroutines/client")
