@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -133,19 +132,7 @@ func (b *Broker) queueCredentials(h *binding, cl *mochi.Client, conn *outConn, f
 		if err != nil {
 			continue
 		}
-		m := packets.Packet{
-			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
-			TopicName:   topic,
-			Payload:     cred,
-			Origin:      mochi.InlineClientId,
-			Created:     now,
-		}
-		m.Properties.ContentType = vc.MediaType
-		if qos := min(1, granted); qos > 0 {
-			b.deliverQoS(cl, conn, &m, qos, true, ids, retained, t)
-		} else {
-			b.queue(t, cl, conn, appendPublish(nil, &m, v5, true, 0, 0, ids, now), retained)
-		}
+		b.queueRetainedFromHub(cl, conn, topic, cred, vc.MediaType, granted, v5, ids, now, t)
 	}
 }
 

@@ -55,20 +55,7 @@ func (b *Broker) queueRegistryTDs(h *binding, cl *mochi.Client, conn *outConn, f
 			}
 			return
 		}
-		m := packets.Packet{
-			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
-			TopicName:   topic,
-			Payload:     raw,
-			Origin:      mochi.InlineClientId,
-			Created:     now,
-		}
-		m.Properties.ContentType = tdContentType
-		// [MQTT-3.3.1-9]: the retain flag is set.
-		if qos := min(1, granted); qos > 0 {
-			b.deliverQoS(cl, conn, &m, qos, true, ids, retained, t)
-		} else {
-			b.queue(t, cl, conn, appendPublish(nil, &m, v5, true, 0, 0, ids, now), retained)
-		}
+		b.queueRetainedFromHub(cl, conn, topic, raw, tdContentType, granted, v5, ids, now, t)
 	}
 	if exact {
 		if id, ok := idOf(tid); ok {
@@ -133,5 +120,25 @@ func topicMatches(filter, topic string) bool {
 			return !fMore && !nMore || (!nMore && fRest == "#")
 		}
 		filter, topic = fRest, nRest
+	}
+}
+
+// queueRetainedFromHub queues payload on topic for cl as a retained message
+// the hub holds itself (a registry description, a membership credential):
+// sent after the SUBACK with the retain flag set [MQTT-3.3.1-9], at the
+// subscription's QoS up to 1.
+func (b *Broker) queueRetainedFromHub(cl *mochi.Client, conn *outConn, topic string, payload []byte, contentType string, granted byte, v5 bool, ids []int, now int64, t *tally) {
+	m := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
+		TopicName:   topic,
+		Payload:     payload,
+		Origin:      mochi.InlineClientId,
+		Created:     now,
+	}
+	m.Properties.ContentType = contentType
+	if qos := min(1, granted); qos > 0 {
+		b.deliverQoS(cl, conn, &m, qos, true, ids, retained, t)
+	} else {
+		b.queue(t, cl, conn, appendPublish(nil, &m, v5, true, 0, 0, ids, now), retained)
 	}
 }
