@@ -77,9 +77,10 @@ const (
 	// the window of a client declaring a larger Receive Maximum): a live
 	// publish waits for room (qos.go).
 	maxInflight = 1024
-	// sysInterval is how often mochi refreshes its $SYS topics (it reads
-	// runtime.MemStats each time); nobody may subscribe to them (ACL) and
-	// the hub reads the counters directly.
+	// sysInterval is how often mochi would refresh its $SYS topics (it
+	// reads runtime.MemStats each time); nobody may subscribe to them (ACL)
+	// and the hub reads the counters directly, so Serve stops that ticker
+	// (expiry.go, mochiSys) once mochi published them at start.
 	sysInterval = 30
 )
 
@@ -428,8 +429,11 @@ func (b *Broker) Serve() (err error) {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
 	b.restoreExpiry()
+	if err := stopMochiTickers(b.server, mochiSys...); err != nil {
+		b.log.Warn("mochi keeps refreshing its $SYS topics", "err", err)
+	}
 	if b.exp != nil {
-		if err := stopMochiSweeps(b.server); err != nil {
+		if err := stopMochiTickers(b.server, mochiSweeps...); err != nil {
 			b.log.Warn("mochi keeps looking for expired sessions and messages every second", "err", err)
 			b.exp.close()
 		} else {

@@ -23,7 +23,7 @@ import (
 // (docs/PERFORMANCE.md, "Idle RSS").
 //
 // On the hub's connection loop the broker stops those four tickers
-// (stopMochiSweeps) and makes the same checks, with mochi's rules, at the
+// (stopMochiTickers) and makes the same checks, with mochi's rules, at the
 // second something can expire: a session when its client disconnects, a
 // message when it is retained or put in flight, whatever was restored from
 // the store when the broker starts. Deadlines are whole seconds, as mochi's
@@ -234,16 +234,25 @@ func (b *Broker) restoreExpiry() {
 }
 
 // errMochiLoop: the mochi the hub is built with does not have the event
-// loop stopMochiSweeps knows.
+// loop stopMochiTickers knows.
 var errMochiLoop = errors.New("mochi's event loop is not the one the hub knows")
 
-// stopMochiSweeps stops the four one-second tickers of s's event loop
-// (expiry.go). mochi has no option for it: the tickers are reached by
-// reflection, each checked by name and type, so a mochi release that
-// changed them makes this an error and the broker keeps mochi's sweeps
-// (TestMochiSweepsStopped fails on such a release). Call it after Serve
-// has started the loop and before any client connects.
-func stopMochiSweeps(s *mochi.Server) error {
+// mochiSweeps are the tickers of mochi's event loop that look for what
+// has expired every second (expiry.go); mochiSys refreshes its $SYS
+// topics, which no client may subscribe to (topic.go) and whose counters
+// the hub reads directly: a waste of a wake-up and ~25 retained messages
+// every sysInterval.
+var (
+	mochiSweeps = []string{"clientExpiry", "inflightExpiry", "retainedExpiry", "willDelaySend"}
+	mochiSys    = []string{"sysTopics"}
+)
+
+// stopMochiTickers stops the named tickers of s's event loop. mochi has
+// no option for it: they are reached by reflection, each checked by name
+// and type, so a mochi release that changed them makes this an error and
+// leaves every ticker running (TestMochiTickersStopped fails on such a
+// release). Call it after Serve has started the loop.
+func stopMochiTickers(s *mochi.Server, names ...string) error {
 	loop := reflect.ValueOf(s).Elem().FieldByName("loop")
 	if !loop.IsValid() || loop.Kind() != reflect.Pointer || loop.Type().Elem().Kind() != reflect.Struct {
 		return errMochiLoop
@@ -254,7 +263,6 @@ func stopMochiSweeps(s *mochi.Server) error {
 		return errMochiLoop
 	}
 	tickerType := reflect.TypeFor[*time.Ticker]()
-	names := []string{"clientExpiry", "inflightExpiry", "retainedExpiry", "willDelaySend"}
 	tickers := make([]*time.Ticker, 0, len(names))
 	for _, name := range names {
 		f := l.Elem().FieldByName(name)

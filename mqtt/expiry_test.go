@@ -27,17 +27,20 @@ func mochiTicker(t *testing.T, s *mochi.Server, name string) *time.Ticker {
 	return *(**time.Ticker)(unsafe.Pointer(f.UnsafeAddr()))
 }
 
-// The mochi the hub is built with has the four one-second tickers
-// stopMochiSweeps stops: stopped, they stay quiet; left alone, they tick
-// within a second. A mochi release that renames or retypes them fails
-// here (stopMochiSweeps then returns errMochiLoop and the broker keeps
-// mochi's sweeps).
-func TestMochiSweepsStopped(t *testing.T) {
-	names := []string{"clientExpiry", "inflightExpiry", "retainedExpiry", "willDelaySend"}
-	stopped, running := mochi.New(nil), mochi.New(nil)
-	if err := stopMochiSweeps(stopped); err != nil {
-		t.Fatalf("stopMochiSweeps: %v", err)
+// The mochi the hub is built with has the tickers stopMochiTickers stops:
+// stopped, they stay quiet; left alone, the one-second ones tick within a
+// second. A mochi release that renames or retypes them fails here
+// (stopMochiTickers then returns errMochiLoop and the broker keeps them).
+func TestMochiTickersStopped(t *testing.T) {
+	names := mochiSweeps
+	stopped, running := mochi.New(&mochi.Options{SysTopicResendInterval: 1}), mochi.New(&mochi.Options{SysTopicResendInterval: 1})
+	if err := stopMochiTickers(stopped, append(mochiSweeps, mochiSys...)...); err != nil {
+		t.Fatalf("stopMochiTickers: %v", err)
 	}
+	if err := stopMochiTickers(stopped, "noSuchTicker"); !errors.Is(err, errMochiLoop) {
+		t.Fatalf("a ticker mochi does not have: %v, want errMochiLoop", err)
+	}
+	names = append(names[:len(names):len(names)], mochiSys...)
 	wait := time.After(1500 * time.Millisecond)
 	ticked := map[string]bool{}
 	for len(ticked) < len(names) {
