@@ -77,9 +77,10 @@ const (
 	// the window of a client declaring a larger Receive Maximum): a live
 	// publish waits for room (qos.go).
 	maxInflight = 1024
-	// sysInterval is how often mochi refreshes its $SYS topics (it reads
-	// runtime.MemStats each time); nobody may subscribe to them (ACL) and
-	// the hub reads the counters directly.
+	// sysInterval is how often mochi would refresh its $SYS topics (it
+	// reads runtime.MemStats each time); nobody may subscribe to them (ACL)
+	// and the hub reads the counters directly, so Serve stops that ticker
+	// (expiry.go, mochiSys) once mochi published them at start.
 	sysInterval = 30
 )
 
@@ -205,6 +206,9 @@ type Broker struct {
 	// hooks are the hooks the broker added to mochi, in order: the hub's
 	// connection loop calls their connection events (connloop.go).
 	hooks []mochi.Hook
+	// exp expires sessions and messages at their deadlines on the hub's
+	// connection loop (expiry.go); nil on mochi's.
+	exp *expiry
 	// wills are the delayed wills of the hub's connection loop
 	// (willdelay.go).
 	wills willTimers
@@ -362,6 +366,14 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		return nil, fmt.Errorf("cannot add the persistence hook: %w", err)
 	}
 	b.hooks = []mochi.Hook{b.bind, b.state}
+	if cfg.ConnLoop == ConnLoopHub {
+		b.exp = &expiry{b: b}
+		if err := server.AddHook(b.exp, nil); err != nil {
+			cancel()
+			return nil, fmt.Errorf("cannot add the expiry hook: %w", err)
+		}
+		b.hooks = append(b.hooks, b.exp)
+	}
 	return b, nil
 }
 
@@ -416,6 +428,18 @@ func (b *Broker) Serve() (err error) {
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
+	b.restoreExpiry()
+	if err := stopMochiTickers(b.server, mochiSys...); err != nil {
+		b.log.Warn("mochi keeps refreshing its $SYS topics", "err", err)
+	}
+	if b.exp != nil {
+		if err := stopMochiTickers(b.server, mochiSweeps...); err != nil {
+			b.log.Warn("mochi keeps looking for expired sessions and messages every second", "err", err)
+			b.exp.close()
+		} else {
+			b.exp.sweep(time.Now().Unix()) // what Serve restored
+		}
+	}
 	b.subs.changed()       // Serve loaded the stored subscriptions (subcache.go)
 	b.revokeStale()        // memberships removed while the broker was down (groups.go)
 	b.retainOffline(reset) // the retained store is loaded now
@@ -469,6 +493,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		b.exp.close()
 		b.wsConns.close()
 		if b.served.Load() {
 			_ = b.server.Close() // always nil; closes listeners and clients

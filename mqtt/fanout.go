@@ -65,6 +65,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
 		r := b.server.Topics.RetainMessage(pk.Copy(false))
 		b.state.OnRetainMessage(cl, pk, r)
+		b.exp.message(pk)
 		atomic.StoreInt64(&b.server.Info.Retained, int64(b.server.Topics.Retained.Len()))
 	}
 	subs := b.subscribers(pk.TopicName) // read only, unless shared (subcache.go)

@@ -185,6 +185,7 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 	if cl.State.Inflight.Set(out) {
 		atomic.AddInt64(&b.server.Info.Inflight, 1)
 		b.state.OnQosPublish(cl, out, out.Created, 0)
+		b.exp.message(out)
 	}
 	if kind == retained {
 		conn.noteRetained(cl, out.TopicName, out.PacketID)
@@ -400,6 +401,7 @@ func (b *Broker) sendWaitingLocked(cl *mochi.Client, conn *outConn, t *tally) {
 		if _, ok := cl.State.Inflight.Get(out.PacketID); !ok && cl.State.Inflight.Set(out) {
 			atomic.AddInt64(&b.server.Info.Inflight, 1)
 			b.state.OnQosPublish(cl, out, out.Created, 0)
+			b.exp.message(out)
 		}
 		b.sendLocked(cl, conn, &out, owed, t)
 	}
