@@ -144,6 +144,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Logger.Info("hub ready", "name", m.Config.Hub.Name, "id", m.DB.HubID(), "did", m.DID(), "things", m.Registry.Count(),
 		"data_dir", m.Config.DataDir, "startup", time.Since(start).Round(time.Millisecond))
+	// Most of the binary's pages start-up touched are not needed again
+	// (release_linux.go says why); last, so mDNS's start-up is included.
+	// A failure costs only memory: the hub serves on.
+	released, rerr := releaseExecutablePages()
+	if rerr != nil {
+		m.Logger.Warn("cannot release the executable's start-up pages", "err", rerr)
+	}
+	m.Logger.Debug("released the executable's start-up pages", "bytes", released)
 	return nil
 }
 
