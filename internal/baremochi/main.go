@@ -1,7 +1,7 @@
 // Command baremochi is a bare mochi v2 broker — its defaults and an
-// allow-all hook, nothing of the hub — for the memory benchmarks
-// (test/e2e BenchmarkMQTTIdleAgentsRSS), which compare the RSS of the hub,
-// mosquitto and mochi alone, each in its own process.
+// allow-all hook, nothing of the hub — for the memory benchmarks (test/e2e
+// BenchmarkMQTTIdleAgentsRSS, BenchmarkSteadyIdleRSS), which compare the
+// RSS of the hub, mosquitto and mochi alone, each in its own process.
 //
 // It listens on -addr, prints "listening <addr>" on stdout and serves until
 // SIGTERM or SIGINT.

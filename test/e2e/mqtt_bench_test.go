@@ -546,9 +546,19 @@ func startHubBinary(b *testing.B, bin, dir string, extra ...string) hubProcess {
 // procMemMB reads VmRSS, VmHWM, RssAnon and RssFile of pid in MB.
 func procMemMB(b *testing.B, pid int) map[string]float64 {
 	b.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	mb, err := procStatusMB(pid)
 	if err != nil {
 		b.Skipf("cannot read RSS: %v", err)
+	}
+	return mb
+}
+
+// procStatusMB reads the numeric fields of /proc/{pid}/status, the sizes
+// (VmRSS, VmHWM, RssAnon, RssFile, …) in MB.
+func procStatusMB(pid int) (map[string]float64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
 	}
 	mb := map[string]float64{}
 	for line := range strings.SplitSeq(string(status), "\n") {
@@ -557,7 +567,7 @@ func procMemMB(b *testing.B, pid int) map[string]float64 {
 			mb[name] = kb / 1024
 		}
 	}
-	return mb
+	return mb, nil
 }
 
 // raiseNoFile raises the soft limit of open files to at least n (this
@@ -578,11 +588,14 @@ func raiseNoFile(b *testing.B, n uint64) {
 }
 
 // BenchmarkMQTTIdleAgentsRSS builds the real binary, starts it, reads its
-// RSS after 2 s idle, connects 1,000 MQTT 5 clients (anonymous, keepalive
+// RSS 2 s after start, connects 1,000 MQTT 5 clients (anonymous, keepalive
 // 60 s, each subscribed to its own reply inbox), waits 5 s and reads it
 // again: with an empty store, and with 10k TDs stored. In the same run it
 // measures Debian's mosquitto and a bare mochi (internal/baremochi), each
-// in its own process too, under the same clients.
+// in its own process too, under the same clients. Its "-idle-" metrics are
+// the RSS 2 s after start, before the runtime's first forced collection
+// and whatever the process allocates idle; the steady idle figure is
+// BenchmarkSteadyIdleRSS's.
 func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 	if testing.Short() {
 		b.Skip("heavy benchmark")
@@ -706,6 +719,137 @@ func startBareMochiBinary(b *testing.B, bin string) (pid int, addr string, stop 
 		b.Fatalf("baremochi did not say where it listens: %q %v", line, err)
 	}
 	return cmd.Process.Pid, addr, stop
+}
+
+// BenchmarkSteadyIdleRSS measures idle RSS at steady state. It starts side
+// by side, without clients: the real binary with an empty store and with
+// 10k TDs, Debian's mosquitto (set_tcp_nodelay, as the QoS 1 benchmarks
+// run it) and a bare mochi (internal/baremochi). It samples each one's
+// /proc/{pid}/status 2 s after it answered (the moment the other RSS
+// benchmarks read) and then every 5 s until 190 s after that
+// (LMOS_BENCH_IDLE_SECS sets the window). The window outlasts the Go
+// runtime's forced collection, which touches the collector's code and
+// stack maps again, and lets an idle heap grow by whatever the process
+// allocates while idle: a figure taken 2 s after start flatters a process
+// that releases its start-up pages. The collection is forced once two
+// minutes have passed since the last one, but only when sysmon looks, and
+// in a process without timers sysmon sleeps up to a minute at a time
+// (runtime/proc.go: forcegcperiod/2): so up to 180 s after start-up's
+// collection, which comes before the process answers.
+//
+// Per process it reports VmRSS at 2 s, the maximum over the window and at
+// its end, and RssAnon and RssFile at the end; and the hub's maximum over
+// mosquitto's. Each process's series is logged.
+func BenchmarkSteadyIdleRSS(b *testing.B) {
+	if testing.Short() {
+		b.Skip("heavy benchmark")
+	}
+	window := 190 * time.Second
+	if s := os.Getenv("LMOS_BENCH_IDLE_SECS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 2 || n > 3600 {
+			b.Fatalf("LMOS_BENCH_IDLE_SECS=%q: want whole seconds from 2 to 3600", s)
+		}
+		window = time.Duration(n) * time.Second
+	}
+	// When each process is read, after it answered: 2 s, every 5 s, the end.
+	offsets := []time.Duration{2 * time.Second}
+	for t := 5 * time.Second; t < window; t += 5 * time.Second {
+		offsets = append(offsets, t)
+	}
+	if window > offsets[len(offsets)-1] {
+		offsets = append(offsets, window)
+	}
+	hubBin := buildTool(b, lmosHubPkg, "lmos-hub")
+	mochiBin := buildTool(b, "../../internal/baremochi", "baremochi")
+	full := b.TempDir()
+	fillDir(b, full)
+	for b.Loop() {
+		var procs []*idleSampler
+		started := func(name string, pid int) *idleSampler {
+			p := &idleSampler{name: name, pid: pid, start: time.Now()}
+			procs = append(procs, p)
+			return p
+		}
+		_, pid := startMosquitto(b, "set_tcp_nodelay true")
+		mosq := started("mosquitto", pid)
+		pid, _, stopMochi := startBareMochiBinary(b, mochiBin)
+		started("mochi", pid)
+		empty := startHubBinary(b, hubBin, b.TempDir())
+		hub := started("hub", empty.pid)
+		loaded := startHubBinary(b, hubBin, full)
+		started("hub10kTDs", loaded.pid)
+
+		// Read whichever process is due next until every one has read
+		// its last offset.
+		for {
+			var next *idleSampler
+			for _, p := range procs {
+				if p.taken < len(offsets) && (next == nil || p.due(offsets).Before(next.due(offsets))) {
+					next = p
+				}
+			}
+			if next == nil {
+				break
+			}
+			time.Sleep(time.Until(next.due(offsets)))
+			if err := next.sample(offsets); err != nil {
+				b.Fatal(err)
+			}
+		}
+		empty.stop()
+		loaded.stop()
+		stopMochi()
+
+		for _, p := range procs {
+			b.ReportMetric(p.at2s, p.name+"-idle-2s-RSS-MB")
+			b.ReportMetric(p.max, p.name+"-idle-max-RSS-MB")
+			b.ReportMetric(p.end["VmRSS"], p.name+"-idle-end-RSS-MB")
+			b.ReportMetric(p.end["RssAnon"], p.name+"-idle-end-anon-MB")
+			b.ReportMetric(p.end["RssFile"], p.name+"-idle-end-file-MB")
+			b.Logf("%s VmRSS/RssAnon MB by seconds since it answered:%s", p.name, p.series.String())
+		}
+		b.ReportMetric(hub.max/mosq.max, "idle-max-RSS-hub/mosquitto")
+	}
+}
+
+// idleSampler is one process BenchmarkSteadyIdleRSS reads.
+type idleSampler struct {
+	name  string
+	pid   int
+	start time.Time
+	taken int // offsets read so far
+	at2s  float64
+	max   float64
+	end   map[string]float64
+	// series: " t:VmRSS/RssAnon" per reading.
+	series strings.Builder
+}
+
+// due is when the process's next reading is due.
+func (p *idleSampler) due(offsets []time.Duration) time.Time {
+	return p.start.Add(offsets[p.taken])
+}
+
+// sample reads the process's status as its next reading. A process
+// without VmRSS has exited (a zombie keeps its status file).
+func (p *idleSampler) sample(offsets []time.Duration) error {
+	mb, err := procStatusMB(p.pid)
+	if err != nil {
+		return fmt.Errorf("%s (pid %d): %w", p.name, p.pid, err)
+	}
+	rss, ok := mb["VmRSS"]
+	if !ok {
+		return fmt.Errorf("%s (pid %d) exited while idle", p.name, p.pid)
+	}
+	if p.taken == 0 {
+		p.at2s = rss
+	}
+	p.max = max(p.max, rss)
+	p.end = mb
+	fmt.Fprintf(&p.series, " %d:%.2f/%.2f", int(offsets[p.taken].Seconds()), rss, mb["RssAnon"])
+	p.taken++
+	return nil
 }
 
 // totals add up a fan-out benchmark's runs of one broker or topic.
