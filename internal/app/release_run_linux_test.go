@@ -7,21 +7,30 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 )
 
-// Run releases the executable's start-up pages once everything is open,
-// and the hub serves on.
+// Run releases the executable's start-up pages releaseAfter after
+// everything is open, not before, and the hub serves on.
 func TestRunReleasesExecutablePages(t *testing.T) {
 	var logs hubtest.SyncBuffer
 	m := hubtest.NewMain(t, t.TempDir(), nil)
 	m.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	app.SetReleaseAfter(t, 100*time.Millisecond)
 	h := hubtest.Run(t, m)
-	g := regexp.MustCompile(`msg="released the executable's start-up pages" bytes=(\d+)`).FindStringSubmatch(logs.String())
-	if g == nil {
-		t.Fatalf("no release logged:\n%s", logs.String())
+	released := regexp.MustCompile(`msg="released the executable's start-up pages" bytes=(\d+)`)
+	if g := released.FindStringSubmatch(logs.String()); g != nil {
+		t.Fatalf("released before the delay: %s", g[0])
 	}
+	var g []string
+	testwait.Eventually(t, 5*time.Second, "release logged", func() bool {
+		g = released.FindStringSubmatch(logs.String())
+		return g != nil
+	})
 	if n, _ := strconv.ParseInt(g[1], 10, 64); n <= 0 {
 		t.Fatalf("released %d bytes, want > 0", n)
 	}
