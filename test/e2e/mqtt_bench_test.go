@@ -597,16 +597,15 @@ func raiseNoFile(b *testing.B, n uint64) {
 // RSS before the clients, before the runtime's first forced collection;
 // the steady idle figure is BenchmarkSteadyIdleRSS's.
 //
-// KB/client is the growth of anonymous memory (heap, stacks) per client:
-// what each more client costs. The growth of VmRSS, which the per-client
-// figure was before the hub released its start-up pages, also counts the
-// binary's pages the clients' code paths map again once, whatever their
-// number (KB/client-VmRSS).
+// KB/client is the slope of VmRSS from 100 clients to 1,000: what each
+// more client costs (KB/client-anon: of it, heap and stacks). The first
+// clients also map the binary's pages their code runs, once, whatever
+// their number; KB/client-from-idle counts those too, spread over 1,000.
 func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 	if testing.Short() {
 		b.Skip("heavy benchmark")
 	}
-	const clients = 1000
+	const clients, warmClients = 1000, 100
 	raiseNoFile(b, 2*clients+512)
 	bin := buildTool(b, lmosHubPkg, "lmos-hub")
 	measure := func(b *testing.B, name string, start func(b *testing.B) (pid int, addr string, stop func())) {
@@ -614,37 +613,45 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			pid, addr, stop := start(b)
 			time.Sleep(steadyFrom)
 			base := procMemMB(b, pid)
-			var wg sync.WaitGroup
-			var next atomic.Int64
-			var failed atomic.Value
 			conns := make([]*paho.Client, clients)
-			for range 16 {
-				wg.Go(func() {
-					for i := int(next.Add(1)) - 1; i < clients; i = int(next.Add(1)) - 1 {
-						id := fmt.Sprintf("idle-%d", i)
-						c, err := mqttdial.Dial(addr, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, func(*paho.Publish) {})
-						if err != nil {
-							failed.Store(err)
-							return
+			// connect connects clients from to to, 16 at a time, then waits
+			// for the hub's collection after a burst (mqtt/tidy.go: 1-2 s).
+			connect := func(from, to int) {
+				var wg sync.WaitGroup
+				next := atomic.Int64{}
+				next.Store(int64(from))
+				var failed atomic.Value
+				for range 16 {
+					wg.Go(func() {
+						for i := int(next.Add(1)) - 1; i < to; i = int(next.Add(1)) - 1 {
+							id := fmt.Sprintf("idle-%d", i)
+							c, err := mqttdial.Dial(addr, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 60}, func(*paho.Publish) {})
+							if err != nil {
+								failed.Store(err)
+								return
+							}
+							conns[i] = c
+							ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+							_, err = c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "lmos/v1/clients/" + id + "/#", QoS: 1}}})
+							cancel()
+							if err != nil {
+								failed.Store(err)
+								return
+							}
 						}
-						conns[i] = c
-						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-						_, err = c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "lmos/v1/clients/" + id + "/#", QoS: 1}}})
-						cancel()
-						if err != nil {
-							failed.Store(err)
-							return
-						}
-					}
-				})
+					})
+				}
+				wg.Wait()
+				if err, _ := failed.Load().(error); err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(5 * time.Second)
 			}
-			wg.Wait()
-			if err, _ := failed.Load().(error); err != nil {
-				b.Fatal(err)
-			}
-			// The hub collects once a burst of connections is over
-			// (mqtt/tidy.go: 1-2 s); measure after that.
-			time.Sleep(5 * time.Second)
+			// The first warmClients map the code their connections run; the
+			// slope over the rest is what each more client costs.
+			connect(0, warmClients)
+			warmed := procMemMB(b, pid)
+			connect(warmClients, clients)
 			loaded := procMemMB(b, pid)
 			for _, c := range conns {
 				if c != nil {
@@ -657,8 +664,9 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			b.ReportMetric(loaded["VmRSS"], name+"-1k-clients-RSS-MB")
 			b.ReportMetric(loaded["RssAnon"], name+"-1k-clients-anon-MB")
 			b.ReportMetric(loaded["VmHWM"], name+"-1k-clients-peak-RSS-MB")
-			b.ReportMetric((loaded["RssAnon"]-base["RssAnon"])*1024/clients, "KB/client")
-			b.ReportMetric((loaded["VmRSS"]-base["VmRSS"])*1024/clients, "KB/client-VmRSS")
+			b.ReportMetric((loaded["VmRSS"]-warmed["VmRSS"])*1024/(clients-warmClients), "KB/client")
+			b.ReportMetric((loaded["RssAnon"]-warmed["RssAnon"])*1024/(clients-warmClients), "KB/client-anon")
+			b.ReportMetric((loaded["VmRSS"]-base["VmRSS"])*1024/clients, "KB/client-from-idle")
 		}
 	}
 	// LMOS_BENCH_CONNLOOP=mochi runs the hub on mochi's connection loop
