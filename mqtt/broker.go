@@ -181,7 +181,7 @@ type Broker struct {
 	// lns are the listeners added (Listen, Serves), closed by Close when
 	// the broker never served.
 	lns []net.Listener
-	// accepted counts accepted connections (see tidyStacks).
+	// accepted counts accepted connections (see tidier).
 	accepted atomic.Uint64
 	// reasonFixes counts packets the encode hook had to correct: a reason
 	// code the specification does not define for them, a DISCONNECT to a
@@ -189,9 +189,9 @@ type Broker struct {
 	reasonFixes atomic.Uint64
 	tidies      atomic.Uint64
 	// burstTidies counts the collections made while a burst lasted;
-	// burst wakes tidyStacks every tidyDuring connections (tidy.go).
+	// burstGoingOn makes one every tidyDuring connections (tidy.go).
 	burstTidies atomic.Uint64
-	burst       chan struct{}
+	tidy        tidier
 	// dropped counts deliveries not made, by reason; slowCuts the clients
 	// disconnected for being too slow (metrics.go).
 	dropped  drops
@@ -333,13 +333,13 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		ctx:    ctx,
 		cancel: cancel,
 		stop:   make(chan struct{}),
-		burst:  make(chan struct{}, 1),
 		adm:    adm,
 		access: cfg.Access,
 
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
+	b.newTidier()
 	if cfg.IdlePark == 0 {
 		b.cfg.IdlePark = DefaultIdlePark
 	}
@@ -456,7 +456,6 @@ func (b *Broker) Serve() (err error) {
 	}
 	b.events.Go(func() { b.forwardEvents(sub) })
 	b.startCredentials()
-	b.events.Go(b.tidyStacks)
 	if b.parker != nil {
 		b.events.Go(b.parker.run)
 	}
@@ -503,6 +502,7 @@ func (b *Broker) Close(ctx context.Context) error {
 			}
 		}
 		b.stopOnce.Do(func() { close(b.stop) })
+		b.stopTidy()
 		if b.parker != nil {
 			b.parker.kick() // it sees stop
 		}
@@ -598,6 +598,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		if l.accepted.Add(1)%tidyDuring == 0 {
 			l.broker.burstGoingOn()
 		}
+		l.broker.activity()
 		go func() {
 			l.broker.awaitConnect(oc)
 			err := l.broker.establish(oc, l.id, l)

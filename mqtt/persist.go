@@ -32,10 +32,17 @@ const maxKeyBytes = 32 << 10
 // hub.BrokerStore.
 //
 // It writes behind: changes are coalesced in memory by kind and key and
-// written every FlushInterval (200 ms) and at Close in one ApplyBroker call,
-// one durable commit, as mosquitto's periodic autosave does. A crash (not a
-// clean stop) loses at most the last window of broker-state changes; the
-// registry's own writes are never delayed.
+// written at most FlushInterval (200 ms) after the first of them and at
+// Close, in one ApplyBroker call, one durable commit, as mosquitto's
+// periodic autosave does. A crash (not a clean stop) loses at most the last
+// window of broker-state changes; the registry's own writes are never
+// delayed.
+//
+// Nothing runs while nothing is pending: the first change of a batch arms
+// a timer, and the flush it runs is the only wake-up. A ticker would wake
+// an idle hub five times a second, and every wake-up keeps the code it runs
+// (64 KB of the executable around each page it touches) resident: on a Pi
+// that is idle memory for nothing (issue 16).
 //
 // Clean sessions (MQTT 5 session expiry 0, MQTT 3.1.1 clean session) are
 // never written: they end with their connection anyway. Nor are in-flight
@@ -54,10 +61,15 @@ type persistence struct {
 	// in-flight messages of any other client are orphans and dropped.
 	clients map[string]bool
 
-	started bool
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	// started: Serve has loaded the stored state, flushes may be timed;
+	// closed: close began, none is. timer is the armed flush; nil: none.
+	started, closed bool
+	timer           *time.Timer
+
+	// flushing serialises the flushes, so that an older batch is never
+	// written after a newer one, and lets close wait for one that a
+	// timer already began.
+	flushing sync.Mutex
 }
 
 type recKey struct{ kind, key string }
@@ -68,8 +80,6 @@ func newPersistence(bs hub.BrokerStore, log *slog.Logger, interval time.Duration
 		log:      log,
 		interval: interval,
 		pending:  make(map[recKey][]byte),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
 	}
 }
 
@@ -86,39 +96,64 @@ func (p *persistence) Provides(b byte) bool {
 	return false
 }
 
-// start begins the periodic flush.
+// start lets changes be flushed by timer; what the load left pending (the
+// deletion of orphans) is written within the interval.
 func (p *persistence) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.started = true
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(p.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				if err := p.flush(); err != nil {
-					p.log.Error("cannot write mqtt broker state", "err", err)
-				}
-			case <-p.stop:
-				return
-			}
-		}
-	}()
+	p.armLocked()
 }
 
-// close stops the periodic flush and writes what is pending.
+// armLocked arms the flush timer if something is pending and none is
+// armed. p.mu is held.
+func (p *persistence) armLocked() {
+	if p.started && !p.closed && p.timer == nil && len(p.order) > 0 {
+		p.timer = time.AfterFunc(p.interval, p.timed)
+	}
+}
+
+// timed is the flush the timer runs; a failed one is retried after
+// another interval (its changes are pending again).
+func (p *persistence) timed() {
+	p.flushing.Lock()
+	defer p.flushing.Unlock()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return // close writes what is pending
+	}
+	// Changes from now on arm a timer of their own.
+	p.timer = nil
+	p.mu.Unlock()
+	if err := p.flush(); err != nil {
+		p.log.Error("cannot write mqtt broker state", "err", err)
+		p.mu.Lock()
+		p.armLocked()
+		p.mu.Unlock()
+	}
+}
+
+// close stops the timed flushes and writes what is pending. No flush runs
+// after it returns: the store may be closed next.
 func (p *persistence) close() error {
-	p.once.Do(func() {
-		close(p.stop)
-		if p.started {
-			<-p.done
-		}
-	})
+	p.mu.Lock()
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.mu.Unlock()
+	// A timed flush that began before waits to end; one that begins now
+	// sees closed.
+	p.flushing.Lock()
+	defer p.flushing.Unlock()
 	return p.flush()
 }
 
 // flush writes the pending changes in one batch. On failure they stay
-// pending (unless changed again since) for the next flush.
+// pending (unless changed again since) for the next flush. p.flushing is
+// held.
 func (p *persistence) flush() error {
 	p.mu.Lock()
 	if len(p.order) == 0 {
@@ -175,6 +210,7 @@ func (p *persistence) put(k recKey, v []byte) {
 		p.order = append(p.order, k)
 	}
 	p.pending[k] = v
+	p.armLocked()
 }
 
 // persistent reports whether a client's session outlives its connection.

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,60 +47,123 @@ const (
 	tidyPasses = 4
 )
 
-// burstGoingOn wakes tidyStacks for a collection during a burst; one
-// already pending is enough.
-func (b *Broker) burstGoingOn() {
-	select {
-	case b.burst <- struct{}{}:
-	default:
+// tidier is the state of the collections after and during bursts. It
+// keeps no goroutine and no ticker: an idle hub is not woken every
+// tidyQuiet to find that nothing happened, and the garbage collector has
+// one stack fewer to walk (each wake-up and each stack keeps pages of the
+// executable resident: idle memory on a Pi, issue 16). A connection
+// accepted or parked arms the timer (activity); it runs until a quiet
+// period passes without one, then stops.
+type tidier struct {
+	// armed: the timer is armed or its callback runs (and re-arms it or
+	// clears armed). Set by whoever arms it.
+	armed atomic.Bool
+	timer *time.Timer
+	// bursting: a collection during a burst is on its way.
+	bursting atomic.Bool
+
+	// mu serialises the callbacks with each other and with stop.
+	mu      sync.Mutex
+	stopped bool
+	// seen is the connections and parkings counted at the last tick,
+	// tidied at the last collection after a burst.
+	seen, tidied uint64
+	// stacksAtGC is the goroutine stack memory after the last collection
+	// during a burst.
+	stacksAtGC uint64
+	samples    []metrics.Sample
+}
+
+func (b *Broker) newTidier() {
+	t := &b.tidy
+	t.samples = []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	t.timer = time.AfterFunc(time.Hour, b.tidyTick)
+	t.timer.Stop()
+}
+
+// activity is a connection accepted or parked: the count it added is
+// looked at within two quiet periods.
+func (b *Broker) activity() {
+	if b.tidy.armed.CompareAndSwap(false, true) {
+		b.tidy.timer.Reset(tidyQuiet)
 	}
 }
 
-// tidyStacks runs until b.stop closes.
-func (b *Broker) tidyStacks() {
-	t := time.NewTicker(tidyQuiet)
-	defer t.Stop()
-	var seen, tidied uint64
-	// stacksAtGC is the goroutine stack memory after the last collection
-	// during a burst.
-	var stacksAtGC uint64
-	burstSamples := []metrics.Sample{{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/gc/heap/live:bytes"}}
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-b.burst:
-			metrics.Read(burstSamples)
-			stacks, live := burstSamples[0].Value.Uint64(), burstSamples[1].Value.Uint64()
-			if stacks < stacksAtGC+live/burstStackShare {
-				continue
-			}
+// stopTidy ends the collections; none runs after it returns.
+func (b *Broker) stopTidy() {
+	t := &b.tidy
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	t.timer.Stop()
+}
+
+// burstGoingOn makes a collection during a burst; one already on its way
+// is enough (it takes the stacks as they are when it runs).
+func (b *Broker) burstGoingOn() {
+	if b.tidy.bursting.CompareAndSwap(false, true) {
+		go b.burstTidy()
+	}
+}
+
+func (b *Broker) burstTidy() {
+	t := &b.tidy
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A burst that goes on while this one collects makes another.
+	t.bursting.Store(false)
+	if t.stopped {
+		return
+	}
+	metrics.Read(t.samples)
+	stacks, live := t.samples[0].Value.Uint64(), t.samples[1].Value.Uint64()
+	if stacks < t.stacksAtGC+live/burstStackShare {
+		return
+	}
+	runtime.GC()
+	b.burstTidies.Add(1)
+	metrics.Read(t.samples)
+	t.stacksAtGC = t.samples[0].Value.Uint64()
+}
+
+// tidyTick is the timer's: the burst is over when a tick sees no
+// connection or parking since the one before.
+func (b *Broker) tidyTick() {
+	t := &b.tidy
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	// Parked connections hand their goroutines' stacks back too
+	// (park.go): a burst of them is tidied like one of connections.
+	n := b.accepted.Load() + b.parks()
+	if n != t.seen {
+		t.seen = n
+		t.timer.Reset(tidyQuiet)
+		return
+	}
+	if n-t.tidied >= tidyAfter {
+		stacks := uint64(1<<64 - 1)
+		for range tidyPasses {
 			runtime.GC()
-			b.burstTidies.Add(1)
-			metrics.Read(burstSamples)
-			stacksAtGC = burstSamples[0].Value.Uint64()
-			continue
-		case <-t.C:
-		}
-		// Parked connections hand their goroutines' stacks back too
-		// (park.go): a burst of them is tidied like one of connections.
-		n := b.accepted.Load() + b.parks()
-		if n == seen && n-tidied >= tidyAfter {
-			stacks := uint64(1<<64 - 1)
-			for range tidyPasses {
-				runtime.GC()
-				metrics.Read(burstSamples[:1])
-				now := burstSamples[0].Value.Uint64()
-				if now >= stacks {
-					break
-				}
-				stacks = now
+			metrics.Read(t.samples[:1])
+			now := t.samples[0].Value.Uint64()
+			if now >= stacks {
+				break
 			}
-			debug.FreeOSMemory()
-			b.tidies.Add(1)
-			b.log.Debug("collected after a burst of connections", "connections", n-tidied)
-			tidied = n
+			stacks = now
 		}
-		seen = n
+		debug.FreeOSMemory()
+		b.tidies.Add(1)
+		b.log.Debug("collected after a burst of connections", "connections", n-t.tidied)
+		t.tidied = n
+	}
+	// Quiet: the timer stays off until the next connection. One counted
+	// after the load above but before armed was cleared found the timer
+	// armed and did not arm it: it is re-armed here.
+	t.armed.Store(false)
+	if b.accepted.Load()+b.parks() != n && t.armed.CompareAndSwap(false, true) {
+		t.timer.Reset(tidyQuiet)
 	}
 }
