@@ -146,6 +146,9 @@ func TestParkedKeepAlive(t *testing.T) {
 	expiring := willConn5(t, e, cred, thing, "park-ka1", 1, "will-ka1")
 	forever := willConn5(t, e, cred, thing, "park-ka0", 0, "will-ka0")
 	testwait.Eventually(t, 5*time.Second, "both parked", func() bool { return isParked(e, "park-ka1") && isParked(e, "park-ka0") })
+	if w := e.b.parker.waitMillis(); w < 0 || w > 1500 {
+		t.Errorf("parker waits %d ms with a keep-alive of 1 s parked, want at most 1,500", w)
+	}
 	_ = expiring.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if got, err := io.ReadAll(expiring); len(got) != 0 || err != nil {
 		t.Fatalf("keep-alive 1 s: want the connection closed, got % x, %v", got, err)
@@ -157,6 +160,9 @@ func TestParkedKeepAlive(t *testing.T) {
 	if !isParked(e, "park-ka0") {
 		t.Fatal("keep-alive 0: no longer parked")
 	}
+	// The next deadline is the subscriber's (keep-alive 60 s): the parker
+	// waits for it, not for a shorter poll (an idle hub is not woken).
+	testwait.Eventually(t, 5*time.Second, "parker waits for the next deadline", func() bool { return e.b.parker.waitMillis() > 60_000 })
 	if err := e.b.publish(goneTopic(thing), []byte("marker"), false, 1, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -494,5 +500,29 @@ func TestParkedKeepAliveFromLastPacket(t *testing.T) {
 				t.Errorf("closed %v after the last packet, want 1.5 s (1.5 x Keep Alive 1 s)", took.Round(time.Millisecond))
 			}
 		})
+	}
+}
+
+// With nothing parked, or only connections without a keep-alive, the
+// parker waits for an event without a timeout: an idle hub is not woken
+// (Close kicks it).
+func TestParkerIdleWaitsForEvents(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.IdlePark = testIdlePark })
+	if w := e.b.parker.waitMillis(); w != -1 {
+		t.Fatalf("nothing parked: the parker waits %d ms, want until an event (-1)", w)
+	}
+	cred := e.thing(t, "urn:park:idle")
+	c := willConn5(t, e, cred, "urn:park:idle", "park-idle0", 0, "will-idle0")
+	testwait.Eventually(t, 5*time.Second, "parked", func() bool { return isParked(e, "park-idle0") })
+	if w := e.b.parker.waitMillis(); w != -1 {
+		t.Fatalf("only keep-alive 0 parked: the parker waits %d ms, want until an event (-1)", w)
+	}
+	c.Close()
+	done := make(chan struct{})
+	go func() { e.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broker did not close with the parker waiting without a timeout")
 	}
 }

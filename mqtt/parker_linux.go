@@ -29,8 +29,8 @@ type parker struct {
 	parks   atomic.Uint64
 }
 
-// parkerWait bounds each wait in epoll_wait, so that the parker notices
-// shutdown even without the eventfd.
+// parkerWait is how long the parker waits before trying again when
+// epoll_wait fails.
 const parkerWait = 5 * time.Second
 
 // parkerEvents is how many ready connections one epoll_wait returns.
@@ -183,15 +183,17 @@ func (pk *parker) run() {
 }
 
 // waitMillis is how long the next wait may last: until the earliest
-// keep-alive deadline, at most parkerWait.
+// keep-alive deadline; with none, until an event (-1). Nothing else needs
+// a wake-up: a park with an earlier deadline and the broker's Close kick
+// the eventfd, and an idle hub is not woken (issue 16, idle RSS).
 func (pk *parker) waitMillis() int {
 	pk.mu.Lock()
 	due := pk.due
 	pk.mu.Unlock()
-	wait := parkerWait
-	if due != 0 {
-		wait = min(wait, max(0, due.sub(monoOf(time.Now()))))
+	if due == 0 {
+		return -1
 	}
+	wait := max(0, due.sub(monoOf(time.Now())))
 	return int((wait + time.Millisecond - 1) / time.Millisecond)
 }
 
