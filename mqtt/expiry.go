@@ -145,6 +145,9 @@ func (e *expiry) sweep(now int64) {
 	for id, cl := range s.Clients.GetAll() {
 		end := e.sessionEnd(cl)
 		if end != 0 && end <= now {
+			if cur, ok := s.Clients.Get(id); !ok || cur != cl {
+				continue // resumed by a newer connection since GetAll
+			}
 			e.b.onClientExpired(cl)
 			s.Clients.Delete(id) // [MQTT-4.1.0-2]
 			continue
