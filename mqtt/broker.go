@@ -209,6 +209,9 @@ type Broker struct {
 	// exp expires sessions and messages at their deadlines on the hub's
 	// connection loop (expiry.go); nil on mochi's.
 	exp *expiry
+	// sessionMu makes an expiring sweep's check and delete of a session
+	// one step against a connection resuming it (inheritSession … Add).
+	sessionMu sync.Mutex
 	// wills are the delayed wills of the hub's connection loop
 	// (willdelay.go).
 	wills willTimers

@@ -305,8 +305,10 @@ func (b *Broker) handshake(listener string, c *outConn) (*mochi.Client, error) {
 	}
 	atomic.AddInt64(&s.Info.ClientsConnected, 1)
 	b.onSessionEstablish(cl, pk)
+	b.sessionMu.Lock()
 	present := b.inheritSession(pk, cl)
 	s.Clients.Add(cl) // [MQTT-4.1.0-1]
+	b.sessionMu.Unlock()
 	if err := s.SendConnack(cl, packets.CodeSuccess, present, nil); err != nil {
 		atomic.AddInt64(&s.Info.ClientsConnected, -1)
 		return cl, fmt.Errorf("ack connection packet: %w", err)

@@ -27,8 +27,8 @@ import (
 // second something can expire: a session when its client disconnects, a
 // message when it is retained or put in flight, whatever was restored from
 // the store when the broker starts. Deadlines are whole seconds, as mochi's
-// checks were; between them the hub does not wake. mochi's $SYS
-// ticker (every sysInterval) keeps running. Delayed wills are the hub's
+// checks were; between them the hub does not wake, except every
+// maxExpiryWait while something has a deadline. Delayed wills are the hub's
 // own on its loop (willdelay.go): mochi's list of them stays empty there.
 type expiry struct {
 	mochi.HookBase
@@ -38,6 +38,9 @@ type expiry struct {
 	t      *time.Timer
 	due    int64 // the Unix second t is set for; 0: not set
 	closed bool
+	// running counts the timed sweeps under way: close waits for them, so
+	// that what one expires reaches the store's hook before it flushes.
+	running sync.WaitGroup
 
 	sweeps uint64 // how many sweeps ran (mu); for tests
 }
@@ -103,7 +106,7 @@ func (e *expiry) at(sec int64) {
 		return
 	}
 	e.due = sec
-	wait := time.Until(time.Unix(sec, 0))
+	wait := min(time.Until(time.Unix(sec, 0)), maxExpiryWait)
 	if e.t == nil {
 		e.t = time.AfterFunc(wait, e.fire)
 	} else {
@@ -119,14 +122,17 @@ func (e *expiry) fire() {
 	}
 	now := time.Now().Unix()
 	if e.due > now {
-		// The wall clock went back since the timer was set.
-		e.t.Reset(time.Until(time.Unix(e.due, 0)))
+		// Not due yet: a wait longer than maxExpiryWait, or the wall
+		// clock went back since the timer was set.
+		e.t.Reset(min(time.Until(time.Unix(e.due, 0)), maxExpiryWait))
 		e.mu.Unlock()
 		return
 	}
 	e.due = 0
 	e.sweeps++
+	e.running.Add(1)
 	e.mu.Unlock()
+	defer e.running.Done()
 	e.sweep(now)
 }
 
@@ -145,12 +151,20 @@ func (e *expiry) sweep(now int64) {
 	for id, cl := range s.Clients.GetAll() {
 		end := e.sessionEnd(cl)
 		if end != 0 && end <= now {
-			if cur, ok := s.Clients.Get(id); !ok || cur != cl {
-				continue // resumed by a newer connection since GetAll
+			// Checked and deleted under sessionMu: a connection resuming
+			// the session between the two would be deleted with it.
+			e.b.sessionMu.Lock()
+			cur, ok := s.Clients.Get(id)
+			if ok && cur == cl {
+				e.b.onClientExpired(cl)
+				s.Clients.Delete(id) // [MQTT-4.1.0-2]
 			}
-			e.b.onClientExpired(cl)
-			s.Clients.Delete(id) // [MQTT-4.1.0-2]
-			continue
+			e.b.sessionMu.Unlock()
+			if !ok || cur == cl {
+				continue
+			}
+			// Resumed by a newer connection since GetAll: its deadlines.
+			cl, end = cur, e.sessionEnd(cur)
 		}
 		soonest(end)
 		// ClearExpiredInflights calls the hooks' OnQosDropped itself (mochi
@@ -182,11 +196,12 @@ func (e *expiry) close() {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.closed = true
 	if e.t != nil {
 		e.t.Stop()
 	}
+	e.mu.Unlock()
+	e.running.Wait()
 }
 
 func (b *Broker) onClientExpired(cl *mochi.Client) {
@@ -235,6 +250,14 @@ func (b *Broker) restoreExpiry() {
 		}
 	}
 }
+
+// maxExpiryWait bounds one wait for a deadline. Deadlines are wall-clock
+// seconds, a timer waits on the monotonic clock: a Raspberry Pi without a
+// real-time clock boots on a saved time and then NTP moves the clock on,
+// maybe by days, past deadlines of what it restored. Looking again every
+// 10 minutes while something has a deadline finds them (mochi looked every
+// second); an idle hub with nothing to expire still does not wake.
+const maxExpiryWait = 10 * time.Minute
 
 // errMochiLoop: the mochi the hub is built with does not have the event
 // loop stopMochiTickers knows.

@@ -247,3 +247,134 @@ func TestRestoredExpires(t *testing.T) {
 		})
 	}
 }
+
+// holdExpiry holds OnClientExpired of client id, standing for the
+// scheduler pausing an expiring sweep between its look at the session and
+// its delete: until a newer connection resumed the session, or 3 s passed
+// (a broker that makes the two one step cannot let it resume meanwhile).
+type holdExpiry struct {
+	mochi.HookBase
+	b       *Broker
+	id      string
+	entered chan struct{}
+	done    chan struct{}
+}
+
+func (h *holdExpiry) ID() string           { return "test-hold-expiry" }
+func (h *holdExpiry) Provides(b byte) bool { return b == mochi.OnClientExpired }
+func (h *holdExpiry) OnClientExpired(cl *mochi.Client) {
+	if cl.ID != h.id {
+		return
+	}
+	defer close(h.done)
+	close(h.entered)
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cur, ok := h.b.server.Clients.Get(h.id); ok && cur != cl {
+			return
+		}
+	}
+}
+
+// A connection resuming a session while a sweep expires it ends up with a
+// live session either way: the session it resumed (CONNACK Session
+// Present 1) or a new one (0); the sweep never deletes the connection that
+// came after its look (it did: the CONNACK said present, and the client
+// was gone from the broker and got nothing). Found in review.
+func TestSweepKeepsResumedSession(t *testing.T) {
+	const id = "exp-resume"
+	hook := &holdExpiry{id: id, entered: make(chan struct{}), done: make(chan struct{})}
+	e := newEnvBefore(t, func(b *Broker) {
+		hook.b = b
+		b.hooks = append(b.hooks, hook)
+	})
+	watch, pub := e.thing(t, "urn:exp:rwatch"), e.thing(t, "urn:exp:rpub")
+	event := lmos.ThingsPrefix + lmos.TopicKey("urn:exp:rpub") + "/events/e"
+	w := mustDial(t, e.addr, persistentAs(watch, id, 1))
+	w.mustSub(event)
+	w.close()
+	select {
+	case <-hook.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the 1 s session did not expire")
+	}
+	w2, ack, err := dial(t, e.addr, persistentAs(watch, id, 3600))
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	defer w2.close()
+	<-hook.done
+	if !ack.SessionPresent {
+		w2.mustSub(event) // a new session: it subscribes again
+	}
+	cur, ok := e.b.server.Clients.Get(id)
+	if !ok || cur.Closed() {
+		t.Fatalf("session present %v, but the broker has no live session %q (found %v)", ack.SessionPresent, id, ok)
+	}
+	p := mustDial(t, e.addr, persistentAs(pub, "exp-rpub", 0))
+	defer p.close()
+	p.mustPub(event, []byte("x"), 1, false)
+	if m := w2.next(event); string(m.Payload) != "x" {
+		t.Fatalf("got %q", m.Payload)
+	}
+}
+
+// holdUntil holds OnClientExpired of client id until release closes, or
+// 3 s pass: a sweep that Close overtakes.
+type holdUntil struct {
+	mochi.HookBase
+	id      string
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *holdUntil) ID() string           { return "test-hold-until" }
+func (h *holdUntil) Provides(b byte) bool { return b == mochi.OnClientExpired }
+func (h *holdUntil) OnClientExpired(cl *mochi.Client) {
+	if cl.ID != h.id {
+		return
+	}
+	close(h.entered)
+	select {
+	case <-h.release:
+	case <-time.After(3 * time.Second):
+	}
+}
+
+// A session that expired before the broker closed does not come back
+// after a restart: Close waits for a sweep under way, so its deletion
+// reaches the store's last write (it did not: the session was loaded
+// again with a fresh expiry). Found in review.
+func TestExpiredSessionSurvivesClose(t *testing.T) {
+	const id = "exp-closed"
+	hook := &holdUntil{id: id, entered: make(chan struct{}), release: make(chan struct{})}
+	first := true
+	e := newEnvBefore(t, func(b *Broker) {
+		if first { // before the store's hook sees the expiry
+			b.hooks = append([]mochi.Hook{hook}, b.hooks...)
+			first = false
+		}
+	})
+	w := mustDial(t, e.addr, persistentAs(e.thing(t, "urn:exp:closed"), id, 1))
+	w.mustSub(lmos.ThingsPrefix + "+/td")
+	w.close()
+	select {
+	case <-hook.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the 1 s session did not expire")
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		e.stop()
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(8 * time.Second):
+		t.Fatal("close did not end")
+	}
+	close(hook.release)
+	e.start()
+	if _, ok := e.b.server.Clients.Get(id); ok {
+		t.Fatalf("session %q expired before the broker closed, and is back after the restart", id)
+	}
+}
