@@ -11,7 +11,9 @@ import (
 )
 
 // Key-bound ids (PROTOCOL §6): the first accepted signed description of an
-// id binds the id to its signer's DID; from then on every description of
+// id binds the id to its signer's DID — of a new Thing by anyone who may
+// register it, of a registered Thing only by its owner (Origin.Owner) or
+// an admin; from then on every description of
 // that id must carry a valid proof by the same DID, newer than the last
 // one accepted, unless an admin writes it. The check runs in the write
 // loop, against the binding as the batch so far left it, so two writers
@@ -196,6 +198,10 @@ func judgeBinding(b *Binding, o *op, old *Thing, now time.Time) (verified string
 			return "", nil, nil // an admin's override: unverified, still bound
 		}
 		return "", nil, Errorf(EFORBIDDEN, "the Thing %q is bound to %s: its description must carry a proof by that key (PROTOCOL §6)", o.id, b.DID)
+	case b == nil && old != nil && !o.admin && !o.origin.Owner:
+		// A registered Thing is someone's: a key it never carried may
+		// not claim it, with its admission and its groups.
+		return "", nil, Errorf(EFORBIDDEN, "the Thing %q is registered without a key binding: only its own connection (the holder of its credentials, the WebSocket connection that registered it, the mDNS instance that announced it) or an admin may bind it to a key; an admin binds it with PUT /api/things/{id}/binding (PROTOCOL §6)", o.id)
 	case b == nil:
 		return s.DID, &Binding{ID: o.id, DID: s.DID, Created: s.Created, ProofValue: s.ProofValue, Since: now}, nil
 	case s.DID != b.DID:

@@ -34,7 +34,9 @@ func TestBindingsSurviveRestart(t *testing.T) {
 		return db, r
 	}
 	ctx := context.Background()
-	mqtt := hub.Origin{Source: hub.SourceMQTT}
+	// The Thing's own MQTT client (its credential's holder): it may bind
+	// an unbound registered Thing (PROTOCOL §6).
+	mqtt := hub.Origin{Source: hub.SourceMQTT, Owner: true}
 	keys := map[string]ed25519.PrivateKey{}
 	for _, k := range []string{"kept", "deleted", "expired", "reserved", "unbound", "rotated", "rotatedTo", "other"} {
 		keys[k] = newKey(t)

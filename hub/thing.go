@@ -48,6 +48,12 @@ type Origin struct {
 	// fresh, not the stored description sent again, which anyone can
 	// read from the directory.
 	Takeover bool `json:"-"`
+	// Owner says the writer is the Thing's own: the holder of its MQTT
+	// credential, the live WebSocket connection that created it or proved
+	// its key, the mDNS instance that announced it. Only its owner or an
+	// admin may bind a registered Thing to a key for the first time
+	// (PROTOCOL §6): anyone else's key would take the Thing over.
+	Owner bool `json:"-"`
 	// Admitted says the hub picked the Thing: it joined while joining was
 	// not open to all (a permit window under join.mode approve or closed)
 	// or an administrator approved its join (ThingMeta.Admitted).

@@ -260,7 +260,10 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		return rejected(id, j.prepErr)
 	}
 	raw := j.prep.Raw()
-	origin := hub.Origin{Source: hub.SourceMQTT}
+	// Only the holder of the Thing's credential writes as its owner: an
+	// anonymous join of a registered Thing may not bind it to a key
+	// (PROTOCOL §6).
+	origin := hub.Origin{Source: hub.SourceMQTT, Owner: hasCred}
 	res := joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinAccepted, ID: id}}
 	var hash string
 	if !hasCred {

@@ -83,6 +83,10 @@ func (wc *wsConn) register(m *wsMessage) {
 			delete(wc.members, id)
 		}
 	}
+	// The Thing's own connection: the live one that created it or proved
+	// its key. Only it may bind an unbound Thing to a key; another socket,
+	// or one that took the Thing over unsigned, may not (PROTOCOL §6).
+	own := owner == wc && wc.members[id]
 	wc.mu.Unlock()
 	err = wc.admit(id)
 	if errors.Is(err, hub.ErrJoinPending) {
@@ -100,7 +104,7 @@ func (wc *wsConn) register(m *wsMessage) {
 	// id then needs a fresh proof by its key (PROTOCOL §6).
 	// A new Thing joining while the configured mode is approve or closed
 	// came in an admin's permit window: the hub picked it.
-	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc,
+	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc, Owner: own,
 		Admitted: g.adm != nil && g.adm.Mode() != "open"}
 	created, err := g.reg.Put(ctx, id, raw, origin)
 	if err != nil {
