@@ -59,7 +59,10 @@ type RegistrarStats struct {
 //
 // A Thing id registered over mDNS is bound to the instance (name and host)
 // that registered it first: another instance announcing a TD with that id
-// is refused, as is any id registered by other means (HTTP, MQTT).
+// is refused, as is any id registered by other means (HTTP, MQTT). A
+// stored Thing no instance has announced since the hub started (or an
+// admin approved it) is resumed only from the address it was registered
+// from.
 type Registrar struct {
 	reg *hub.Registry
 	cfg RegistrarConfig
@@ -339,6 +342,16 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 		if th.Meta.Origin.Source != hub.SourceMDNS {
 			return hub.Errorf(hub.EFORBIDDEN, "cannot register %q over mDNS: it is registered by other means (%s)", id, th.Meta.Origin.Source)
 		}
+		// No instance has announced it since the hub started or an
+		// admin approved it: only one serving from the address it was
+		// registered from resumes it. Another instance's TD, signed by a
+		// key of its own or unsigned, or the stored one replayed from the
+		// directory, would take an admitted Thing over.
+		if !bound && hub.SourceOf(origin.Addr) != th.Meta.Anon {
+			return hub.Errorf(hub.EFORBIDDEN, "cannot register %q from %s: the Thing was registered from another address; it comes back from there, or registers anew once an admin deleted it or mdns.forgetAfter removed it", id, b)
+		}
+		// The Thing's own instance: it may bind the id to a key (PROTOCOL §6).
+		origin.Owner = true
 	case hub.ENOTFOUND:
 		if adm := r.cfg.Admission; adm != nil {
 			parked, err := adm.Discovered(id, p, origin.Addr)
