@@ -267,6 +267,9 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	res := joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinAccepted, ID: id}}
 	var hash string
 	if !hasCred {
+		if err := b.checkClaim(id, j.remote); err != nil {
+			return rejected(id, err)
+		}
 		// A new Thing, or one without credentials: written anonymously,
 		// it counts against its address (registry.maxThingsPerSource),
 		// and gets a credential, stored in the same commit.
@@ -288,6 +291,24 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
 	}
 	return res
+}
+
+// checkClaim refuses an anonymous join of a registered Thing that holds no
+// credential (an admin approved its join while its agent was gone) from
+// another address than the one it was registered from, unless its id is
+// bound to a key, whose fresh proof the registry then asks for: the
+// credential the join issues would hand anyone on the LAN the Thing with
+// its admission and its groups (PROTOCOL §6). Joins of one Thing run one
+// at a time on its worker, so the Thing cannot change before the write.
+func (b *Broker) checkClaim(id, remote string) error {
+	th, err := b.reg.Get(id)
+	if err != nil {
+		return nil // a new Thing; a failed read fails the write too
+	}
+	if _, err := b.reg.Binding(id); err == nil || hub.SourceOf(remote) == th.Meta.Anon {
+		return nil
+	}
+	return hub.Errorf(hub.EFORBIDDEN, "the Thing %q holds no credentials and was registered from another address: its agent joins again from there, or an admin deletes it or binds it to the agent's key (PUT /api/things/{id}/binding)", id)
 }
 
 // park puts the join of a new Thing on the pending list (join mode

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 )
@@ -163,7 +164,8 @@ func TestWSUnsignedTakeoverCannotBindAfterwards(t *testing.T) {
 // admitted, without a credential (its agent's next join takes it). An
 // anonymous join of F signed by a fresh key is rejected (403) without
 // credentials: F stays unbound, admitted, in its group, and still holds
-// no credential.
+// no credential. From another address than the agent's, an unsigned join
+// is rejected too; the agent's own join from its address takes F.
 func TestMQTTStrangerKeyCannotClaimAnApprovedThing(t *testing.T) {
 	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
 	const id, other = "urn:claim:mqtt-f", "urn:claim:mqtt-b"
@@ -204,6 +206,37 @@ func TestMQTTStrangerKeyCannotClaimAnApprovedThing(t *testing.T) {
 	}
 	if !slices.Equal(h.Main.Registry.GroupsOf(id), []string{"home"}) {
 		t.Errorf("groups of the Thing: %v", h.Main.Registry.GroupsOf(id))
+	}
+
+	// From another address, not even an unsigned join takes it: the
+	// credential it would issue is the Thing's, with its groups.
+	for _, c := range []struct {
+		name string
+		doc  []byte
+	}{
+		{"unsigned", makeTD(id, "Evil")},
+		{"signed", signedTD(t, id, "Evil", newSigningKey(t), time.Now())},
+	} {
+		far, _, err := mqttclient.DialFrom(t, "127.0.0.2", h.Main.MQTTAddr.String(), nil)
+		if err != nil {
+			t.Fatalf("dial from 127.0.0.2: %v", err)
+		}
+		res := joinResultOf(t, far.Join(tid, c.doc, ""))
+		if res.Status != lmos.JoinRejected || res.Credentials != nil || res.Problem == nil || res.Problem.Status != 403 ||
+			res.Problem.Type != lmos.ErrorTypeBase+lmos.CodeForbidden || !strings.Contains(res.Problem.Detail, "registered from another address") {
+			t.Errorf("%s join from another address: %+v (problem %+v)", c.name, res, res.Problem)
+		}
+		if got := h.claimState(id); got != want {
+			t.Errorf("%s join from another address changed the Thing:\n got %s\nwant %s", c.name, got, want)
+		}
+		far.Close()
+	}
+	// Its agent, back from its address, takes it with a credential (the
+	// approved join it missed) and keeps its admission and group.
+	back := h.MQTT(nil)
+	back.MustJoin(tid, makeTD(id, "Plug"))
+	if th, _ := h.Main.Registry.Get(id); !th.Meta.Admitted || !slices.Equal(h.Main.Registry.GroupsOf(id), []string{"home"}) {
+		t.Errorf("the agent back: admitted %v, groups %v", th.Meta.Admitted, h.Main.Registry.GroupsOf(id))
 	}
 }
 
