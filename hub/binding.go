@@ -13,9 +13,9 @@ import (
 // Key-bound ids (PROTOCOL §6): the first accepted signed description of an
 // id binds the id to its signer's DID — of a new Thing by anyone who may
 // register it, of a registered Thing only by its owner (Origin.Owner) or
-// an admin; from then on every description of
-// that id must carry a valid proof by the same DID, newer than the last
-// one accepted, unless an admin writes it. The check runs in the write
+// an admin; from then on every description of that id must carry a valid
+// proof by the same DID, newer than the last one accepted, unless an admin
+// writes it. The check runs in the write
 // loop, against the binding as the batch so far left it, so two writers
 // racing for one id cannot both bind it; the proof itself is verified
 // before, outside the loop (PrepareFrom), once per write.
