@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -220,9 +221,10 @@ func TestPendingListFilledByStrangersGivesWay(t *testing.T) {
 	}
 }
 
-// A waiting WebSocket agent whose join outlives join.pendingTTL is told
-// 504 on its registration's correlationId; an entry whose agent is gone
-// expires while the hub is down. The hub's clock is moved, not waited on.
+// A waiting agent whose join outlives join.pendingTTL is told 504: over
+// WebSocket on its registration's correlationId, over MQTT as a rejected
+// td/result on its connection; an entry whose agent is gone expires too,
+// and one parked before the hub went down expires while it is down. The hub's clock is moved, not waited on.
 func TestPendingJoinExpiresForWaitingAgent(t *testing.T) {
 	dir := t.TempDir()
 	var now atomic.Int64
@@ -244,12 +246,23 @@ func TestPendingJoinExpiresForWaitingAgent(t *testing.T) {
 		t.Fatalf("registration: %v", m)
 	}
 	_ = gone.c.Close(websocket.StatusNormalClosure, "")
-	if st := h.pendingState(); st.Pending != 2 || !st.List[0].Expires.Equal(st.List[0].Received.Add(time.Hour)) {
+	// An MQTT agent waits on its connection too (paho.golang).
+	const mqttID = "urn:ttl:mqtt"
+	mq, _, err := mqttclient.DialFrom(t, "127.0.0.23", h.MQTTAddr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mq.Close()
+	var res lmos.JoinResult
+	if p := mq.Join(lmos.TopicKey(mqttID), hubtest.BareTD(mqttID, "mqtt knock"), ""); json.Unmarshal(p, &res) != nil || res.Status != lmos.JoinPending {
+		t.Fatalf("MQTT join: %s", p)
+	}
+	if st := h.pendingState(); st.Pending != 3 || !st.List[0].Expires.Equal(st.List[0].Received.Add(time.Hour)) {
 		t.Fatalf("pending: %+v", st)
 	}
 
 	now.Add(int64(59 * time.Minute))
-	if st := h.pendingState(); st.Pending != 2 {
+	if st := h.pendingState(); st.Pending != 3 {
 		t.Fatalf("before the TTL: %d pending", st.Pending)
 	}
 	// The waiting agent re-sends a minute later: its entry (and time)
@@ -263,6 +276,12 @@ func TestPendingJoinExpiresForWaitingAgent(t *testing.T) {
 	if ids := h.pendingState().ids(); !slices.Equal(ids, []string{"urn:ttl:waiting"}) {
 		t.Fatalf("at the first's TTL: %v", ids)
 	}
+	p := mq.Next(lmos.ThingsPrefix + lmos.TopicKey(mqttID) + "/td/result").Payload
+	if err := json.Unmarshal(p, &res); err != nil || res.Status != lmos.JoinRejected || res.Problem == nil ||
+		res.Problem.Status != http.StatusGatewayTimeout || res.Problem.Type != lmos.ErrorTypeBase+lmos.CodeTimeout || !strings.Contains(res.Problem.Detail, "expired") {
+		t.Fatalf("the MQTT agent's result after expiry: %s", p)
+	}
+	h.absent(mqttID)
 	now.Add(int64(time.Hour))
 	if st := h.pendingState(); st.Pending != 0 {
 		t.Fatalf("after the TTL: %d pending", st.Pending)
