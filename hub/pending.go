@@ -103,6 +103,7 @@ type JoinEvent struct {
 type pendingEntry struct {
 	PendingJoin
 	waiter *JoinWaiter
+	src    string // SourceOf(Addr), set by add
 }
 
 // pendingList is the Admission's pending joins and permit-join window.
@@ -254,7 +255,8 @@ func (a *Admission) scheduleLocked() {
 
 func (l *pendingList) add(e *pendingEntry) {
 	l.entries[e.ID] = e
-	l.perSource[SourceOf(e.Addr)]++
+	e.src = SourceOf(e.Addr)
+	l.perSource[e.src]++
 	l.bytes += len(e.TD)
 }
 
@@ -264,9 +266,8 @@ func (l *pendingList) remove(id string) *pendingEntry {
 		return nil
 	}
 	delete(l.entries, id)
-	src := SourceOf(e.Addr)
-	if l.perSource[src]--; l.perSource[src] <= 0 {
-		delete(l.perSource, src)
+	if l.perSource[e.src]--; l.perSource[e.src] <= 0 {
+		delete(l.perSource, e.src)
 	}
 	l.bytes -= len(e.TD)
 	return e
@@ -389,7 +390,7 @@ func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *
 	}
 	src := SourceOf(addr)
 	old := l.entries[id]
-	if old != nil && (old.Door != door || SourceOf(old.Addr) != src) {
+	if old != nil && (old.Door != door || old.src != src) {
 		return Errorf(ECONFLICT, "a join of %q from another source waits for approval", id)
 	}
 	n, perSrc, bytes := len(l.entries), l.perSource[src], l.bytes+len(raw)
@@ -484,7 +485,7 @@ func (l *pendingList) evictLocked(id, src string, mine, n, bytes int, proven boo
 		var v *pendingEntry
 		var vc int
 		for _, e := range l.entries {
-			s := SourceOf(e.Addr)
+			s := e.src
 			if e.Proven || e.ID == id || taken[e.ID] || !proven && (s == src || count[s] <= mine) {
 				continue
 			}
@@ -497,8 +498,8 @@ func (l *pendingList) evictLocked(id, src string, mine, n, bytes int, proven boo
 			return nil
 		}
 		taken[v.ID] = true
-		count[SourceOf(v.Addr)]--
-		if s := SourceOf(v.Addr); s == src {
+		count[v.src]--
+		if v.src == src {
 			mine--
 		}
 		out = append(out, v)
@@ -702,7 +703,7 @@ func (a *Admission) DenyAll(f PendingFilter) ([]string, error) {
 	now := l.now()
 	var es []*pendingEntry
 	for _, e := range l.entries {
-		if f.All || (src == "" || SourceOf(e.Addr) == src) && now.Sub(e.Received) >= f.OlderThan {
+		if f.All || (src == "" || e.src == src) && now.Sub(e.Received) >= f.OlderThan {
 			es = append(es, e)
 		}
 	}
