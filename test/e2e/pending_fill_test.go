@@ -166,12 +166,15 @@ func TestPendingListFilledByStrangersGivesWay(t *testing.T) {
 
 	// Bulk denial: refusals first, each with its problem and nothing
 	// changed; then the strangers by address, then all.
+	opTok, _ := createToken(t, h, "operate", "")
 	for _, c := range []struct {
 		body, ct, token string
 		status          int
 		code, detail    string
 	}{
 		{`{"all": true}`, lmos.MediaJSON, "", 401, lmos.CodeUnauthorized, "token"},
+		{`{"all": true}`, lmos.MediaJSON, opTok, 403, lmos.CodeForbidden, ""},
+		{`{"all": true}`, lmos.MediaJSON, "not-a-token-0123456789", 401, lmos.CodeUnauthorized, ""},
 		{`{}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "names no entries"},
 		{`{"all": true, "source": "127.0.0.3"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "filter"},
 		{`{"olderThan": "soon"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "olderThan"},
