@@ -1,10 +1,13 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -19,6 +22,13 @@ const (
 	MaxPendingBytes     = 8 << 20 // their descriptions together
 	// MaxPermitSeconds bounds one permit-join window, as Zigbee's 254 s.
 	MaxPermitSeconds = 254
+	// DefaultPendingTTL is how long a parked join waits for a decision
+	// (join.pendingTTL): long enough for an administrator to look once a
+	// day, short enough that a list filled by strangers empties itself.
+	DefaultPendingTTL = 24 * time.Hour
+	// maxPendingWait is the longest the expiry timer sleeps: the wall
+	// clock may jump (a Pi without a real-time clock gets its time late).
+	maxPendingWait = 10 * time.Minute
 )
 
 // Join-approval events on the hub's feed (lmos/v1/hub/events): state, not
@@ -42,7 +52,14 @@ type PendingJoin struct {
 	Addr string `json:"addr"`
 	// Signer is the DID whose proof the parked description carries ("":
 	// unsigned): approving binds the id to it (PROTOCOL §6).
-	Signer   string          `json:"signer,omitempty"`
+	Signer string `json:"signer,omitempty"`
+	// Proven says the requester proved the id its own: the description
+	// carries a proof by the key the id is bound to, or the Thing's MQTT
+	// credential sent it. Other entries are anonymous, and only those
+	// give way to newer joins when the list is full.
+	Proven bool `json:"proven,omitempty"`
+	// Received is when the join was parked; it expires join.pendingTTL
+	// later, across restarts.
 	Received time.Time       `json:"received"`
 	TD       json.RawMessage `json:"td"`
 }
@@ -51,8 +68,12 @@ type PendingJoin struct {
 // restart. Approval deletes the entry in the commit that registers the
 // Thing (Batch.DeletePending).
 type PendingStore interface {
-	PutPending(p PendingJoin) error
-	DeletePending(id string) error
+	// PutPending stores p, replacing an entry of its id, and deletes the
+	// entries drop (evicted to make room for it) in the same commit.
+	PutPending(p PendingJoin, drop ...string) error
+	// DeletePending deletes the entries ids in one commit; an absent one
+	// is no error.
+	DeletePending(ids ...string) error
 	LoadPending(fn func(PendingJoin) error) error
 }
 
@@ -82,6 +103,7 @@ type JoinEvent struct {
 type pendingEntry struct {
 	PendingJoin
 	waiter *JoinWaiter
+	src    string // SourceOf(Addr), set by add
 }
 
 // pendingList is the Admission's pending joins and permit-join window.
@@ -93,6 +115,13 @@ type pendingList struct {
 	bytes       int
 	permitUntil time.Time
 	now         func() time.Time
+	// ttl is how long an entry waits for a decision (join.pendingTTL).
+	ttl time.Duration
+	// timer sweeps expired entries while there are entries, so that an
+	// agent still waiting hears of its expiry; every use of the list
+	// sweeps too, so the list never shows an expired entry.
+	timer  *time.Timer
+	closed bool
 }
 
 func (l *pendingList) init() {
@@ -101,23 +130,133 @@ func (l *pendingList) init() {
 	if l.now == nil {
 		l.now = time.Now
 	}
+	if l.ttl <= 0 {
+		l.ttl = DefaultPendingTTL
+	}
 }
 
-// OpenPending loads the pending list from ps and keeps it there.
+// SetPendingTTL sets how long a parked join waits for a decision before it
+// expires (join.pendingTTL; 0 or less: DefaultPendingTTL). Entries already
+// parked expire by the new value, counted from when they were parked.
+func (a *Admission) SetPendingTTL(d time.Duration) {
+	l := &a.pending
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d <= 0 {
+		d = DefaultPendingTTL
+	}
+	l.ttl = d
+}
+
+// PendingTTL is how long a parked join waits for a decision.
+func (a *Admission) PendingTTL() time.Duration {
+	a.pending.mu.Lock()
+	defer a.pending.mu.Unlock()
+	return a.pending.ttl
+}
+
+// OpenPending loads the pending list from ps and keeps it there. Entries
+// that expired while the hub was down are dropped from the store now.
 func (a *Admission) OpenPending(ps PendingStore) error {
 	l := &a.pending
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.store = ps
-	return ps.LoadPending(func(p PendingJoin) error {
+	err := ps.LoadPending(func(p PendingJoin) error {
 		l.add(&pendingEntry{PendingJoin: p})
 		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.sweepLocked(); err != nil {
+		return err
+	}
+	a.scheduleLocked()
+	return nil
+}
+
+// Close stops the expiry timer; the list stays usable (and is swept by its
+// users) but no longer sweeps by itself.
+func (a *Admission) Close() {
+	l := &a.pending
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
+// expired reports whether e's time is up at now. An entry received more
+// than the TTL in the future is expired too: the clock went back (or was
+// wrong when it was parked), and its age cannot be told.
+func (l *pendingList) expired(e *pendingEntry, now time.Time) bool {
+	return !now.Before(e.Received.Add(l.ttl)) || e.Received.After(now.Add(l.ttl))
+}
+
+// sweepLocked drops the entries whose time is up, in one commit, and
+// tells their waiters. A store failure keeps them for the next sweep.
+func (a *Admission) sweepLocked() error {
+	l := &a.pending
+	now := l.now()
+	var gone []*pendingEntry
+	for _, e := range l.entries {
+		if l.expired(e, now) {
+			gone = append(gone, e)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	ttl := l.ttl
+	return a.dropAllLocked(gone, func(e *pendingEntry) error {
+		return &Error{Code: ETIMEOUT, Limit: "join.pendingTTL",
+			Message: fmt.Sprintf("no administrator decided on the join of %q within %s: it expired; send the description again to ask again", e.ID, ttl)}
+	})
+}
+
+// sweep is sweepLocked for a reader of the list: a store failure is
+// logged, and the entries stay until the next sweep.
+func (a *Admission) sweep() {
+	if err := a.sweepLocked(); err != nil {
+		a.reg.log.Warn("cannot drop expired pending joins", "err", err)
+	}
+}
+
+// scheduleLocked arms the expiry timer for the earliest deadline, unless
+// it is armed, the list is empty or closed.
+func (a *Admission) scheduleLocked() {
+	l := &a.pending
+	if l.closed || l.timer != nil || len(l.entries) == 0 {
+		return
+	}
+	var first time.Time
+	for _, e := range l.entries {
+		if first.IsZero() || e.Received.Before(first) {
+			first = e.Received
+		}
+	}
+	// At least a second: an entry the store failed to drop is retried,
+	// not spun on.
+	d := min(max(first.Add(l.ttl).Sub(l.now()), time.Second), maxPendingWait)
+	l.timer = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.timer = nil
+		if l.closed {
+			return
+		}
+		a.sweep()
+		a.scheduleLocked()
 	})
 }
 
 func (l *pendingList) add(e *pendingEntry) {
 	l.entries[e.ID] = e
-	l.perSource[SourceOf(e.Addr)]++
+	e.src = SourceOf(e.Addr)
+	l.perSource[e.src]++
 	l.bytes += len(e.TD)
 }
 
@@ -127,9 +266,8 @@ func (l *pendingList) remove(id string) *pendingEntry {
 		return nil
 	}
 	delete(l.entries, id)
-	src := SourceOf(e.Addr)
-	if l.perSource[src]--; l.perSource[src] <= 0 {
-		delete(l.perSource, src)
+	if l.perSource[e.src]--; l.perSource[e.src] <= 0 {
+		delete(l.perSource, e.src)
 	}
 	l.bytes -= len(e.TD)
 	return e
@@ -184,6 +322,9 @@ func (a *Admission) State(withPending bool) JoinState {
 	l := &a.pending
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if withPending {
+		a.sweep()
+	}
 	now := l.now()
 	st := JoinState{Mode: a.mode, Effective: a.mode, Pending: []PendingJoin{}}
 	if now.Before(l.permitUntil) {
@@ -195,7 +336,9 @@ func (a *Admission) State(withPending bool) JoinState {
 		for _, e := range l.entries {
 			st.Pending = append(st.Pending, e.PendingJoin)
 		}
-		slices.SortFunc(st.Pending, func(x, y PendingJoin) int { return x.Received.Compare(y.Received) })
+		slices.SortFunc(st.Pending, func(x, y PendingJoin) int {
+			return cmp.Or(x.Received.Compare(y.Received), cmp.Compare(x.ID, y.ID))
+		})
 	}
 	return st
 }
@@ -204,6 +347,7 @@ func (a *Admission) State(withPending bool) JoinState {
 func (a *Admission) PendingCount() int {
 	a.pending.mu.Lock()
 	defer a.pending.mu.Unlock()
+	a.sweep()
 	return len(a.pending.entries)
 }
 
@@ -211,6 +355,7 @@ func (a *Admission) PendingCount() int {
 func (a *Admission) PendingTD(id string) (PendingJoin, error) {
 	a.pending.mu.Lock()
 	defer a.pending.mu.Unlock()
+	a.sweep()
 	e := a.pending.entries[id]
 	if e == nil {
 		return PendingJoin{}, Errorf(ENOTFOUND, "no join of %q is pending", id)
@@ -223,42 +368,67 @@ func (a *Admission) PendingTD(id string) (PendingJoin, error) {
 // A description id's key binding would refuse is refused now, as its
 // write would be. The same source may send it again (replacing it and the
 // waiter); another source may not.
+//
+// When the list is full (in count or bytes) the join takes the place of
+// anonymous entries (evictLocked) rather than being refused; each evicted
+// entry's waiter is told 507.
 func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *JoinWaiter) error {
 	if err := a.reg.CheckBindingOf(id, p.signer); err != nil {
+		return err
+	}
+	proven, err := a.proven(id, p, door)
+	if err != nil {
 		return err
 	}
 	raw := p.raw
 	l := &a.pending
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// Expired entries make room first.
+	if err := a.sweepLocked(); err != nil {
+		return &Error{Code: EINTERNAL, Message: "cannot drop expired pending joins", Err: err}
+	}
 	src := SourceOf(addr)
 	old := l.entries[id]
-	if old != nil && (old.Door != door || SourceOf(old.Addr) != src) {
+	if old != nil && (old.Door != door || old.src != src) {
 		return Errorf(ECONFLICT, "a join of %q from another source waits for approval", id)
 	}
 	n, perSrc, bytes := len(l.entries), l.perSource[src], l.bytes+len(raw)
 	if old != nil {
 		n, perSrc, bytes = n-1, perSrc-1, bytes-len(old.TD)
 	}
-	switch {
-	case perSrc >= MaxPendingPerSource:
+	if perSrc >= MaxPendingPerSource {
 		return &Error{Code: EFULL, Limit: "join.pendingPerSource",
 			Message: fmt.Sprintf("this address has %d joins waiting for approval, as many as one source may", MaxPendingPerSource)}
-	case n >= MaxPending:
-		return &Error{Code: EFULL, Limit: "join.pending",
-			Message: fmt.Sprintf("%d joins wait for approval, as many as the hub keeps", MaxPending)}
-	case bytes > MaxPendingBytes:
-		return &Error{Code: EFULL, Limit: "join.pendingBytes",
-			Message: fmt.Sprintf("the joins waiting for approval would hold more than %d bytes", MaxPendingBytes)}
 	}
-	pj := PendingJoin{ID: id, Title: titleOf(raw), Door: door, Addr: addr, Received: l.now().UTC(), TD: json.RawMessage(raw)}
+	evict := l.evictLocked(id, src, perSrc, n, bytes, proven)
+	switch {
+	case evict == nil && n >= MaxPending:
+		return &Error{Code: EFULL, Limit: "join.pending",
+			Message: fmt.Sprintf("%d joins wait for approval, as many as the hub keeps, and none of them may give way to this one", MaxPending)}
+	case evict == nil && bytes > MaxPendingBytes:
+		return &Error{Code: EFULL, Limit: "join.pendingBytes",
+			Message: fmt.Sprintf("the joins waiting for approval would hold more than %d bytes, and none of them may give way to this one", MaxPendingBytes)}
+	}
+	pj := PendingJoin{ID: id, Title: titleOf(raw), Door: door, Addr: addr, Proven: proven, Received: l.now().UTC(), TD: json.RawMessage(raw)}
 	if p.signer != nil {
 		pj.Signer = p.signer.DID
 	}
+	drop := make([]string, len(evict))
+	for i, e := range evict {
+		drop[i] = e.ID
+	}
 	if l.store != nil {
-		if err := l.store.PutPending(pj); err != nil {
+		if err := l.store.PutPending(pj, drop...); err != nil {
 			return &Error{Code: EINTERNAL, Message: "cannot store the pending join", Err: err}
 		}
+	}
+	for _, e := range evict {
+		a.forgetLocked(e, &Error{Code: EFULL, Limit: "join.pending",
+			Message: fmt.Sprintf("the pending list was full and the join of %q gave way to a newer one from an address with fewer joins waiting; send the description again to ask again", e.ID)})
+	}
+	if len(evict) > 0 {
+		a.reg.log.Debug("pending joins evicted for a new one", "id", id, "source", src, "evicted", drop)
 	}
 	l.remove(id)
 	l.add(&pendingEntry{PendingJoin: pj, waiter: w})
@@ -267,7 +437,75 @@ func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *
 		// re-announces itself for as long as it waits).
 		a.announce(EventJoinPending, pj)
 	}
+	a.scheduleLocked()
 	return nil
+}
+
+// proven reports whether the join of id proves the id its requester's: a
+// proof by the key id is bound to (checked by CheckBindingOf already), or,
+// over MQTT, the Thing's credential (Admit parks a join of an id holding a
+// credential only for the credential's holder).
+func (a *Admission) proven(id string, p *PreparedTD, door Source) (bool, error) {
+	if p.signer != nil {
+		if b, err := a.reg.Binding(id); err == nil && b.DID == p.signer.DID {
+			return true, nil
+		}
+	}
+	if door != SourceMQTT {
+		return false, nil
+	}
+	return a.HasCredential(id)
+}
+
+// evictLocked picks the entries a join of id from src (which holds mine
+// entries besides id's) evicts so that it fits in the list, whose count
+// and bytes with it would be n and bytes; nil when it fits, or when
+// nothing may give way (the join is then refused).
+//
+// Only anonymous entries give way, and only to a join from a source that
+// holds fewer entries than theirs: each time, the oldest anonymous entry
+// of the source holding the most entries. A flood from a few addresses
+// (each capped at MaxPendingPerSource) thus evicts its own entries before
+// a device's single one, and an evicted device asking again cannot evict
+// in turn a source holding as few as it does. Only a flood from as many
+// addresses as the list has places reaches single entries, and then the
+// oldest goes first. A proven join (its id's owner coming back) takes the
+// place of the anonymous entry chosen that way whatever its source holds.
+func (l *pendingList) evictLocked(id, src string, mine, n, bytes int, proven bool) []*pendingEntry {
+	if n < MaxPending && bytes <= MaxPendingBytes {
+		return nil
+	}
+	count := maps.Clone(l.perSource)
+	if l.entries[id] != nil {
+		count[src]-- // id's own entry is replaced, not evicted
+	}
+	var out []*pendingEntry
+	taken := map[string]bool{}
+	for n >= MaxPending || bytes > MaxPendingBytes {
+		var v *pendingEntry
+		var vc int
+		for _, e := range l.entries {
+			s := e.src
+			if e.Proven || e.ID == id || taken[e.ID] || !proven && (s == src || count[s] <= mine) {
+				continue
+			}
+			c := count[s]
+			if v == nil || c > vc || c == vc && (e.Received.Before(v.Received) || e.Received.Equal(v.Received) && e.ID < v.ID) {
+				v, vc = e, c
+			}
+		}
+		if v == nil {
+			return nil
+		}
+		taken[v.ID] = true
+		count[v.src]--
+		if v.src == src {
+			mine--
+		}
+		out = append(out, v)
+		n, bytes = n-1, bytes-len(v.TD)
+	}
+	return out
 }
 
 // Discovered applies the join mode to a new Thing the hub found on the
@@ -303,6 +541,7 @@ func (a *Admission) Approve(ctx context.Context, id string) error {
 	l := &a.pending
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a.sweep() // an expired join is no longer there to approve
 	e := l.entries[id]
 	if e == nil {
 		return Errorf(ENOTFOUND, "no join of %q is pending", id)
@@ -349,6 +588,7 @@ func (a *Admission) Deny(id string) error {
 	l := &a.pending
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a.sweep()
 	e := l.entries[id]
 	if e == nil {
 		return Errorf(ENOTFOUND, "no join of %q is pending", id)
@@ -373,18 +613,110 @@ func (a *Admission) Superseded(id string) error {
 
 // dropLocked removes e from the list and the store and tells its waiter why.
 func (a *Admission) dropLocked(e *pendingEntry, why error) error {
+	return a.dropAllLocked([]*pendingEntry{e}, func(*pendingEntry) error { return why })
+}
+
+// dropAllLocked removes es from the store in one commit, then from the
+// list, oldest first, telling each waiter why.
+func (a *Admission) dropAllLocked(es []*pendingEntry, why func(*pendingEntry) error) error {
 	l := &a.pending
+	slices.SortFunc(es, func(x, y *pendingEntry) int {
+		return cmp.Or(x.Received.Compare(y.Received), cmp.Compare(x.ID, y.ID))
+	})
 	if l.store != nil {
-		if err := l.store.DeletePending(e.ID); err != nil {
+		ids := make([]string, len(es))
+		for i, e := range es {
+			ids[i] = e.ID
+		}
+		if err := l.store.DeletePending(ids...); err != nil {
 			return &Error{Code: EINTERNAL, Message: "cannot delete the pending join", Err: err}
 		}
 	}
-	l.remove(e.ID)
+	for _, e := range es {
+		a.forgetLocked(e, why(e))
+	}
+	return nil
+}
+
+// forgetLocked removes e from the list (its store entry is gone already),
+// tells a waiter still there why, and announces it (join_denied: the entry
+// left the list without an approval).
+func (a *Admission) forgetLocked(e *pendingEntry, why error) {
+	a.pending.remove(e.ID)
 	if w := e.waiter; w != nil && (w.Live == nil || w.Live()) {
 		w.Decided("", why)
 	}
 	a.announce(EventJoinDenied, e.PendingJoin)
+}
+
+// PendingFilter selects pending joins for a denial in bulk (DenyAll):
+// every one, or those from Source and/or received at least OlderThan ago
+// (both given: both hold).
+type PendingFilter struct {
+	All bool
+	// Source is an address or an IPv6 /64 prefix, as GET /api/join names
+	// the source (SourceOf): an address selects its source's entries.
+	Source    string
+	OlderThan time.Duration
+}
+
+// check says what is wrong with f, as field errors of its JSON body.
+func (f PendingFilter) check() error {
+	bad := func(field, msg string) error {
+		return &Error{Code: EINVALID, Message: "the filter must be {\"all\": true}, or name a \"source\" and/or \"olderThan\"",
+			Fields: []FieldError{{Field: field, Description: msg}}}
+	}
+	switch {
+	case f.All && (f.Source != "" || f.OlderThan != 0):
+		return bad("/all", "selects every entry: give it alone")
+	case f.OlderThan < 0:
+		return bad("/olderThan", "must be a duration of 0 or more, such as \"1h\"")
+	case f.Source != "":
+		if _, err := netip.ParseAddr(f.Source); err == nil {
+			return nil
+		}
+		if _, err := netip.ParsePrefix(f.Source); err == nil {
+			return nil
+		}
+		return bad("/source", "must be an IP address or an IPv6 prefix as GET /api/join shows it")
+	case !f.All && f.OlderThan == 0:
+		return Errorf(EINVALID, "the filter names no entries: give {\"all\": true}, a \"source\" or \"olderThan\"")
+	}
 	return nil
+}
+
+// DenyAll drops the parked joins f selects in one commit and refuses their
+// waiting agents 403, as Deny does one by one; it returns their ids,
+// oldest first (none selected: an empty list, no error).
+func (a *Admission) DenyAll(f PendingFilter) ([]string, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	src := ""
+	if f.Source != "" {
+		src = SourceOf(f.Source)
+	}
+	l := &a.pending
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a.sweep()
+	now := l.now()
+	var es []*pendingEntry
+	for _, e := range l.entries {
+		if f.All || (src == "" || e.src == src) && now.Sub(e.Received) >= f.OlderThan {
+			es = append(es, e)
+		}
+	}
+	if err := a.dropAllLocked(es, func(e *pendingEntry) error {
+		return Errorf(EFORBIDDEN, "an administrator denied the join of %q", e.ID)
+	}); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	return ids, nil
 }
 
 // announce sends a join event to the hub's feed.

@@ -15,8 +15,9 @@ var bucketPending = []byte("pending")
 
 var _ hub.PendingStore = (*DB)(nil)
 
-// PutPending stores a parked join durably, replacing one of the same id.
-func (s *DB) PutPending(p hub.PendingJoin) error {
+// PutPending stores a parked join durably, replacing one of the same id,
+// and deletes the entries drop (evicted for it) in the same commit.
+func (s *DB) PutPending(p hub.PendingJoin, drop ...string) error {
 	if p.ID == "" {
 		return hub.Errorf(hub.EINVALID, "a pending join needs a thing id")
 	}
@@ -29,6 +30,9 @@ func (s *DB) PutPending(p hub.PendingJoin) error {
 		if err != nil {
 			return fmt.Errorf("cannot create bucket %s: %w", bucketPending, err)
 		}
+		if err := deletePending(tx, drop); err != nil {
+			return err
+		}
 		return b.Put([]byte(p.ID), v)
 	})
 	if err != nil {
@@ -37,12 +41,15 @@ func (s *DB) PutPending(p hub.PendingJoin) error {
 	return nil
 }
 
-// DeletePending removes a parked join (denied, or dropped); an absent one
-// is no error.
-func (s *DB) DeletePending(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error { return deletePending(tx, []string{id}) })
+// DeletePending removes parked joins (denied, expired or dropped) in one
+// commit; an absent one is no error.
+func (s *DB) DeletePending(ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error { return deletePending(tx, ids) })
 	if err != nil {
-		return fmt.Errorf("cannot delete pending join %q: %w", id, err)
+		return fmt.Errorf("cannot delete %d pending joins: %w", len(ids), err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -20,6 +21,7 @@ func (s *Server) joinRoutes() {
 	m.HandleFunc("POST /api/join/permit", s.write(s.permitJoin))
 	m.HandleFunc("POST /api/join/pending/{id}/approve", s.write(s.decideJoin(true)))
 	m.HandleFunc("POST /api/join/pending/{id}/deny", s.write(s.decideJoin(false)))
+	m.HandleFunc("POST /api/join/pending/deny", s.write(s.denyJoins))
 }
 
 // joinAdmission is the join policy, or an error written when the hub has
@@ -41,17 +43,24 @@ type pendingView struct {
 	Source string `json:"source"`
 	// Signer is the DID of the parked description's proof: the key an
 	// approval binds the id to (omitted when unsigned).
-	Signer     string    `json:"signer,omitempty"`
-	Received   time.Time `json:"received"`
+	Signer string `json:"signer,omitempty"`
+	// Proven: the requester proved the id its own (its bound key, its
+	// MQTT credential); other entries are anonymous and may give way to
+	// newer joins when the list is full.
+	Proven   bool      `json:"proven,omitempty"`
+	Received time.Time `json:"received"`
+	// Expires is when the entry is dropped unless decided on
+	// (join.pendingTTL after received).
+	Expires    time.Time `json:"expires"`
 	Bytes      int       `json:"bytes"`
 	Properties []string  `json:"properties"`
 	Actions    []string  `json:"actions"`
 	Events     []string  `json:"events"`
 }
 
-func viewPending(p hub.PendingJoin) pendingView {
-	v := pendingView{ID: p.ID, Title: p.Title, Door: string(p.Door), Source: hub.SourceOf(p.Addr), Signer: p.Signer, Received: p.Received,
-		Bytes: len(p.TD), Properties: []string{}, Actions: []string{}, Events: []string{}}
+func viewPending(p hub.PendingJoin, ttl time.Duration) pendingView {
+	v := pendingView{ID: p.ID, Title: p.Title, Door: string(p.Door), Source: hub.SourceOf(p.Addr), Signer: p.Signer, Proven: p.Proven,
+		Received: p.Received, Expires: p.Received.Add(ttl), Bytes: len(p.TD), Properties: []string{}, Actions: []string{}, Events: []string{}}
 	var td struct {
 		Properties map[string]json.RawMessage `json:"properties"`
 		Actions    map[string]json.RawMessage `json:"actions"`
@@ -94,9 +103,10 @@ func (s *Server) joinState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := a.State(true)
+	ttl := a.PendingTTL()
 	list := make([]pendingView, len(st.Pending))
 	for i, p := range st.Pending {
-		list[i] = viewPending(p)
+		list[i] = viewPending(p, ttl)
 	}
 	writeJSON(w, http.StatusOK, lmos.MediaJSON, struct {
 		joinStatus
@@ -167,4 +177,49 @@ func (s *Server) decideJoin(approve bool) http.HandlerFunc {
 		s.log.Info("join decided", "id", id, "approved", approve)
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// denyJoins denies pending joins in bulk: the body is {"all": true}, or
+// {"source": ADDR} and/or {"olderThan": DURATION} (both: both hold). It
+// answers the denied ids, oldest first, and how many joins still wait.
+func (s *Server) denyJoins(w http.ResponseWriter, r *http.Request) {
+	a := s.joinAdmission(w, r)
+	if a == nil {
+		return
+	}
+	body, err := s.readBody(w, r, lmos.MediaJSON)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		All       bool   `json:"all"`
+		Source    string `json:"source"`
+		OlderThan string `json:"olderThan"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Err: err,
+			Message: `the body must be {"all": true}, or {"source": ADDRESS} and/or {"olderThan": DURATION}`})
+		return
+	}
+	f := hub.PendingFilter{All: req.All, Source: req.Source}
+	if req.OlderThan != "" {
+		if f.OlderThan, err = time.ParseDuration(req.OlderThan); err != nil {
+			s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Message: "olderThan is not a duration", Err: err,
+				Fields: []hub.FieldError{{Field: "/olderThan", Description: `must be a duration such as "90m" or "48h"`}}})
+			return
+		}
+	}
+	ids, err := a.DenyAll(f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("joins denied in bulk", "count", len(ids), "all", req.All, "source", req.Source, "olderThan", req.OlderThan)
+	writeJSON(w, http.StatusOK, lmos.MediaJSON, struct {
+		Denied  []string `json:"denied"`
+		Pending int      `json:"pending"`
+	}{ids, a.PendingCount()})
 }

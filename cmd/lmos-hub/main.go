@@ -18,6 +18,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/internal/app"
 	"github.com/eclipse-lmos/lmos-hub/internal/groupscli"
+	"github.com/eclipse-lmos/lmos-hub/internal/joincli"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -40,6 +41,7 @@ usage:
   lmos-hub things ls|get|put|rm    manage Things on a running hub
   lmos-hub groups ls|create|add|rm|dissolve
                                    manage agent groups on a running hub
+  lmos-hub join ls|approve|deny    decide on joins waiting for approval (deny --all: in bulk)
   lmos-hub token create|list|revoke
                                    manage admin tokens
   lmos-hub discover [--timeout 3s] list the hubs and Things mDNS sees on the LAN
@@ -68,6 +70,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return runThings(rest, stdin, stdout, stderr, getenv)
 	case "groups":
 		return groupscli.Run(rest, stdout, stderr, getenv)
+	case "join":
+		return joincli.Run(rest, stdout, stderr, getenv)
 	case "token":
 		return runToken(rest, stdout, stderr, getenv)
 	case "config":

@@ -54,6 +54,9 @@ type Main struct {
 	// HTTPWriteTimeout overrides how long a client may take to read one
 	// response (0: the web default, 60 s); tests shorten it.
 	HTTPWriteTimeout time.Duration
+	// Now overrides the registry's clock, and so the join policy's (nil:
+	// time.Now); tests move it instead of waiting.
+	Now func() time.Time
 
 	// Set by Run, in this order.
 	DB *store.DB
@@ -186,6 +189,7 @@ func (m *Main) openRegistry(context.Context) error {
 	cfg := m.Config
 	hub.SetMaxDepth(cfg.Registry.MaxDepth)
 	reg, err := hub.NewRegistry(m.DB, hub.RegistryOptions{
+		Now:                m.Now,
 		Logger:             m.Logger.With("component", "registry"),
 		MaxThings:          cfg.Registry.MaxThings,
 		MaxTDBytes:         cfg.Registry.MaxTDBytes,
@@ -214,8 +218,14 @@ func (m *Main) openRegistry(context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Joins parked for approval survive a restart (join mode approve).
-	return m.Admission.OpenPending(m.DB)
+	// Joins parked for approval survive a restart (join mode approve),
+	// and expire join.pendingTTL after they were parked.
+	m.Admission.SetPendingTTL(time.Duration(cfg.Join.PendingTTL))
+	if err := m.Admission.OpenPending(m.DB); err != nil {
+		return err
+	}
+	m.onClose("join approval", func(context.Context) error { m.Admission.Close(); return nil })
+	return nil
 }
 
 // openTokens opens the admin tokens and installs or creates the first one.

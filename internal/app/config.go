@@ -172,7 +172,17 @@ type MDNSConfig struct {
 // JoinConfig configures how new agents are admitted.
 type JoinConfig struct {
 	Mode string `yaml:"mode"` // open|approve|closed, default open
+	// PendingTTL is how long a join parked for approval (join.mode
+	// approve) waits for a decision before it expires; default 24h.
+	PendingTTL Duration `yaml:"pendingTTL"`
 }
+
+// Bounds of join.pendingTTL: an administrator needs some minutes to
+// decide, and an entry kept for more than a year is one forgotten.
+const (
+	minPendingTTL = time.Minute
+	maxPendingTTL = 365 * 24 * time.Hour
+)
 
 // AccessConfig configures the one access policy of every door (hub.Access).
 type AccessConfig struct {
@@ -300,7 +310,7 @@ func DefaultConfig() Config {
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout),
 		DeliveryPath: mqtt.DeliveryHub, ConnLoop: mqtt.ConnLoopHub, IdlePark: Duration(mqtt.DefaultIdlePark)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
-	c.Join = JoinConfig{Mode: "open"}
+	c.Join = JoinConfig{Mode: "open", PendingTTL: Duration(hub.DefaultPendingTTL)}
 	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
 	c.Access = AccessConfig{Anonymous: hub.AnonymousOperate}
 	c.TLS = TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}
@@ -375,6 +385,7 @@ func (c Config) Validate() error {
 		bad("mdns.forgetAfter", fmt.Errorf("must be a duration greater than 0 such as \"24h\" (got %s)", c.MDNS.ForgetAfter))
 	}
 	bad("join.mode", checkOneOf(c.Join.Mode, joinModes))
+	bad("join.pendingTTL", checkPendingTTL(c.Join.PendingTTL))
 	if c.Security.VerifyRate <= 0 {
 		bad("security.verifyRate", fmt.Errorf("must be greater than 0 verifications per second (got %v)", c.Security.VerifyRate))
 	}
@@ -510,6 +521,14 @@ func (c Config) validateLimits(bad func(string, error)) {
 	}
 }
 
+// checkPendingTTL accepts a join.pendingTTL from 1m to 365d.
+func checkPendingTTL(d Duration) error {
+	if time.Duration(d) < minPendingTTL || time.Duration(d) > maxPendingTTL {
+		return fmt.Errorf("must be a duration from 1m to 365d such as \"24h\" (got %s)", d)
+	}
+	return nil
+}
+
 func checkNonEmpty(s string) error {
 	if strings.TrimSpace(s) == "" {
 		return errors.New("must not be empty")
@@ -641,6 +660,15 @@ var serveSettings = []serveSetting{
 		set: func(c *Config, v string) error { c.TLS.Key = v; return nil }},
 	{flag: "join-mode", env: "LMOS_HUB_JOIN_MODE", usage: "admit new agents: `open|approve|closed` (default open)",
 		set: func(c *Config, v string) error { c.Join.Mode = v; return checkOneOf(v, joinModes) }},
+	{flag: "join-pending-ttl", env: "LMOS_HUB_JOIN_PENDING_TTL", usage: "let a join parked for approval wait `DURATION` for a decision, 1m to 365d (default 24h)",
+		set: func(c *Config, v string) error {
+			d, err := parseDuration(v)
+			if err != nil {
+				return err
+			}
+			c.Join.PendingTTL = d
+			return checkPendingTTL(d)
+		}},
 	{flag: "access-anonymous", env: "LMOS_HUB_ACCESS_ANONYMOUS", usage: "what clients without credentials may do: `none|read|operate` (default operate)",
 		set: func(c *Config, v string) error {
 			c.Access.Anonymous = v

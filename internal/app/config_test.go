@@ -34,7 +34,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("DefaultConfig().Validate() = %v", err)
 	}
 	if c.DataDir != "./lmos-data" || c.HTTP.Addr != ":8080" || c.MQTT.Addr != ":1883" ||
-		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Access.Anonymous != "operate" || c.Log.Level != "info" || c.Log.Format != "text" ||
+		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Join.PendingTTL != Duration(24*time.Hour) || c.Access.Anonymous != "operate" || c.Log.Level != "info" || c.Log.Format != "text" ||
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
 		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) || c.MQTT.DeliveryPath != "hub" || c.MQTT.ConnLoop != "hub" || c.MQTT.IdlePark != Duration(time.Second) ||
@@ -343,6 +343,9 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "/credentials/status" }, "groups.statusListURL: must be an absolute"},
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "ftp://hub/x" }, "groups.statusListURL: must be an absolute"},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},
+		{"join.pendingTTL", func(c *Config) { c.Join.PendingTTL = 0 }, "join.pendingTTL: must be a duration from 1m to 365d"},
+		{"join.pendingTTL (short)", func(c *Config) { c.Join.PendingTTL = Duration(59 * time.Second) }, "join.pendingTTL: "},
+		{"join.pendingTTL (long)", func(c *Config) { c.Join.PendingTTL = Duration(366 * 24 * time.Hour) }, "join.pendingTTL: "},
 		{"security.verifyRate", func(c *Config) { c.Security.VerifyRate = 0 }, "security.verifyRate: must be greater than 0"},
 		{"security.verifyBurst", func(c *Config) { c.Security.VerifyBurst = 0 }, "security.verifyBurst: must be at least 1"},
 		{"security.maxClockSkew", func(c *Config) { c.Security.MaxClockSkew = 0 }, "security.maxClockSkew: "},
@@ -466,5 +469,42 @@ func TestAccessAnonymousSetting(t *testing.T) {
 	c.HTTP.Private = true
 	if c.AnonymousAccess() != "none" {
 		t.Fatalf("http.private: true gives %q, want none", c.AnonymousAccess())
+	}
+}
+
+// join.pendingTTL comes from the file, the environment or the flag, in
+// that precedence, and is checked wherever it comes from.
+func TestJoinPendingTTLSetting(t *testing.T) {
+	path := writeConfigFile(t, "join:\n  mode: approve\n  pendingTTL: 2h\n")
+	c, err := LoadConfig([]string{"--config", path}, nil)
+	if err != nil || c.Join.PendingTTL != Duration(2*time.Hour) {
+		t.Fatalf("file: %s %v", c.Join.PendingTTL, err)
+	}
+	env := envMap(map[string]string{"LMOS_HUB_JOIN_PENDING_TTL": "7d"})
+	c, err = LoadConfig([]string{"--config", path}, env)
+	if err != nil || c.Join.PendingTTL != Duration(7*24*time.Hour) {
+		t.Fatalf("env: %s %v", c.Join.PendingTTL, err)
+	}
+	c, err = LoadConfig([]string{"--config", path, "--join-pending-ttl", "90m"}, env)
+	if err != nil || c.Join.PendingTTL != Duration(90*time.Minute) {
+		t.Fatalf("flag: %s %v", c.Join.PendingTTL, err)
+	}
+	for _, bad := range []struct {
+		args []string
+		env  map[string]string
+		file string
+	}{
+		{args: []string{"--join-pending-ttl", "30s"}},
+		{args: []string{"--join-pending-ttl", "soon"}},
+		{env: map[string]string{"LMOS_HUB_JOIN_PENDING_TTL": "400d"}},
+		{file: "join:\n  pendingTTL: 0s\n"},
+	} {
+		args := bad.args
+		if bad.file != "" {
+			args = append(args, "--config", writeConfigFile(t, bad.file))
+		}
+		if _, err := LoadConfig(args, envMap(bad.env)); err == nil || !strings.Contains(err.Error(), "pending-ttl") && !strings.Contains(err.Error(), "PENDING_TTL") && !strings.Contains(err.Error(), "join.pendingTTL") {
+			t.Errorf("%+v: %v, want an error naming the setting", bad, err)
+		}
 	}
 }
