@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -248,4 +249,56 @@ func signedRaw(t *testing.T, raw []byte, k ed25519.PrivateKey, created time.Time
 		t.Fatal(err)
 	}
 	return doc
+}
+
+// Under join mode approve and closed, an admin's reset lets the Thing's
+// agent back (approve: at once, it is no new Thing; closed: refused, 403,
+// nothing changed); a reset after `things rm` makes its next join a new
+// Thing's, pending approval.
+func TestResetCredentialUnderJoinModes(t *testing.T) {
+	for _, mode := range []string{"approve", "closed"} {
+		t.Run(mode, func(t *testing.T) {
+			h := startHub(t, func(c *Config) { c.Join.Mode = mode })
+			permit := func(seconds int) {
+				body := []byte(`{"seconds":` + strconv.Itoa(seconds) + `}`)
+				if resp, b := h.do(http.MethodPost, "/api/join/permit", "application/json", body, testToken); resp.StatusCode != http.StatusOK {
+					t.Fatalf("permit %d: %d %s", seconds, resp.StatusCode, b)
+				}
+			}
+			const id = "urn:example:reset-modes"
+			td := makeTD(id, "Unsigned")
+			permit(120)
+			if res := h.anonymousJoin(id, td); res.Status != lmos.JoinAccepted {
+				t.Fatalf("join in the permit window: %+v", res)
+			}
+			permit(0)
+			reset := func() {
+				if resp, b := h.do(http.MethodDelete, "/api/things/"+pathEscape(id)+"/credential", "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+					t.Fatalf("reset: %d %s", resp.StatusCode, b)
+				}
+			}
+			reset()
+			want := h.ownerState(id)
+			res := h.anonymousJoin(id, td)
+			if mode == "closed" {
+				if res.Status != lmos.JoinRejected || res.Problem == nil || res.Problem.Status != 403 || res.Credentials != nil {
+					t.Fatalf("a join after the reset on a closed hub: %+v", res)
+				}
+				if got := h.ownerState(id); got != want {
+					t.Fatalf("the refused join changed state:\n%s\nwant\n%s", got, want)
+				}
+				return
+			}
+			if res.Status != lmos.JoinAccepted || res.Credentials == nil {
+				t.Fatalf("a join after the reset under approve: %+v", res)
+			}
+			if resp, b := h.do(http.MethodDelete, lmos.ThingPath(id), "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+				t.Fatalf("rm: %d %s", resp.StatusCode, b)
+			}
+			reset()
+			if res := h.anonymousJoin(id, td); res.Status != lmos.JoinPending {
+				t.Fatalf("a join after rm and reset under approve: %+v", res)
+			}
+		})
+	}
 }
