@@ -93,8 +93,10 @@ func waitOnline(t *testing.T, reg *hub.Registry, id string, p *thermostatProc) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// Online at the hub, and past Connect in the process (a signal
+		// before that ends it with Connect's error).
 		th, err := reg.Get(id)
-		if err == nil && th.Meta.Presence.Status == hub.PresenceOnline {
+		if err == nil && th.Meta.Presence.Status == hub.PresenceOnline && strings.Contains(p.stderr.String(), "thermostat running") {
 			return
 		}
 		select {
