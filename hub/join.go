@@ -110,9 +110,10 @@ type Verdict struct {
 }
 
 // Admit applies the join policy to r. It reports whether the Thing holds a
-// credential (a member joined over MQTT, admitted only for its Holder);
-// otherwise the request is an anonymous one and was admitted under the
-// join mode and the rate.
+// credential its requester presented (a member joined over MQTT, admitted
+// for its Holder, or for a description signed by its bound key: AdmitJoin
+// tells which); otherwise the request is an anonymous one and was admitted
+// under the join mode and the rate.
 //
 // The order of the checks is part of the wire contract: over MQTT the join
 // mode decides first, so a closed hub tells an anonymous client nothing
