@@ -109,11 +109,10 @@ type Verdict struct {
 	ByKey bool
 }
 
-// Admit applies the join policy to r. It reports whether the Thing holds a
-// credential its requester presented (a member joined over MQTT, admitted
-// for its Holder, or for a description signed by its bound key: AdmitJoin
-// tells which); otherwise the request is an anonymous one and was admitted
-// under the join mode and the rate.
+// Admit applies the join policy to r. It reports whether the requester
+// presented the Thing's credential (a member joined over MQTT, admitted for
+// its Holder); otherwise the request was admitted under the join mode and
+// the rate, or (only AdmitJoin tells) by its bound key's proof.
 //
 // The order of the checks is part of the wire contract: over MQTT the join
 // mode decides first, so a closed hub tells an anonymous client nothing
