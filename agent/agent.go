@@ -43,7 +43,8 @@ type Options struct {
 	// ContentType of the hub forms filled in: application/json (default)
 	// or application/cbor. A placeholder form's own contentType wins.
 	ContentType string
-	// Credentials from an earlier join; nil joins anonymously first.
+	// Credentials from an earlier join; nil: those kept in StateDir, else
+	// it joins anonymously first.
 	Credentials *Credentials
 	// OnCredentials is called when the hub issues credentials, to keep them.
 	OnCredentials func(Credentials)
@@ -61,8 +62,9 @@ type Options struct {
 	// KeepAlive is the MQTT keep alive; default 30 s.
 	KeepAlive time.Duration
 	// StateDir is where the agent keeps what must outlive it: its key
-	// (key.json, mode 0600, made on first use) and the time of its last
-	// proof. "" (and no Key): the agent joins unsigned, since a key made
+	// (key.json, mode 0600, made on first use), the time of its last
+	// proof and the MQTT credentials the hub issued (credentials.json,
+	// 0600), so that it gets back in after a restart (PROTOCOL §4.4). "" (and no Key): the agent joins unsigned, since a key made
 	// for one run would bind its id to a key lost at the next start, and a
 	// hub that binds ids to keys would then refuse it (PROTOCOL §6).
 	StateDir string

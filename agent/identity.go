@@ -103,7 +103,9 @@ func (s *signer) sign(doc []byte) ([]byte, error) {
 	return out, nil
 }
 
-// writeFileAtomic replaces path with data: written aside, then renamed.
+// writeFileAtomic replaces path with data (mode 0600): written aside and
+// synced, then renamed, and the directory synced, so that after a power
+// cut the file holds the old data or the new.
 func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
@@ -111,13 +113,23 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync() // not every system syncs a directory
+		d.Close()
+	}
+	return nil
 }
 
 // DID returns the agent's did:key, whose key signs its TD on every join;

@@ -73,6 +73,13 @@ func newMQTTAgent(opts Options) (*Agent, error) {
 	}
 	a := newAgent(opts, td, opts.Logger.With("component", "agent", "id", td.id))
 	a.creds = opts.Credentials
+	if a.creds == nil && opts.StateDir != "" {
+		// Kept by an earlier run: the hub refuses a new join of a Thing
+		// that holds credentials (PROTOCOL §4.4).
+		if a.creds, err = loadCredentials(opts.StateDir, a.tid); err != nil {
+			a.log.Warn("joining anew without the kept credentials", "err", err)
+		}
+	}
 	a.link = &mqttLink{
 		a:       a,
 		addr:    addr,
@@ -387,6 +394,13 @@ func (l *mqttLink) joinAnonymously(ctx context.Context) (*Credentials, error) {
 	l.a.mu.Lock()
 	l.a.creds = res.Credentials
 	l.a.mu.Unlock()
+	if dir := l.a.opts.StateDir; dir != "" {
+		if err := saveCredentials(dir, *res.Credentials); err != nil {
+			// This run goes on; the next start joins again, which the hub
+			// admits by the key's proof (the key is in the same place).
+			l.a.log.Warn("cannot keep the credentials the hub issued", "err", err)
+		}
+	}
 	if l.a.opts.OnCredentials != nil {
 		l.a.opts.OnCredentials(*res.Credentials)
 	}

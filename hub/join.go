@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
@@ -28,6 +30,9 @@ type Admission struct {
 	// pending is the join-approval state: the parked joins and the
 	// permit-join window (pending.go).
 	pending pendingList
+
+	revokeMu  sync.Mutex
+	onRevoked []func(id string) // OnCredentialRevoked
 }
 
 // NewAdmission returns the join policy for mode (open, approve or closed;
@@ -83,32 +88,96 @@ type JoinRequest struct {
 	// Addr is the requester's address: the anonymous join rate and the
 	// per-source quota count by it.
 	Addr string
+	// Proof returns the verified proof of the description the request
+	// carries (nil: unsigned), or why it does not verify. Asked only when
+	// the Thing holds a credential its requester does not present: a
+	// proof by the key the id is bound to is as good as that credential
+	// (an agent that lost it, PROTOCOL §4.4). Nil: no description.
+	Proof func() (*Signer, error)
 }
 
-// Admit applies the join policy to r. It reports whether the Thing holds a
-// credential (a member joined over MQTT, admitted only for its Holder);
-// otherwise the request is an anonymous one and was admitted under the
-// join mode and the rate.
+// Verdict is what Admission.AdmitJoin decided about a request.
+type Verdict struct {
+	// Credentialed says the Thing holds a credential and the requester
+	// presented it (JoinRequest.Holder): no new one is issued.
+	Credentialed bool
+	// ByKey says the Thing holds a credential the requester did not
+	// present, and the description is signed by the key its id is bound
+	// to instead: the door writes it with Admission.RegisterByKey, which
+	// replaces the credential (the one the agent lost stops working) and
+	// requires the proof to be fresh (the replay rule).
+	ByKey bool
+}
+
+// Admit applies the join policy to r. It reports whether the requester
+// presented the Thing's credential (a member joined over MQTT, admitted for
+// its Holder); otherwise the request was admitted under the join mode and
+// the rate, or (only AdmitJoin tells) by its bound key's proof.
 //
 // The order of the checks is part of the wire contract: over MQTT the join
 // mode decides first, so a closed hub tells an anonymous client nothing
 // about which ids exist; over WebSocket a Thing registered over WebSocket
 // may come back (its agent reconnecting) whatever the mode.
 func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
+	v, err := a.AdmitJoin(r)
+	return v.Credentialed, err
+}
+
+// AdmitJoin is Admit with the whole verdict: a Thing holding a credential
+// whose requester does not present it is admitted when the description is
+// signed by the key its id is bound to (Verdict.ByKey).
+func (a *Admission) AdmitJoin(r JoinRequest) (Verdict, error) {
 	held, err := a.HasCredential(r.ID)
 	if err != nil {
-		return false, err
+		return Verdict{}, err
 	}
 	if held {
 		if r.Holder {
-			return true, a.admitReturning(r)
+			return Verdict{Credentialed: true}, a.admitReturning(r)
 		}
-		verb := "replace its description"
+		if !r.Deregister && r.Proof != nil {
+			byKey, err := a.provenByKey(r)
+			if err != nil {
+				return Verdict{}, err
+			}
+			if byKey {
+				return Verdict{ByKey: true}, a.admitReturning(r)
+			}
+		}
 		if r.Deregister {
-			verb = "deregister it"
+			return Verdict{Credentialed: true}, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them may deregister it", r.ID)
 		}
-		return true, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them may %s", r.ID, verb)
+		return Verdict{Credentialed: true}, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them, "+
+			"or a description signed by the key the id is bound to, may replace its description. An agent that lost its credentials: "+
+			"keep them (the agent library's Options.StateDir), or have an admin reset them (lmos-hub things reset-credential ID, "+
+			"DELETE /api/things/{id}/credential) so that its next join is a new one", r.ID)
 	}
+	credentialed, err := a.admitAnonymous(r)
+	return Verdict{Credentialed: credentialed}, err
+}
+
+// provenByKey reports whether r's description is signed by the key r.ID
+// is bound to. Whether the proof is fresh is decided in the write loop
+// (RegisterByKey), against the binding as it is then. A proof that does not
+// verify is refused as such; an id bound to no key proves nothing (its
+// first binding is no proof of a Thing that exists).
+func (a *Admission) provenByKey(r JoinRequest) (bool, error) {
+	b, err := a.reg.Binding(r.ID)
+	if ErrorCode(err) == ENOTFOUND {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	s, err := r.Proof()
+	if err != nil {
+		return false, err
+	}
+	return s != nil && s.DID == b.DID, nil
+}
+
+// admitAnonymous is Admit for a Thing that holds no credential.
+func (a *Admission) admitAnonymous(r JoinRequest) (credentialed bool, err error) {
 	if r.Door == SourceWS {
 		return false, a.admitAgent(r)
 	}
@@ -243,6 +312,70 @@ func (a *Admission) HasCredential(id string) (bool, error) {
 		return false, nil
 	}
 	return false, &Error{Code: EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
+}
+
+// RegisterByKey writes a Thing admitted by its bound key's proof
+// (Verdict.ByKey) and, in the same durable commit, replaces its credential
+// with credHash (a door that issues credentials: MQTT) or deletes it
+// ("": a door that issues none, WebSocket). The proof must be fresh, newer
+// than the last one accepted (the replay rule, PROTOCOL §6): the stored
+// description, which anyone may read, sent again is refused. Then the
+// connections authenticated with the old credential are ended
+// (OnCredentialRevoked).
+func (a *Admission) RegisterByKey(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+	if err := ValidateID(id); err != nil {
+		return false, err
+	}
+	origin.Takeover = true // the proof must be fresh
+	origin.Admitted = a.mode != "open"
+	created, err := a.reg.putPreparedWithCred(ctx, id, p, origin, Precondition{}, credHash, credHash == "")
+	if err != nil {
+		return false, err
+	}
+	a.revoked(id)
+	return created, nil
+}
+
+// ResetCredential deletes the credential of the Thing id at an admin's
+// request (ENOTFOUND when it holds none) and ends the connections
+// authenticated with it. The Thing stays registered, with its key binding
+// and memberships; its agent's next join is that of a Thing without a
+// credential (Admit): refused while joining is closed, and otherwise
+// issued a new credential.
+func (a *Admission) ResetCredential(ctx context.Context, id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	held, err := a.HasCredential(id)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return Errorf(ENOTFOUND, "the Thing %q holds no MQTT credential", id)
+	}
+	if err := a.reg.submit(ctx, &op{kind: opDropCred, id: id, dropCred: true}).err; err != nil {
+		return err
+	}
+	a.revoked(id)
+	return nil
+}
+
+// OnCredentialRevoked registers f, called with a Thing's id once its
+// credential was replaced or deleted (RegisterByKey, ResetCredential): a
+// door ends the connections still authenticated with the old one.
+func (a *Admission) OnCredentialRevoked(f func(id string)) {
+	a.revokeMu.Lock()
+	defer a.revokeMu.Unlock()
+	a.onRevoked = append(a.onRevoked, f)
+}
+
+func (a *Admission) revoked(id string) {
+	a.revokeMu.Lock()
+	fs := slices.Clone(a.onRevoked)
+	a.revokeMu.Unlock()
+	for _, f := range fs {
+		f(id)
+	}
 }
 
 // Register writes an admitted Thing. credHash, when not empty, is the hash

@@ -138,6 +138,9 @@ const (
 	opPresence
 	opBind
 	opGroup
+	// opDropCred deletes a Thing's credential alone
+	// (Admission.ResetCredential).
+	opDropCred
 )
 
 type op struct {
@@ -162,7 +165,8 @@ type op struct {
 	// with the description (Registry.putJoined).
 	credHash string
 	// dropCred deletes the Thing's credential in the commit of an
-	// opDelete (Admission.Deregister).
+	// opDelete (Admission.Deregister), an opPut (Admission.RegisterByKey)
+	// or an opDropCred.
 	dropCred bool
 	// dropPending deletes the Thing's pending join in the commit of an
 	// opPut (Admission.Approve).
@@ -561,12 +565,18 @@ func (r *Registry) putPrepared(ctx context.Context, id string, p *PreparedTD, or
 // putPreparedWith is putPrepared committing credHash (when not empty) with
 // the description (Admission.Register).
 func (r *Registry) putPreparedWith(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition, credHash string) (bool, error) {
+	return r.putPreparedWithCred(ctx, id, p, origin, c, credHash, false)
+}
+
+// putPreparedWithCred is putPreparedWith that deletes the Thing's
+// credential in the same commit when dropCred (Admission.RegisterByKey).
+func (r *Registry) putPreparedWithCred(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition, credHash string, dropCred bool) (bool, error) {
 	if got, _ := p.doc["id"].(string); got != id {
 		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
 			Fields: []FieldError{{Field: "/id", Description: fmt.Sprintf("is %s, want %q", describe(p.doc["id"]), id)}}}
 	}
 	res := r.submit(ctx, &op{kind: opPut, id: id, raw: p.raw, doc: p.doc, sum: p.sum, sumEnc: p.enc, origin: origin, cond: c, credHash: credHash,
-		signer: p.signer, admin: origin.Admin, byProof: origin.ByProof})
+		dropCred: dropCred, signer: p.signer, admin: origin.Admin, byProof: origin.ByProof})
 	return res.created, res.err
 }
 

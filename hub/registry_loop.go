@@ -330,6 +330,9 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 			return ev, rec, false, opResult{err: notFound(o.id)}
 		}
 		return Event{Type: EventDeleted, ID: o.id}, rec, true, res
+	case opDropCred:
+		// Only the credential changes (Admission.ResetCredential).
+		return ev, rec, false, opResult{err: errUnchanged}
 	case opExpire:
 		if err := r.checkExpire(o); err != nil {
 			return ev, rec, false, opResult{err: err}

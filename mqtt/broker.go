@@ -359,6 +359,9 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	// A member removed loses the group's channels before the removal is
 	// acknowledged (groups.go).
 	reg.OnMembershipChange(b.membershipChanged)
+	// A credential replaced or reset stops working at once, not only at
+	// the next CONNECT (PROTOCOL §4.4).
+	adm.OnCredentialRevoked(b.endThingSessions)
 	b.state = newPersistence(bs, log, cfg.FlushInterval)
 	if err := server.AddHook(b.bind, nil); err != nil {
 		cancel()

@@ -37,6 +37,9 @@ type joinResult struct {
 	lmos.JoinResult
 	// err is why the join was refused, for the refusal metrics.
 	err error
+	// byKey: a Thing that held a credential re-joined with its bound
+	// key's proof and was issued a new one (hub.Verdict.ByKey).
+	byKey bool
 }
 
 func problemOf(err error) *lmos.Problem {
@@ -147,7 +150,9 @@ func (b *Broker) sendResult(j *joinRequest, res joinResult) {
 	if err != nil {
 		b.log.Warn("cannot publish join result", "topic", topic, "err", err)
 	}
-	if res.Credentials != nil {
+	if res.Credentials != nil && !res.byKey {
+		// A Thing that re-joined by its key keeps its registration when
+		// the new credential is lost: its key proves it again.
 		b.settleJoin(res.ID, j.tid, j.conn, oc, mark)
 	}
 }
@@ -243,7 +248,21 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		return rejected("", hub.Errorf(hub.EINVALID, "the topic key %q is not the topic key of a valid Thing id (PROTOCOL §1)", j.tid))
 	}
 	del := len(j.payload) == 0
-	hasCred, err := b.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceMQTT, Holder: j.self == j.tid, Deregister: del, Addr: j.remote})
+	req := hub.JoinRequest{ID: id, Door: hub.SourceMQTT, Holder: j.self == j.tid, Deregister: del, Addr: j.remote}
+	if !del {
+		req.Proof = func() (*hub.Signer, error) {
+			if !j.prepared {
+				j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
+				j.prepared = true
+			}
+			if j.prepErr != nil {
+				return nil, j.prepErr
+			}
+			return j.prep.Signer(), nil
+		}
+	}
+	v, err := b.adm.AdmitJoin(req)
+	hasCred := v.Credentialed
 	if errors.Is(err, hub.ErrJoinPending) {
 		return b.park(id, j)
 	}
@@ -282,7 +301,14 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 		hash = hub.HashToken(secret)
 		res.Credentials = &lmos.Credentials{Username: j.tid, Password: secret}
 	}
-	if _, err := b.adm.Register(b.ctx, id, j.prep, origin, hash); err != nil {
+	if v.ByKey {
+		// A new credential replaces the one the agent lost, which stops
+		// working (its connections end), in the commit of a fresh proof.
+		res.byKey = true
+		if _, err := b.adm.RegisterByKey(b.ctx, id, j.prep, origin, hash); err != nil {
+			return rejected(id, err)
+		}
+	} else if _, err := b.adm.Register(b.ctx, id, j.prep, origin, hash); err != nil {
 		return rejected(id, err)
 	}
 	// Published live to subscribers of …/td, not retained: later
@@ -383,6 +409,22 @@ func newSecret() (string, error) {
 		return "", fmt.Errorf("cannot create secret: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// endThingSessions ends the connections authenticated as the Thing id
+// once its credential was replaced or reset (hub.Admission
+// OnCredentialRevoked): they were admitted with the old one. The
+// connections are listed now, so a connection with the new credential
+// that comes after is not among them.
+func (b *Broker) endThingSessions(id string) {
+	tid := lmos.TopicKey(id)
+	for _, cl := range b.server.Clients.GetAll() {
+		if cl.Net.Inline || cl.Closed() || self(cl) != tid {
+			continue
+		}
+		b.log.Info("ending a connection whose credential was revoked", "id", id, "client", cl.ID)
+		go func() { _ = b.server.DisconnectClient(cl, packets.ErrNotAuthorized) }()
+	}
 }
 
 // presence records a Thing's own status publish (or its will): "online" or

@@ -216,6 +216,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/things/{id}/binding", s.read(s.getBinding))
 	m.HandleFunc("PUT /api/things/{id}/binding", s.write(s.putBinding))
 	m.HandleFunc("DELETE /api/things/{id}/binding", s.write(s.deleteBinding))
+	m.HandleFunc("DELETE /api/things/{id}/credential", s.write(s.deleteThingCredential))
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)
 	m.HandleFunc("GET /{$}", s.read(s.home))

@@ -32,10 +32,12 @@ Commands:
   get ID [--raw]                    print a Thing Description (--raw: exactly as submitted)
   put FILE|-                        register or replace a Thing Description (- reads stdin)
   rm  ID...                         delete Things
+  reset-credential ID...            delete the MQTT credential of Things whose agent lost it
+                                    (the Thing stays; its agent's next join gets a new one)
 
 Flags of every command:
   --hub URL         the hub (env LMOS_HUB_URL, default http://localhost:8080)
-  --token TOKEN     admin token, needed for put and rm (env LMOS_HUB_TOKEN)
+  --token TOKEN     admin token, needed for put, rm and reset-credential (env LMOS_HUB_TOKEN)
   --timeout D       give up on a request after D (default 10s)
 
 Exit status: 0 ok, 1 request failed, 2 usage error.
@@ -60,7 +62,7 @@ func runThings(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 		getenv = func(string) string { return "" }
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing command: ls, get, put or rm")
+		fmt.Fprintln(stderr, "error: missing command: ls, get, put, rm or reset-credential")
 		fmt.Fprint(stderr, thingsUsage)
 		return 2
 	}
@@ -77,8 +79,10 @@ func runThings(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 		return thingsPut(newThingsCmd(cmd, stdout, stderr, getenv), rest, stdin)
 	case "rm":
 		return thingsRm(newThingsCmd(cmd, stdout, stderr, getenv), rest)
+	case "reset-credential":
+		return thingsResetCredential(newThingsCmd(cmd, stdout, stderr, getenv), rest)
 	default:
-		fmt.Fprintf(stderr, "error: unknown command %q: use ls, get, put or rm\n", cmd)
+		fmt.Fprintf(stderr, "error: unknown command %q: use ls, get, put, rm or reset-credential\n", cmd)
 		fmt.Fprint(stderr, thingsUsage)
 		return 2
 	}
@@ -264,6 +268,25 @@ func thingsRm(t *thingsCmd, rest []string) int {
 		return code
 	}
 	return t.finish(c.remove(t.stdout, pos))
+}
+
+// thingsResetCredential runs `things reset-credential ID...`.
+func thingsResetCredential(t *thingsCmd, rest []string) int {
+	pos, code, done := t.parse(rest)
+	if done {
+		return code
+	}
+	if len(pos) == 0 {
+		return t.usageErr("things reset-credential needs at least one Thing id")
+	}
+	if code, ok := t.checkCommon(pos); !ok {
+		return code
+	}
+	c, code, ok := t.client()
+	if !ok {
+		return code
+	}
+	return t.finish(c.resetCredentials(t.stdout, pos))
 }
 
 func flagWasSet(fs *flag.FlagSet, name string) bool {
@@ -703,6 +726,36 @@ func (c *thingsClient) remove(stdout io.Writer, ids []string) error {
 			continue
 		}
 		fmt.Fprintln(stdout, "deleted", id)
+	}
+	if failed {
+		return errThingsReported
+	}
+	return nil
+}
+
+// resetCredentials deletes each Thing's MQTT credential (DELETE
+// /api/things/{id}/credential); it goes on after a failure and fails at the
+// end.
+func (c *thingsClient) resetCredentials(stdout io.Writer, ids []string) error {
+	failed := false
+	for _, id := range ids {
+		resp, body, err := c.do(http.MethodDelete, c.url("/api"+lmos.ThingPath(id)+"/credential"), "", "application/json", nil)
+		if err != nil {
+			if len(ids) > 1 {
+				return fmt.Errorf("%s: %w", id, err)
+			}
+			return err
+		}
+		if !ok2xx(resp.StatusCode) {
+			what := ""
+			if len(ids) > 1 {
+				what = id
+			}
+			c.report(resp, body, what)
+			failed = true
+			continue
+		}
+		fmt.Fprintln(stdout, "credential reset", id, "(its agent's next join gets a new one)")
 	}
 	if failed {
 		return errThingsReported

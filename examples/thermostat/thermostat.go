@@ -40,6 +40,7 @@ func run(ctx context.Context, hubURL, id, stateDir string, tick time.Duration, l
 		return err
 	}
 	defer a.Close()
+	log.Info("thermostat running", "id", a.ID(), "did", a.DID(), "state", stateDir)
 
 	var mu sync.Mutex
 	temp, target := 20.0, 21.0

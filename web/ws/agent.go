@@ -88,7 +88,20 @@ func (wc *wsConn) register(m *wsMessage) {
 	// or one that took the Thing over unsigned, may not (PROTOCOL §6).
 	own := owner == wc && wc.members[id]
 	wc.mu.Unlock()
-	err = wc.admit(id)
+	// A Thing that joined over MQTT (it holds a credential) comes here
+	// with its bound key's proof only (hub.Verdict.ByKey).
+	var prep *hub.PreparedTD
+	var prepErr error
+	proof := func() (*hub.Signer, error) {
+		if prep == nil && prepErr == nil {
+			prep, prepErr = g.reg.PrepareFrom(raw, wc.remote)
+		}
+		if prepErr != nil {
+			return nil, prepErr
+		}
+		return prep.Signer(), nil
+	}
+	v, err := wc.admit(id, proof)
 	if errors.Is(err, hub.ErrJoinPending) {
 		wc.park(m, id, raw)
 		return
@@ -106,7 +119,14 @@ func (wc *wsConn) register(m *wsMessage) {
 	// came in an admin's permit window: the hub picked it.
 	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc, Owner: own,
 		Admitted: g.adm != nil && g.adm.Mode() != "open"}
-	created, err := g.reg.Put(ctx, id, raw, origin)
+	var created bool
+	if v.ByKey {
+		// Its MQTT credential goes in the same commit: the Thing is the
+		// WebSocket agent's now.
+		created, err = g.adm.RegisterByKey(ctx, id, prep, origin, "")
+	} else {
+		created, err = g.reg.Put(ctx, id, raw, origin)
+	}
 	if err != nil {
 		wc.release(id, owner == wc)
 		wc.replyError(m, err)
@@ -220,9 +240,8 @@ func (wc *wsConn) registered(m *wsMessage, id string, proven bool) {
 
 // admit applies the hub's join policy to a registration of id by this
 // connection.
-func (wc *wsConn) admit(id string) error {
-	_, err := wc.g.adm.Admit(hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote})
-	return err
+func (wc *wsConn) admit(id string, proof func() (*hub.Signer, error)) (hub.Verdict, error) {
+	return wc.g.adm.AdmitJoin(hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, Proof: proof})
 }
 
 // release undoes the reservation of id unless it was this connection's
