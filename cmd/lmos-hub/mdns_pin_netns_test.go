@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -149,8 +150,9 @@ func runFakeHub(c *netnstest.Child, realFP string) {
 // runPinnedAgent joins the hub at its address (mqtts, the fingerprint
 // given) to get credentials, as an agent keeps them, and closes; then, at
 // "find", it connects again with them finding the hub over mDNS, pinned
-// by the fingerprint or by a pin file holding it, and prints the broker
-// its hub forms name.
+// by the fingerprint or by a pin file holding it (or trusting the hub's
+// certificate file as a CA: how "tlsconfig"), and prints the broker its
+// hub forms name.
 func runPinnedAgent(c *netnstest.Child, args []string) {
 	hubAddr, fp, pinFile, how := args[0], args[1], args[2], args[3]
 	const id = "urn:test:pinned"
@@ -172,12 +174,23 @@ func runPinnedAgent(c *netnstest.Child, args []string) {
 	}, func() {})
 	<-find
 	opts := agent.Options{TD: td, Credentials: creds, Logger: c.Log, Timeout: 60 * time.Second}
-	if how == "pinfile" {
+	switch how {
+	case "pinfile":
 		if err := os.WriteFile(pinFile, []byte(fp+"\n"), 0o600); err != nil {
 			panic(err)
 		}
 		opts.TLSPinFile = pinFile
-	} else {
+	case "tlsconfig": // pinFile names the hub's certificate: trusted as a CA
+		pem, err := os.ReadFile(pinFile)
+		if err != nil {
+			panic(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		// The LAN's link-local addresses are not in the self-signed
+		// certificate's names (tlscert.HostNames): check one that is.
+		opts.TLSConfig = &tls.Config{RootCAs: pool, ServerName: "localhost"}
+	default:
 		opts.TLSFingerprint = fp
 	}
 	a, err = agent.Connect(context.Background(), opts)
@@ -208,9 +221,10 @@ func runPinnedAgent(c *netnstest.Child, args []string) {
 // but serving another certificate — skips each with a log line, sends
 // nothing to any of them (no connection to the plain one, no byte after
 // the handshake to the TLS one) and connects over TLS to the real hub once
-// it is announced; with the pin as a fingerprint and in a pin file alike.
+// it is announced; with the pin as a fingerprint and in a pin file alike,
+// and with no pin but a TLSConfig trusting the hub's certificate.
 func TestMDNSPinnedAgentSkipsFakeHubs(t *testing.T) {
-	for _, how := range []string{"fingerprint", "pinfile"} {
+	for _, how := range []string{"fingerprint", "pinfile", "tlsconfig"} {
 		t.Run(how, func(t *testing.T) {
 			lan := netnstest.New(t, []string{"hub", "fake", "a1"})
 			dir := t.TempDir()
@@ -231,10 +245,14 @@ func TestMDNSPinnedAgentSkipsFakeHubs(t *testing.T) {
 			fp := lmos.Fingerprint(der)
 			hubIP := lan.Addr("hub")
 
+			pinArg := filepath.Join(t.TempDir(), "hub.pin")
+			if how == "tlsconfig" {
+				pinArg = filepath.Join(dir, "data", "tls-cert.pem")
+			}
 			// The agent joins once and keeps its credentials; then the hub
 			// goes away (the agent's host restarts while the hub is down).
 			a1 := lan.Helper("a1", "TestPinChild", pinChildEnv+"=agent",
-				"LMOS_PIN_ARGS="+strings.Join([]string{hubIP, fp, filepath.Join(t.TempDir(), "hub.pin"), how}, "|"))
+				"LMOS_PIN_ARGS="+strings.Join([]string{hubIP, fp, pinArg, how}, "|"))
 			a1.WaitContains(15*time.Second, "joined, credentials kept")
 			hub.Stop()
 
