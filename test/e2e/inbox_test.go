@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -26,7 +27,7 @@ func inboxTD(id string) []byte {
 // reply inbox as Response Topic. Clients on 127.0.0.2 connecting with its
 // client id — paho MQTT 5 and 3.1.1 anonymously, paho with another
 // Thing's credentials (anyone gets some by joining), mosquitto_sub MQTT 5
-// and 3.1.1 — are each refused with CONNACK 0x85 Client Identifier not
+// and 3.1.1, mqtt.js MQTT 5 and 3.1.1 — are each refused with CONNACK 0x85 Client Identifier not
 // valid (3.1.1: return code 2), counted, and never read the inbox; the
 // consumer stays connected and gets every reply owed to it, one held
 // across the attempts included. Its own address may take the id over (a
@@ -108,8 +109,18 @@ func TestAnonymousInboxHeldByItsConnection(t *testing.T) {
 			t.Errorf("mosquitto_sub %s from 127.0.0.2: %v %q, want exit code %d saying %q", v.flag, err, out, v.code, v.want)
 		}
 	}
-	if n := h.Main.Broker.Refused("mqtt.clientIdHeld"); n != uint64(len(attacks)+2) {
-		t.Errorf("mqtt.clientIdHeld refusals %d, want %d", n, len(attacks)+2)
+	// mqtt.js, anonymous and with the Thing's credentials.
+	js := hubtest.InteropScript(t, "mqttjs-inbox.mjs", "mqtt")
+	jsAttacks := [][]string{{"5"}, {"4"}, {"5", thief.Username, thief.Password}}
+	for _, args := range jsAttacks {
+		out, err := exec.CommandContext(ctx, "node", append([]string{js, host, port, "127.0.0.2", args[0], cid}, args[1:]...)...).CombinedOutput()
+		want := map[string]string{"5": `{"connack":133,"v":5}`, "4": `{"connack":2,"v":4}`}[args[0]]
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("mqtt.js MQTT %s from 127.0.0.2: %v %q, want %s", args[0], err, out, want)
+		}
+	}
+	if n, want := h.Main.Broker.Refused("mqtt.clientIdHeld"), uint64(len(attacks)+2+len(jsAttacks)); n != want {
+		t.Errorf("mqtt.clientIdHeld refusals %d, want %d", n, want)
 	}
 
 	// Every reply owed reaches the consumer, which is still connected.
