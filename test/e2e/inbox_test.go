@@ -93,9 +93,7 @@ func TestAnonymousInboxHeldByItsConnection(t *testing.T) {
 		if m["attack"] != want {
 			t.Errorf("%v: CONNACK %v, want %v", c, m["attack"], want)
 		}
-		if ok := <-p.oks; ok != "attack" {
-			t.Fatalf("ok %q", ok)
-		}
+		okOf(t, p, "attack")
 	}
 	// mosquitto_sub exits with the CONNACK's code.
 	for _, v := range []struct {
@@ -133,7 +131,7 @@ func TestAnonymousInboxHeldByItsConnection(t *testing.T) {
 	if st["victim_up"] != true {
 		t.Errorf("the consumer is not connected: %v", st)
 	}
-	<-p.oks
+	okOf(t, p, "state")
 
 	// Its own address takes the id over; the replies follow it.
 	p.do(10*time.Second, map[string]any{"cmd": "takeover", "bind": "127.0.0.1"})
@@ -157,7 +155,7 @@ func TestAnonymousInboxHeldByItsConnection(t *testing.T) {
 			t.Errorf("assigned client id %q: want lmos- and 26 base32 letters (128 random bits)", s)
 		}
 	}
-	<-p.oks
+	okOf(t, p, "assigned")
 	for _, m := range p.drain() {
 		if m["stolen"] != nil || m["victim_disconnected"] != nil || m["error"] != nil {
 			t.Errorf("report %v", m)
@@ -168,4 +166,19 @@ func TestAnonymousInboxHeldByItsConnection(t *testing.T) {
 		t.Logf("paho:\n%s", p.stderrText())
 	}
 	p.exit()
+}
+
+// okOf waits for the script's {"ok": cmd} of a command sent with send.
+func okOf(t *testing.T, p *scriptProc, cmd string) {
+	t.Helper()
+	select {
+	case ok := <-p.oks:
+		if ok != cmd {
+			t.Fatalf("%s: ok %q, want %q", p.name, ok, cmd)
+		}
+	case <-p.exited:
+		t.Fatalf("%s exited\n%s", p.name, p.stderrText())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: no ok for %s\n%s", p.name, cmd, p.stderrText())
+	}
 }
