@@ -80,7 +80,13 @@ type Options struct {
 	// file, written on the first connection (trust on first use, as ssh's
 	// known_hosts); else TLSConfig, or the system's CAs. A pinned
 	// certificate that does not match refuses the connection with an error
-	// wrapping lmos.ErrFingerprintMismatch.
+	// wrapping lmos.ErrFingerprintMismatch. A pinned agent (TLSFingerprint
+	// or TLSPinFile) connects only over TLS: a plain URL is an error, and
+	// finding the hub over mDNS (URL "") skips, with a log line, every
+	// answer without the TXT key tls=, naming another certificate, without
+	// an mqtts:// broker link, or whose broker presents another certificate.
+	// With TLSConfig alone the hub found must offer MQTT over TLS, verified
+	// by that configuration.
 	TLSFingerprint string
 	TLSPinFile     string
 	TLSConfig      *tls.Config
@@ -163,22 +169,27 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.URL == "" {
+		filter, err := discoveryFilter(opts, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
 		fctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-		h, err := FindHub(fctx, FindOptions{Logger: opts.Logger})
+		h, err := findHub(fctx, FindOptions{Logger: opts.Logger}, filter)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
 		opts.URL = h.BrokerURL
-		trusts := opts.TLSFingerprint != "" || opts.TLSPinFile != "" || opts.TLSConfig != nil
-		if trusts && h.SecureBrokerURL != "" {
-			opts.URL = h.SecureBrokerURL // TLS when the agent knows whom to trust
-		}
-		if strings.HasPrefix(opts.URL, "mqtts://") && !trusts {
+		if filter != nil {
+			opts.URL = h.SecureBrokerURL // only TLS when the agent knows whom to trust
+		} else if strings.HasPrefix(opts.URL, "mqtts://") {
 			// A TLS-only hub and no trust configured: the certificate its
 			// own advertisement names (trust on first use, not kept).
 			opts.TLSFingerprint = h.TLSFingerprint
 		}
+	}
+	if pinned(opts) && !secureURL(opts.URL) {
+		return nil, fmt.Errorf("cannot connect to %s: the agent is pinned to a certificate (Options.TLSFingerprint, TLSPinFile) and connects only over TLS (mqtts://, wss://)", opts.URL)
 	}
 	// The URL's scheme picks the link; nothing after this depends on it.
 	newLinked := newMQTTAgent

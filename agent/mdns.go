@@ -33,6 +33,10 @@ type HubInfo struct {
 	// TLSFingerprint is the hub certificate's fingerprint as its TXT
 	// record says (tls=): what a first connection can pin.
 	TLSFingerprint string
+
+	// linksRead: the directory TD was read (its broker links are what the
+	// hub offers, not the _mqtt._tcp fallback).
+	linksRead bool
 }
 
 // FindOptions configure FindHub.
@@ -47,6 +51,25 @@ type FindOptions struct {
 // FindHub browses mDNS for a WoT directory (_directory._sub._wot._tcp)
 // until ctx ends, reads its directory TD and returns where its broker is.
 func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
+	return findHub(ctx, opts, nil)
+}
+
+// hubFilter decides whether the agent may use a hub found over mDNS: first
+// on its announcement alone (entry, before anything is fetched from it),
+// then on what its directory says (info, after). A refusal names why the
+// hub is skipped.
+type hubFilter struct {
+	entry func(e dnssd.Entry) error
+	info  func(ctx context.Context, h HubInfo) error
+}
+
+// maxSkipped bounds the announcements FindHub remembers having skipped.
+const maxSkipped = 256
+
+// findHub is FindHub taking only a hub filter accepts (nil: any). An
+// announcement skipped is logged once and not looked at again until it
+// changes, so a fake one is neither fetched nor dialled again and again.
+func findHub(ctx context.Context, opts FindOptions, filter *hubFilter) (HubInfo, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -62,6 +85,7 @@ func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var lastErr error
+	skipped := make(map[string]error)
 	for {
 		select {
 		case <-ctx.Done():
@@ -76,14 +100,52 @@ func FindHub(ctx context.Context, opts FindOptions) (HubInfo, error) {
 			if e.Service != lmos.ServiceWoT || (opts.Name != "" && e.Instance != opts.Name) {
 				continue
 			}
+			key := announcementKey(e)
+			if err, ok := skipped[key]; ok {
+				lastErr = err
+				continue
+			}
+			skip := func(err error) {
+				lastErr = fmt.Errorf("the hub %q is skipped: %w", e.Instance, err)
+				if len(skipped) < maxSkipped {
+					skipped[key] = lastErr
+				}
+				opts.Logger.Warn("skipping a hub found over mDNS", "hub", e.Instance, "addrs", e.IPs, "port", e.Port, "reason", err)
+			}
+			if filter != nil && filter.entry != nil {
+				if err := filter.entry(e); err != nil {
+					skip(err)
+					continue
+				}
+			}
 			info, err := hubInfo(ctx, e, entries)
 			if err != nil {
 				lastErr = err
 				continue
 			}
+			if filter != nil && filter.info != nil {
+				if err := filter.info(ctx, info); err != nil {
+					if !errors.Is(err, errTryAgain) {
+						skip(err)
+					} else {
+						lastErr = err
+					}
+					continue
+				}
+			}
 			return info, nil
 		}
 	}
+}
+
+// errTryAgain marks a filter's refusal that may change by itself (the
+// hub's broker not answering yet): the announcement is looked at again.
+var errTryAgain = errors.New("try again")
+
+// announcementKey names what an answer announces: a changed one is looked
+// at again.
+func announcementKey(e dnssd.Entry) string {
+	return fmt.Sprintf("%s|%s|%d|%v|%q", e.Key(), e.Host, e.Port, e.IPs, e.Text)
 }
 
 func hubInfo(ctx context.Context, dir dnssd.Entry, entries []dnssd.Entry) (HubInfo, error) {
@@ -93,6 +155,7 @@ func hubInfo(ctx context.Context, dir dnssd.Entry, entries []dnssd.Entry) (HubIn
 	}
 	info := HubInfo{Name: dir.Instance, DirectoryURL: u, TLSFingerprint: dir.TXT()[lmos.TXTTLS]}
 	plain, secure, err := brokerLinks(ctx, u, info.TLSFingerprint)
+	info.linksRead = err == nil
 	if err == nil && (plain != "" || secure != "") {
 		info.BrokerURL, info.SecureBrokerURL = plain, secure
 		if plain == "" {

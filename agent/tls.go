@@ -1,16 +1,20 @@
 package agent
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -109,3 +113,110 @@ func (p *pinFile) check(fp string) error {
 	p.log.Info("trusting the hub's certificate on first use", "fingerprint", fp, "pin_file", p.path)
 	return nil
 }
+
+// pinned reports whether opts name the hub's certificate (a fingerprint, or
+// a pin file): such an agent connects only over TLS, to that certificate.
+func pinned(opts Options) bool { return opts.TLSFingerprint != "" || opts.TLSPinFile != "" }
+
+// secureURL reports whether the hub URL u is one over TLS.
+func secureURL(u string) bool {
+	scheme, _, _ := strings.Cut(u, "://")
+	switch strings.ToLower(scheme) {
+	case "mqtts", "ssl", "wss":
+		return true
+	}
+	return false
+}
+
+// discoveryFilter is what an agent that trusts a certificate (pinned, or
+// TLSConfig) takes from mDNS: a hub offering MQTT over TLS whose broker
+// presents a trusted certificate; nil: any hub (no trust configured). A
+// pinned agent also skips, before fetching anything from it, an
+// announcement without tls= or naming another certificate: the credentials
+// it connects with must never reach a host that merely answered on the LAN.
+func discoveryFilter(opts Options, log *slog.Logger) (*hubFilter, error) {
+	if !pinned(opts) && opts.TLSConfig == nil {
+		return nil, nil
+	}
+	var pin func(string) error // nil: not known yet (a pin file not written)
+	switch {
+	case opts.TLSFingerprint != "":
+		check, err := lmos.Pin(opts.TLSFingerprint)
+		if err != nil {
+			return nil, fmt.Errorf("Options.TLSFingerprint: %w", err)
+		}
+		pin = check
+	case opts.TLSPinFile != "":
+		p := &pinFile{path: opts.TLSPinFile, log: log}
+		if err := p.load(); err != nil {
+			return nil, err
+		}
+		pin = p.pin
+	}
+	f := &hubFilter{}
+	if pinned(opts) {
+		f.entry = func(e dnssd.Entry) error {
+			txt := e.TXT()[lmos.TXTTLS]
+			if txt == "" {
+				return errors.New("it announces no TLS certificate (no tls= in its TXT record), and the agent is pinned to one")
+			}
+			fp, err := lmos.ParseFingerprint(txt)
+			if err != nil {
+				return fmt.Errorf("its TXT record's %s=: %w", lmos.TXTTLS, err)
+			}
+			if pin != nil {
+				if err := pin(fp); err != nil {
+					return fmt.Errorf("it announces another certificate: %w", err)
+				}
+			}
+			return nil
+		}
+	}
+	f.info = func(ctx context.Context, h HubInfo) error {
+		if h.SecureBrokerURL == "" {
+			if !h.linksRead {
+				return fmt.Errorf("%w: its directory TD could not be read", errTryAgain)
+			}
+			return errors.New("it offers no MQTT over TLS (no mqtts:// lmos:broker link)")
+		}
+		addr, _, err := brokerAddr(h.SecureBrokerURL)
+		if err != nil {
+			return err
+		}
+		var cfg *tls.Config
+		if pinned(opts) {
+			check := pin
+			if check == nil {
+				// Trust on first use: the certificate its announcement names.
+				if check, err = lmos.Pin(h.TLSFingerprint); err != nil {
+					return err
+				}
+			}
+			cfg = lmos.PinnedConfig(check)
+		} else {
+			cfg = opts.TLSConfig.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(addr)
+			}
+		}
+		// A handshake alone, before any MQTT: a broker with another
+		// certificate (an announcement copying the hub's tls=) is skipped
+		// here, and the next answer tried, instead of failing the connect.
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+		d := tls.Dialer{Config: cfg}
+		conn, err := d.DialContext(pctx, "tcp", addr)
+		if err != nil {
+			if untrusted(err) {
+				return fmt.Errorf("its broker %s presents another certificate: %w", addr, err)
+			}
+			return fmt.Errorf("%w: cannot reach its broker %s: %w", errTryAgain, addr, err)
+		}
+		conn.Close()
+		return nil
+	}
+	return f, nil
+}
+
+// probeTimeout bounds the TLS handshake that checks a discovered broker.
+const probeTimeout = 5 * time.Second

@@ -73,20 +73,28 @@ func selfOf(username []byte) string {
 // OnConnect refuses a CONNECT whose client id names an existing session,
 // connected or kept offline (also one restored from storage), that another
 // username established: anonymous and Thing sessions, and the sessions of
-// different Things, never take each other over (PROTOCOL §10). The CONNACK
-// says 0x85 Client Identifier not valid (MQTT 3.1.1: 0x02 identifier
-// rejected).
+// different Things, never take each other over (PROTOCOL §10); and one
+// whose client id a connected client without a Thing identity holds at
+// another address (inbox.go). The CONNACK says 0x85 Client Identifier not
+// valid (MQTT 3.1.1: 0x02 identifier rejected). A client id the broker
+// assigns is a random one (inbox.go). From here until the client is in
+// mochi's table, connections with one client id pass one at a time
+// (reuse.go), so the checks here still hold when the session is taken.
 func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	if c, ok := cl.Net.Conn.(*outConn); ok {
 		// mochi sets the keep-alive deadline next, replacing awaitConnect's.
 		c.connected.Store(true)
 	}
+	assignClientID(cl)
+	h.enterGate(cl)
 	if h.sessionOfOther(cl.ID, pk.Connect.Username) {
 		h.b.log.Debug("refusing a client id bound to another username", "client", cl.ID)
-		if err := h.b.server.SendConnack(cl, packets.ErrClientIdentifierNotValid, false, nil); err != nil {
-			return err
-		}
-		return packets.ErrClientIdentifierNotValid
+		return h.refuseClientID(cl)
+	}
+	if h.heldElsewhere(cl) {
+		h.b.countRefusalReason(reasonClientIDHeld)
+		h.b.log.Debug("refusing a client id held by a connection from another address", "client", cl.ID, "remote", cl.Net.Remote)
+		return h.refuseClientID(cl)
 	}
 	keepWillProperties(cl, pk)
 	return nil

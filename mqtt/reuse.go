@@ -24,8 +24,8 @@ import (
 // connection as a takeover would and waits until mochi's handling of it
 // has returned (outConn.served, closed by the hub's listener and
 // ServeConn). A gate per client id makes concurrent connections with one
-// id pass one after the other, up to the point where the client is in
-// mochi's table. Both waits are bounded (reuseWait) and counted.
+// id pass one after the other, from the checks of their CONNECT
+// (OnConnect) to the point where the client is in mochi's table. Both waits are bounded (reuseWait) and counted.
 
 // reuseWait bounds each wait for an earlier connection with the same id.
 const reuseWait = 5 * time.Second
@@ -64,6 +64,14 @@ func (g *idGates) enter(id string, c *outConn, deadline *time.Timer, stop <-chan
 	}
 }
 
+// holds reports whether c holds a gate.
+func (g *idGates) holds(c *outConn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.held[c]
+	return ok
+}
+
 // leave opens the gate c holds, if any.
 func (g *idGates) leave(c *outConn) {
 	g.mu.Lock()
@@ -75,6 +83,25 @@ func (g *idGates) leave(c *outConn) {
 	delete(g.held, c)
 	close(g.gates[id])
 	delete(g.gates, id)
+}
+
+// enterGate takes the gate of cl's client id (OnConnect), waiting at most
+// reuseWait for a connection with that id being established: the checks of
+// its CONNECT and the session it takes are then one step against others
+// with its id. Left in OnSessionEstablished, on a refusal, or when the
+// connection's handling ends.
+func (h *binding) enterGate(cl *mochi.Client) {
+	c, ok := cl.Net.Conn.(*outConn)
+	if !ok {
+		return
+	}
+	b := h.b
+	deadline := time.NewTimer(reuseWait)
+	defer deadline.Stop()
+	if !b.gates.enter(cl.ID, c, deadline, b.stop) {
+		b.reuseTimeouts.Add(1)
+		b.log.Warn("mqtt client id still being established by another connection; going ahead", "client", cl.ID)
+	}
 }
 
 // OnSessionEstablish makes way for cl: an earlier connection with its id
@@ -99,10 +126,8 @@ func (h *binding) makeWay(cl *mochi.Client) {
 	b := h.b
 	deadline := time.NewTimer(reuseWait)
 	defer deadline.Stop()
-	if !b.gates.enter(cl.ID, c, deadline, b.stop) {
-		b.reuseTimeouts.Add(1)
-		b.log.Warn("mqtt client id still being established by another connection; going ahead", "client", cl.ID)
-		return
+	if !b.gates.holds(c) {
+		return // enterGate gave up waiting: going ahead, as it logged
 	}
 	old, ok := b.server.Clients.Get(cl.ID)
 	if !ok || old == cl {
