@@ -18,8 +18,19 @@ import (
 // revocation status of every one in a signed Bitstring Status List.
 
 // DefaultCredentialValidity is how long a membership credential is valid
-// (groups.credentialValidity).
-const DefaultCredentialValidity = 365 * 24 * time.Hour
+// (groups.credentialValidity). It is short because a revoked entry of the
+// status list is reused only once every credential it served has expired
+// (hub/group.go); members get a renewed one whenever they read it.
+const DefaultCredentialValidity = 7 * 24 * time.Hour
+
+// DefaultStatusListValidity is how long a signed status list is valid
+// (groups.statusListValidity): a copy fetched before a revocation verifies
+// for at most this long, wherever it is replayed (PROTOCOL §7.1).
+const DefaultStatusListValidity = 10 * time.Minute
+
+// StatusListTTL is the list's ttl (Bitstring Status List v1.0) and its
+// HTTP Cache-Control max-age: how long a verifier may cache it.
+const StatusListTTL = 30 * time.Second
 
 // CredentialIssuer is the hub's MembershipIssuer: it signs membership
 // credentials and the status list credential with the hub's key.
@@ -27,7 +38,9 @@ type CredentialIssuer struct {
 	key      ed25519.PrivateKey
 	did      string
 	validity time.Duration
-	url      atomic.Pointer[string]
+	// listValidity is how long a signed status list is valid.
+	listValidity atomic.Int64
+	url          atomic.Pointer[string]
 
 	// The signed status list and the bits it was signed for: re-signed
 	// only when a bit changed (Ed25519 and gzip of 16 KiB cost ~0.2 ms).
@@ -35,7 +48,8 @@ type CredentialIssuer struct {
 	listBits []byte
 	listURL  string
 	listVC   []byte
-	signed   int // status lists signed (tests and metrics)
+	listAt   time.Time // when listVC was signed
+	signed   int       // status lists signed (tests and metrics)
 }
 
 // NewCredentialIssuer returns the issuer of key's credentials, valid for
@@ -45,7 +59,23 @@ func NewCredentialIssuer(key ed25519.PrivateKey, validity time.Duration) *Creden
 	if validity <= 0 {
 		validity = DefaultCredentialValidity
 	}
-	return &CredentialIssuer{key: key, did: proof.DID(key.Public().(ed25519.PublicKey)), validity: validity}
+	c := &CredentialIssuer{key: key, did: proof.DID(key.Public().(ed25519.PublicKey)), validity: validity}
+	c.listValidity.Store(int64(DefaultStatusListValidity))
+	return c
+}
+
+// SetStatusListValidity sets how long a signed status list is valid
+// (groups.statusListValidity; 0: DefaultStatusListValidity).
+func (c *CredentialIssuer) SetStatusListValidity(d time.Duration) {
+	if d <= 0 {
+		d = DefaultStatusListValidity
+	}
+	c.listValidity.Store(int64(d))
+}
+
+// StatusListValidity is how long a signed status list is valid.
+func (c *CredentialIssuer) StatusListValidity() time.Duration {
+	return time.Duration(c.listValidity.Load())
 }
 
 // SetStatusListURL sets the absolute URL the status list is published at,
@@ -86,25 +116,27 @@ func (c *CredentialIssuer) Issue(g *Group, m *Member, now time.Time) (json.RawMe
 	}, c.key)
 }
 
-// StatusListCredential returns s signed as the status list credential:
-// the one signed before while the bits are the same, else a new one whose
-// validFrom is s.Modified (now for a list never changed).
+// StatusListCredential returns s signed as the status list credential,
+// valid from now for the status list validity: the one signed before while
+// the bits are the same and it has more than half its validity left, else
+// a new one. Readers therefore always get a list valid for at least half
+// the validity, and the hub signs at most twice per validity when nothing
+// changes.
 func (c *CredentialIssuer) StatusListCredential(s StatusList, now time.Time) ([]byte, error) {
 	url := c.StatusListURL()
+	validity := c.StatusListValidity()
+	now = now.UTC().Truncate(time.Second)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.listVC != nil && c.listURL == url && bytes.Equal(c.listBits, s.Bits) {
+	if c.listVC != nil && c.listURL == url && bytes.Equal(c.listBits, s.Bits) &&
+		!now.Before(c.listAt) && now.Before(c.listAt.Add(validity/2)) {
 		return c.listVC, nil
 	}
-	from := s.Modified
-	if from.IsZero() {
-		from = now
-	}
-	b, err := vc.IssueStatusList(url, s.Bits, from, c.key)
+	b, err := vc.IssueStatusList(url, s.Bits, now, now.Add(validity), StatusListTTL, c.key)
 	if err != nil {
 		return nil, err
 	}
-	c.listBits, c.listURL, c.listVC = bytes.Clone(s.Bits), url, b
+	c.listBits, c.listURL, c.listVC, c.listAt = bytes.Clone(s.Bits), url, b, now
 	c.signed++
 	return b, nil
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -13,9 +15,10 @@ import (
 // Membership credentials over HTTP (PROTOCOL §7): a member's credential,
 // and the signed status list every credential names.
 
-// statusListMaxAge is the Cache-Control max-age of the status list: a
-// revocation reaches a verifier that caches it within this many seconds.
-const statusListMaxAge = "30"
+// statusListMaxAge is the Cache-Control max-age of the status list, the
+// list's own ttl: a revocation reaches a verifier that caches it within
+// this many seconds.
+var statusListMaxAge = strconv.Itoa(int(hub.StatusListTTL / time.Second))
 
 func (s *Server) credentialRoutes() {
 	// Public whatever access.anonymous says: verifiers anywhere must read
@@ -25,7 +28,8 @@ func (s *Server) credentialRoutes() {
 }
 
 // statusList is GET /credentials/status/memberships: the hub's signed
-// revocation list, the same bytes until a bit changes.
+// revocation list, the same bytes until a bit changes or half its
+// validity has passed.
 func (s *Server) statusList(w http.ResponseWriter, r *http.Request) {
 	b, err := s.reg.StatusListCredential()
 	if err != nil {

@@ -1,0 +1,411 @@
+package hub_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
+	"github.com/eclipse-lmos/lmos-hub/store"
+)
+
+// reopenable is a registry on a store in dir that the test closes and
+// opens again, as a restart does.
+type reopenable struct {
+	t    *testing.T
+	dir  string
+	opts hub.RegistryOptions
+	db   *store.DB
+	r    *hub.Registry
+}
+
+func openReopenable(t *testing.T, opts hub.RegistryOptions) *reopenable {
+	o := &reopenable{t: t, dir: t.TempDir(), opts: opts}
+	o.open()
+	t.Cleanup(o.close)
+	return o
+}
+
+func (o *reopenable) open() {
+	o.t.Helper()
+	db, err := store.Open(o.dir, store.Options{})
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	r, err := hub.NewRegistry(db, o.opts)
+	if err != nil {
+		db.Close()
+		o.t.Fatal(err)
+	}
+	o.db, o.r = db, r
+}
+
+func (o *reopenable) close() {
+	if o.r != nil {
+		o.r.Close()
+		o.db.Close()
+		o.r, o.db = nil, nil
+	}
+}
+
+func (o *reopenable) restart() {
+	o.close()
+	o.open()
+}
+
+// statusCode is the code and limit of a hub error.
+func statusCode(err error) string {
+	var he *hub.Error
+	if errors.As(err, &he) {
+		return he.Code + " " + he.Limit
+	}
+	return fmt.Sprint(err)
+}
+
+// Issue 24 point 3, at a capacity of 128 entries: adding and removing
+// members in a loop used every entry for good — every later add, even an
+// admin's, after dissolving the group and after a restart, was 507
+// groups.statusList. Now a revoked entry comes back once every credential
+// it served has expired, never before (a revoked credential must stay
+// revoked), across a restart.
+func TestStatusEntriesComeBack(t *testing.T) {
+	ctx := context.Background()
+	const capacity, validity = 128, 2 * time.Hour
+	clock := newClock(time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC))
+	iss := hub.NewCredentialIssuer(hubKey(), validity)
+	iss.SetStatusListURL(testListURL)
+	h := openReopenable(t, hub.RegistryOptions{Issuer: iss, Now: clock.now,
+		Memberships: hub.MembershipLimits{StatusEntries: capacity}})
+	for i := range 64 {
+		mustPut(t, h.r, fmt.Sprintf("urn:m%d", i))
+	}
+	if _, err := h.r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G"}); err != nil {
+		t.Fatal(err)
+	}
+	// The burn loop: add and remove members until the list is full.
+	var first []byte // a credential revoked early on
+	added, firstIndex := 0, -1
+	var err error
+	for round := 0; round < 4 && err == nil; round++ {
+		for i := 0; i < 64 && err == nil; i++ {
+			id := fmt.Sprintf("urn:m%d", i)
+			var g hub.Group
+			if g, err = h.r.AddMember(ctx, "g", id); err == nil {
+				added++
+				if first == nil {
+					first, _ = h.r.MemberCredential("g", id)
+					m, _ := g.Member(id)
+					firstIndex = m.StatusIndex
+				}
+				clock.add(time.Second)
+				_, err = h.r.RemoveMember(ctx, "g", id)
+			}
+		}
+	}
+	if added != capacity || statusCode(err) != "full groups.statusList" {
+		t.Fatalf("%d credentials issued, then %v; want %d, then full", added, err, capacity)
+	}
+	lastRevocation := clock.now()
+
+	// Full: refused, nothing changed (the group, the list).
+	refused := func(when string) {
+		t.Helper()
+		before := h.r.StatusList()
+		_, err := h.r.AddMember(ctx, "g", "urn:m0")
+		if statusCode(err) != "full groups.statusList" {
+			t.Fatalf("%s: %v, want full", when, err)
+		}
+		g, _ := h.r.Group("g")
+		after := h.r.StatusList()
+		if len(g.Members) != 0 || !bytes.Equal(before.Bits, after.Bits) || before.Next != after.Next {
+			t.Fatalf("%s: a refused add changed the group (%d members) or the list", when, len(g.Members))
+		}
+	}
+	refused("full")
+	if err := h.r.DissolveGroup(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G"}); err != nil {
+		t.Fatal(err)
+	}
+	// Before the last credential's validity has passed, no entry is
+	// reused: not after a restart either.
+	clock.add(validity - time.Minute)
+	refused("before every credential expired")
+	h.restart()
+	refused("after a restart, before expiry")
+
+	// Once the credentials have expired (plus the grace), every entry is
+	// back, after a restart too.
+	clock.ns.Store(lastRevocation.Add(validity + hub.StatusReuseGrace).UnixNano())
+	h.restart()
+	for i := range 64 {
+		if _, err := h.r.AddMember(ctx, "g", fmt.Sprintf("urn:m%d", i)); err != nil {
+			t.Fatalf("add %d after expiry: %v", i, err)
+		}
+	}
+	g, _ := h.r.Group("g")
+	reused := false
+	for _, m := range g.Members {
+		reused = reused || m.StatusIndex == firstIndex
+	}
+	if !reused {
+		t.Fatalf("entry %d of the first credential was not reused", firstIndex)
+	}
+	// The reused entry's bit is 0 again, and the old credential on it
+	// still does not verify: it has expired.
+	list, err := h.r.StatusListCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vc.VerifyMembership(first, list, clock.now()); !errors.Is(err, vc.ErrNotValid) {
+		t.Fatalf("the old credential on a reused entry: %v, want ErrNotValid", err)
+	}
+	for _, m := range g.Members {
+		cred, _ := h.r.MemberCredential("g", m.Thing)
+		if _, err := vc.VerifyMembership(cred, list, clock.now()); err != nil {
+			t.Fatalf("a new member's credential: %v", err)
+		}
+	}
+}
+
+// A credential issued with a longer validity than the hub's now (the
+// setting was lowered) keeps its entry until it has expired.
+func TestStatusEntryWaitsForTheStoredCredential(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock(time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC))
+	long := hub.NewCredentialIssuer(hubKey(), 48*time.Hour)
+	long.SetStatusListURL(testListURL)
+	h := openReopenable(t, hub.RegistryOptions{Issuer: long, Now: clock.now,
+		Memberships: hub.MembershipLimits{StatusEntries: 8}})
+	mustPut(t, h.r, "urn:a")
+	if _, err := h.r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:a"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.close()
+	short := hub.NewCredentialIssuer(hubKey(), time.Hour)
+	short.SetStatusListURL(testListURL)
+	h.opts.Issuer = short
+	h.open()
+	if _, err := h.r.RemoveMember(ctx, "g", "urn:a"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 { // the other 7 entries
+		id := fmt.Sprintf("urn:x%d", i)
+		mustPut(t, h.r, id)
+		if _, err := h.r.AddMember(ctx, "g", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPut(t, h.r, "urn:late")
+	clock.add(3 * time.Hour) // the short validity and the grace have passed, the stored 48 h not
+	if _, err := h.r.AddMember(ctx, "g", "urn:late"); statusCode(err) != "full groups.statusList" {
+		t.Fatalf("the entry of a 48 h credential reused after 3 h: %v", err)
+	}
+	clock.add(46 * time.Hour)
+	if _, err := h.r.AddMember(ctx, "g", "urn:late"); err != nil {
+		t.Fatalf("after the 48 h credential expired: %v", err)
+	}
+}
+
+// Issuance is paced per manager (token) and per source address: one
+// token's loop is refused with 429 groups.issueRate once its burst is
+// spent, changing nothing, while another token, an admin and the hub
+// itself go on; the bucket refills with time.
+func TestIssuancePaced(t *testing.T) {
+	clock := newClock(time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC))
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL(testListURL)
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{Issuer: iss, Now: clock.now,
+		Memberships: hub.MembershipLimits{IssueRate: 60, IssueBurst: 4}})
+	for i := range 16 {
+		mustPut(t, r, fmt.Sprintf("urn:m%d", i))
+	}
+	tok := hub.WithIssuance(context.Background(), hub.Issuance{Key: "token:one"})
+	other := hub.WithIssuance(context.Background(), hub.Issuance{Key: "token:two"})
+	admin := hub.WithIssuance(context.Background(), hub.Issuance{Key: "token:root", Admin: true})
+	if _, err := r.CreateGroup(tok, hub.GroupSpec{ID: "g", Title: "G"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := r.AddMember(tok, "g", fmt.Sprintf("urn:m%d", i)); err != nil {
+			t.Fatalf("add %d within the burst: %v", i, err)
+		}
+	}
+	before, _ := r.Group("g")
+	list := r.StatusList()
+	_, err := r.AddMember(tok, "g", "urn:m4")
+	if statusCode(err) != "rate-limited groups.issueRate" {
+		t.Fatalf("past the burst: %v", err)
+	}
+	// Removing is not issuing, and a refused add changed nothing.
+	if after, _ := r.Group("g"); len(after.Members) != len(before.Members) || !bytes.Equal(r.StatusList().Bits, list.Bits) {
+		t.Fatal("a refused add changed the group or the list")
+	}
+	if _, err := r.RemoveMember(tok, "g", "urn:m0"); err != nil {
+		t.Fatal(err)
+	}
+	// A whole group counts: PUT with new members is refused too.
+	if _, _, err := r.PutGroup(tok, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:m5", "urn:m6"}}); statusCode(err) != "rate-limited groups.issueRate" {
+		t.Fatalf("a PUT past the burst: %v", err)
+	}
+	for ctx, id := range map[context.Context]string{other: "urn:m7", admin: "urn:m8", context.Background(): "urn:m9"} {
+		if _, err := r.AddMember(ctx, "g", id); err != nil {
+			t.Fatalf("another manager (%s): %v", id, err)
+		}
+	}
+	// One credential a minute at 60 an hour.
+	clock.add(time.Minute)
+	if _, err := r.AddMember(tok, "g", "urn:m4"); err != nil {
+		t.Fatalf("a minute later: %v", err)
+	}
+	if _, err := r.AddMember(tok, "g", "urn:m5"); statusCode(err) != "rate-limited groups.issueRate" {
+		t.Fatalf("at once again: %v", err)
+	}
+	// A write may overdraw: 6 members at once with one credential left,
+	// then six minutes to wait.
+	clock.add(time.Minute)
+	if _, _, err := r.PutGroup(tok, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:m10", "urn:m11", "urn:m12", "urn:m13", "urn:m14", "urn:m15"}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(5 * time.Minute)
+	if _, err := r.AddMember(tok, "g", "urn:m1"); statusCode(err) != "rate-limited groups.issueRate" {
+		t.Fatalf("after an overdraft: %v", err)
+	}
+}
+
+// The last entries are kept: a manager's writes leave an eighth of the
+// list, a self-join's a quarter, an admin's none — so a token (or
+// anonymous self-joins) cannot lock an admin out.
+func TestStatusReserve(t *testing.T) {
+	const capacity = 64
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL(testListURL)
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{Issuer: iss,
+		Memberships: hub.MembershipLimits{StatusEntries: capacity}})
+	var ids []string
+	for i := range capacity {
+		ids = append(ids, fmt.Sprintf("urn:m%d", i))
+		mustPut(t, r, ids[i])
+	}
+	anon := hub.WithIssuance(context.Background(), hub.Issuance{Key: "addr:10.0.0.1", Anonymous: true})
+	tok := hub.WithIssuance(context.Background(), hub.Issuance{Key: "token:one"})
+	admin := hub.WithIssuance(context.Background(), hub.Issuance{Key: "token:root", Admin: true})
+	if _, err := r.CreateGroup(admin, hub.GroupSpec{ID: "g", Title: "G"}); err != nil {
+		t.Fatal(err)
+	}
+	fill := func(ctx context.Context, from int) int {
+		for i := from; i < capacity; i++ {
+			if _, err := r.AddMember(ctx, "g", ids[i]); err != nil {
+				if statusCode(err) != "full groups.statusList" {
+					t.Fatalf("add %d: %v", i, err)
+				}
+				return i
+			}
+		}
+		return capacity
+	}
+	n := fill(anon, 0)
+	if n != capacity-capacity/4 {
+		t.Fatalf("self-joins took %d entries, want %d", n, capacity-capacity/4)
+	}
+	n = fill(tok, n)
+	if n != capacity-capacity/8 {
+		t.Fatalf("a token took up to %d entries, want %d", n, capacity-capacity/8)
+	}
+	if n = fill(admin, n); n != capacity {
+		t.Fatalf("an admin took up to %d entries, want %d", n, capacity)
+	}
+}
+
+// A list burnt by an older hub (its entries revoked without a bound on
+// their credentials, issued for up to its default 365 days) is not reused
+// before that bound: only then do its entries come back.
+func TestStatusEntriesOfAnOlderHub(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
+	clock := newClock(t0.Add(30 * 24 * time.Hour))
+	dir := t.TempDir()
+	db, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := hub.StatusList{Next: 8, Bits: make([]byte, hub.MaxStatusListEntries/8), Modified: t0}
+	old.Bits[0] = 0xff // the 8 entries of a capacity of 8, all revoked
+	if err := db.Commit(&hub.Batch{StatusList: &old}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL(testListURL)
+	h := &reopenable{t: t, dir: dir, opts: hub.RegistryOptions{Issuer: iss, Now: clock.now,
+		Memberships: hub.MembershipLimits{StatusEntries: 8}}}
+	h.open()
+	t.Cleanup(h.close)
+	mustPut(t, h.r, "urn:a")
+	if _, err := h.r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:a"}}); statusCode(err) != "full groups.statusList" {
+		t.Fatalf("30 days after an older hub's last revocation: %v", err)
+	}
+	clock.ns.Store(t0.Add(365*24*time.Hour + hub.StatusReuseGrace).UnixNano())
+	h.restart()
+	if _, err := h.r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:a"}}); err != nil {
+		t.Fatalf("a year later: %v", err)
+	}
+}
+
+// Issue 24 point 4: the status list had no validUntil, so a copy fetched
+// before a removal (served again by anyone on a plain-HTTP path) verified
+// the removed member's credential for good. Now a list is valid for
+// groups.statusListValidity; the hub signs it again when half of that has
+// passed, so a reader always gets one valid for at least half of it.
+func TestStaleStatusListExpires(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock(time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC))
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL(testListURL)
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{Issuer: iss, Now: clock.now})
+	mustPut(t, r, "urn:a")
+	mustPut(t, r, "urn:b")
+	if _, err := r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:a", "urn:b"}}); err != nil {
+		t.Fatal(err)
+	}
+	credA, _ := r.MemberCredential("g", "urn:a")
+	credB, _ := r.MemberCredential("g", "urn:b")
+	old, err := r.StatusListCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RemoveMember(ctx, "g", "urn:a"); err != nil {
+		t.Fatal(err)
+	}
+	current, _ := r.StatusListCredential()
+	if _, err := vc.VerifyMembership(credA, current, clock.now()); !errors.Is(err, vc.ErrRevoked) {
+		t.Fatalf("the current list: %v", err)
+	}
+	// The old copy: accepted within its validity (the bound a verifier
+	// relies on), refused from its validUntil on.
+	clock.add(hub.DefaultStatusListValidity - time.Second)
+	if _, err := vc.VerifyMembership(credA, old, clock.now()); err != nil {
+		t.Fatalf("the old list within its validity: %v", err)
+	}
+	clock.add(time.Second)
+	if _, err := vc.VerifyMembership(credA, old, clock.now()); !errors.Is(err, vc.ErrStatusList) {
+		t.Fatalf("the old list past its validity: %v, want ErrStatusList", err)
+	}
+	// The hub's own list, unchanged bits, is signed anew and verifies.
+	fresh, _ := r.StatusListCredential()
+	if bytes.Equal(fresh, current) {
+		t.Fatal("the list was not signed again after half its validity")
+	}
+	if _, err := vc.VerifyMembership(credB, fresh, clock.now()); err != nil {
+		t.Fatalf("a member against the hub's list: %v", err)
+	}
+	sl, err := vc.VerifyStatusList(fresh, clock.now())
+	if err != nil || sl.ValidUntil.Sub(sl.ValidFrom) != hub.DefaultStatusListValidity || sl.TTL != hub.StatusListTTL {
+		t.Fatalf("validity %s, ttl %s: %v", sl.ValidUntil.Sub(sl.ValidFrom), sl.TTL, err)
+	}
+}
