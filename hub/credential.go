@@ -5,6 +5,9 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +53,20 @@ type CredentialIssuer struct {
 	listVC   []byte
 	listAt   time.Time // when listVC was signed
 	signed   int       // status lists signed (tests and metrics)
+	// retired are the signed lists of earlier generations (every entry
+	// revoked), by generation; a few at most.
+	retired map[int]retiredList
 }
+
+// retiredList is a signed list of an earlier generation.
+type retiredList struct {
+	url string
+	vc  []byte
+	at  time.Time
+}
+
+// maxRetiredLists bounds the retired lists kept signed.
+const maxRetiredLists = 8
 
 // NewCredentialIssuer returns the issuer of key's credentials, valid for
 // validity (0: DefaultCredentialValidity). The status list URL must be
@@ -83,12 +99,30 @@ func (c *CredentialIssuer) StatusListValidity() time.Duration {
 // bound (or configured: groups.statusListURL).
 func (c *CredentialIssuer) SetStatusListURL(u string) { c.url.Store(&u) }
 
-// StatusListURL is the URL the status list is published at.
+// StatusListURL is the URL the status list of generation 0 is published
+// at (the configured or listener URL).
 func (c *CredentialIssuer) StatusListURL() string {
 	if p := c.url.Load(); p != nil {
 		return *p
 	}
 	return ""
+}
+
+// ListURL is the URL of the status list of generation gen: StatusListURL
+// for 0, else that URL's path + "/<gen>" (a rotation, hub/statusrotate.go,
+// starts a new list at a new URL).
+func (c *CredentialIssuer) ListURL(gen int) string {
+	base := c.StatusListURL()
+	if gen <= 0 || base == "" {
+		return base
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strconv.Itoa(gen)
+	u.RawPath = ""
+	return u.String()
 }
 
 // DID is the issuer's did:key.
@@ -101,7 +135,7 @@ func (c *CredentialIssuer) Validity() time.Duration { return c.validity }
 // validity. The subject is the member's DID when it was verified, else
 // its Thing id.
 func (c *CredentialIssuer) Issue(g *Group, m *Member, now time.Time) (json.RawMessage, error) {
-	url := c.StatusListURL()
+	url := c.ListURL(m.gen)
 	if url == "" {
 		return nil, errors.New("the status list URL is not set")
 	}
@@ -123,7 +157,7 @@ func (c *CredentialIssuer) Issue(g *Group, m *Member, now time.Time) (json.RawMe
 // the validity, and the hub signs at most twice per validity when nothing
 // changes.
 func (c *CredentialIssuer) StatusListCredential(s StatusList, now time.Time) ([]byte, error) {
-	url := c.StatusListURL()
+	url := c.ListURL(s.Generation)
 	validity := c.StatusListValidity()
 	now = now.UTC().Truncate(time.Second)
 	c.mu.Lock()
@@ -138,6 +172,31 @@ func (c *CredentialIssuer) StatusListCredential(s StatusList, now time.Time) ([]
 	}
 	c.listBits, c.listURL, c.listVC, c.listAt = bytes.Clone(s.Bits), url, b, now
 	c.signed++
+	return b, nil
+}
+
+// RetiredListCredential returns the status list of the earlier
+// generation gen, every entry revoked: every credential naming it was
+// issued before the rotation that retired it. Signed again, as the
+// current one, once half its validity has passed.
+func (c *CredentialIssuer) RetiredListCredential(gen int, now time.Time) ([]byte, error) {
+	url := c.ListURL(gen)
+	validity := c.StatusListValidity()
+	now = now.UTC().Truncate(time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.retired[gen]; ok && r.url == url && !now.Before(r.at) && now.Before(r.at.Add(validity/2)) {
+		return r.vc, nil
+	}
+	all := bytes.Repeat([]byte{0xff}, vc.StatusListBytes)
+	b, err := vc.IssueStatusList(url, all, now, now.Add(validity), StatusListTTL, c.key)
+	if err != nil {
+		return nil, err
+	}
+	if c.retired == nil || len(c.retired) >= maxRetiredLists {
+		c.retired = make(map[int]retiredList)
+	}
+	c.retired[gen] = retiredList{url: url, vc: b, at: now}
 	return b, nil
 }
 
@@ -177,6 +236,9 @@ func (r *Registry) MemberCredential(gid, thing string) (json.RawMessage, error) 
 		g.Members = nil
 		m, ok = x.Member(thing)
 	}
+	// The generation of the list m's index is of, read with m: a renewal
+	// must never put an index on another generation's list.
+	m.gen = r.status.Generation
 	r.mu.RUnlock()
 	if !found {
 		return nil, Errorf(ENOTFOUND, "no group %q", gid)
@@ -190,10 +252,10 @@ func (r *Registry) MemberCredential(gid, thing string) (json.RawMessage, error) 
 	now := r.opts.Now()
 	// Another issuer (a test's) cannot say where its list is: kept as is.
 	ci := r.credentialIssuer()
-	if ci == nil || !stale(m.Credential, ci.StatusListURL(), now) {
+	if ci == nil || !stale(m.Credential, ci.ListURL(m.gen), now) {
 		return m.Credential, nil
 	}
-	key := renewalKey{group: gid, title: g.Title, thing: thing, did: m.DID, index: m.StatusIndex, url: ci.StatusListURL()}
+	key := renewalKey{group: gid, title: g.Title, thing: thing, did: m.DID, index: m.StatusIndex, url: ci.ListURL(m.gen)}
 	if cred := r.renewals.get(key, now); cred != nil {
 		return cred, nil
 	}
@@ -270,6 +332,51 @@ func stale(cred json.RawMessage, url string, now time.Time) bool {
 	}
 	until, err := time.Parse(time.RFC3339, c.ValidUntil)
 	return err != nil || !now.Before(until) || c.CredentialStatus.StatusListCredential != url
+}
+
+// StatusListCredentialOf returns the signed status list of generation
+// gen: the current one, or an earlier one with every entry revoked
+// (ENOTFOUND for a generation that never was).
+func (r *Registry) StatusListCredentialOf(gen int) ([]byte, error) {
+	ci := r.credentialIssuer()
+	if ci == nil {
+		return nil, Errorf(EUNAVAILABLE, "the hub issues no membership credentials")
+	}
+	r.mu.RLock()
+	cur := r.status.Generation
+	r.mu.RUnlock()
+	switch {
+	case gen == cur:
+		return r.StatusListCredential()
+	case gen < 0 || gen > cur:
+		return nil, Errorf(ENOTFOUND, "no status list of generation %d", gen)
+	}
+	b, err := ci.RetiredListCredential(gen, r.opts.Now())
+	if err != nil {
+		return nil, &Error{Code: EINTERNAL, Message: "cannot sign the status list", Err: err}
+	}
+	return b, nil
+}
+
+// StatusListGeneration is the current status list's generation (0 until
+// an admin rotates it).
+func (r *Registry) StatusListGeneration() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.status.Generation
+}
+
+// StatusListURL is the URL of the current status list ("" when the hub
+// issues no credentials).
+func (r *Registry) StatusListURL() string {
+	ci := r.credentialIssuer()
+	if ci == nil {
+		return ""
+	}
+	r.mu.RLock()
+	gen := r.status.Generation
+	r.mu.RUnlock()
+	return ci.ListURL(gen)
 }
 
 // StatusListCredential returns the signed status list credential of every

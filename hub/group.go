@@ -75,6 +75,9 @@ type Member struct {
 	// Credential is the signed membership credential (nil when the hub
 	// issues none: RegistryOptions.Issuer unset).
 	Credential json.RawMessage `json:"credential,omitempty"`
+	// gen is the status list generation StatusIndex is of, set by whoever
+	// has the member sign (not stored: the list says it).
+	gen int
 }
 
 // MemberIDs returns the Thing ids of g's members, sorted.
@@ -156,6 +159,9 @@ type StatusList struct {
 	Sealed       []byte    `json:"sealed,omitempty"`
 	SealedUntil  time.Time `json:"sealedUntil,omitzero"`
 	PendingUntil time.Time `json:"pendingUntil,omitzero"`
+	// Generation numbers the list: a rotation (hub/statusrotate.go)
+	// starts a new one at a new URL, every entry of the old one revoked.
+	Generation int `json:"generation,omitempty"`
 	// inUse marks the entries members hold (from the groups, not stored).
 	inUse []byte
 }
@@ -212,6 +218,7 @@ const (
 	groupDissolve
 	groupAdd
 	groupRemove
+	groupRotate
 )
 
 // groupOp is the group part of an opGroup.
@@ -235,6 +242,8 @@ type groupOp struct {
 	edit func(Group) (GroupSpec, error)
 	// issuance says whom the credentials it issues are charged to.
 	issuance Issuance
+	// rotated is what a groupRotate did.
+	rotated Rotation
 }
 
 // CreateGroup creates a group (ECONFLICT when the id is taken, ENOTFOUND
@@ -444,6 +453,9 @@ func (r *Registry) groupsOfCount(thing string) int {
 // returns its events. Called in the write loop.
 func (r *Registry) prepareGroup(o *op, now time.Time) ([]Event, error) {
 	gop := o.group
+	if gop.kind == groupRotate {
+		return r.prepareRotate(gop, now)
+	}
 	old := r.currentGroup(gop.spec.ID)
 	if err := gop.precondition(old); err != nil {
 		return nil, err
@@ -619,7 +631,7 @@ func (r *Registry) addMember(g *Group, thing string, now time.Time) error {
 	if !ok {
 		return &Error{Code: EFULL, Message: "the hub's status list has no free entry", Limit: "groups.statusList"}
 	}
-	m := Member{Thing: thing, DID: r.verifiedDID(thing, now), Since: now, StatusIndex: idx}
+	m := Member{Thing: thing, DID: r.verifiedDID(thing, now), Since: now, StatusIndex: idx, gen: st.Generation}
 	if r.opts.Issuer != nil {
 		vc, err := r.opts.Issuer.Issue(g, &m, now)
 		if err != nil {

@@ -409,3 +409,102 @@ func TestStaleStatusListExpires(t *testing.T) {
 		t.Fatalf("validity %s, ttl %s: %v", sl.ValidUntil.Sub(sl.ValidFrom), sl.TTL, err)
 	}
 }
+
+// An admin recovers a list whose entries are all revoked and not yet
+// reusable (the case of a hub that used them up before entries came
+// back): a rotation starts a new generation at a new URL. Every
+// credential issued before it is revoked by the old URL's list (a current
+// member's too, until it reads its renewed one), current members get
+// fresh entries, and the hub issues again at once; after a restart too.
+func TestStatusListRotation(t *testing.T) {
+	ctx := context.Background()
+	const capacity = 16
+	clock := newClock(time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC))
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL(testListURL)
+	h := openReopenable(t, hub.RegistryOptions{Issuer: iss, Now: clock.now,
+		Memberships: hub.MembershipLimits{StatusEntries: capacity}})
+	for i := range 4 {
+		mustPut(t, h.r, fmt.Sprintf("urn:m%d", i))
+	}
+	if _, err := h.r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:m0"}}); err != nil {
+		t.Fatal(err)
+	}
+	keptOld, _ := h.r.MemberCredential("g", "urn:m0")
+	var removed []byte
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("urn:m%d", 1+i%3)
+		if _, err := h.r.AddMember(ctx, "g", id); err != nil {
+			if statusCode(err) != "full groups.statusList" {
+				t.Fatal(err)
+			}
+			break
+		}
+		if removed == nil {
+			removed, _ = h.r.MemberCredential("g", id)
+		}
+		if _, err := h.r.RemoveMember(ctx, "g", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rot, err := h.r.RotateStatusList(ctx)
+	if err != nil || rot.Generation != 1 || rot.Members != 1 {
+		t.Fatalf("rotation %+v %v", rot, err)
+	}
+	newURL := testListURL + "/1"
+	if h.r.StatusListURL() != newURL {
+		t.Fatalf("the list is at %q, want %q", h.r.StatusListURL(), newURL)
+	}
+	h.restart()
+	// The hub issues again at once.
+	for _, id := range []string{"urn:m1", "urn:m2"} {
+		if _, err := h.r.AddMember(ctx, "g", id); err != nil {
+			t.Fatalf("after the rotation: %v", err)
+		}
+	}
+	oldList, err := h.r.StatusListCredentialOf(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := h.r.StatusListCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every credential of the old generation is revoked by its list,
+	// the removed member's and the kept member's alike.
+	for name, cred := range map[string][]byte{"removed": removed, "kept, old credential": keptOld} {
+		if _, err := vc.VerifyMembership(cred, oldList, clock.now()); !errors.Is(err, vc.ErrRevoked) {
+			t.Fatalf("%s against the old URL's list: %v", name, err)
+		}
+		if _, err := vc.VerifyMembership(cred, current, clock.now()); !errors.Is(err, vc.ErrStatusList) {
+			t.Fatalf("%s against the new list: %v (another list)", name, err)
+		}
+	}
+	// The members' credentials, renewed on read, name the new list.
+	g, _ := h.r.Group("g")
+	seen := map[int]bool{}
+	for _, m := range g.Members {
+		cred, err := h.r.MemberCredential("g", m.Thing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pm, err := vc.VerifyMembership(cred, current, clock.now())
+		if err != nil || pm.StatusListURL != newURL || pm.StatusIndex != m.StatusIndex || seen[m.StatusIndex] {
+			t.Fatalf("%s: %+v %v", m.Thing, pm, err)
+		}
+		seen[m.StatusIndex] = true
+	}
+	// Removing a member revokes it on the new list.
+	if _, err := h.r.RemoveMember(ctx, "g", "urn:m0"); err != nil {
+		t.Fatal(err)
+	}
+	renewed, _ := vc.ParseMembership(keptOld)
+	current, _ = h.r.StatusListCredential()
+	sl, _ := vc.VerifyStatusList(current, clock.now())
+	if sl.ID != newURL || sl.Bits[0] == 0 {
+		t.Fatalf("the removal is not on the new list (%s, %x); old index %d", sl.ID, sl.Bits[:2], renewed.StatusIndex)
+	}
+	if _, err := h.r.StatusListCredentialOf(2); code(err) != hub.ENOTFOUND {
+		t.Fatalf("a generation that never was: %v", err)
+	}
+}

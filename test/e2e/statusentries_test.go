@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
 )
 
 // groupState is what a refused membership write must leave as it was:
@@ -162,5 +164,62 @@ func TestSelfJoinLoopPacedPerAddress(t *testing.T) {
 	}
 	if resp, b := self(two, things[5], "join"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("another address: %d %s", resp.StatusCode, b)
+	}
+}
+
+// The admin's recovery over HTTP: POST /api/credentials/status/rotate
+// starts a new status list generation. A token that is not admin and an
+// anonymous client are refused with a problem and change nothing; after
+// the rotation the old URL serves a list revoking every earlier
+// credential, the new one the members' renewed credentials, and the
+// directory TD links the new one.
+func TestStatusListRotationOverHTTP(t *testing.T) {
+	h := startHub(t, nil)
+	const a = "urn:uuid:c0000000-0000-4000-8000-0000000000a1"
+	h.put(a, makeTD(a, "Lamp"))
+	if resp, b := h.do(http.MethodPut, "/api/groups/g", "application/json", []byte(`{"title":"G","members":["`+a+`"]}`), testToken); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT group: %d %s", resp.StatusCode, b)
+	}
+	_, old := h.do(http.MethodGet, credentialPath("g", a), "", nil, testToken)
+	operate, _ := createToken(t, h, "operate", "")
+	before, _ := h.statusList()
+	for _, c := range []struct {
+		name, token string
+		status      int
+	}{{"anonymous", "", http.StatusUnauthorized}, {"operate token", operate, http.StatusForbidden}} {
+		resp, body := h.do(http.MethodPost, "/api/credentials/status/rotate", "", nil, c.token)
+		expectProblem(t, resp, body, c.status, "")
+		if after, _ := h.statusList(); !bytes.Equal(after, before) || h.Main.Registry.StatusListGeneration() != 0 {
+			t.Fatalf("%s: a refused rotation changed the list", c.name)
+		}
+	}
+	resp, body := h.do(http.MethodPost, "/api/credentials/status/rotate", "", nil, testToken)
+	var rot struct {
+		Generation, Members int
+		StatusList          string
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &rot) != nil || rot.Generation != 1 || rot.Members != 1 ||
+		rot.StatusList != lmos.StatusListPath+"/1" {
+		t.Fatalf("rotate: %d %s", resp.StatusCode, body)
+	}
+	oldList, _ := h.statusList()
+	resp, newList := h.do(http.MethodGet, rot.StatusList, "", nil, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", rot.StatusList, resp.StatusCode, newList)
+	}
+	if _, err := vc.VerifyMembership(old, oldList, time.Now(), vc.ExpectIssuer(h.Main.DID())); !errors.Is(err, vc.ErrRevoked) {
+		t.Fatalf("a credential from before the rotation: %v", err)
+	}
+	_, renewed := h.do(http.MethodGet, credentialPath("g", a), "", nil, testToken)
+	if m, err := vc.VerifyMembership(renewed, newList, time.Now(), vc.ExpectIssuer(h.Main.DID())); err != nil || m.StatusListURL != h.URL+rot.StatusList {
+		t.Fatalf("the renewed credential: %+v %v", m, err)
+	}
+	for _, p := range []string{"/2", "/01", "/x", "/-1"} {
+		resp, body := h.do(http.MethodGet, lmos.StatusListPath+p, "", nil, "")
+		expectProblem(t, resp, body, http.StatusNotFound, "")
+	}
+	_, td := h.do(http.MethodGet, "/.well-known/wot", "", nil, "")
+	if !bytes.Contains(td, []byte(`"href":"`+strings.TrimPrefix(rot.StatusList, "/")+`"`)) {
+		t.Fatalf("the directory TD does not link %s: %s", rot.StatusList, td)
 	}
 }
