@@ -96,11 +96,11 @@ func bitSet(b []byte, i int) bool { return b[i/8]&(0x80>>(i%8)) != 0 }
 func setBit(b []byte, i int)      { b[i/8] |= 0x80 >> (i % 8) }
 func clearBit(b []byte, i int)    { b[i/8] &^= 0x80 >> (i % 8) }
 
-// clone returns a deep copy of s.
+// clone returns a copy of s that may be changed without changing s.
+// Sealed is shared: it is only ever replaced, never changed in place.
 func (s *StatusList) clone() StatusList {
 	c := *s
 	c.Bits = slices.Clone(s.Bits)
-	c.Sealed = slices.Clone(s.Sealed)
 	c.inUse = slices.Clone(s.inUse)
 	return c
 }

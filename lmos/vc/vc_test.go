@@ -300,6 +300,28 @@ func FuzzVerifyMembership(f *testing.F) {
 	})
 }
 
+// FuzzVerifyStatusList: whatever list a verifier is given, it is refused
+// or it is a list of the full size, valid now, with a ttl in range.
+func FuzzVerifyStatusList(f *testing.F) {
+	hub := key(f, 1)
+	sl := list(f, hub, listURL, 5)
+	f.Add(sl)
+	f.Add(bytes.Replace(sl, []byte(`"ttl":30000`), []byte(`"ttl":-5`), 1))
+	f.Add(bytes.Replace(sl, []byte(`"ttl":30000`), []byte(`"ttl":1e3`), 1))
+	f.Add(bytes.Replace(sl, []byte(`"validUntil":"2026-11-24T06:00:00Z",`), nil, 1))
+	f.Add([]byte(`{"validUntil":"2030-01-01T00:00:00Z","credentialSubject":{"ttl":null,"encodedList":"u"}}`))
+	now := t0.Add(time.Hour)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := VerifyStatusList(b, now)
+		if err != nil {
+			return
+		}
+		if len(got.Bits) != StatusListBytes || !now.Before(got.ValidUntil) || got.TTL < 0 || got.TTL > maxTTL || got.Issuer == "" {
+			t.Fatalf("accepted %+v", got)
+		}
+	})
+}
+
 func FuzzDecodeList(f *testing.F) {
 	f.Add("uH4sIAAAAAAAAA-3BMQEAAADCoPVPbQwfoAAAAAAAAAAAAAAAAAAAAIC3AYbSVKsAQAAA")
 	f.Add(gz(f, make([]byte, 1<<16)))
