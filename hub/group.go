@@ -219,6 +219,7 @@ const (
 	groupAdd
 	groupRemove
 	groupRotate
+	groupRenew
 )
 
 // groupOp is the group part of an opGroup.
@@ -244,6 +245,9 @@ type groupOp struct {
 	issuance Issuance
 	// rotated is what a groupRotate did.
 	rotated Rotation
+	// renew are the memberships a groupRenew renews; renewed counts them.
+	renew   []renewDue
+	renewed int
 }
 
 // CreateGroup creates a group (ECONFLICT when the id is taken, ENOTFOUND
@@ -453,8 +457,11 @@ func (r *Registry) groupsOfCount(thing string) int {
 // returns its events. Called in the write loop.
 func (r *Registry) prepareGroup(o *op, now time.Time) ([]Event, error) {
 	gop := o.group
-	if gop.kind == groupRotate {
+	switch gop.kind {
+	case groupRotate:
 		return r.prepareRotate(gop, now)
+	case groupRenew:
+		return r.prepareRenew(gop, now)
 	}
 	old := r.currentGroup(gop.spec.ID)
 	if err := gop.precondition(old); err != nil {

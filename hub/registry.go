@@ -232,6 +232,9 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	r.rev = r.seq
 	r.installed = make(chan struct{})
 	go r.loop()
+	if ci := r.credentialIssuer(); ci != nil {
+		go r.renewLoop(ci)
+	}
 	return r, nil
 }
 

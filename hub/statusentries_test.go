@@ -508,3 +508,81 @@ func TestStatusListRotation(t *testing.T) {
 		t.Fatalf("a generation that never was: %v", err)
 	}
 }
+
+// Credentials are short lived now, so the hub renews a member's stored
+// credential once half its validity has passed (same membership, entry
+// and list, valid from then), stores it and tells the doors, which push
+// it to the member: a member connected longer than the validity never
+// holds an expired one. A removed member's is not renewed; one naming a
+// retired list is.
+func TestCredentialsRenewedBeforeExpiry(t *testing.T) {
+	ctx := context.Background()
+	const validity = 2 * time.Hour
+	clock := newClock(time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC))
+	iss := hub.NewCredentialIssuer(hubKey(), validity)
+	iss.SetStatusListURL(testListURL)
+	h := openReopenable(t, hub.RegistryOptions{Issuer: iss, Now: clock.now})
+	var pushed []hub.MembershipChange
+	h.r.OnMembershipChange(func(c hub.MembershipChange) { pushed = append(pushed, c) })
+	mustPut(t, h.r, "urn:a")
+	mustPut(t, h.r, "urn:b")
+	if _, err := h.r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:a", "urn:b"}}); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(thing string) vc.Membership {
+		t.Helper()
+		g, _ := h.r.Group("g")
+		m, ok := g.Member(thing)
+		if !ok {
+			t.Fatalf("%s is not a member", thing)
+		}
+		pm, err := vc.ParseMembership(m.Credential)
+		if err != nil || pm.StatusIndex != m.StatusIndex {
+			t.Fatalf("%s: %+v %v", thing, pm, err)
+		}
+		return pm
+	}
+	first := stored("urn:a")
+	pushed = nil
+	clock.add(validity/2 - time.Minute)
+	if n, err := h.r.RenewCredentials(ctx); n != 0 || err != nil || len(pushed) != 0 {
+		t.Fatalf("before half the validity: %d renewed, %v, %d pushed", n, err, len(pushed))
+	}
+	if _, err := h.r.RemoveMember(ctx, "g", "urn:b"); err != nil {
+		t.Fatal(err)
+	}
+	pushed = nil
+	clock.add(2 * time.Minute)
+	if n, err := h.r.RenewCredentials(ctx); n != 1 || err != nil {
+		t.Fatalf("past half the validity: %d renewed, %v", n, err)
+	}
+	if len(pushed) != 1 || pushed[0] != (hub.MembershipChange{Group: "g", Thing: "urn:a", Added: true, Batch: pushed[0].Batch}) {
+		t.Fatalf("doors told %+v", pushed)
+	}
+	renewed := stored("urn:a")
+	if !renewed.ValidFrom.Equal(clock.now().Truncate(time.Second)) || !renewed.ValidUntil.Equal(renewed.ValidFrom.Add(validity)) ||
+		renewed.StatusIndex != first.StatusIndex || renewed.ID == first.ID {
+		t.Fatalf("renewed %+v, first %+v", renewed, first)
+	}
+	if n, _ := h.r.RenewCredentials(ctx); n != 0 {
+		t.Fatalf("renewed %d again at once", n)
+	}
+	// Stored: after a restart, the renewed one is the member's.
+	h.restart()
+	cred, _ := h.r.MemberCredential("g", "urn:a")
+	clock.add(validity - time.Minute) // the first one has expired, the renewed one not
+	list, _ := h.r.StatusListCredential()
+	if m, err := vc.VerifyMembership(cred, list, clock.now()); err != nil || m.ID != renewed.ID {
+		t.Fatalf("after a restart: %+v %v", m, err)
+	}
+	// After a rotation, a credential naming the retired list is due.
+	if _, err := h.r.RotateStatusList(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.r.RenewCredentials(ctx); n != 1 || err != nil {
+		t.Fatalf("after a rotation: %d, %v", n, err)
+	}
+	if m := stored("urn:a"); m.StatusListURL != testListURL+"/1" {
+		t.Fatalf("renewed on %s", m.StatusListURL)
+	}
+}
