@@ -111,6 +111,9 @@ func (r *Registry) prepareRenew(gop *groupOp, now time.Time) ([]Event, error) {
 	}
 	gen := r.batchGeneration()
 	url, half := ci.ListURL(gen), ci.Validity()/2
+	// The overlay changes only once every credential is signed.
+	changed := map[string]*Group{}
+	var changes []MembershipChange
 	for _, d := range gop.renew {
 		old := r.currentGroup(d.group)
 		if old == nil {
@@ -123,7 +126,7 @@ func (r *Registry) prepareRenew(gop *groupOp, now time.Time) ([]Event, error) {
 		if until, u := credentialUntil(m.Credential); u == url && until.Sub(now) > half {
 			continue // renewed meanwhile
 		}
-		g := r.groupOverlay[d.group]
+		g := changed[d.group]
 		if g == nil {
 			g = old.clone()
 		}
@@ -134,10 +137,14 @@ func (r *Registry) prepareRenew(gop *groupOp, now time.Time) ([]Event, error) {
 			return nil, &Error{Code: EINTERNAL, Message: "cannot renew a membership credential", Err: err}
 		}
 		g.Members[i].Credential = cred
-		r.groupOverlay[d.group] = g
-		r.membershipChanges = append(r.membershipChanges, MembershipChange{Group: d.group, Thing: d.thing, Added: true})
-		gop.renewed++
+		changed[d.group] = g
+		changes = append(changes, MembershipChange{Group: d.group, Thing: d.thing, Added: true})
 	}
+	for id, g := range changed {
+		r.groupOverlay[id] = g
+	}
+	r.membershipChanges = append(r.membershipChanges, changes...)
+	gop.renewed = len(changes)
 	return nil, nil
 }
 

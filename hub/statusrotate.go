@@ -42,6 +42,10 @@ func (r *Registry) prepareRotate(gop *groupOp, now time.Time) ([]Event, error) {
 	*st = StatusList{Generation: st.Generation + 1, Bits: make([]byte, n), inUse: make([]byte, n), Modified: now}
 	capacity := r.statusCapacity()
 	moved := 0
+	// The groups change only once every member has an entry: a failure
+	// leaves the batch as it was (applyGroup restores the list).
+	changed := map[string]*Group{}
+	var changes []MembershipChange
 	for _, id := range r.batchGroupIDs() {
 		old := r.currentGroup(id)
 		if old == nil || len(old.Members) == 0 {
@@ -58,11 +62,15 @@ func (r *Registry) prepareRotate(gop *groupOp, now time.Time) ([]Event, error) {
 			st.Next = idx + 1
 			g.Members[i].StatusIndex = idx
 			// The stored credential names the retired list: renewed on read.
-			r.membershipChanges = append(r.membershipChanges, MembershipChange{Group: g.ID, Thing: g.Members[i].Thing, Added: true})
+			changes = append(changes, MembershipChange{Group: g.ID, Thing: g.Members[i].Thing, Added: true})
 			moved++
 		}
+		changed[id] = g
+	}
+	for id, g := range changed {
 		r.groupOverlay[id] = g
 	}
+	r.membershipChanges = append(r.membershipChanges, changes...)
 	gop.rotated = Rotation{Generation: st.Generation, Members: moved}
 	return nil, nil
 }
