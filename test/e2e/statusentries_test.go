@@ -174,7 +174,8 @@ func TestSelfJoinLoopPacedPerAddress(t *testing.T) {
 // credential, the new one the members' renewed credentials, and the
 // directory TD links the new one.
 func TestStatusListRotationOverHTTP(t *testing.T) {
-	h := startHub(t, nil)
+	dir := t.TempDir()
+	h := startHubIn(t, dir, nil)
 	const a = "urn:uuid:c0000000-0000-4000-8000-0000000000a1"
 	h.put(a, makeTD(a, "Lamp"))
 	if resp, b := h.do(http.MethodPut, "/api/groups/g", "application/json", []byte(`{"title":"G","members":["`+a+`"]}`), testToken); resp.StatusCode != http.StatusCreated {
@@ -221,5 +222,16 @@ func TestStatusListRotationOverHTTP(t *testing.T) {
 	_, td := h.do(http.MethodGet, "/.well-known/wot", "", nil, "")
 	if !bytes.Contains(td, []byte(`"href":"`+strings.TrimPrefix(rot.StatusList, "/")+`"`)) {
 		t.Fatalf("the directory TD does not link %s: %s", rot.StatusList, td)
+	}
+	// After a restart the hub is still on generation 1.
+	h.Close()
+	h = startHubIn(t, dir, nil)
+	if g := h.Main.Registry.StatusListGeneration(); g != 1 {
+		t.Fatalf("generation %d after a restart", g)
+	}
+	_, renewed = h.do(http.MethodGet, credentialPath("g", a), "", nil, testToken)
+	_, newList = h.do(http.MethodGet, rot.StatusList, "", nil, "")
+	if m, err := vc.VerifyMembership(renewed, newList, time.Now(), vc.ExpectIssuer(h.Main.DID())); err != nil || m.StatusListURL != h.URL+rot.StatusList {
+		t.Fatalf("after a restart: %+v %v", m, err)
 	}
 }
