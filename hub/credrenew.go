@@ -74,20 +74,29 @@ func (r *Registry) RenewCredentials(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now, half := r.opts.Now(), ci.Validity()/2
-	var due []renewDue
+	// The credentials are read under the lock and parsed after it: a
+	// hub-full of them takes ~1 s to parse, which writers must not wait.
+	type held struct {
+		gid, thing string
+		cred       json.RawMessage
+	}
+	var all []held
 	r.mu.RLock()
 	url := ci.ListURL(r.status.Generation)
 	for gid, g := range r.groups {
 		for _, m := range g.Members {
-			if m.Credential == nil {
-				continue
-			}
-			if until, u := credentialUntil(m.Credential); u != url || until.Sub(now) <= half {
-				due = append(due, renewDue{gid, m.Thing, until})
+			if m.Credential != nil {
+				all = append(all, held{gid, m.Thing, m.Credential})
 			}
 		}
 	}
 	r.mu.RUnlock()
+	var due []renewDue
+	for _, h := range all {
+		if until, u := credentialUntil(h.cred); u != url || until.Sub(now) <= half {
+			due = append(due, renewDue{h.gid, h.thing, until})
+		}
+	}
 	if len(due) == 0 {
 		return 0, nil
 	}
