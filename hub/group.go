@@ -374,7 +374,8 @@ func (r *Registry) StatusList() StatusList {
 	return s
 }
 
-// Revoked reports whether the credential with status index i is revoked.
+// Revoked reports whether status entry i of the current list is revoked
+// (its bit is cleared again once every credential on it has expired).
 func (r *Registry) Revoked(i int) bool {
 	if i < 0 || i >= MaxStatusListEntries {
 		return false

@@ -251,7 +251,10 @@ func (r *Registry) checkIssue(is Issuance, n int, now time.Time) error {
 	free, reserve := st.freeEntries(r.statusCapacity()), r.statusReserve(is)
 	if free-n < reserve {
 		msg := fmt.Sprintf("the hub's status list has %d free entries of %d", free, r.statusCapacity())
-		if reserve > 0 {
+		switch {
+		case is.Anonymous:
+			msg += fmt.Sprintf(", and %d are kept for operators", reserve)
+		case reserve > 0:
 			msg += fmt.Sprintf(", and %d are kept for admins", reserve)
 		}
 		return &Error{Code: EFULL, Limit: "groups.statusList",
