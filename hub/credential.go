@@ -65,7 +65,10 @@ type retiredList struct {
 	at  time.Time
 }
 
-// maxRetiredLists bounds the retired lists kept signed.
+// maxRetiredLists is how many earlier generations the hub serves (each
+// signed at most twice per status list validity, whoever asks): a
+// credential naming an older one fails to verify all the same, its list
+// being gone.
 const maxRetiredLists = 8
 
 // NewCredentialIssuer returns the issuer of key's credentials, valid for
@@ -193,14 +196,23 @@ func (c *CredentialIssuer) RetiredListCredential(gen int, now time.Time) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	if c.retired == nil || len(c.retired) >= maxRetiredLists {
+	if c.retired == nil {
 		c.retired = make(map[int]retiredList)
 	}
+	for len(c.retired) >= maxRetiredLists {
+		oldest := gen
+		for g := range c.retired {
+			oldest = min(oldest, g)
+		}
+		delete(c.retired, oldest)
+	}
 	c.retired[gen] = retiredList{url: url, vc: b, at: now}
+	c.signed++
 	return b, nil
 }
 
-// StatusListsSigned is how many times the status list was signed.
+// StatusListsSigned is how many times a status list (the current one or
+// a retired one) was signed.
 func (c *CredentialIssuer) StatusListsSigned() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -350,6 +362,8 @@ func (r *Registry) StatusListCredentialOf(gen int) ([]byte, error) {
 		return r.StatusListCredential()
 	case gen < 0 || gen > cur:
 		return nil, Errorf(ENOTFOUND, "no status list of generation %d", gen)
+	case gen < cur-maxRetiredLists:
+		return nil, Errorf(ENOTFOUND, "the status list of generation %d was retired %d rotations ago: every credential naming it is revoked", gen, cur-gen)
 	}
 	b, err := ci.RetiredListCredential(gen, r.opts.Now())
 	if err != nil {

@@ -284,7 +284,7 @@ const maxPacedKeys = 4096
 // issuePacer is a token bucket per manager or source that a write may
 // overdraw: a write is refused while its bucket is below one credential,
 // and takes what it issues (a group of 1,024 members at once within the
-// burst). It is used by the write loop alone; mu guards it for Close.
+// burst). Only the write loop uses it; mu keeps it safe all the same.
 type issuePacer struct {
 	mu sync.Mutex
 	m  map[string]*paceBucket

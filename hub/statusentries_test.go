@@ -586,3 +586,39 @@ func TestCredentialsRenewedBeforeExpiry(t *testing.T) {
 		t.Fatalf("renewed on %s", m.StatusListURL)
 	}
 }
+
+// The hub serves the lists of the last 8 retired generations, each signed
+// once however often it is read; an older one is gone (a credential naming
+// it fails to verify all the same).
+func TestRetiredListsBounded(t *testing.T) {
+	ctx := context.Background()
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL(testListURL)
+	r := newRegistry(t, openStore(t), hub.RegistryOptions{Issuer: iss})
+	for range 10 {
+		if _, err := r.RotateStatusList(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		for gen := 0; gen <= 10; gen++ {
+			b, err := r.StatusListCredentialOf(gen)
+			switch {
+			case gen < 2:
+				if code(err) != hub.ENOTFOUND {
+					t.Fatalf("generation %d: %v", gen, err)
+				}
+			case err != nil:
+				t.Fatalf("generation %d: %v", gen, err)
+			default:
+				sl, err := vc.VerifyStatusList(b, time.Now())
+				if err != nil || sl.ID != iss.ListURL(gen) || (gen < 10 && bytes.Count(sl.Bits, []byte{0xff}) != len(sl.Bits)) {
+					t.Fatalf("generation %d: %s %v", gen, sl.ID, err)
+				}
+			}
+		}
+	}
+	if n := iss.StatusListsSigned(); n != 1+8 {
+		t.Fatalf("lists signed %d times in three rounds, want 9: each once", n)
+	}
+}
