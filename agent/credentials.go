@@ -109,9 +109,18 @@ func (a *Agent) received(gid string, cred []byte) {
 // validity dates, and the credential's entry in the hub's status list,
 // fetched from the credential's statusListCredential URL over HTTP(S)
 // with the agent's TLS settings and verified the same way (proof, issuer,
-// size). A revoked credential fails with an error wrapping vc.ErrRevoked.
-// Everything else is checked offline.
+// size, and its own validity: a list past its validUntil, or without one,
+// is refused, so an old copy replayed by someone on the path cannot hide
+// a revocation for longer than the hub's status list validity). A revoked
+// credential fails with an error wrapping vc.ErrRevoked. Everything else
+// is checked offline. It is VerifyMembershipAt at time.Now().
 func (a *Agent) VerifyMembership(ctx context.Context, cred []byte) (vc.Membership, error) {
+	return a.VerifyMembershipAt(ctx, cred, time.Now())
+}
+
+// VerifyMembershipAt is VerifyMembership with the verifier's clock at now:
+// the credential and the status list must both be valid at now.
+func (a *Agent) VerifyMembershipAt(ctx context.Context, cred []byte, now time.Time) (vc.Membership, error) {
 	did := a.HubDID()
 	if did == "" {
 		return vc.Membership{}, ErrHubUnknown
@@ -120,7 +129,7 @@ func (a *Agent) VerifyMembership(ctx context.Context, cred []byte) (vc.Membershi
 	// only once the hub is known to have signed it, never where a forged
 	// credential points.
 	opts := []vc.Option{vc.ExpectIssuer(did), vc.AllowClockSkew(verifyClockSkew)}
-	m, err := vc.CheckMembership(cred, time.Now(), opts...)
+	m, err := vc.CheckMembership(cred, now, opts...)
 	if err != nil {
 		return m, err
 	}
@@ -128,7 +137,7 @@ func (a *Agent) VerifyMembership(ctx context.Context, cred []byte) (vc.Membershi
 	if err != nil {
 		return m, err
 	}
-	return m, vc.CheckStatus(m, list, time.Now(), opts...)
+	return m, vc.CheckStatus(m, list, now, opts...)
 }
 
 // fetchStatusList reads the status list credential at u, within

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
 )
@@ -125,5 +129,74 @@ func TestVerifyMembershipNeedsTheHub(t *testing.T) {
 	})
 	if _, err := wrong.VerifyMembership(ctx, cred); !errors.Is(err, vc.ErrIssuer) {
 		t.Fatalf("another hub pinned: %v", err)
+	}
+}
+
+// Issue 24 point 4: someone on the plain-HTTP path between a verifier and
+// the hub keeps the status list from before a member's removal and
+// serves it again afterwards. The list had no validUntil, so the removed
+// member's credential verified for good. Now the replayed copy is
+// accepted only within the hub's status list validity
+// (groups.statusListValidity) and refused from then on; the agent's own
+// clock (VerifyMembershipAt) decides, no waiting.
+func TestVerifyMembershipRefusesAReplayedStatusList(t *testing.T) {
+	var (
+		hubURL   atomic.Pointer[string]
+		replay   atomic.Bool
+		captured atomic.Pointer[[]byte]
+	)
+	// The man in the middle: proxies to the hub, keeping the last list,
+	// until it replays that copy.
+	mitm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if replay.Load() {
+			w.Write(*captured.Load())
+			return
+		}
+		resp, err := http.Get(*hubURL.Load() + r.URL.Path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		captured.Store(&b)
+		w.WriteHeader(resp.StatusCode)
+		w.Write(b)
+	}))
+	defer mitm.Close()
+	h := &testHub{t: t, log: testLogger(t), link: "mqtt"}
+	h.Hub = hubtest.StartIn(t, t.TempDir(), func(c *app.Config) {
+		c.MQTT.Addr, c.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
+		c.Groups.StatusListURL = mitm.URL + lmos.StatusListPath
+	})
+	h.reg, h.addr, h.httpAddr = h.Main.Registry, h.MQTTAddr(), h.Main.HTTPAddr.String()
+	u := "http://" + h.httpAddr
+	hubURL.Store(&u)
+
+	const idA, idB = "urn:example:replay-a", "urn:example:replay-b"
+	a, b := h.connect(idA, nil), h.connect(idB, nil)
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := h.reg.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{idA, idB}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "both credentials", func() bool { return a.Credentials()["g"] != nil && b.Credentials()["g"] != nil })
+	credA := a.Credentials()["g"]
+	if _, err := b.VerifyMembership(ctx, credA); err != nil || captured.Load() == nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	replay.Store(true)
+	if _, err := h.reg.RemoveMember(ctx, "g", idA); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := b.VerifyMembershipAt(ctx, credA, now); err != nil {
+		t.Fatalf("the replayed list within its validity (the bound the hub promises): %v", err)
+	}
+	if _, err := b.VerifyMembershipAt(ctx, credA, now.Add(hub.DefaultStatusListValidity)); !errors.Is(err, vc.ErrStatusList) {
+		t.Fatalf("the replayed list after its validity: %v, want ErrStatusList", err)
+	}
+	replay.Store(false)
+	if _, err := b.VerifyMembership(ctx, credA); !errors.Is(err, vc.ErrRevoked) {
+		t.Fatalf("the hub's list: %v, want ErrRevoked", err)
 	}
 }

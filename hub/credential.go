@@ -5,6 +5,9 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +21,19 @@ import (
 // revocation status of every one in a signed Bitstring Status List.
 
 // DefaultCredentialValidity is how long a membership credential is valid
-// (groups.credentialValidity).
-const DefaultCredentialValidity = 365 * 24 * time.Hour
+// (groups.credentialValidity). It is short because a revoked entry of the
+// status list is reused only once every credential it served has expired
+// (hub/group.go); members get a renewed one whenever they read it.
+const DefaultCredentialValidity = 7 * 24 * time.Hour
+
+// DefaultStatusListValidity is how long a signed status list is valid
+// (groups.statusListValidity): a copy fetched before a revocation verifies
+// for at most this long, wherever it is replayed (PROTOCOL §7.1).
+const DefaultStatusListValidity = 10 * time.Minute
+
+// StatusListTTL is the list's ttl (Bitstring Status List v1.0) and its
+// HTTP Cache-Control max-age: how long a verifier may cache it.
+const StatusListTTL = 30 * time.Second
 
 // CredentialIssuer is the hub's MembershipIssuer: it signs membership
 // credentials and the status list credential with the hub's key.
@@ -27,7 +41,9 @@ type CredentialIssuer struct {
 	key      ed25519.PrivateKey
 	did      string
 	validity time.Duration
-	url      atomic.Pointer[string]
+	// listValidity is how long a signed status list is valid.
+	listValidity atomic.Int64
+	url          atomic.Pointer[string]
 
 	// The signed status list and the bits it was signed for: re-signed
 	// only when a bit changed (Ed25519 and gzip of 16 KiB cost ~0.2 ms).
@@ -35,8 +51,25 @@ type CredentialIssuer struct {
 	listBits []byte
 	listURL  string
 	listVC   []byte
-	signed   int // status lists signed (tests and metrics)
+	listAt   time.Time // when listVC was signed
+	signed   int       // status lists signed (tests and metrics)
+	// retired are the signed lists of earlier generations (every entry
+	// revoked), by generation; a few at most.
+	retired map[int]retiredList
 }
+
+// retiredList is a signed list of an earlier generation.
+type retiredList struct {
+	url string
+	vc  []byte
+	at  time.Time
+}
+
+// maxRetiredLists is how many earlier generations the hub serves (each
+// signed at most twice per status list validity, whoever asks): a
+// credential naming an older one fails to verify all the same, its list
+// being gone.
+const maxRetiredLists = 8
 
 // NewCredentialIssuer returns the issuer of key's credentials, valid for
 // validity (0: DefaultCredentialValidity). The status list URL must be
@@ -45,7 +78,23 @@ func NewCredentialIssuer(key ed25519.PrivateKey, validity time.Duration) *Creden
 	if validity <= 0 {
 		validity = DefaultCredentialValidity
 	}
-	return &CredentialIssuer{key: key, did: proof.DID(key.Public().(ed25519.PublicKey)), validity: validity}
+	c := &CredentialIssuer{key: key, did: proof.DID(key.Public().(ed25519.PublicKey)), validity: validity}
+	c.listValidity.Store(int64(DefaultStatusListValidity))
+	return c
+}
+
+// SetStatusListValidity sets how long a signed status list is valid
+// (groups.statusListValidity; 0: DefaultStatusListValidity).
+func (c *CredentialIssuer) SetStatusListValidity(d time.Duration) {
+	if d <= 0 {
+		d = DefaultStatusListValidity
+	}
+	c.listValidity.Store(int64(d))
+}
+
+// StatusListValidity is how long a signed status list is valid.
+func (c *CredentialIssuer) StatusListValidity() time.Duration {
+	return time.Duration(c.listValidity.Load())
 }
 
 // SetStatusListURL sets the absolute URL the status list is published at,
@@ -53,12 +102,30 @@ func NewCredentialIssuer(key ed25519.PrivateKey, validity time.Duration) *Creden
 // bound (or configured: groups.statusListURL).
 func (c *CredentialIssuer) SetStatusListURL(u string) { c.url.Store(&u) }
 
-// StatusListURL is the URL the status list is published at.
+// StatusListURL is the URL the status list of generation 0 is published
+// at (the configured or listener URL).
 func (c *CredentialIssuer) StatusListURL() string {
 	if p := c.url.Load(); p != nil {
 		return *p
 	}
 	return ""
+}
+
+// ListURL is the URL of the status list of generation gen: StatusListURL
+// for 0, else that URL's path + "/<gen>" (a rotation, hub/statusrotate.go,
+// starts a new list at a new URL).
+func (c *CredentialIssuer) ListURL(gen int) string {
+	base := c.StatusListURL()
+	if gen <= 0 || base == "" {
+		return base
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strconv.Itoa(gen)
+	u.RawPath = ""
+	return u.String()
 }
 
 // DID is the issuer's did:key.
@@ -71,7 +138,7 @@ func (c *CredentialIssuer) Validity() time.Duration { return c.validity }
 // validity. The subject is the member's DID when it was verified, else
 // its Thing id.
 func (c *CredentialIssuer) Issue(g *Group, m *Member, now time.Time) (json.RawMessage, error) {
-	url := c.StatusListURL()
+	url := c.ListURL(m.gen)
 	if url == "" {
 		return nil, errors.New("the status list URL is not set")
 	}
@@ -86,30 +153,66 @@ func (c *CredentialIssuer) Issue(g *Group, m *Member, now time.Time) (json.RawMe
 	}, c.key)
 }
 
-// StatusListCredential returns s signed as the status list credential:
-// the one signed before while the bits are the same, else a new one whose
-// validFrom is s.Modified (now for a list never changed).
+// StatusListCredential returns s signed as the status list credential,
+// valid from now for the status list validity: the one signed before while
+// the bits are the same and it has more than half its validity left, else
+// a new one. Readers therefore always get a list valid for at least half
+// the validity, and the hub signs at most twice per validity when nothing
+// changes.
 func (c *CredentialIssuer) StatusListCredential(s StatusList, now time.Time) ([]byte, error) {
-	url := c.StatusListURL()
+	url := c.ListURL(s.Generation)
+	validity := c.StatusListValidity()
+	now = now.UTC().Truncate(time.Second)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.listVC != nil && c.listURL == url && bytes.Equal(c.listBits, s.Bits) {
+	if c.listVC != nil && c.listURL == url && bytes.Equal(c.listBits, s.Bits) &&
+		!now.Before(c.listAt) && now.Before(c.listAt.Add(validity/2)) {
 		return c.listVC, nil
 	}
-	from := s.Modified
-	if from.IsZero() {
-		from = now
-	}
-	b, err := vc.IssueStatusList(url, s.Bits, from, c.key)
+	b, err := vc.IssueStatusList(url, s.Bits, now, now.Add(validity), StatusListTTL, c.key)
 	if err != nil {
 		return nil, err
 	}
-	c.listBits, c.listURL, c.listVC = bytes.Clone(s.Bits), url, b
+	c.listBits, c.listURL, c.listVC, c.listAt = bytes.Clone(s.Bits), url, b, now
 	c.signed++
 	return b, nil
 }
 
-// StatusListsSigned is how many times the status list was signed.
+// RetiredListCredential returns the status list of the earlier
+// generation gen, every entry revoked: every credential naming it was
+// issued before the rotation that retired it. Signed again, as the
+// current one, once half its validity has passed.
+func (c *CredentialIssuer) RetiredListCredential(gen int, now time.Time) ([]byte, error) {
+	url := c.ListURL(gen)
+	validity := c.StatusListValidity()
+	now = now.UTC().Truncate(time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.retired[gen]; ok && r.url == url && !now.Before(r.at) && now.Before(r.at.Add(validity/2)) {
+		return r.vc, nil
+	}
+	all := bytes.Repeat([]byte{0xff}, vc.StatusListBytes)
+	b, err := vc.IssueStatusList(url, all, now, now.Add(validity), StatusListTTL, c.key)
+	if err != nil {
+		return nil, err
+	}
+	if c.retired == nil {
+		c.retired = make(map[int]retiredList)
+	}
+	for len(c.retired) >= maxRetiredLists {
+		oldest := gen
+		for g := range c.retired {
+			oldest = min(oldest, g)
+		}
+		delete(c.retired, oldest)
+	}
+	c.retired[gen] = retiredList{url: url, vc: b, at: now}
+	c.signed++
+	return b, nil
+}
+
+// StatusListsSigned is how many times a status list (the current one or
+// a retired one) was signed.
 func (c *CredentialIssuer) StatusListsSigned() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -145,6 +248,9 @@ func (r *Registry) MemberCredential(gid, thing string) (json.RawMessage, error) 
 		g.Members = nil
 		m, ok = x.Member(thing)
 	}
+	// The generation of the list m's index is of, read with m: a renewal
+	// must never put an index on another generation's list.
+	m.gen = r.status.Generation
 	r.mu.RUnlock()
 	if !found {
 		return nil, Errorf(ENOTFOUND, "no group %q", gid)
@@ -158,10 +264,10 @@ func (r *Registry) MemberCredential(gid, thing string) (json.RawMessage, error) 
 	now := r.opts.Now()
 	// Another issuer (a test's) cannot say where its list is: kept as is.
 	ci := r.credentialIssuer()
-	if ci == nil || !stale(m.Credential, ci.StatusListURL(), now) {
+	if ci == nil || !stale(m.Credential, ci.ListURL(m.gen), now) {
 		return m.Credential, nil
 	}
-	key := renewalKey{group: gid, title: g.Title, thing: thing, did: m.DID, index: m.StatusIndex, url: ci.StatusListURL()}
+	key := renewalKey{group: gid, title: g.Title, thing: thing, did: m.DID, index: m.StatusIndex, url: ci.ListURL(m.gen)}
 	if cred := r.renewals.get(key, now); cred != nil {
 		return cred, nil
 	}
@@ -238,6 +344,53 @@ func stale(cred json.RawMessage, url string, now time.Time) bool {
 	}
 	until, err := time.Parse(time.RFC3339, c.ValidUntil)
 	return err != nil || !now.Before(until) || c.CredentialStatus.StatusListCredential != url
+}
+
+// StatusListCredentialOf returns the signed status list of generation
+// gen: the current one, or an earlier one with every entry revoked
+// (ENOTFOUND for a generation that never was).
+func (r *Registry) StatusListCredentialOf(gen int) ([]byte, error) {
+	ci := r.credentialIssuer()
+	if ci == nil {
+		return nil, Errorf(EUNAVAILABLE, "the hub issues no membership credentials")
+	}
+	r.mu.RLock()
+	cur := r.status.Generation
+	r.mu.RUnlock()
+	switch {
+	case gen == cur:
+		return r.StatusListCredential()
+	case gen < 0 || gen > cur:
+		return nil, Errorf(ENOTFOUND, "no status list of generation %d", gen)
+	case gen < cur-maxRetiredLists:
+		return nil, Errorf(ENOTFOUND, "the status list of generation %d was retired %d rotations ago: every credential naming it is revoked", gen, cur-gen)
+	}
+	b, err := ci.RetiredListCredential(gen, r.opts.Now())
+	if err != nil {
+		return nil, &Error{Code: EINTERNAL, Message: "cannot sign the status list", Err: err}
+	}
+	return b, nil
+}
+
+// StatusListGeneration is the current status list's generation (0 until
+// an admin rotates it).
+func (r *Registry) StatusListGeneration() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.status.Generation
+}
+
+// StatusListURL is the URL of the current status list ("" when the hub
+// issues no credentials).
+func (r *Registry) StatusListURL() string {
+	ci := r.credentialIssuer()
+	if ci == nil {
+		return ""
+	}
+	r.mu.RLock()
+	gen := r.status.Generation
+	r.mu.RUnlock()
+	return ci.ListURL(gen)
 }
 
 // StatusListCredential returns the signed status list credential of every

@@ -75,6 +75,9 @@ type Member struct {
 	// Credential is the signed membership credential (nil when the hub
 	// issues none: RegistryOptions.Issuer unset).
 	Credential json.RawMessage `json:"credential,omitempty"`
+	// gen is the status list generation StatusIndex is of, set by whoever
+	// has the member sign (not stored: the list says it).
+	gen int
 }
 
 // MemberIDs returns the Thing ids of g's members, sorted.
@@ -144,17 +147,28 @@ type MembershipIssuer interface {
 // revoked (W3C Bitstring Status List order: bit 0 is the first byte's
 // most significant bit).
 type StatusList struct {
-	// Next is the index the next credential gets.
+	// Next is where the search for a free entry starts.
 	Next int `json:"next"`
 	// Bits has MaxStatusListEntries/8 bytes.
 	Bits []byte `json:"bits"`
-	// Modified is when a bit was last set.
+	// Modified is when a bit last changed.
 	Modified time.Time `json:"modified"`
+	// Sealed are revoked entries that are free again once SealedUntil +
+	// StatusReuseGrace has passed; PendingUntil bounds the credentials of
+	// the entries revoked since they were sealed (hub/statusentries.go).
+	Sealed       []byte    `json:"sealed,omitempty"`
+	SealedUntil  time.Time `json:"sealedUntil,omitzero"`
+	PendingUntil time.Time `json:"pendingUntil,omitzero"`
+	// Generation numbers the list: a rotation (hub/statusrotate.go)
+	// starts a new one at a new URL, every entry of the old one revoked.
+	Generation int `json:"generation,omitempty"`
+	// inUse marks the entries members hold (from the groups, not stored).
+	inUse []byte
 }
 
-func (s *StatusList) revoked(i int) bool { return s.Bits[i/8]&(0x80>>(i%8)) != 0 }
+func (s *StatusList) revoked(i int) bool { return bitSet(s.Bits, i) }
 
-func (s *StatusList) revoke(i int) { s.Bits[i/8] |= 0x80 >> (i % 8) }
+func (s *StatusList) revoke(i int) { setBit(s.Bits, i) }
 
 var groupIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
@@ -204,6 +218,8 @@ const (
 	groupDissolve
 	groupAdd
 	groupRemove
+	groupRotate
+	groupRenew
 )
 
 // groupOp is the group part of an opGroup.
@@ -225,6 +241,13 @@ type groupOp struct {
 	// edit, when set, makes a groupPut's spec from the group as the
 	// write loop finds it (PatchGroup, hub/groupjoin.go).
 	edit func(Group) (GroupSpec, error)
+	// issuance says whom the credentials it issues are charged to.
+	issuance Issuance
+	// rotated is what a groupRotate did.
+	rotated Rotation
+	// renew are the memberships a groupRenew renews; renewed counts them.
+	renew   []renewDue
+	renewed int
 }
 
 // CreateGroup creates a group (ECONFLICT when the id is taken, ENOTFOUND
@@ -279,6 +302,9 @@ func (r *Registry) groupOp(ctx context.Context, gop *groupOp) (Group, error) {
 		if err := gop.spec.validate(); err != nil {
 			return Group{}, err
 		}
+	}
+	if !gop.self {
+		gop.issuance = issuanceOf(ctx)
 	}
 	if err := r.submit(ctx, &op{kind: opGroup, id: gop.spec.ID, group: gop}).err; err != nil {
 		return Group{}, err
@@ -348,7 +374,8 @@ func (r *Registry) StatusList() StatusList {
 	return s
 }
 
-// Revoked reports whether the credential with status index i is revoked.
+// Revoked reports whether status entry i of the current list is revoked
+// (its bit is cleared again once every credential on it has expired).
 func (r *Registry) Revoked(i int) bool {
 	if i < 0 || i >= MaxStatusListEntries {
 		return false
@@ -431,6 +458,12 @@ func (r *Registry) groupsOfCount(thing string) int {
 // returns its events. Called in the write loop.
 func (r *Registry) prepareGroup(o *op, now time.Time) ([]Event, error) {
 	gop := o.group
+	switch gop.kind {
+	case groupRotate:
+		return r.prepareRotate(gop, now)
+	case groupRenew:
+		return r.prepareRenew(gop, now)
+	}
 	old := r.currentGroup(gop.spec.ID)
 	if err := gop.precondition(old); err != nil {
 		return nil, err
@@ -470,7 +503,13 @@ func (r *Registry) prepareGroup(o *op, now time.Time) ([]Event, error) {
 				return nil, err
 			}
 		}
-		if err := r.checkStatusRoom(len(want)); err != nil {
+		added := 0
+		for _, m := range want {
+			if _, ok := g.Member(m); !ok {
+				added++
+			}
+		}
+		if err := r.checkIssue(gop.issuance, added, now); err != nil {
 			return nil, err
 		}
 		var kept []Member
@@ -517,7 +556,7 @@ func (r *Registry) prepareGroup(o *op, now time.Time) ([]Event, error) {
 		if err := r.checkNewMember(old, gop.member, now); err != nil {
 			return nil, err
 		}
-		if err := r.checkStatusRoom(1); err != nil {
+		if err := r.checkIssue(gop.issuance, 1, now); err != nil {
 			return nil, err
 		}
 		g := old.clone()
@@ -579,40 +618,28 @@ func (r *Registry) checkNewMember(g *Group, thing string, now time.Time) error {
 	return nil
 }
 
-// checkStatusRoom refuses a change that would issue more credentials than
-// the status list has entries.
-func (r *Registry) checkStatusRoom(n int) error {
-	if r.statusNext()+n > MaxStatusListEntries {
-		return &Error{Code: EFULL, Message: fmt.Sprintf("the hub has issued %d membership credentials, its limit", MaxStatusListEntries), Limit: "groups.statusList"}
-	}
-	return nil
-}
-
-func (r *Registry) statusNext() int {
-	if r.statusOverlay != nil {
-		return r.statusOverlay.Next
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.status.Next
-}
-
-// batchStatus is the status list as the batch changes it.
+// batchStatus is the status list as the batch changes it; the first
+// group write of a batch also reclaims entries whose credentials expired.
 func (r *Registry) batchStatus() *StatusList {
 	if r.statusOverlay == nil {
 		r.mu.RLock()
-		s := r.status
-		s.Bits = slices.Clone(s.Bits)
+		s := r.status.clone()
 		r.mu.RUnlock()
+		s.reclaim(r.opts.Now())
 		r.statusOverlay = &s
 	}
 	return r.statusOverlay
 }
 
-// addMember adds thing to g (in the overlay) with a new credential.
+// addMember adds thing to g (in the overlay) with a new credential on a
+// free entry (checkIssue made sure there is one).
 func (r *Registry) addMember(g *Group, thing string, now time.Time) error {
 	st := r.batchStatus()
-	m := Member{Thing: thing, DID: r.verifiedDID(thing, now), Since: now, StatusIndex: st.Next}
+	idx, ok := st.takeEntry(r.statusCapacity())
+	if !ok {
+		return &Error{Code: EFULL, Message: "the hub's status list has no free entry", Limit: "groups.statusList"}
+	}
+	m := Member{Thing: thing, DID: r.verifiedDID(thing, now), Since: now, StatusIndex: idx, gen: st.Generation}
 	if r.opts.Issuer != nil {
 		vc, err := r.opts.Issuer.Issue(g, &m, now)
 		if err != nil {
@@ -620,7 +647,8 @@ func (r *Registry) addMember(g *Group, thing string, now time.Time) error {
 		}
 		m.Credential = vc
 	}
-	st.Next++
+	setBit(st.inUse, idx)
+	st.Next = idx + 1
 	i, _ := slices.BinarySearchFunc(g.Members, thing, func(m Member, t string) int { return strings.Compare(m.Thing, t) })
 	g.Members = slices.Insert(g.Members, i, m)
 	r.membershipChanges = append(r.membershipChanges, MembershipChange{Group: g.ID, Thing: thing, Added: true})
@@ -630,8 +658,13 @@ func (r *Registry) addMember(g *Group, thing string, now time.Time) error {
 // revokeMember sets m's status bit; the caller drops m from g.
 func (r *Registry) revokeMember(g *Group, m Member) {
 	st := r.batchStatus()
+	now := r.opts.Now()
 	st.revoke(m.StatusIndex)
-	st.Modified = r.opts.Now()
+	clearBit(st.inUse, m.StatusIndex)
+	if until := r.revokedUntil(m, now); until.After(st.PendingUntil) {
+		st.PendingUntil = until
+	}
+	st.Modified = now
 	r.membershipChanges = append(r.membershipChanges, MembershipChange{Group: g.ID, Thing: m.Thing})
 }
 
@@ -719,10 +752,7 @@ func (r *Registry) loadGroups() error {
 	if err != nil {
 		return err
 	}
-	if len(st.Bits) != MaxStatusListEntries/8 {
-		st.Bits = make([]byte, MaxStatusListEntries/8)
-	}
-	r.status = st
+	r.status = r.loadStatus(st)
 	return nil
 }
 
@@ -731,8 +761,7 @@ func (r *Registry) loadGroups() error {
 func (r *Registry) applyGroup(o *op, now time.Time) ([]Event, error) {
 	var saved *StatusList
 	if r.statusOverlay != nil {
-		s := *r.statusOverlay
-		s.Bits = slices.Clone(s.Bits)
+		s := r.statusOverlay.clone()
 		saved = &s
 	}
 	n := len(r.membershipChanges)

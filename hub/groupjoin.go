@@ -211,7 +211,10 @@ func (r *Registry) SelfMembership(ctx context.Context, gid, thing string, join b
 	if join {
 		kind = groupAdd
 	}
-	return r.groupOp(ctx, &groupOp{kind: kind, spec: GroupSpec{ID: gid}, member: thing, self: true})
+	// Its credential is charged to its address: a statement needs no
+	// token, so a loop of fresh ids from one address is paced as one.
+	is := Issuance{Key: "addr:" + SourceOf(from), Anonymous: true}
+	return r.groupOp(ctx, &groupOp{kind: kind, spec: GroupSpec{ID: gid}, member: thing, self: true, issuance: is})
 }
 
 // readStatement parses a statement: exactly group, thing, action and

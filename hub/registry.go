@@ -46,6 +46,9 @@ type RegistryOptions struct {
 	Security SecurityOptions
 	// Issuer signs group membership credentials (nil: none are issued).
 	Issuer MembershipIssuer
+	// Memberships pace and bound membership credentials
+	// (hub/statusentries.go).
+	Memberships MembershipLimits
 }
 
 // Registry holds the registered Things in memory (their metadata and a
@@ -125,6 +128,9 @@ type Registry struct {
 	selfJoins statementLog
 	// renewals keeps credentials renewed on read (credential.go).
 	renewals renewalCache
+	// issuePacer paces credentials per manager and source
+	// (statusentries.go).
+	issuePacer issuePacer
 }
 
 type opKind int
@@ -230,6 +236,9 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	r.rev = r.seq
 	r.installed = make(chan struct{})
 	go r.loop()
+	if ci := r.credentialIssuer(); ci != nil {
+		go r.renewLoop(ci)
+	}
 	return r, nil
 }
 

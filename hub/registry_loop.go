@@ -232,7 +232,10 @@ func (r *Registry) apply(batch []*op) {
 	}
 	r.bindingChanges(&b)
 	r.groupChanges(&b)
-	if len(live) > 0 || len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) > 0 {
+	// Group and status list changes may come without an event (a
+	// rotation, renewed credentials).
+	if len(live) > 0 || len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) > 0 ||
+		b.StatusList != nil || len(b.Groups) > 0 {
 		if err := r.store.Commit(&b); err != nil {
 			r.seq = firstSeq
 			for i := len(r.undo) - 1; i >= 0; i-- {

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -13,21 +15,43 @@ import (
 // Membership credentials over HTTP (PROTOCOL §7): a member's credential,
 // and the signed status list every credential names.
 
-// statusListMaxAge is the Cache-Control max-age of the status list: a
-// revocation reaches a verifier that caches it within this many seconds.
-const statusListMaxAge = "30"
+// statusListMaxAge is the Cache-Control max-age of the status list, the
+// list's own ttl: a revocation reaches a verifier that caches it within
+// this many seconds.
+var statusListMaxAge = strconv.Itoa(int(hub.StatusListTTL / time.Second))
 
 func (s *Server) credentialRoutes() {
 	// Public whatever access.anonymous says: verifiers anywhere must read
 	// it, and it tells only which entries are revoked.
 	s.mux.HandleFunc("GET "+lmos.StatusListPath, s.statusList)
+	s.mux.HandleFunc("GET "+lmos.StatusListPath+"/{gen}", s.statusList)
 	s.mux.HandleFunc("GET /api/groups/{gid}/members/{id}/credential", s.memberCredential)
+	s.mux.HandleFunc("POST /api/credentials/status/rotate", s.write(s.rotateStatusList))
 }
 
-// statusList is GET /credentials/status/memberships: the hub's signed
-// revocation list, the same bytes until a bit changes.
+// statusListPath is the path of the status list of generation gen
+// (hub/statusrotate.go).
+func statusListPath(gen int) string {
+	if gen == 0 {
+		return lmos.StatusListPath
+	}
+	return lmos.StatusListPath + "/" + strconv.Itoa(gen)
+}
+
+// statusList is GET /credentials/status/memberships[/{gen}]: the hub's
+// signed revocation list, the same bytes until a bit changes or half its
+// validity has passed; an earlier generation's, every entry revoked.
 func (s *Server) statusList(w http.ResponseWriter, r *http.Request) {
-	b, err := s.reg.StatusListCredential()
+	gen := 0
+	if g := r.PathValue("gen"); g != "" {
+		n, err := strconv.Atoi(g)
+		if err != nil || n < 1 || strconv.Itoa(n) != g {
+			s.writeError(w, r, hub.Errorf(hub.ENOTFOUND, "no status list %q", g))
+			return
+		}
+		gen = n
+	}
+	b, err := s.reg.StatusListCredentialOf(gen)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -87,4 +111,18 @@ func mayReadCredential(p hub.Principal, thing string) error {
 		return hub.Errorf(hub.EUNAUTHORIZED, "a membership credential is given to its member or with a token of scope operate or admin")
 	}
 	return hub.Errorf(hub.EFORBIDDEN, "a membership credential is given to its member or with a token of scope operate or admin")
+}
+
+// rotateStatusList is POST /api/credentials/status/rotate (admin): a new
+// status list generation, every credential issued before it revoked and
+// every member given a fresh entry (hub/statusrotate.go). It recovers a
+// list whose entries are all revoked and not yet reusable.
+func (s *Server) rotateStatusList(w http.ResponseWriter, r *http.Request) {
+	rot, err := s.reg.RotateStatusList(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, lmos.MediaJSON, map[string]any{"generation": rot.Generation, "members": rot.Members,
+		"statusList": statusListPath(rot.Generation)})
 }

@@ -26,7 +26,9 @@ import (
 // groupRoutes mounts /api/groups.
 func (s *Server) groupRoutes() {
 	m := s.mux
-	manage := func(h http.HandlerFunc) http.HandlerFunc { return s.limited(s.allow(hub.OpManageGroups, h)) }
+	manage := func(h http.HandlerFunc) http.HandlerFunc {
+		return s.limited(s.allow(hub.OpManageGroups, s.chargeIssuance(h)))
+	}
 	m.HandleFunc("GET /api/groups", s.read(s.listGroups))
 	m.HandleFunc("POST /api/groups", manage(s.createGroup))
 	m.HandleFunc("GET /api/groups/{gid}", s.read(s.getGroup))
@@ -35,6 +37,24 @@ func (s *Server) groupRoutes() {
 	m.HandleFunc("DELETE /api/groups/{gid}", manage(s.dissolveGroup))
 	m.HandleFunc("PUT /api/groups/{gid}/members/{thing}", s.memberWrite(manage, true))
 	m.HandleFunc("DELETE /api/groups/{gid}/members/{thing}", s.memberWrite(manage, false))
+}
+
+// chargeIssuance tells the registry whom the credentials a group write
+// issues are charged to (PROTOCOL §10.0, groups.issueRate): the token; an
+// admin token is neither paced nor kept out of the status list's reserve.
+func (s *Server) chargeIssuance(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.principalOf(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		is := hub.Issuance{Key: "addr:" + hub.SourceOf(clientAddr(r)), Anonymous: true}
+		if p.Kind == hub.ByToken {
+			is = hub.Issuance{Key: "token:" + p.Token.ID, Admin: p.Token.EffectiveScope() == hub.ScopeAdmin}
+		}
+		h(w, r.WithContext(hub.WithIssuance(r.Context(), is)))
+	}
 }
 
 // groupView is a group as the API shows it: members as ids, and each

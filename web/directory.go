@@ -58,7 +58,7 @@ func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
 	if s.reg.CredentialIssuer() != nil {
 		// Where verifiers read the status list of membership credentials.
 		td["links"] = append(td["links"].([]any), map[string]any{"rel": "lmos:statusList",
-			"href": strings.TrimPrefix(lmos.StatusListPath, "/"), "type": vc.MediaType})
+			"href": strings.TrimPrefix(statusListPath(s.reg.StatusListGeneration()), "/"), "type": vc.MediaType})
 	}
 	if s.cfg.Key == nil {
 		writeJSON(w, http.StatusOK, mtTD, td)

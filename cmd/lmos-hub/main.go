@@ -39,7 +39,7 @@ const usage = `lmos-hub — the LMOS hub: a WoT Thing Description directory for 
 usage:
   lmos-hub [serve] [flags]         run the hub (see lmos-hub serve --help)
   lmos-hub things ls|get|put|rm    manage Things on a running hub
-  lmos-hub groups ls|create|add|rm|dissolve
+  lmos-hub groups ls|create|add|rm|dissolve|rotate-credentials
                                    manage agent groups on a running hub
   lmos-hub join ls|approve|deny    decide on joins waiting for approval (deny --all: in bulk)
   lmos-hub token create|list|revoke

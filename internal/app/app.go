@@ -201,7 +201,8 @@ func (m *Main) openRegistry(context.Context) error {
 			MaxConcurrent: cfg.Search.MaxConcurrent},
 		Security: hub.SecurityOptions{RequireSigned: cfg.Security.RequireSigned, VerifyRate: cfg.Security.VerifyRate,
 			VerifyBurst: cfg.Security.VerifyBurst, MaxClockSkew: time.Duration(cfg.Security.MaxClockSkew)},
-		Issuer: m.newIssuer(),
+		Issuer:      m.newIssuer(),
+		Memberships: hub.MembershipLimits{IssueRate: cfg.Groups.IssueRate, IssueBurst: cfg.Groups.IssueBurst},
 	})
 	if err != nil {
 		return err

@@ -260,9 +260,19 @@ type RegistryConfig struct {
 // GroupsConfig configures agent groups (PROTOCOL §7).
 type GroupsConfig struct {
 	// CredentialValidity is how long a membership credential is valid
-	// (validUntil - validFrom); default 365d. A member renews by fetching
-	// it again.
+	// (validUntil - validFrom); default 7d. A member renews by fetching
+	// it again; a revoked credential's status list entry is reused once
+	// it has expired.
 	CredentialValidity Duration `yaml:"credentialValidity"`
+	// StatusListValidity is how long a signed status list is valid
+	// (validUntil - validFrom); default 10m. A copy fetched before a
+	// revocation verifies for at most this long.
+	StatusListValidity Duration `yaml:"statusListValidity"`
+	// IssueRate is how many membership credentials one token (not admin)
+	// or one address (self-joins) may have issued per hour, IssueBurst at
+	// once; defaults 128 and 1024. 0 disables the pacing.
+	IssueRate  float64 `yaml:"issueRate"`
+	IssueBurst int     `yaml:"issueBurst"`
 	// StatusListURL is the absolute URL every credential names for its
 	// status list; empty: the HTTP listener's (http://<host>:<port>, or
 	// https when tls.only) + /credentials/status/memberships. Set it when
@@ -321,7 +331,9 @@ func DefaultConfig() Config {
 		Timeout: Duration(hub.DefaultSearchTimeout), MaxQueryBytes: hub.DefaultSearchMaxQueryBytes,
 		MaxDescendants: hub.DefaultSearchMaxDescendants, MaxConcurrentPerClient: hub.DefaultSearchMaxPerClient,
 		MaxConcurrent: runtime.GOMAXPROCS(0)}
-	c.Groups = GroupsConfig{CredentialValidity: Duration(hub.DefaultCredentialValidity)}
+	c.Groups = GroupsConfig{CredentialValidity: Duration(hub.DefaultCredentialValidity),
+		StatusListValidity: Duration(hub.DefaultStatusListValidity),
+		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -410,7 +422,16 @@ func (c Config) Validate() error {
 // validateGroups checks the groups settings; bad records a bad one.
 func (c Config) validateGroups(bad func(string, error)) {
 	if v := time.Duration(c.Groups.CredentialValidity); v < time.Hour || v > 10*365*24*time.Hour {
-		bad("groups.credentialValidity", fmt.Errorf("must be a duration from 1h to 3650d such as \"365d\" (got %s)", c.Groups.CredentialValidity))
+		bad("groups.credentialValidity", fmt.Errorf("must be a duration from 1h to 3650d such as \"7d\" (got %s)", c.Groups.CredentialValidity))
+	}
+	if v := time.Duration(c.Groups.StatusListValidity); v < time.Minute || v > 24*time.Hour {
+		bad("groups.statusListValidity", fmt.Errorf("must be a duration from 1m to 24h such as \"10m\" (got %s)", c.Groups.StatusListValidity))
+	}
+	if r := c.Groups.IssueRate; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+		bad("groups.issueRate", fmt.Errorf("must be a number of credentials per hour ≥ 0, 0 disables the pacing (got %v)", r))
+	}
+	if b := c.Groups.IssueBurst; b < 1 || b > hub.MaxStatusListEntries {
+		bad("groups.issueBurst", fmt.Errorf("must be from 1 to %d (got %d)", hub.MaxStatusListEntries, b))
 	}
 	if u := c.Groups.StatusListURL; u != "" {
 		p, err := url.Parse(u)

@@ -46,7 +46,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" ||
 		c.Security.RequireSigned || c.Security.VerifyRate != 50 || c.Security.VerifyBurst != 100 || c.Security.MaxClockSkew != Duration(5*time.Minute) ||
 		c.TLS != (TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}) ||
-		c.Groups != (GroupsConfig{CredentialValidity: Duration(365 * 24 * time.Hour)}) {
+		c.Groups != (GroupsConfig{CredentialValidity: Duration(7 * 24 * time.Hour), StatusListValidity: Duration(10 * time.Minute),
+			IssueRate: 128, IssueBurst: 1024}) {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {
@@ -340,6 +341,9 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"mdns.interfaces", func(c *Config) { c.MDNS.Interfaces = []string{""} }, "mdns.interfaces[0]: "},
 		{"mdns.forgetAfter", func(c *Config) { c.MDNS.ForgetAfter = 0 }, "mdns.forgetAfter: "},
 		{"groups.credentialValidity", func(c *Config) { c.Groups.CredentialValidity = Duration(time.Minute) }, "groups.credentialValidity: must be a duration from 1h"},
+		{"groups.statusListValidity", func(c *Config) { c.Groups.StatusListValidity = Duration(48 * time.Hour) }, "groups.statusListValidity: must be a duration from 1m to 24h"},
+		{"groups.issueRate", func(c *Config) { c.Groups.IssueRate = -1 }, "groups.issueRate: must be a number of credentials per hour"},
+		{"groups.issueBurst", func(c *Config) { c.Groups.IssueBurst = 0 }, "groups.issueBurst: must be from 1"},
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "/credentials/status" }, "groups.statusListURL: must be an absolute"},
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "ftp://hub/x" }, "groups.statusListURL: must be an absolute"},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},

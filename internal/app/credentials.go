@@ -12,6 +12,7 @@ import (
 // the hub's own did:key (PROTOCOL §7).
 func (m *Main) newIssuer() *hub.CredentialIssuer {
 	m.Issuer = hub.NewCredentialIssuer(m.Key, time.Duration(m.Config.Groups.CredentialValidity))
+	m.Issuer.SetStatusListValidity(time.Duration(m.Config.Groups.StatusListValidity))
 	return m.Issuer
 }
 

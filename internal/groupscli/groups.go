@@ -33,6 +33,9 @@ Commands:
   add GROUP THING...                  add Things to a group
   rm GROUP THING...                   remove Things from a group
   dissolve GROUP...                   dissolve groups (every membership is revoked)
+  rotate-credentials                  (admin token) start a new status list: every membership
+                                      credential issued before is revoked, members get new ones;
+                                      recovers a list whose entries are all in use or revoked
 
 Flags of every command:
   --hub URL         the hub (env LMOS_HUB_URL, default http://localhost:8080)
@@ -56,7 +59,7 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		getenv = func(string) string { return "" }
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing command: ls, create, add, rm or dissolve")
+		fmt.Fprintln(stderr, "error: missing command: ls, create, add, rm, dissolve or rotate-credentials")
 		fmt.Fprint(stderr, Usage)
 		return 2
 	}
@@ -114,8 +117,15 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			}
 			return c.dissolve(pos)
 		}
+	case "rotate-credentials":
+		run = func(pos []string) error {
+			if len(pos) > 0 {
+				return usageError("groups rotate-credentials takes no arguments, got %q", pos[0])
+			}
+			return c.rotate()
+		}
 	default:
-		fmt.Fprintf(stderr, "error: unknown command %q: use ls, create, add, rm or dissolve\n", name)
+		fmt.Fprintf(stderr, "error: unknown command %q: use ls, create, add, rm, dissolve or rotate-credentials\n", name)
 		fmt.Fprint(stderr, Usage)
 		return 2
 	}
@@ -354,4 +364,29 @@ func (c *command) dissolve(gids []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// rotate starts a new status list generation (PROTOCOL §7.1).
+func (c *command) rotate() error {
+	status, _, body, err := c.do(http.MethodPost, "/api/credentials/status/rotate", nil)
+	if err != nil {
+		return err
+	}
+	if !ok(status) {
+		if status == http.StatusForbidden {
+			fmt.Fprintln(c.stderr, "hint: rotating the status list needs an admin token")
+		}
+		return c.report(status, body, "")
+	}
+	var rot struct {
+		Generation int    `json:"generation"`
+		Members    int    `json:"members"`
+		StatusList string `json:"statusList"`
+	}
+	if err := json.Unmarshal(body, &rot); err != nil || rot.Generation < 1 {
+		return fmt.Errorf("the hub's answer is not a rotation: %s", lmos.Truncate(string(body), 200))
+	}
+	_, err = fmt.Fprintf(c.stdout, "status list generation %d at %s: %d memberships moved; earlier credentials are revoked, members get new ones\n",
+		rot.Generation, rot.StatusList, rot.Members)
+	return err
 }

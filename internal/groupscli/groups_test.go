@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/groupscli"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
@@ -101,6 +103,22 @@ func TestGroupsCLI(t *testing.T) {
 	if !strings.Contains(r.stderr, "404") {
 		t.Fatalf("stderr %q", r.stderr)
 	}
+
+	// Rotating the status list: an admin's; an operate token is refused
+	// (exit 1, nothing changed).
+	operate, _, err := h.Main.Tokens.CreateScoped("op", hub.ScopeOperate, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = run(map[string]string{"LMOS_HUB_URL": h.URL, "LMOS_HUB_TOKEN": operate}, "rotate-credentials").want(t, 1, "rotate with an operate token")
+	if !strings.Contains(r.stderr, "403") || !strings.Contains(r.stderr, "admin token") || h.Main.Registry.StatusListGeneration() != 0 {
+		t.Fatalf("stderr %q, generation %d", r.stderr, h.Main.Registry.StatusListGeneration())
+	}
+	r = run(env, "rotate-credentials").want(t, 0, "rotate")
+	if !strings.Contains(r.stdout, "generation 1") || h.Main.Registry.StatusListGeneration() != 1 {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	run(env, "rotate-credentials", "extra").want(t, 2, "rotate with an argument")
 
 	// Usage errors: exit 2.
 	run(env).want(t, 2, "no command")

@@ -51,7 +51,7 @@ func BenchmarkIssueStatusList(b *testing.B) {
 	lat := make([]time.Duration, 0, 1024)
 	for b.Loop() {
 		start := time.Now()
-		if _, err := IssueStatusList(listURL, bits, t0, priv); err != nil {
+		if _, err := IssueStatusList(listURL, bits, t0, t0.Add(time.Hour), 30*time.Second, priv); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))

@@ -7,7 +7,9 @@
 // did:key.
 //
 // Verification is offline: the credential, the status list and the
-// issuer's did:key are all a verifier needs. Every input is bounded before
+// issuer's did:key are all a verifier needs. The status list must carry a
+// validUntil and be valid at the verifier's time: a list without one
+// could be replayed after a revocation for good (PROTOCOL §7.1). Every input is bounded before
 // it is decoded (MaxCredentialBytes, MaxStatusListCredentialBytes, and the
 // decompressed status list at exactly StatusListBytes), so a hostile
 // credential or a gzip bomb costs at most those bytes.

@@ -43,12 +43,15 @@ func list(t testing.TB, priv ed25519.PrivateKey, url string, revoked ...int) []b
 	for _, i := range revoked {
 		bits[i/8] |= 0x80 >> (i % 8)
 	}
-	b, err := IssueStatusList(url, bits, t0, priv)
+	b, err := IssueStatusList(url, bits, t0, t0.Add(listValidity), 30*time.Second, priv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
+
+// listValidity is how long the test lists are valid.
+const listValidity = 2 * time.Hour
 
 func TestMembershipRoundTrip(t *testing.T) {
 	hub := key(t, 1)
@@ -210,8 +213,71 @@ func TestStatusListShape(t *testing.T) {
 	if _, err := VerifyStatusList(good, t0.Add(-time.Second)); !errors.Is(err, ErrStatusList) {
 		t.Fatalf("a list signed later than now: %v", err)
 	}
-	if _, err := IssueStatusList(listURL, make([]byte, 10), t0, hub); err == nil {
+	if sl.TTL != 30*time.Second || !sl.ValidUntil.Equal(t0.Add(listValidity)) {
+		t.Fatalf("ttl %s, validUntil %s", sl.TTL, sl.ValidUntil)
+	}
+	if _, err := IssueStatusList(listURL, make([]byte, 10), t0, t0.Add(time.Hour), 0, hub); err == nil {
 		t.Fatal("a short list was signed")
+	}
+	if _, err := IssueStatusList(listURL, make([]byte, StatusListBytes), t0, t0, 0, hub); err == nil {
+		t.Fatal("a list valid for no time was signed")
+	}
+	// The wire shape: validUntil, and ttl in milliseconds (Bitstring
+	// Status List v1.0 §2.2).
+	var doc struct {
+		ValidUntil string `json:"validUntil"`
+		Subject    struct {
+			TTL json.Number `json:"ttl"`
+		} `json:"credentialSubject"`
+	}
+	if err := json.Unmarshal(good, &doc); err != nil || doc.ValidUntil != "2026-11-24T06:00:00Z" || doc.Subject.TTL != "30000" {
+		t.Fatalf("%s: %v", good, err)
+	}
+}
+
+// A list fetched before a revocation stops verifying at its validUntil
+// (issue 24 point 4: one without a validUntil verified forever, so an
+// old copy replayed over plain HTTP hid every later revocation). A list
+// without validUntil, or with a malformed ttl, is refused; so is one the
+// hub re-signed without validUntil.
+func TestStaleStatusListRefused(t *testing.T) {
+	hub := key(t, 1)
+	cred := issue(t, hub, member(7))
+	before := list(t, hub, listURL)   // fetched while the member was a member
+	after := list(t, hub, listURL, 7) // the hub revoked entry 7
+	if _, err := VerifyMembership(cred, after, t0.Add(time.Minute)); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("the current list: %v", err)
+	}
+	if _, err := VerifyMembership(cred, before, t0.Add(listValidity-time.Second)); err != nil {
+		t.Fatalf("the old list within its validity: %v", err)
+	}
+	for _, now := range []time.Time{t0.Add(listValidity), t0.Add(listValidity + time.Hour)} {
+		if _, err := VerifyMembership(cred, before, now); !errors.Is(err, ErrStatusList) || !strings.Contains(err.Error(), "expired") {
+			t.Fatalf("the old list at %s: %v", now, err)
+		}
+	}
+	// Re-signed by the hub's key without validUntil, or with a bad ttl:
+	// the proof holds, the list is refused all the same.
+	for name, edit := range map[string][2]string{
+		"no validUntil":  {`"validUntil":"2026-11-24T06:00:00Z",`, ``},
+		"ttl negative":   {`"ttl":30000`, `"ttl":-1`},
+		"ttl fraction":   {`"ttl":30000`, `"ttl":1.5`},
+		"ttl string":     {`"ttl":30000`, `"ttl":"30000"`},
+		"ttl huge":       {`"ttl":30000`, `"ttl":99999999999999999999`},
+		"until not date": {`"validUntil":"2026-11-24T06:00:00Z"`, `"validUntil":"tomorrow"`},
+		"until before":   {`"validUntil":"2026-11-24T06:00:00Z"`, `"validUntil":"2026-11-24T03:00:00Z"`},
+	} {
+		doc := bytes.Replace(before, []byte(edit[0]), []byte(edit[1]), 1)
+		if bytes.Equal(doc, before) {
+			t.Fatalf("%s: %s not in %s", name, edit[0], before)
+		}
+		doc, err := proof.Sign(bytes.Replace(doc, []byte(`,"proof"`), []byte(`,"_proof"`), 1), hub, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := VerifyMembership(cred, doc, t0.Add(time.Minute)); !errors.Is(err, ErrStatusList) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
@@ -223,10 +289,35 @@ func FuzzVerifyMembership(f *testing.F) {
 	f.Add(bytes.Replace(cred, []byte("living"), []byte("dying"), 1), sl)
 	f.Add([]byte(`{"@context":["https://www.w3.org/ns/credentials/v2"],"type":"VerifiableCredential"}`), []byte(`{}`))
 	f.Add([]byte(`{"proof":[]}`), []byte(`{"credentialSubject":{"encodedList":"uH4sIAAAAAAAAA"}}`))
+	f.Add(cred, bytes.Replace(sl, []byte(`"ttl":30000`), []byte(`"ttl":1e99`), 1))
+	f.Add(cred, bytes.Replace(sl, []byte(`"validUntil":"2026-11-24T06:00:00Z",`), nil, 1))
+	f.Add(cred, []byte(`{"validUntil":"9999-12-31T23:59:59Z","credentialSubject":{"ttl":[1]}}`))
 	f.Fuzz(func(t *testing.T, c, l []byte) {
 		m, err := VerifyMembership(c, l, t0.Add(time.Hour))
 		if err == nil && (m.Issuer == "" || m.StatusIndex < 0) {
 			t.Fatalf("verified %+v", m)
+		}
+	})
+}
+
+// FuzzVerifyStatusList: whatever list a verifier is given, it is refused
+// or it is a list of the full size, valid now, with a ttl in range.
+func FuzzVerifyStatusList(f *testing.F) {
+	hub := key(f, 1)
+	sl := list(f, hub, listURL, 5)
+	f.Add(sl)
+	f.Add(bytes.Replace(sl, []byte(`"ttl":30000`), []byte(`"ttl":-5`), 1))
+	f.Add(bytes.Replace(sl, []byte(`"ttl":30000`), []byte(`"ttl":1e3`), 1))
+	f.Add(bytes.Replace(sl, []byte(`"validUntil":"2026-11-24T06:00:00Z",`), nil, 1))
+	f.Add([]byte(`{"validUntil":"2030-01-01T00:00:00Z","credentialSubject":{"ttl":null,"encodedList":"u"}}`))
+	now := t0.Add(time.Hour)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := VerifyStatusList(b, now)
+		if err != nil {
+			return
+		}
+		if len(got.Bits) != StatusListBytes || !now.Before(got.ValidUntil) || got.TTL < 0 || got.TTL > maxTTL || got.Issuer == "" {
+			t.Fatalf("accepted %+v", got)
 		}
 	})
 }
