@@ -286,9 +286,13 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 	res := joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinAccepted, ID: id}}
 	var hash string
 	if !hasCred {
-		if err := b.checkClaim(id, j.remote); err != nil {
+		fresh, err := b.checkClaim(id, j.remote)
+		if err != nil {
 			return rejected(id, err)
 		}
+		// Its stored description is public: only a proof newer than the
+		// last accepted one takes a registered bound Thing (PROTOCOL §6).
+		origin.Takeover = fresh
 		// A new Thing, or one without credentials: written anonymously,
 		// it counts against its address (registry.maxThingsPerSource),
 		// and gets a credential, stored in the same commit.
@@ -320,21 +324,26 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 }
 
 // checkClaim refuses an anonymous join of a registered Thing that holds no
-// credential (an admin approved its join while its agent was gone) from
-// another address than the one it was registered from, unless its id is
-// bound to a key, whose fresh proof the registry then asks for: the
-// credential the join issues would hand anyone on the LAN the Thing with
-// its admission and its groups (PROTOCOL §6). Joins of one Thing run one
-// at a time on its worker, so the Thing cannot change before the write.
-func (b *Broker) checkClaim(id, remote string) error {
+// credential (an admin approved its join while its agent was gone, or
+// reset its credential) from another address than the one it was
+// registered from, unless its id is bound to a key: the credential the
+// join issues would hand anyone on the LAN the Thing with its admission and
+// its groups (PROTOCOL §6). A bound one is taken only by a fresh proof by
+// its key (fresh: the write is a takeover), not by its stored description,
+// which anyone may read and send again. Joins of one Thing run one at a
+// time on its worker, so the Thing cannot change before the write.
+func (b *Broker) checkClaim(id, remote string) (fresh bool, err error) {
 	th, err := b.reg.Get(id)
 	if err != nil {
-		return nil // a new Thing; a failed read fails the write too
+		return false, nil // a new Thing; a failed read fails the write too
 	}
-	if _, err := b.reg.Binding(id); err == nil || hub.SourceOf(remote) == th.Meta.Anon {
-		return nil
+	if _, err := b.reg.Binding(id); err == nil {
+		return true, nil
 	}
-	return hub.Errorf(hub.EFORBIDDEN, "the Thing %q holds no credentials and was registered from another address: its agent joins again from there, or an admin deletes it or binds it to the agent's key (PUT /api/things/{id}/binding)", id)
+	if hub.SourceOf(remote) == th.Meta.Anon {
+		return false, nil
+	}
+	return false, hub.Errorf(hub.EFORBIDDEN, "the Thing %q holds no credentials and was registered from another address: its agent joins again from there, or an admin deletes it or binds it to the agent's key (PUT /api/things/{id}/binding)", id)
 }
 
 // park puts the join of a new Thing on the pending list (join mode
