@@ -207,8 +207,13 @@ func judgeBinding(b *Binding, o *op, old *Thing, now time.Time) (verified string
 	case s.DID != b.DID:
 		return "", nil, Errorf(EFORBIDDEN, "the Thing %q is bound to another key (%s): an admin may re-bind it (PUT /api/things/{id}/binding)", o.id, b.DID)
 	case !s.Created.After(b.Created):
-		if s.Created.Equal(b.Created) && s.ProofValue == b.ProofValue && old != nil && old.Meta.Verified == b.DID && !o.origin.Takeover {
-			return s.DID, nil, nil // the description it holds, sent again
+		// The description it holds, sent again by its own door: from
+		// another door (an anonymous PUT of an agent's Thing) it would
+		// move the Thing there, and lock its agent out, on a proof anyone
+		// reads from the directory.
+		if s.Created.Equal(b.Created) && s.ProofValue == b.ProofValue && old != nil && old.Meta.Verified == b.DID && !o.origin.Takeover &&
+			(o.admin || old.Meta.Origin.Source == o.origin.Source) {
+			return s.DID, nil, nil
 		}
 		return "", nil, Errorf(ECONFLICT, "replayed description: the proof was created %s, not after the last accepted one of %q (%s)",
 			s.Created.Format(time.RFC3339), o.id, b.Created.UTC().Format(time.RFC3339))

@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
@@ -93,5 +96,58 @@ func TestMQTTStrangerCannotReplayABoundThingWithoutCredential(t *testing.T) {
 				t.Errorf("the agent back: admitted %v, groups %v", th.Meta.Admitted, h.Main.Registry.GroupsOf(id))
 			}
 		})
+	}
+}
+
+// An anonymous PUT is authenticated by the proof by the id's bound key
+// alone (§3.5). The stored description of a Thing its agent keeps over
+// WebSocket or MQTT is public, and sent again from another door it is a
+// replay (409): it must not move the Thing to HTTP, which would lock its
+// agent out (a WebSocket or MQTT join of a Thing registered by other means
+// is refused). Nothing changes; the agent comes back with a fresh proof.
+func TestHTTPReplayOfAnotherDoorsThingIsRefused(t *testing.T) {
+	h := startHub(t, nil)
+	key := newSigningKey(t)
+	const wsID, mqttID = "urn:replay:ws", "urn:replay:mqtt"
+
+	raw, _ := json.Marshal(wsTD(wsID))
+	w := h.wsDial("lmosprotocol", nil)
+	if r := wsRegister(t, w, wsID, signedRaw(t, raw, key, time.Now().Add(-time.Minute))); r["messageType"] != "acknowledgement" {
+		t.Fatalf("registerThing: %v", r)
+	}
+	_ = w.c.Close(websocket.StatusNormalClosure, "")
+
+	first := h.anonymousJoin(mqttID, signedTD(t, mqttID, "Plug", key, time.Now().Add(-time.Minute)))
+	if first.Status != lmos.JoinAccepted {
+		t.Fatalf("join: %+v", first)
+	}
+	if resp, body := h.do(http.MethodDelete, "/api/things/"+pathEscape(mqttID)+"/credential", "", nil, testToken); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("reset: %d %s", resp.StatusCode, body)
+	}
+
+	for _, id := range []string{wsID, mqttID} {
+		want := h.claimState(id)
+		th, _ := h.Main.Registry.Get(id)
+		origin := th.Meta.Origin.Source
+		_, stored := h.do(http.MethodGet, lmos.ThingPath(id)+"?enriched=false", "", nil, "")
+		resp, body := h.do(http.MethodPut, lmos.ThingPath(id), lmos.MediaJSON, stored, "")
+		if p := expectProblem(t, resp, body, http.StatusConflict, "replayed"); p.Type != lmos.ErrorTypeBase+lmos.CodeConflict {
+			t.Errorf("%s: anonymous PUT of the stored description: %+v", id, p)
+		}
+		if got := h.claimState(id); got != want {
+			t.Errorf("%s: the replay changed the Thing:\n got %s\nwant %s", id, got, want)
+		}
+		if th, _ := h.Main.Registry.Get(id); th.Meta.Origin.Source != origin {
+			t.Errorf("%s: origin %s, want %s", id, th.Meta.Origin.Source, origin)
+		}
+	}
+
+	// Their agents come back with fresh proofs.
+	w = h.wsDial("lmosprotocol", nil)
+	if r := wsRegister(t, w, wsID, signedRaw(t, raw, key, time.Now())); r["messageType"] != "acknowledgement" {
+		t.Errorf("the WebSocket agent's fresh registerThing: %v", r)
+	}
+	if res := h.anonymousJoin(mqttID, signedTD(t, mqttID, "Plug", key, time.Now())); res.Status != lmos.JoinAccepted || res.Credentials == nil {
+		t.Errorf("the MQTT agent's fresh join: %+v (problem %+v)", res, res.Problem)
 	}
 }
