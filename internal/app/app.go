@@ -231,7 +231,7 @@ func (m *Main) openTokens(context.Context) error {
 	m.Logger.Info("access", "anonymous", m.Access.Anonymous())
 	// A group action is bounded as one proxied invocation is.
 	m.GroupActions = hub.NewGroupActions(m.Registry, m.Router, m.Access,
-		hub.GroupActionOptions{Timeout: time.Duration(m.Config.HTTP.ProxyTimeout)})
+		hub.GroupActionOptions{Timeout: time.Duration(m.Config.HTTP.ProxyTimeout), MaxHeldBytes: m.Config.Groups.ActionOutputBytes})
 	return m.bootstrapToken()
 }
 

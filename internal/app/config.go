@@ -258,6 +258,10 @@ type GroupsConfig struct {
 	// https when tls.only) + /credentials/status/memberships. Set it when
 	// verifiers reach the hub by a name the listener does not know.
 	StatusListURL string `yaml:"statusListURL"`
+	// ActionOutputBytes bounds the members' outputs all group actions on
+	// the hub hold at once; default 32 MiB. An output beyond it is dropped
+	// from its result (error unavailable, 503).
+	ActionOutputBytes int `yaml:"actionOutputBytes"`
 }
 
 type SearchConfig struct {
@@ -311,7 +315,7 @@ func DefaultConfig() Config {
 		Timeout: Duration(hub.DefaultSearchTimeout), MaxQueryBytes: hub.DefaultSearchMaxQueryBytes,
 		MaxDescendants: hub.DefaultSearchMaxDescendants, MaxConcurrentPerClient: hub.DefaultSearchMaxPerClient,
 		MaxConcurrent: runtime.GOMAXPROCS(0)}
-	c.Groups = GroupsConfig{CredentialValidity: Duration(hub.DefaultCredentialValidity)}
+	c.Groups = GroupsConfig{CredentialValidity: Duration(hub.DefaultCredentialValidity), ActionOutputBytes: hub.DefaultGroupActionHeld}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -400,6 +404,9 @@ func (c Config) Validate() error {
 func (c Config) validateGroups(bad func(string, error)) {
 	if v := time.Duration(c.Groups.CredentialValidity); v < time.Hour || v > 10*365*24*time.Hour {
 		bad("groups.credentialValidity", fmt.Errorf("must be a duration from 1h to 3650d such as \"365d\" (got %s)", c.Groups.CredentialValidity))
+	}
+	if c.Groups.ActionOutputBytes < 1 {
+		bad("groups.actionOutputBytes", fmt.Errorf("must be at least 1 byte (got %d)", c.Groups.ActionOutputBytes))
 	}
 	if u := c.Groups.StatusListURL; u != "" {
 		p, err := url.Parse(u)

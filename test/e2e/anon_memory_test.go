@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
+)
+
+// Issue 24, point 6: anonymous patterns that took a 1 GB board down. Each
+// test checks the bound that now holds; the memory figures are in
+// anon_memory_bench_test.go.
+
+// bigAgents connects n MQTT agents (the agent library) whose action "report"
+// answers a JSON string of size bytes, and puts them in group gid.
+func bigAgents(t *testing.T, h *testHub, gid string, n, size int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := strings.Repeat("x", size-2)
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("urn:big:%02d", i)
+		a, err := agent.Connect(ctx, agent.Options{URL: "mqtt://" + h.Main.MQTTAddr.String(), TD: map[string]any{"id": id, "title": id,
+			"@type": "lmos:Agent", "actions": map[string]any{"report": map[string]any{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		a.HandleAction("report", func(context.Context, agent.Input) (any, error) { return out, nil })
+		ids = append(ids, id)
+	}
+	if _, err := h.Main.Registry.CreateGroup(ctx, hub.GroupSpec{ID: gid, Title: gid, Members: ids}); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// The members' outputs all group actions hold are bounded for the hub
+// (groups.actionOutputBytes), not only per call: three members answering
+// 600 KB each fit one call's 4 MiB but not a hub budget of 1 MiB, so one
+// output is passed on and two are dropped with an unavailable problem —
+// the members completed, nothing else changes. (The old hub passed all
+// three: it had no bound beyond the call's.)
+func TestGroupActionHubBudget(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Groups.ActionOutputBytes = 1 << 20 })
+	const size = 600 << 10
+	bigAgents(t, h, "big", 3, size)
+	before, _ := h.Main.Registry.Group("big")
+	for _, accept := range []string{"application/json", "text/event-stream"} {
+		resp, body := h.request(http.MethodPost, "/api/groups/big/actions/report", "application/json", accept, nil, "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %.300s", accept, resp.StatusCode, body)
+		}
+		var results []lmos.GroupActionResult
+		if accept == "application/json" {
+			var ans lmos.GroupActionAnswer
+			if err := json.Unmarshal(body, &ans); err != nil {
+				t.Fatalf("%v: %.300s", err, body)
+			}
+			results = ans.Results
+		} else {
+			for ev := range strings.SplitSeq(string(body), "\n\n") {
+				if _, data, ok := strings.Cut(ev, "event: result\ndata: "); ok {
+					var r lmos.GroupActionResult
+					if err := json.Unmarshal([]byte(data), &r); err != nil {
+						t.Fatal(err)
+					}
+					results = append(results, r)
+				}
+			}
+		}
+		kept, dropped := 0, 0
+		for _, r := range results {
+			switch {
+			case r.Status != lmos.GroupResultCompleted:
+				t.Errorf("%s: %s %s", accept, r.Member, r.Status)
+			case len(r.Output) == size && r.Error == nil:
+				kept++
+			case len(r.Output) == 0 && r.Error != nil && r.Error.Status == http.StatusServiceUnavailable &&
+				strings.HasSuffix(r.Error.Type, "#unavailable") && strings.Contains(r.Error.Detail, "groups.actionOutputBytes"):
+				dropped++
+			default:
+				t.Errorf("%s: %s: %d bytes, error %+v", accept, r.Member, len(r.Output), r.Error)
+			}
+		}
+		// The SSE door passes each output on before the next is admitted
+		// (at most one held at a time), but three answers may arrive
+		// before the first is written: at least one is kept.
+		want := 1
+		if accept == "application/json" && (kept != want || dropped != 2) {
+			t.Errorf("json: kept %d, dropped %d outputs; want 1 within 1 MiB and 2 dropped", kept, dropped)
+		}
+		if accept == "text/event-stream" && (kept < want || kept+dropped != 3) {
+			t.Errorf("sse: kept %d, dropped %d outputs; want at least 1 kept and 3 in all", kept, dropped)
+		}
+	}
+	if held := h.Main.GroupActions.Held(); held != 0 {
+		t.Errorf("the hub holds %d bytes of outputs after the calls", held)
+	}
+	if after, _ := h.Main.Registry.Group("big"); !after.Modified.Equal(before.Modified) || len(after.Members) != len(before.Members) {
+		t.Errorf("the group changed: %+v -> %+v", before, after)
+	}
+}
