@@ -26,6 +26,11 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
+// DefaultMaxStreamQueueBytes is Config.MaxStreamQueueBytes's default: four
+// frames of the largest TD (256 KiB), and a thousand streams could pin no
+// more than a few of them, the frames being shared.
+const DefaultMaxStreamQueueBytes = 1 << 20
+
 // Config is what the HTTP adapter needs from the hub's configuration.
 type Config struct {
 	HubID   string
@@ -89,6 +94,10 @@ type Config struct {
 	// MaxStreams bounds the event streams one client address
 	// holds open (default 64).
 	MaxStreams int
+	// MaxStreamQueueBytes bounds the frames an event stream holds for its
+	// client, not yet written (default 1 MiB): beyond it the stream is
+	// cut off (http.maxStreamQueueBytes).
+	MaxStreamQueueBytes int
 	// AllowedOrigins are the Origin host patterns WebSocket connections
 	// (/ws, /mqtt) may come from besides the hub's own host.
 	AllowedOrigins []string
@@ -157,6 +166,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 64
+	}
+	if cfg.MaxStreamQueueBytes <= 0 {
+		cfg.MaxStreamQueueBytes = DefaultMaxStreamQueueBytes
 	}
 	s := &Server{
 		reg: reg, tokens: tokens, cfg: cfg, log: cfg.Logger,

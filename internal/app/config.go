@@ -23,6 +23,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
+	"github.com/eclipse-lmos/lmos-hub/web"
 )
 
 // Duration is a time.Duration written in YAML (and environment variables)
@@ -114,7 +115,11 @@ type HTTPConfig struct {
 	ProxyTimeout Duration `yaml:"proxyTimeout"` // how long /proxy waits for a final result, default 30s
 	// MaxStreamsPerClient bounds the event streams (SSE) one client
 	// address holds open; default 64.
-	MaxStreamsPerClient int      `yaml:"maxStreamsPerClient"`
+	MaxStreamsPerClient int `yaml:"maxStreamsPerClient"`
+	// MaxStreamQueueBytes bounds the frames one event stream holds for a
+	// client that has not read them yet; beyond it the stream is cut off.
+	// Default 1 MiB.
+	MaxStreamQueueBytes int      `yaml:"maxStreamQueueBytes"`
 	WebSocket           WSConfig `yaml:"webSocket"` // the /ws gateway's limits
 }
 
@@ -299,7 +304,8 @@ func DefaultConfig() Config {
 	c.DataDir = "./lmos-data"
 	c.Hub.Name = defaultHubName()
 	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64,
-		AllowedHosts: []string{}} // printed as [] by `config print`, a list to fill in
+		MaxStreamQueueBytes: web.DefaultMaxStreamQueueBytes,
+		AllowedHosts:        []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout),
 		DeliveryPath: mqtt.DeliveryHub, ConnLoop: mqtt.ConnLoopHub, IdlePark: Duration(mqtt.DefaultIdlePark)}
@@ -433,6 +439,9 @@ func (c Config) validateHTTP(bad func(string, error)) {
 	}
 	for i, h := range c.HTTP.AllowedHosts {
 		bad(fmt.Sprintf("http.allowedHosts[%d]", i), checkAllowedHost(h))
+	}
+	if c.HTTP.MaxStreamQueueBytes < 64<<10 {
+		bad("http.maxStreamQueueBytes", fmt.Errorf("must be at least 65536 (got %d)", c.HTTP.MaxStreamQueueBytes))
 	}
 	if c.HTTP.MaxStreamsPerClient < 1 {
 		bad("http.maxStreamsPerClient", fmt.Errorf("must be at least 1 (got %d)", c.HTTP.MaxStreamsPerClient))

@@ -46,7 +46,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" ||
 		c.Security.RequireSigned || c.Security.VerifyRate != 50 || c.Security.VerifyBurst != 100 || c.Security.MaxClockSkew != Duration(5*time.Minute) ||
 		c.TLS != (TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}) ||
-		c.Groups != (GroupsConfig{CredentialValidity: Duration(365 * 24 * time.Hour)}) {
+		c.HTTP.MaxStreamQueueBytes != 1<<20 ||
+		c.Groups != (GroupsConfig{CredentialValidity: Duration(365 * 24 * time.Hour), ActionOutputBytes: 32 << 20}) {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {

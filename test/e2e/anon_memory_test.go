@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -107,5 +110,72 @@ func TestGroupActionHubBudget(t *testing.T) {
 	}
 	if after, _ := h.Main.Registry.Group("big"); !after.Modified.Equal(before.Modified) || len(after.Members) != len(before.Members) {
 		t.Errorf("the group changed: %+v -> %+v", before, after)
+	}
+}
+
+// Event streams that are never read (issue 24): each held every frame it
+// had not sent, encoded for itself, until a frame had waited 30 s; 1,024
+// of them and 8 updates of 250 KB took 625 MB. Now a stream holds at most
+// http.maxStreamQueueBytes (1 MiB) of frames not yet written and is cut
+// off beyond it, counted in lmos_sse_dropped_total, whatever the write
+// timeout (10 min here, so only that bound can cut them: the old hub kept
+// them open). A client that reads gets every update, its diff whole.
+func TestEventStreamsNotReadCutOff(t *testing.T) {
+	m := hubtest.NewMain(t, t.TempDir(), nil)
+	m.SSEWriteTimeout = 10 * time.Minute
+	h := runHub(t, m)
+	id := "urn:ex:big-feed"
+	big := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 200<<10) }
+	td := func(i int) []byte {
+		return fmt.Appendf(nil, `{"@context":"https://www.w3.org/2022/wot/td/v1.1","id":%q,"title":"big","description":%q,"securityDefinitions":{"n":{"scheme":"nosec"}},"security":"n"}`, id, big(i))
+	}
+	h.put(id, td(0))
+
+	fast := h.openSSE("/api/events?diff=true", "")
+	type update struct{ desc string }
+	got := make(chan update, 200)
+	go func() {
+		defer close(got)
+		for ev := range fast.C {
+			var v struct {
+				ID    string
+				Patch struct{ Description string }
+			}
+			if ev.Type == "thing_updated" && json.Unmarshal([]byte(ev.Data), &v) == nil && v.ID == id {
+				got <- update{v.Patch.Description}
+			}
+		}
+	}()
+	slow := []net.Conn{h.slowSSE("/api/events?diff=true"), h.slowSSE("/api/events?diff=true"), h.slowSSE("/events?diff=true")}
+	before := h.metric("lmos_sse_dropped_total")
+	puts := 0
+	for i := 1; i <= 100 && h.metric("lmos_sse_dropped_total")-before < float64(len(slow)); i++ {
+		h.put(id, td(i))
+		puts++
+	}
+	if d := h.metric("lmos_sse_dropped_total") - before; d != float64(len(slow)) {
+		t.Fatalf("after %d updates of 200 KiB, lmos_sse_dropped_total moved by %v; want %d (the streams that do not read)", puts, d, len(slow))
+	}
+	for i, c := range slow {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("slow stream %d: not closed by the hub: %v", i, err)
+		}
+	}
+	for i := 1; i <= puts; i++ {
+		select {
+		case u, ok := <-got:
+			if !ok {
+				t.Fatalf("the reading stream ended after %d of %d updates", i-1, puts)
+			}
+			if u.desc != big(i) {
+				t.Fatalf("update %d: the diff carries %d bytes of %q", i, len(u.desc), u.desc[:min(8, len(u.desc))])
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the reading stream got %d of %d updates", i-1, puts)
+		}
+	}
+	if d := h.metric("lmos_sse_dropped_total") - before; d != float64(len(slow)) {
+		t.Errorf("lmos_sse_dropped_total moved by %v in all, want %d: the reading client was cut too", d, len(slow))
 	}
 }
