@@ -137,8 +137,12 @@ type Server struct {
 	streams        *streamSlots
 	hosts          *hostCheck
 	streamsRefused *metrics.Counter
-	closing        chan struct{}
-	once           sync.Once
+	// groupList is GET /api/groups's encoding, kept until a group changes;
+	// groupListEncoded counts how often it was made.
+	groupList        groupList
+	groupListEncoded *metrics.Counter
+	closing          chan struct{}
+	once             sync.Once
 }
 
 // New returns a Server over the registry and token manager.
@@ -196,6 +200,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 		s.metrics.NewGauge("lmos_join_pending", func() float64 { return float64(a.PendingCount()) })
 	}
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
+	s.groupListEncoded = s.metrics.NewCounter("lmos_http_group_list_encoded_total")
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,
 		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns, Groups: cfg.Groups,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})

@@ -179,3 +179,82 @@ func TestEventStreamsNotReadCutOff(t *testing.T) {
 		t.Errorf("lmos_sse_dropped_total moved by %v in all, want %d: the reading client was cut too", d, len(slow))
 	}
 }
+
+// GET /api/groups (issue 24) was encoded anew for every anonymous request
+// (5.4 MB for 64 groups of 1,024 members) and counted against nothing. Now
+// it pages with limit/offset and a Link to the next page (without them:
+// the whole array, as before), its encoding is kept until a group changes
+// (lmos_http_group_list_encoded_total), and it counts against the
+// client's request rate (http.writeRate): beyond it 429.
+func TestGroupListPagedSharedLimited(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.HTTP.WriteRate, c.HTTP.WriteBurst = 0.0001, 8 }) // 2 PUTs, 6 listings
+	ctx := context.Background()
+	for _, id := range []string{"urn:gl:1", "urn:gl:2"} {
+		h.put(id, makeTD(id, id))
+	}
+	for _, gid := range []string{"a", "b", "c"} {
+		if _, err := h.Main.Registry.CreateGroup(ctx, hub.GroupSpec{ID: gid, Title: gid, Members: []string{"urn:gl:1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	encoded := func() float64 { return h.metric("lmos_http_group_list_encoded_total") }
+	before := encoded()
+	list := func(path string) (ids []string, link string) {
+		t.Helper()
+		resp, body := h.request(http.MethodGet, path, "", "", nil, "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		var gs []struct {
+			ID      string
+			Members []string
+		}
+		if err := json.Unmarshal(body, &gs); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+		for _, g := range gs {
+			ids = append(ids, g.ID+":"+strings.Join(g.Members, ","))
+		}
+		return ids, resp.Header.Get("Link")
+	}
+	ids, link := list("/api/groups?limit=2") // 1
+	if strings.Join(ids, " ") != "a:urn:gl:1 b:urn:gl:1" || link != `</api/groups?offset=2&limit=2>; rel="next"` {
+		t.Fatalf("first page %v, Link %q", ids, link)
+	}
+	ids, link = list("/api/groups?offset=2&limit=2") // 2
+	if strings.Join(ids, " ") != "c:urn:gl:1" || link != "" {
+		t.Fatalf("last page %v, Link %q", ids, link)
+	}
+	ids, _ = list("/api/groups") // 3
+	if strings.Join(ids, " ") != "a:urn:gl:1 b:urn:gl:1 c:urn:gl:1" {
+		t.Fatalf("whole list %v", ids)
+	}
+	if n := encoded() - before; n != 1 {
+		t.Errorf("the list was encoded %v times for three requests, want once", n)
+	}
+	if _, err := h.Main.Registry.AddMember(ctx, "b", "urn:gl:2"); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ = list("/api/groups") // 4
+	if strings.Join(ids, " ") != "a:urn:gl:1 b:urn:gl:1,urn:gl:2 c:urn:gl:1" {
+		t.Fatalf("after a change: %v", ids)
+	}
+	list("/api/groups")         // 5
+	list("/api/groups?limit=1") // 6
+	if n := encoded() - before; n != 2 {
+		t.Errorf("the list was encoded %v times, want twice (once more after the change)", n)
+	}
+	refused := metricValue(t, h, `lmos_http_refused_total{reason="rate-limited"}`)
+	resp, body := h.request(http.MethodGet, "/api/groups", "", "", nil, "")
+	var p lmos.Problem
+	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &p) != nil || p.Status != http.StatusTooManyRequests ||
+		!strings.HasSuffix(p.Type, "#rate-limited") || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the 7th listing: %d %s", resp.StatusCode, body)
+	}
+	if got := metricValue(t, h, `lmos_http_refused_total{reason="rate-limited"}`); got != refused+1 {
+		t.Errorf("refusals (rate-limited) %d -> %d", refused, got)
+	}
+	if g, _ := h.Main.Registry.Group("b"); len(g.Members) != 2 {
+		t.Errorf("group b: %+v", g)
+	}
+}
