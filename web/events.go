@@ -244,8 +244,11 @@ type frameQueue struct {
 	bytes  int  // bytes of frames not yet written, the one being written too
 	ending bool // finish: write what is queued, then end
 	cut    bool // cut off for leaving too much unread
-	wake   chan struct{}
-	done   chan struct{} // closed when the writer has ended
+	// stopped: stop was called; writing: a write is under way (stop
+	// aborts it through the write deadline).
+	stopped, writing bool
+	wake             chan struct{}
+	done             chan struct{} // closed when the writer has ended
 }
 
 func (s *Server) startFrameQueue(r *http.Request, w http.ResponseWriter, rc *http.ResponseController, stream string) *frameQueue {
@@ -300,17 +303,11 @@ func (q *frameQueue) finish() {
 // stop ends the writer at once, a write under way too, and waits for it.
 func (q *frameQueue) stop() {
 	q.mu.Lock()
-	q.frames, q.ending = nil, true
-	writing := q.bytes > 0
-	q.mu.Unlock()
-	select {
-	case <-q.done:
-		return
-	default:
-	}
-	if writing {
+	q.frames, q.ending, q.stopped = nil, true, true
+	if q.writing {
 		_ = q.rc.SetWriteDeadline(time.Now()) // the connection is closed after
 	}
+	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -319,7 +316,8 @@ func (q *frameQueue) stop() {
 }
 
 // write writes the queued frames as they come until stop or finish, or
-// until the client fails to take one within the write timeout.
+// until the client fails to take one within the write timeout. Its write
+// deadline is set under mu, so stop's cannot be overwritten.
 func (q *frameQueue) write() {
 	defer close(q.done)
 	for {
@@ -329,18 +327,31 @@ func (q *frameQueue) write() {
 		q.frames = nil
 		q.mu.Unlock()
 		for _, f := range batch {
-			if slow, err := q.s.writeTimed(q.w, q.rc, f); err != nil {
-				q.mu.Lock()
-				cut := q.cut
+			deadline := time.Now().Add(q.s.cfg.SSEWriteTimeout)
+			q.mu.Lock()
+			if q.stopped {
 				q.mu.Unlock()
-				if slow && !cut { // a cut-off stream is counted once, by push
+				return
+			}
+			q.writing = true
+			_ = q.rc.SetWriteDeadline(deadline)
+			q.mu.Unlock()
+			_, err := q.w.Write(f)
+			if err == nil {
+				err = q.rc.Flush()
+			}
+			q.mu.Lock()
+			q.writing = false
+			q.bytes -= len(f)
+			cut := q.cut
+			q.mu.Unlock()
+			if err != nil {
+				// A cut-off stream is counted once, by push.
+				if !cut && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
 					q.s.dropSSE(q.r, q.stream, "did not read for "+q.s.cfg.SSEWriteTimeout.String())
 				}
 				return
 			}
-			q.mu.Lock()
-			q.bytes -= len(f)
-			q.mu.Unlock()
 		}
 		if ending {
 			return
@@ -384,30 +395,17 @@ func (s *Server) frame(buf *bytes.Buffer, e hub.Event, diff bool) {
 // the write timeout has stopped reading: the hub closes its stream, and
 // counts it (a client that went away is not counted).
 func (s *Server) sendSSE(r *http.Request, w http.ResponseWriter, rc *http.ResponseController, buf *bytes.Buffer, stream string) bool {
-	ok := s.writeSSE(r, w, rc, buf.Bytes(), stream)
-	buf.Reset()
-	return ok
-}
-
-// writeSSE writes data to an event stream and flushes it, as sendSSE.
-func (s *Server) writeSSE(r *http.Request, w http.ResponseWriter, rc *http.ResponseController, data []byte, stream string) bool {
-	slow, err := s.writeTimed(w, rc, data)
-	if slow {
-		s.dropSSE(r, stream, "did not read for "+s.cfg.SSEWriteTimeout.String())
-	}
-	return err == nil
-}
-
-// writeTimed writes and flushes data within the write timeout; slow: the
-// client did not take it in time.
-func (s *Server) writeTimed(w http.ResponseWriter, rc *http.ResponseController, data []byte) (slow bool, err error) {
 	deadline := time.Now().Add(s.cfg.SSEWriteTimeout)
 	_ = rc.SetWriteDeadline(deadline)
-	_, err = w.Write(data)
+	_, err := w.Write(buf.Bytes())
+	buf.Reset()
 	if err == nil {
 		err = rc.Flush()
 	}
-	return err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)), err
+	if err != nil && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
+		s.dropSSE(r, stream, "did not read for "+s.cfg.SSEWriteTimeout.String())
+	}
+	return err == nil
 }
 
 // dropSSE counts an event stream the hub closes for a slow reader.
