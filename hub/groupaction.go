@@ -25,6 +25,12 @@ const (
 	// members' outputs: 64 calls of 4 MiB each held 256 MiB, and an
 	// answer's encoding as much again, more than a 512 MB board spares.
 	DefaultGroupActionHeld = 32 << 20
+	// DefaultGroupActionInFlight bounds the members invoked at once by all
+	// calls together, as many as one call may: each invocation may bring
+	// an answer of up to 1 MiB (the MQTT packet, the WebSocket message)
+	// into memory before it is counted, and 64 calls of 32 members each
+	// were 2,048 of them.
+	DefaultGroupActionInFlight = DefaultGroupActionParallel
 )
 
 // GroupActionOptions bound group actions.
@@ -48,6 +54,9 @@ type GroupActionOptions struct {
 	// as one beyond MaxOutputBytes is, its problem unavailable (503: try
 	// again); outputs are held until the door has passed them on.
 	MaxHeldBytes int
+	// MaxInFlight bounds the members all calls on the hub invoke at once;
+	// the others wait for a place within their call's time.
+	MaxInFlight int
 }
 
 // GroupActions runs group actions. It is safe for concurrent use.
@@ -57,6 +66,7 @@ type GroupActions struct {
 	access *Access
 	opts   GroupActionOptions
 	calls  chan struct{}
+	flying chan struct{} // places of MaxInFlight
 
 	heldMu sync.Mutex
 	held   int // bytes of outputs the calls hold now
@@ -108,10 +118,14 @@ func NewGroupActions(reg *Registry, rt *Router, access *Access, opts GroupAction
 	if opts.MaxHeldBytes <= 0 {
 		opts.MaxHeldBytes = DefaultGroupActionHeld
 	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultGroupActionInFlight
+	}
 	if access == nil {
 		access = OpenAccess()
 	}
-	return &GroupActions{reg: reg, rt: rt, access: access, opts: opts, calls: make(chan struct{}, opts.MaxCalls)}
+	return &GroupActions{reg: reg, rt: rt, access: access, opts: opts, calls: make(chan struct{}, opts.MaxCalls),
+		flying: make(chan struct{}, opts.MaxInFlight)}
 }
 
 // GroupActionRequest is one group action a consumer asks for.
@@ -285,8 +299,15 @@ func (c *GroupCall) Run(ctx context.Context, emit func(MemberResult)) lmos.Group
 				results <- admitted{r: timedOut(id, ctx.Err())}
 				continue
 			}
+			select { // a place of the hub's, after one of the call's
+			case ga.flying <- struct{}{}:
+			case <-ctx.Done():
+				<-slots
+				results <- admitted{r: timedOut(id, ctx.Err())}
+				continue
+			}
 			go func() {
-				defer func() { <-slots }()
+				defer func() { <-ga.flying; <-slots }()
 				r, n := admit(ga.invoke(ctx, req, id))
 				results <- admitted{r, n}
 			}()

@@ -290,3 +290,53 @@ func TestGroupActionHubOutputBudget(t *testing.T) {
 		t.Errorf("held %d bytes after every call is released", h)
 	}
 }
+
+// All calls together invoke at most MaxInFlight members at once (issue
+// 24): each invocation may bring an answer of up to 1 MiB into memory
+// before the budget can count it. Two calls of 4 members, 4 at once each,
+// with 3 places on the hub: never more than 3 members are invoked at
+// once, and every member still gets its result.
+func TestGroupActionHubInFlight(t *testing.T) {
+	ga, g := groupActionEnv(t, 4, hub.GroupActionOptions{Parallel: 4, MaxInFlight: 3})
+	done := make(chan []hub.MemberResult, 2)
+	for range 2 {
+		go func() {
+			out, _ := runCall(t, ga, "dim")
+			done <- out
+		}()
+	}
+	// Three invocations start; the rest wait for a place.
+	for range 3 {
+		<-g.started
+	}
+	select {
+	case id := <-g.started:
+		t.Fatalf("a fourth member (%s) was invoked while three held the hub's places", id)
+	default:
+	}
+	// Let them through as they come until both calls have answered.
+	for answered := 0; answered < 2; {
+		var out []hub.MemberResult
+		select {
+		case g.gate <- struct{}{}:
+			continue
+		case <-g.started:
+			continue
+		case out = <-done:
+			answered++
+		}
+		if len(out) != 4 {
+			t.Fatalf("%d results", len(out))
+		}
+		for _, r := range out {
+			if r.Status != lmos.GroupResultCompleted {
+				t.Errorf("%+v", r)
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.max != 3 {
+		t.Errorf("at most %d members invoked at once, want 3", g.max)
+	}
+}
