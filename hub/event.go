@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 )
 
@@ -50,6 +51,39 @@ type Event struct {
 	// Patch is the RFC 7396 merge patch from the old to the new document of
 	// an updated Thing, including "id" (for diff=true).
 	Patch json.RawMessage `json:"patch,omitempty"`
+
+	// memo holds the encodings of a live event, shared by every
+	// subscriber (Encoded).
+	memo *eventMemo
+}
+
+// eventMemo holds the encodings of one published event by key.
+type eventMemo struct {
+	mu  sync.Mutex
+	enc map[string][]byte
+}
+
+// Encoded returns the encoding of e named key, made by encode the first
+// time any subscriber of the live feed asks for it and then shared: with a
+// thousand event streams open, a 250 KiB update is encoded once per form,
+// not once per stream. The result must not be changed. An event that was
+// not published live (a replay from the log) is encoded on every call.
+func (e Event) Encoded(key string, encode func() []byte) []byte {
+	m := e.memo
+	if m == nil {
+		return encode()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.enc[key]; ok {
+		return b
+	}
+	b := encode()
+	if m.enc == nil {
+		m.enc = make(map[string][]byte, 2)
+	}
+	m.enc[key] = b
+	return b
 }
 
 // Feed is e as the hub's feeds show it without diffs: TD and Patch left
@@ -217,7 +251,8 @@ func (r *Registry) publish(events []Event) {
 	r.feedMu.Lock()
 	defer r.feedMu.Unlock()
 	for _, e := range events {
-		if e.Seq != 0 { // presence events are not numbered
+		e.memo = new(eventMemo) // one per event, shared by all subscribers
+		if e.Seq != 0 {         // presence events are not numbered
 			r.published = e.Seq
 		}
 		for s := range r.subs {

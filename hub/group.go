@@ -328,14 +328,30 @@ func (r *Registry) Group(id string) (Group, error) {
 
 // Groups returns every group, sorted by id.
 func (r *Registry) Groups() []Group {
+	out, _ := r.GroupsSnapshot()
+	return out
+}
+
+// GroupsSnapshot returns every group, sorted by id, and the generation of
+// the groups they are: it moves with every change of any group, so a door
+// may keep an encoding of them until it moves (GroupsGen).
+func (r *Registry) GroupsSnapshot() ([]Group, uint64) {
 	r.mu.RLock()
 	out := make([]Group, 0, len(r.groups))
 	for _, g := range r.groups {
 		out = append(out, *g.clone())
 	}
+	gen := r.groupsGen
 	r.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Group) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	return out, gen
+}
+
+// GroupsGen is the groups' generation now (GroupsSnapshot).
+func (r *Registry) GroupsGen() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.groupsGen
 }
 
 // IsMember reports whether thing is a member of group gid now. The doors
@@ -710,6 +726,9 @@ func (r *Registry) groupChanges(b *Batch) {
 
 // installGroups makes the committed group changes visible; under r.mu.
 func (r *Registry) installGroups() {
+	if len(r.groupOverlay) > 0 {
+		r.groupsGen++
+	}
 	for id, g := range r.groupOverlay {
 		if g == nil {
 			delete(r.groups, id)

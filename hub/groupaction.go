@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -20,6 +21,16 @@ const (
 	DefaultGroupActionParallel = 32
 	DefaultGroupActionCalls    = 64
 	DefaultGroupActionOutput   = 4 << 20
+	// DefaultGroupActionHeld is what all group actions together hold of
+	// members' outputs: 64 calls of 4 MiB each held 256 MiB, and an
+	// answer's encoding as much again, more than a 512 MB board spares.
+	DefaultGroupActionHeld = 32 << 20
+	// DefaultGroupActionInFlight bounds the members invoked at once by all
+	// calls together, as many as one call may: each invocation may bring
+	// an answer of up to 1 MiB (the MQTT packet, the WebSocket message)
+	// into memory before it is counted, and 64 calls of 32 members each
+	// were 2,048 of them.
+	DefaultGroupActionInFlight = DefaultGroupActionParallel
 )
 
 // GroupActionOptions bound group actions.
@@ -37,6 +48,15 @@ type GroupActionOptions struct {
 	// all: an output beyond it is dropped, its result keeps its status and
 	// carries a too-large problem (the JSON answer holds them all at once).
 	MaxOutputBytes int
+	// MaxHeldBytes bounds the members' outputs all calls on the hub hold
+	// at once (groups.actionOutputBytes): MaxCalls × MaxOutputBytes is
+	// no bound on a small board. An output beyond what is left is dropped
+	// as one beyond MaxOutputBytes is, its problem unavailable (503: try
+	// again); outputs are held until the door has passed them on.
+	MaxHeldBytes int
+	// MaxInFlight bounds the members all calls on the hub invoke at once;
+	// the others wait for a place within their call's time.
+	MaxInFlight int
 }
 
 // GroupActions runs group actions. It is safe for concurrent use.
@@ -46,6 +66,38 @@ type GroupActions struct {
 	access *Access
 	opts   GroupActionOptions
 	calls  chan struct{}
+	flying chan struct{} // places of MaxInFlight
+
+	heldMu sync.Mutex
+	held   int // bytes of outputs the calls hold now
+}
+
+// hold reserves n bytes of the hub's output budget; false when they are
+// not left.
+func (ga *GroupActions) hold(n int) bool {
+	ga.heldMu.Lock()
+	defer ga.heldMu.Unlock()
+	if ga.held+n > ga.opts.MaxHeldBytes {
+		return false
+	}
+	ga.held += n
+	return true
+}
+
+func (ga *GroupActions) unhold(n int) {
+	if n == 0 {
+		return
+	}
+	ga.heldMu.Lock()
+	ga.held -= n
+	ga.heldMu.Unlock()
+}
+
+// Held is the bytes of members' outputs the calls on the hub hold now.
+func (ga *GroupActions) Held() int {
+	ga.heldMu.Lock()
+	defer ga.heldMu.Unlock()
+	return ga.held
 }
 
 // NewGroupActions returns the group-action runner over reg, delivering
@@ -63,10 +115,17 @@ func NewGroupActions(reg *Registry, rt *Router, access *Access, opts GroupAction
 	if opts.MaxOutputBytes <= 0 {
 		opts.MaxOutputBytes = DefaultGroupActionOutput
 	}
+	if opts.MaxHeldBytes <= 0 {
+		opts.MaxHeldBytes = DefaultGroupActionHeld
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultGroupActionInFlight
+	}
 	if access == nil {
 		access = OpenAccess()
 	}
-	return &GroupActions{reg: reg, rt: rt, access: access, opts: opts, calls: make(chan struct{}, opts.MaxCalls)}
+	return &GroupActions{reg: reg, rt: rt, access: access, opts: opts, calls: make(chan struct{}, opts.MaxCalls),
+		flying: make(chan struct{}, opts.MaxInFlight)}
 }
 
 // GroupActionRequest is one group action a consumer asks for.
@@ -104,6 +163,11 @@ type GroupCall struct {
 	req     GroupActionRequest
 	members []string
 	done    bool
+	// keep: the door holds the outputs after emit returns (it answers
+	// once all are in); Release gives them back. Otherwise each output is
+	// given back when emit returns.
+	keep bool
+	held int
 }
 
 // Prepare checks a group action: the group exists (ENOTFOUND), some member
@@ -140,8 +204,20 @@ func (c *GroupCall) Members() []string { return c.members }
 // Prepare: a request for an unknown group is 404 whatever its body.
 func (c *GroupCall) SetInput(input []byte, ct string) { c.req.Input, c.req.ContentType = input, ct }
 
-// Release gives the call's slot back without running it; Run does it too.
+// KeepOutputs makes the outputs Run passes on stay held (counted in the
+// hub's budget) after emit returns, until Release: for a door that answers
+// with all results at once.
+func (c *GroupCall) KeepOutputs() { c.keep = true }
+
+// Release gives the call's slot back without running it (Run does it
+// too) and the outputs it keeps.
 func (c *GroupCall) Release() {
+	c.releaseSlot()
+	c.ga.unhold(c.held)
+	c.held = 0
+}
+
+func (c *GroupCall) releaseSlot() {
 	if !c.done {
 		c.done = true
 		<-c.ga.calls
@@ -154,52 +230,86 @@ func (c *GroupCall) Release() {
 // result: within the call's timeout (or once ctx ends: the members left
 // are timedOut).
 func (c *GroupCall) Run(ctx context.Context, emit func(MemberResult)) lmos.GroupActionSummary {
-	defer c.Release()
+	defer c.releaseSlot()
 	ga, req := c.ga, c.req
 	sum := lmos.GroupActionSummary{Group: req.Group, Action: req.Action}
 	ctx, cancel := context.WithTimeout(ctx, ga.opts.Timeout)
 	defer cancel()
+	// An output is admitted (counted against the call's limit and held
+	// of the hub's budget) as it arrives, before it waits to be passed on:
+	// a door slow to take results must not hold more than the budget.
+	var mu sync.Mutex
 	budget := ga.opts.MaxOutputBytes
-	pass := func(r MemberResult) {
-		if len(r.Output) > 0 {
-			if len(r.Output) > budget {
-				p := ProblemOf(Errorf(ETOOLARGE, "the output of member %q (%d bytes) is beyond what is left of the group action's output limit (%d bytes of %d); the member completed", r.Member, len(r.Output), budget, ga.opts.MaxOutputBytes))
-				r.Output, r.Problem = nil, &p
-			} else {
-				budget -= len(r.Output)
-			}
+	admit := func(r MemberResult) (MemberResult, int) {
+		n := len(r.Output)
+		if n == 0 {
+			return r, 0
 		}
-		sum.Count(r.Status)
-		emit(r)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case n > budget:
+			p := ProblemOf(Errorf(ETOOLARGE, "the output of member %q (%d bytes) is beyond what is left of the group action's output limit (%d bytes of %d); the member completed", r.Member, n, budget, ga.opts.MaxOutputBytes))
+			r.Output, r.Problem = nil, &p
+			return r, 0
+		case !ga.hold(n):
+			p := ProblemOf(Errorf(EUNAVAILABLE, "the hub holds as many group-action outputs as it may (groups.actionOutputBytes, %d bytes): the output of member %q (%d bytes) is dropped; the member completed; try again later", ga.opts.MaxHeldBytes, r.Member, n))
+			r.Output, r.Problem = nil, &p
+			return r, 0
+		}
+		budget -= n
+		return r, n
 	}
+	type admitted struct {
+		r MemberResult
+		n int // bytes held
+	}
+	pass := func(a admitted) {
+		sum.Count(a.r.Status)
+		emit(a.r)
+		if c.keep {
+			c.held += a.n
+		} else {
+			ga.unhold(a.n)
+		}
+	}
+	skip := func(r MemberResult) { pass(admitted{r: r}) }
 	p := ga.principal(req.Principal)
 	var todo []string
 	for _, id := range c.members {
 		t, err := ga.reg.Get(id)
 		if err != nil || t.Summary == nil || !t.Summary.HasAffordance("actions", req.Action) {
 			// Left the directory since, or has no such action: nothing to do.
-			pass(MemberResult{Member: id, Status: lmos.GroupResultSkipped})
+			skip(MemberResult{Member: id, Status: lmos.GroupResultSkipped})
 			continue
 		}
 		if err := ga.access.Allow(p, OpInvokeAction, &t); err != nil {
-			pass(failedResult(id, err))
+			skip(failedResult(id, err))
 			continue
 		}
 		todo = append(todo, id)
 	}
-	results := make(chan MemberResult, len(todo))
+	results := make(chan admitted, len(todo))
 	slots := make(chan struct{}, ga.opts.Parallel)
 	go func() {
 		for _, id := range todo {
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
-				results <- timedOut(id, ctx.Err())
+				results <- admitted{r: timedOut(id, ctx.Err())}
+				continue
+			}
+			select { // a place of the hub's, after one of the call's
+			case ga.flying <- struct{}{}:
+			case <-ctx.Done():
+				<-slots
+				results <- admitted{r: timedOut(id, ctx.Err())}
 				continue
 			}
 			go func() {
-				defer func() { <-slots }()
-				results <- ga.invoke(ctx, req, id)
+				defer func() { <-ga.flying; <-slots }()
+				r, n := admit(ga.invoke(ctx, req, id))
+				results <- admitted{r, n}
 			}()
 		}
 	}()

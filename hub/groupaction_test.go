@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,5 +181,162 @@ func TestGroupActionOutputBudget(t *testing.T) {
 	}
 	if kept != 2 || dropped != 1 || sum.Completed != 3 {
 		t.Errorf("kept %d, dropped %d outputs (summary %+v); want 2 of 6 bytes within 13, 1 dropped", kept, dropped, sum)
+	}
+}
+
+// lastGate answers every member at once with output, except hold, which
+// answers (without output) only when the test lets it.
+type lastGate struct {
+	hold   string
+	output []byte
+	gate   chan struct{}
+}
+
+func (g *lastGate) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.Result) error) error {
+	if in.ThingID != g.hold {
+		return emit(hub.Result{Status: hub.StatusCompleted, Data: g.output, ContentType: lmos.MediaJSON})
+	}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return emit(hub.Result{Status: hub.StatusCompleted})
+}
+
+// All calls together hold at most MaxHeldBytes of outputs (issue 24):
+// calls that keep their outputs until they answer (the JSON door) share
+// one budget; an output beyond it is dropped with an unavailable problem,
+// the member still completed, and every byte comes back on Release.
+func TestGroupActionHubOutputBudget(t *testing.T) {
+	e := newRouterEnv(t)
+	const members, calls, size, budget = 4, 4, 100, 1000
+	g := &lastGate{hold: fmt.Sprintf("urn:lamp:%02d", members-1), output: []byte(`"` + strings.Repeat("x", size-2) + `"`), gate: make(chan struct{}, calls)}
+	e.router.Handle(hub.SourceMQTT, g)
+	var ids []string
+	for i := range members {
+		id := fmt.Sprintf("urn:lamp:%02d", i)
+		e.put(t, id, hub.SourceMQTT)
+		ids = append(ids, id)
+	}
+	if _, err := e.reg.CreateGroup(context.Background(), hub.GroupSpec{ID: "lamps", Title: "Lamps", Members: ids}); err != nil {
+		t.Fatal(err)
+	}
+	ga := hub.NewGroupActions(e.reg, e.router, nil, hub.GroupActionOptions{MaxHeldBytes: budget})
+	var (
+		mu               sync.Mutex
+		kept, dropped    int
+		emitted          = make(chan struct{}, calls*members)
+		over             []int
+		wg               sync.WaitGroup
+		pending, release = make(chan *hub.GroupCall, calls), make(chan struct{})
+	)
+	for range calls {
+		c, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: "dim", Accept: lmos.MediaJSON})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.KeepOutputs()
+		wg.Go(func() {
+			c.Run(context.Background(), func(r hub.MemberResult) {
+				mu.Lock()
+				defer mu.Unlock()
+				if h := ga.Held(); h > budget {
+					over = append(over, h)
+				}
+				switch {
+				case r.Status != lmos.GroupResultCompleted:
+					t.Errorf("%+v", r)
+				case len(r.Output) == size && r.Problem == nil:
+					kept++
+				case len(r.Output) == 0 && r.Problem != nil && r.Problem.Status == 503 && strings.HasSuffix(r.Problem.Type, "#unavailable"):
+					dropped++
+				case r.Member == g.hold && len(r.Output) == 0 && r.Problem == nil:
+				default:
+					t.Errorf("%+v", r)
+				}
+				emitted <- struct{}{}
+			})
+			pending <- c
+			<-release
+			c.Release()
+		})
+	}
+	// Every call has its three immediate outputs admitted (emit follows
+	// admission) before any call may answer and give its bytes back.
+	for range calls * (members - 1) {
+		<-emitted
+	}
+	mu.Lock()
+	if kept != budget/size || dropped != calls*(members-1)-budget/size {
+		t.Errorf("kept %d, dropped %d outputs of %d bytes; want %d within the budget of %d, the rest dropped", kept, dropped, size, budget/size, budget)
+	}
+	if len(over) > 0 {
+		t.Errorf("held beyond the budget: %v", over)
+	}
+	mu.Unlock()
+	for range calls {
+		g.gate <- struct{}{}
+	}
+	for range calls {
+		<-pending
+	}
+	if h := ga.Held(); h != budget/size*size {
+		t.Errorf("held %d bytes before the calls are released, want %d", h, budget/size*size)
+	}
+	close(release)
+	wg.Wait()
+	if h := ga.Held(); h != 0 {
+		t.Errorf("held %d bytes after every call is released", h)
+	}
+}
+
+// All calls together invoke at most MaxInFlight members at once (issue
+// 24): each invocation may bring an answer of up to 1 MiB into memory
+// before the budget can count it. Two calls of 4 members, 4 at once each,
+// with 3 places on the hub: never more than 3 members are invoked at
+// once, and every member still gets its result.
+func TestGroupActionHubInFlight(t *testing.T) {
+	ga, g := groupActionEnv(t, 4, hub.GroupActionOptions{Parallel: 4, MaxInFlight: 3})
+	done := make(chan []hub.MemberResult, 2)
+	for range 2 {
+		go func() {
+			out, _ := runCall(t, ga, "dim")
+			done <- out
+		}()
+	}
+	// Three invocations start; the rest wait for a place.
+	for range 3 {
+		<-g.started
+	}
+	select {
+	case id := <-g.started:
+		t.Fatalf("a fourth member (%s) was invoked while three held the hub's places", id)
+	default:
+	}
+	// Let them through as they come until both calls have answered.
+	for answered := 0; answered < 2; {
+		var out []hub.MemberResult
+		select {
+		case g.gate <- struct{}{}:
+			continue
+		case <-g.started:
+			continue
+		case out = <-done:
+			answered++
+		}
+		if len(out) != 4 {
+			t.Fatalf("%d results", len(out))
+		}
+		for _, r := range out {
+			if r.Status != lmos.GroupResultCompleted {
+				t.Errorf("%+v", r)
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.max != 3 {
+		t.Errorf("at most %d members invoked at once, want 3", g.max)
 	}
 }

@@ -114,6 +114,7 @@ type Registry struct {
 	// list (under mu); groupOverlay (nil: dissolved), statusOverlay and
 	// membershipChanges are the batch's changes, owned by the write loop.
 	groups            map[string]*Group
+	groupsGen         uint64 // moves with every change of groups (GroupsSnapshot)
 	status            StatusList
 	groupOverlay      map[string]*Group
 	statusOverlay     *StatusList

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -95,7 +96,10 @@ func (b *Broker) subscribers(topic string) *mochi.Subscribers {
 		clear(c.m)
 		c.subs = 0
 	}
-	c.m[topic] = subsEntry{gen, s, n}
+	// mochi decodes a topic name without copying it: kept as the key, it
+	// would pin the whole packet it came in (a reply of 1 MiB to a unique
+	// reply topic, 256 of them: issue 24).
+	c.m[strings.Clone(topic)] = subsEntry{gen, s, n}
 	c.subs += n
 	c.mu.Unlock()
 	return s

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -212,5 +213,26 @@ func TestSubscriberCacheBounded(t *testing.T) {
 	e.b.subs.mu.RUnlock()
 	if kept {
 		t.Fatal("a result with more than a quarter of the budget was kept")
+	}
+}
+
+// A topic the cache keeps is its own copy (issue 24): mochi decodes a
+// topic name without copying it, so a key aliasing the packet kept the
+// whole packet alive — a member's answer of up to 1 MiB to a unique reply
+// topic, 256 of them, held hundreds of MB after a burst of group actions.
+func TestSubscriberCacheKeepsNoPacket(t *testing.T) {
+	e := newEnv(t, nil)
+	pkt := []byte("lmos/v1/things/urn:x/events/n and the rest of the packet")
+	topic := unsafe.String(&pkt[0], len("lmos/v1/things/urn:x/events/n")) // as mochi's decoder makes it
+	e.b.subscribers(topic)
+	e.b.subs.mu.RLock()
+	defer e.b.subs.mu.RUnlock()
+	if _, ok := e.b.subs.m[topic]; !ok {
+		t.Fatal("the topic's subscribers are not kept")
+	}
+	for k := range e.b.subs.m {
+		if unsafe.StringData(k) == &pkt[0] {
+			t.Fatalf("the cache's key %q is the packet's bytes", k)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -61,11 +62,41 @@ func (s *Server) groupAction(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.proxyContext(r, 0) // the call bounds itself
 	defer cancel()
-	ans := lmos.GroupActionAnswer{Group: r.PathValue("gid"), Action: r.PathValue("name"), Results: []lmos.GroupActionResult{}}
-	call.Run(ctx, func(res hub.MemberResult) { ans.Results = append(ans.Results, resultOf(res)) })
-	slices.SortFunc(ans.Results, func(a, b lmos.GroupActionResult) int { return strings.Compare(a.Member, b.Member) })
+	// The outputs stay held of the hub's budget (groups.actionOutputBytes)
+	// until the answer is written (the deferred Release), and the answer
+	// is written result by result: never a second copy of all outputs.
+	call.KeepOutputs()
+	var results []lmos.GroupActionResult
+	call.Run(ctx, func(res hub.MemberResult) { results = append(results, resultOf(res)) })
+	slices.SortFunc(results, func(a, b lmos.GroupActionResult) int { return strings.Compare(a.Member, b.Member) })
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, lmos.MediaJSON, ans)
+	writeGroupAnswer(w, r.PathValue("gid"), r.PathValue("name"), results)
+}
+
+// writeGroupAnswer writes the JSON answer of a group action, the
+// lmos.GroupActionAnswer of gid, action and results, one result at a time.
+func writeGroupAnswer(w http.ResponseWriter, gid, action string, results []lmos.GroupActionResult) {
+	head, _ := json.Marshal(lmos.GroupActionAnswer{Group: gid, Action: action, Results: []lmos.GroupActionResult{}})
+	head = bytes.TrimSuffix(head, []byte("[]}"))
+	w.Header().Set("Content-Type", lmos.MediaJSON)
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(append(head, '[')); err != nil {
+		return
+	}
+	for i, res := range results {
+		b, err := json.Marshal(res)
+		if err != nil { // an output that is not JSON: none reach here (the Router decodes them)
+			p := hub.ProblemOf(hub.Errorf(hub.EINTERNAL, "cannot encode the result of member %q", res.Member))
+			b, _ = json.Marshal(lmos.GroupActionResult{Member: res.Member, Status: res.Status, Error: &p})
+		}
+		if i > 0 {
+			b = append([]byte{','}, b...)
+		}
+		if _, err := w.Write(b); err != nil {
+			return
+		}
+	}
+	_, _ = w.Write([]byte("]}\n"))
 }
 
 // streamGroupAction answers 200 at once and sends one "result" event per
@@ -79,13 +110,21 @@ func (s *Server) streamGroupAction(w http.ResponseWriter, r *http.Request, call 
 	defer release()
 	ctx, cancel := s.proxyContext(r, 0)
 	defer cancel()
+	// emit returns once its result is written: until then the output is
+	// held of the hub's budget (groups.actionOutputBytes).
 	results := make(chan hub.MemberResult)
+	sent := make(chan struct{})
 	done := make(chan lmos.GroupActionSummary, 1)
 	go func() {
 		done <- call.Run(ctx, func(res hub.MemberResult) {
 			select {
 			case results <- res:
 			case <-ctx.Done(): // the client is gone: the rest are not sent
+				return
+			}
+			select {
+			case <-sent:
+			case <-ctx.Done():
 			}
 		})
 	}()
@@ -101,6 +140,12 @@ func (s *Server) streamGroupAction(w http.ResponseWriter, r *http.Request, call 
 		case res := <-results:
 			b, _ := json.Marshal(resultOf(res))
 			e.event("result", b)
+			live = e.send()
+			select {
+			case sent <- struct{}{}:
+			case <-ctx.Done():
+			}
+			continue
 		case sum := <-done:
 			done <- sum // for the deferred wait
 			b, _ := json.Marshal(sum)

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -146,18 +148,29 @@ func (st *eventStream) replay(past []hub.Event) bool {
 }
 
 // live sends each new event, and a keep-alive at every heartbeat, until
-// the client goes, the server closes or the subscription ends.
+// the client goes, the server closes or the subscription ends. It takes
+// events from the subscription as they come (the change feed never waits
+// for this client) and queues their frames — encoded once per event and
+// shared by every stream (hub.Event.Encoded) — for a writer of its own; a
+// client whose unwritten frames exceed http.maxStreamQueueBytes has
+// stopped reading and is cut off at once, and one that leaves a frame
+// unread for the write timeout is cut off then (both counted).
 func (st *eventStream) live(sub *hub.Subscription) {
+	q := st.s.startFrameQueue(st.r, st.w, st.rc, st.name())
+	defer q.stop()
 	beat := time.NewTicker(st.s.cfg.SSEHeartbeat)
 	defer beat.Stop()
 	for {
+		var frame []byte
 		select {
 		case <-st.r.Context().Done():
 			return
 		case <-st.s.closing:
 			return
+		case <-q.done:
+			return // the client went or stopped reading
 		case <-beat.C:
-			st.buf.WriteString(sseKeepAlive)
+			frame = []byte(sseKeepAlive)
 		case e, ok := <-sub.C:
 			if !ok {
 				if sub.Dropped() {
@@ -175,15 +188,172 @@ func (st *eventStream) live(sub *hub.Subscription) {
 				p := hub.ProblemOf(err)
 				p.Instance = instanceOf(st.r)
 				data, _ := json.Marshal(p)
-				st.buf.WriteString("event: error\ndata: ")
-				st.buf.Write(data)
-				st.buf.WriteString("\n\n")
-				st.send()
+				q.push([]byte("event: error\ndata: " + string(data) + "\n\n"))
+				q.finish()
 				return
 			}
-			st.emit(e)
+			if st.retry {
+				// The reconnection time rides in the block of the first
+				// event (a block of its own reaches some clients as an
+				// empty event): written just before it.
+				st.retry = false
+				if !q.push([]byte(sseRetry)) {
+					return
+				}
+			}
+			frame = st.frameOf(e)
 		}
-		if !st.send() {
+		if !q.push(frame) {
+			return
+		}
+	}
+}
+
+// frameOf is the frame of e on this stream, shared with every stream of
+// the same form.
+func (st *eventStream) frameOf(e hub.Event) []byte {
+	key := "directory"
+	if st.all {
+		key = "hub"
+	}
+	if st.req.diff {
+		key += "+diff"
+	}
+	return e.Encoded(key, func() []byte {
+		var b bytes.Buffer
+		if st.all {
+			st.s.hubFrame(&b, e, st.req.diff)
+		} else {
+			st.s.frame(&b, e, st.req.diff)
+		}
+		return b.Bytes()
+	})
+}
+
+// frameQueue is an event stream's frames not yet written, written by a
+// goroutine of its own; it bounds their bytes (http.maxStreamQueueBytes).
+type frameQueue struct {
+	s      *Server
+	r      *http.Request
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	stream string
+
+	mu     sync.Mutex
+	frames [][]byte
+	bytes  int  // bytes of frames not yet written, the one being written too
+	ending bool // finish: write what is queued, then end
+	cut    bool // cut off for leaving too much unread
+	// stopped: stop was called; writing: a write is under way (stop
+	// aborts it through the write deadline).
+	stopped, writing bool
+	wake             chan struct{}
+	done             chan struct{} // closed when the writer has ended
+}
+
+func (s *Server) startFrameQueue(r *http.Request, w http.ResponseWriter, rc *http.ResponseController, stream string) *frameQueue {
+	q := &frameQueue{s: s, r: r, w: w, rc: rc, stream: stream, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go q.write()
+	return q
+}
+
+// push queues a frame (shared: never changed); false when the stream has
+// ended, or ends now because its client leaves more than
+// http.maxStreamQueueBytes unwritten.
+func (q *frameQueue) push(frame []byte) bool {
+	select {
+	case <-q.done:
+		return false
+	default:
+	}
+	q.mu.Lock()
+	over := q.bytes > 0 && q.bytes+len(frame) > q.s.cfg.MaxStreamQueueBytes
+	if over {
+		q.cut = true
+	} else {
+		q.frames = append(q.frames, frame)
+		q.bytes += len(frame)
+	}
+	n := q.bytes
+	q.mu.Unlock()
+	if over {
+		q.s.dropSSE(q.r, q.stream, fmt.Sprintf("left %d bytes unread, more than http.maxStreamQueueBytes (%d)", n, q.s.cfg.MaxStreamQueueBytes))
+		q.stop()
+		return false
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// finish writes what is queued (within the write timeout) and ends.
+func (q *frameQueue) finish() {
+	q.mu.Lock()
+	q.ending = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	<-q.done
+}
+
+// stop ends the writer at once, a write under way too, and waits for it.
+func (q *frameQueue) stop() {
+	q.mu.Lock()
+	q.frames, q.ending, q.stopped = nil, true, true
+	if q.writing {
+		_ = q.rc.SetWriteDeadline(time.Now()) // the connection is closed after
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	<-q.done
+}
+
+// write writes the queued frames as they come until stop or finish, or
+// until the client fails to take one within the write timeout. Its write
+// deadline is set under mu, so stop's cannot be overwritten.
+func (q *frameQueue) write() {
+	defer close(q.done)
+	for {
+		<-q.wake
+		q.mu.Lock()
+		batch, ending := q.frames, q.ending
+		q.frames = nil
+		q.mu.Unlock()
+		for _, f := range batch {
+			deadline := time.Now().Add(q.s.cfg.SSEWriteTimeout)
+			q.mu.Lock()
+			if q.stopped {
+				q.mu.Unlock()
+				return
+			}
+			q.writing = true
+			_ = q.rc.SetWriteDeadline(deadline)
+			q.mu.Unlock()
+			_, err := q.w.Write(f)
+			if err == nil {
+				err = q.rc.Flush()
+			}
+			q.mu.Lock()
+			q.writing = false
+			q.bytes -= len(f)
+			cut := q.cut
+			q.mu.Unlock()
+			if err != nil {
+				// A cut-off stream is counted once, by push.
+				if !cut && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
+					q.s.dropSSE(q.r, q.stream, "did not read for "+q.s.cfg.SSEWriteTimeout.String())
+				}
+				return
+			}
+		}
+		if ending {
 			return
 		}
 	}

@@ -26,6 +26,11 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
+// DefaultMaxStreamQueueBytes is Config.MaxStreamQueueBytes's default: four
+// frames of the largest TD (256 KiB), and a thousand streams could pin no
+// more than a few of them, the frames being shared.
+const DefaultMaxStreamQueueBytes = 1 << 20
+
 // Config is what the HTTP adapter needs from the hub's configuration.
 type Config struct {
 	HubID   string
@@ -89,6 +94,10 @@ type Config struct {
 	// MaxStreams bounds the event streams one client address
 	// holds open (default 64).
 	MaxStreams int
+	// MaxStreamQueueBytes bounds the frames an event stream holds for its
+	// client, not yet written (default 1 MiB): beyond it the stream is
+	// cut off (http.maxStreamQueueBytes).
+	MaxStreamQueueBytes int
 	// AllowedOrigins are the Origin host patterns WebSocket connections
 	// (/ws, /mqtt) may come from besides the hub's own host.
 	AllowedOrigins []string
@@ -128,8 +137,12 @@ type Server struct {
 	streams        *streamSlots
 	hosts          *hostCheck
 	streamsRefused *metrics.Counter
-	closing        chan struct{}
-	once           sync.Once
+	// groupList is GET /api/groups's encoding, kept until a group changes;
+	// groupListEncoded counts how often it was made.
+	groupList        groupList
+	groupListEncoded *metrics.Counter
+	closing          chan struct{}
+	once             sync.Once
 }
 
 // New returns a Server over the registry and token manager.
@@ -158,6 +171,9 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 64
 	}
+	if cfg.MaxStreamQueueBytes <= 0 {
+		cfg.MaxStreamQueueBytes = DefaultMaxStreamQueueBytes
+	}
 	s := &Server{
 		reg: reg, tokens: tokens, cfg: cfg, log: cfg.Logger,
 		started: cfg.Now(),
@@ -184,6 +200,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 		s.metrics.NewGauge("lmos_join_pending", func() float64 { return float64(a.PendingCount()) })
 	}
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
+	s.groupListEncoded = s.metrics.NewCounter("lmos_http_group_list_encoded_total")
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,
 		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns, Groups: cfg.Groups,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})

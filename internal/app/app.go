@@ -242,7 +242,7 @@ func (m *Main) openTokens(context.Context) error {
 	m.Logger.Info("access", "anonymous", m.Access.Anonymous())
 	// A group action is bounded as one proxied invocation is.
 	m.GroupActions = hub.NewGroupActions(m.Registry, m.Router, m.Access,
-		hub.GroupActionOptions{Timeout: time.Duration(m.Config.HTTP.ProxyTimeout)})
+		hub.GroupActionOptions{Timeout: time.Duration(m.Config.HTTP.ProxyTimeout), MaxHeldBytes: m.Config.Groups.ActionOutputBytes})
 	return m.bootstrapToken()
 }
 
@@ -440,13 +440,14 @@ func (m *Main) webConfig() web.Config {
 			MessageBurst: cfg.HTTP.WebSocket.MessageBurst,
 			SendQueue:    cfg.HTTP.WebSocket.SendQueue,
 		},
-		MaxStreams:      cfg.HTTP.MaxStreamsPerClient,
-		SSEHeartbeat:    m.SSEHeartbeat,
-		SSEWriteTimeout: m.SSEWriteTimeout,
-		WriteTimeout:    m.HTTPWriteTimeout,
-		Metrics:         m.metrics(),
-		BrokerPort:      portOf(m.MQTTAddr),
-		TLS:             m.tlsInfo(),
+		MaxStreams:          cfg.HTTP.MaxStreamsPerClient,
+		MaxStreamQueueBytes: cfg.HTTP.MaxStreamQueueBytes,
+		SSEHeartbeat:        m.SSEHeartbeat,
+		SSEWriteTimeout:     m.SSEWriteTimeout,
+		WriteTimeout:        m.HTTPWriteTimeout,
+		Metrics:             m.metrics(),
+		BrokerPort:          portOf(m.MQTTAddr),
+		TLS:                 m.tlsInfo(),
 		// WebSocket agents reach MQTT consumers through the broker.
 		Publisher: b,
 		Streams:   b,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
+	"github.com/eclipse-lmos/lmos-hub/web"
 )
 
 // Duration is a time.Duration written in YAML (and environment variables)
@@ -114,7 +115,11 @@ type HTTPConfig struct {
 	ProxyTimeout Duration `yaml:"proxyTimeout"` // how long /proxy waits for a final result, default 30s
 	// MaxStreamsPerClient bounds the event streams (SSE) one client
 	// address holds open; default 64.
-	MaxStreamsPerClient int      `yaml:"maxStreamsPerClient"`
+	MaxStreamsPerClient int `yaml:"maxStreamsPerClient"`
+	// MaxStreamQueueBytes bounds the frames one event stream holds for a
+	// client that has not read them yet; beyond it the stream is cut off.
+	// Default 1 MiB.
+	MaxStreamQueueBytes int      `yaml:"maxStreamQueueBytes"`
 	WebSocket           WSConfig `yaml:"webSocket"` // the /ws gateway's limits
 }
 
@@ -278,6 +283,10 @@ type GroupsConfig struct {
 	// https when tls.only) + /credentials/status/memberships. Set it when
 	// verifiers reach the hub by a name the listener does not know.
 	StatusListURL string `yaml:"statusListURL"`
+	// ActionOutputBytes bounds the members' outputs all group actions on
+	// the hub hold at once; default 32 MiB. An output beyond it is dropped
+	// from its result (error unavailable, 503).
+	ActionOutputBytes int `yaml:"actionOutputBytes"`
 }
 
 type SearchConfig struct {
@@ -315,7 +324,8 @@ func DefaultConfig() Config {
 	c.DataDir = "./lmos-data"
 	c.Hub.Name = defaultHubName()
 	c.HTTP = HTTPConfig{Addr: ":8080", MaxBodyBytes: 256 << 10, WriteRate: 200, WriteBurst: 400, ProxyTimeout: Duration(30 * time.Second), MaxStreamsPerClient: 64,
-		AllowedHosts: []string{}} // printed as [] by `config print`, a list to fill in
+		MaxStreamQueueBytes: web.DefaultMaxStreamQueueBytes,
+		AllowedHosts:        []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
 		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout),
 		DeliveryPath: mqtt.DeliveryHub, ConnLoop: mqtt.ConnLoopHub, IdlePark: Duration(mqtt.DefaultIdlePark)}
@@ -333,7 +343,8 @@ func DefaultConfig() Config {
 		MaxConcurrent: runtime.GOMAXPROCS(0)}
 	c.Groups = GroupsConfig{CredentialValidity: Duration(hub.DefaultCredentialValidity),
 		StatusListValidity: Duration(hub.DefaultStatusListValidity),
-		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst}
+		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst,
+		ActionOutputBytes: hub.DefaultGroupActionHeld}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -433,6 +444,9 @@ func (c Config) validateGroups(bad func(string, error)) {
 	if b := c.Groups.IssueBurst; b < 1 || b > hub.MaxStatusListEntries {
 		bad("groups.issueBurst", fmt.Errorf("must be from 1 to %d (got %d)", hub.MaxStatusListEntries, b))
 	}
+	if c.Groups.ActionOutputBytes < 1 {
+		bad("groups.actionOutputBytes", fmt.Errorf("must be at least 1 byte (got %d)", c.Groups.ActionOutputBytes))
+	}
 	if u := c.Groups.StatusListURL; u != "" {
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.Fragment != "" {
@@ -458,6 +472,9 @@ func (c Config) validateHTTP(bad func(string, error)) {
 	}
 	for i, h := range c.HTTP.AllowedHosts {
 		bad(fmt.Sprintf("http.allowedHosts[%d]", i), checkAllowedHost(h))
+	}
+	if c.HTTP.MaxStreamQueueBytes < 64<<10 {
+		bad("http.maxStreamQueueBytes", fmt.Errorf("must be at least 65536 (got %d)", c.HTTP.MaxStreamQueueBytes))
 	}
 	if c.HTTP.MaxStreamsPerClient < 1 {
 		bad("http.maxStreamsPerClient", fmt.Errorf("must be at least 1 (got %d)", c.HTTP.MaxStreamsPerClient))

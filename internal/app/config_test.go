@@ -46,8 +46,9 @@ func TestConfigDefaults(t *testing.T) {
 		c.ShutdownTimeout != Duration(10*time.Second) || c.AdminToken != "" ||
 		c.Security.RequireSigned || c.Security.VerifyRate != 50 || c.Security.VerifyBurst != 100 || c.Security.MaxClockSkew != Duration(5*time.Minute) ||
 		c.TLS != (TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}) ||
+		c.HTTP.MaxStreamQueueBytes != 1<<20 ||
 		c.Groups != (GroupsConfig{CredentialValidity: Duration(7 * 24 * time.Hour), StatusListValidity: Duration(10 * time.Minute),
-			IssueRate: 128, IssueBurst: 1024}) {
+			IssueRate: 128, IssueBurst: 1024, ActionOutputBytes: 32 << 20}) {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {
@@ -318,6 +319,7 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"http.writeBurst", func(c *Config) { c.HTTP.WriteBurst = 0 }, "http.writeBurst: "},
 		{"http.proxyTimeout", func(c *Config) { c.HTTP.ProxyTimeout = 0 }, "http.proxyTimeout: "},
 		{"http.maxStreamsPerClient", func(c *Config) { c.HTTP.MaxStreamsPerClient = 0 }, "http.maxStreamsPerClient: must be at least 1"},
+		{"http.maxStreamQueueBytes", func(c *Config) { c.HTTP.MaxStreamQueueBytes = 1000 }, "http.maxStreamQueueBytes: must be at least 65536"},
 		{"http.allowedOrigins", func(c *Config) { c.HTTP.AllowedOrigins = []string{"*", "example.com"} }, "http.allowedOrigins[1]: "},
 		{"http.allowedHosts", func(c *Config) { c.HTTP.AllowedHosts = []string{"ok.example", "hub.example:8080"} }, "http.allowedHosts[1]: "},
 		{"http.allowedHosts", func(c *Config) { c.HTTP.AllowedHosts = []string{"http://hub.example"} }, "http.allowedHosts[0]: "},
@@ -344,6 +346,7 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"groups.statusListValidity", func(c *Config) { c.Groups.StatusListValidity = Duration(48 * time.Hour) }, "groups.statusListValidity: must be a duration from 1m to 24h"},
 		{"groups.issueRate", func(c *Config) { c.Groups.IssueRate = -1 }, "groups.issueRate: must be a number of credentials per hour"},
 		{"groups.issueBurst", func(c *Config) { c.Groups.IssueBurst = 0 }, "groups.issueBurst: must be from 1"},
+		{"groups.actionOutputBytes", func(c *Config) { c.Groups.ActionOutputBytes = 0 }, "groups.actionOutputBytes: must be at least 1 byte"},
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "/credentials/status" }, "groups.statusListURL: must be an absolute"},
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "ftp://hub/x" }, "groups.statusListURL: must be an absolute"},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},
