@@ -1,6 +1,7 @@
 // Package cliargs holds what the lmos-hub subcommands share about their
 // arguments and output: flags among the positional arguments, a hub URL,
-// and table cells.
+// table cells, and the client of a running hub's HTTP API that the
+// subcommands managing it (groups, join) use.
 package cliargs
 
 import (

@@ -4,18 +4,13 @@
 package groupscli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -47,10 +42,9 @@ Exit status: 0 ok, 1 request failed, 2 usage error.
 `
 
 // DefaultHub is the hub URL without --hub or LMOS_HUB_URL.
-const DefaultHub = "http://localhost:8080"
+const DefaultHub = cliargs.DefaultHub
 
-// errReported marks a failure already written to stderr.
-var errReported = errors.New("reported")
+var usageError = cliargs.Usagef
 
 // Run runs `lmos-hub groups` with args (the arguments after "groups");
 // getenv reads the environment (nil: none). It returns the exit status.
@@ -68,12 +62,9 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stdout, Usage)
 		return 0
 	}
-	c := &command{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("groups "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	hubURL := fs.String("hub", "", "")
-	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
-	timeout := fs.Duration("timeout", 10*time.Second, "")
+	c := &command{Client: cliargs.Client{Stdout: stdout, Stderr: stderr}}
+	c.Hint = c.hint
+	h, fs := cliargs.NewHubCommand("groups "+name, Usage, getenv)
 	var run func(pos []string) error
 	switch name {
 	case "ls":
@@ -129,50 +120,8 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stderr, Usage)
 		return 2
 	}
-	pos, err := cliargs.Parse(fs, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, Usage)
-		return 0
-	}
-	if err == nil && *timeout <= 0 {
-		err = fmt.Errorf("--timeout must be above 0, got %s", *timeout)
-	}
-	if err == nil {
-		hub := *hubURL
-		if hub == "" {
-			hub = getenv("LMOS_HUB_URL")
-		}
-		if hub == "" {
-			hub = DefaultHub
-		}
-		c.base, err = hubBase(hub)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "error: groups %s: %v\n", name, err)
-		fmt.Fprint(stderr, Usage)
-		return 2
-	}
-	c.token, c.http = *token, &http.Client{Timeout: *timeout}
-	err = run(pos)
-	var ue usageErr
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		fmt.Fprint(stderr, Usage)
-		return 2
-	case !errors.Is(err, errReported):
-		fmt.Fprintln(stderr, "error:", err)
-	}
-	return 1
+	return h.Run(&c.Client, args[1:], run)
 }
-
-type usageErr struct{ msg string }
-
-func (e usageErr) Error() string { return e.msg }
-
-func usageError(format string, a ...any) error { return usageErr{fmt.Sprintf(format, a...)} }
 
 func nonNil(s []string) []string {
 	if s == nil {
@@ -181,20 +130,20 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// hubBase accepts http(s)://host:port[/prefix] or host:port.
-func hubBase(s string) (string, error) {
-	u, err := cliargs.HubURL(s)
-	if err != nil {
-		return "", fmt.Errorf("--hub: %w", err)
-	}
-	return u.String(), nil
-}
+// command is one invocation of `lmos-hub groups`.
+type command struct{ cliargs.Client }
 
-// command is one invocation: where it writes and the hub it talks to.
-type command struct {
-	stdout, stderr io.Writer
-	base, token    string
-	http           *http.Client
+// hint tells what to do about a refusal.
+func (c *command) hint(status int, _ string) string {
+	switch {
+	case status == http.StatusUnauthorized && c.Token == "":
+		return "changing groups needs a token of scope operate or admin: pass --token TOKEN or set LMOS_HUB_TOKEN"
+	case status == http.StatusUnauthorized:
+		return "the hub did not accept the token; check it, or make one with `lmos-hub token create --scope operate`"
+	case status == http.StatusForbidden && c.Token != "":
+		return "the token's scope may not change groups: use one of scope operate or admin"
+	}
+	return ""
 }
 
 // group is a group as the hub shows it.
@@ -207,89 +156,22 @@ type group struct {
 	SelfJoin      bool     `json:"selfJoin"`
 }
 
-// do sends one request and returns the answer's status and body.
-func (c *command) do(method, path string, body any) (int, http.Header, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("cannot encode the request: %w", err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(context.Background(), method, c.base+path, rd)
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("cannot build the request: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", lmos.MediaJSON)
-	}
-	req.Header.Set("Accept", lmos.MediaJSON)
-	req.Header.Set("User-Agent", "lmos-hub-cli")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("cannot talk to the hub at %s (is it running? --hub or LMOS_HUB_URL): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("cannot read the hub's answer: %w", err)
-	}
-	return resp.StatusCode, resp.Header, data, nil
-}
-
-// report writes a refusal (a problem document) to stderr.
-func (c *command) report(status int, body []byte, what string) error {
-	line := fmt.Sprintf("%d %s", status, http.StatusText(status))
-	var p lmos.Problem
-	if json.Unmarshal(body, &p) == nil && p.Detail != "" {
-		line += ": " + p.Detail
-	}
-	if what != "" {
-		line = what + ": " + line
-	}
-	fmt.Fprintln(c.stderr, "error: "+line)
-	for _, f := range p.ValidationErrors {
-		fmt.Fprintf(c.stderr, "  %s: %s\n", f.Field, f.Description)
-	}
-	switch {
-	case status == http.StatusUnauthorized && c.token == "":
-		fmt.Fprintln(c.stderr, "hint: changing groups needs a token of scope operate or admin: pass --token TOKEN or set LMOS_HUB_TOKEN")
-	case status == http.StatusUnauthorized:
-		fmt.Fprintln(c.stderr, "hint: the hub did not accept the token; check it, or make one with `lmos-hub token create --scope operate`")
-	case status == http.StatusForbidden && c.token != "":
-		fmt.Fprintln(c.stderr, "hint: the token's scope may not change groups: use one of scope operate or admin")
-	}
-	return errReported
-}
-
-func ok(status int) bool { return status >= 200 && status < 300 }
-
 func (c *command) list(asJSON bool) error {
-	status, _, body, err := c.do(http.MethodGet, "/api/groups", nil)
+	status, _, body, err := c.Do(http.MethodGet, "/api/groups", nil)
 	if err != nil {
 		return err
 	}
-	if !ok(status) {
-		return c.report(status, body, "")
+	if !cliargs.OK(status) {
+		return c.Report(status, body, "")
 	}
 	if asJSON {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, body, "", "  "); err != nil {
-			return fmt.Errorf("the hub's answer is not JSON: %w", err)
-		}
-		buf.WriteByte('\n')
-		_, err := c.stdout.Write(buf.Bytes())
-		return err
+		return c.PrintJSON(body)
 	}
 	var groups []group
 	if err := json.Unmarshal(body, &groups); err != nil {
 		return fmt.Errorf("the hub's answer to GET /api/groups is not a list of groups: %w", err)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTITLE\tMEMBERS\tFLAGS")
 	for _, g := range groups {
 		var flags []string
@@ -305,18 +187,18 @@ func (c *command) list(asJSON bool) error {
 }
 
 func (c *command) create(body map[string]any) error {
-	status, _, resp, err := c.do(http.MethodPost, "/api/groups", body)
+	status, _, resp, err := c.Do(http.MethodPost, "/api/groups", body)
 	if err != nil {
 		return err
 	}
-	if !ok(status) {
-		return c.report(status, resp, "")
+	if !cliargs.OK(status) {
+		return c.Report(status, resp, "")
 	}
 	var g group
 	if err := json.Unmarshal(resp, &g); err != nil || g.ID == "" {
 		return fmt.Errorf("the hub's answer is not a group: %s", lmos.Truncate(string(resp), 200))
 	}
-	_, err = fmt.Fprintln(c.stdout, "created", g.ID)
+	_, err = fmt.Fprintln(c.Stdout, "created", g.ID)
 	return err
 }
 
@@ -327,56 +209,28 @@ func (c *command) members(gid string, things []string, add bool) error {
 	if !add {
 		method, verb = http.MethodDelete, "removed"
 	}
-	failed := false
-	for _, thing := range things {
-		status, _, body, err := c.do(method, "/api/groups/"+url.PathEscape(gid)+"/members/"+url.PathEscape(thing), nil)
-		if err != nil {
-			return err
-		}
-		if !ok(status) {
-			c.report(status, body, thing)
-			failed = true
-			continue
-		}
-		fmt.Fprintln(c.stdout, verb, thing)
-	}
-	if failed {
-		return errReported
-	}
-	return nil
+	return c.Each(things, verb, func(thing string) (string, string) {
+		return method, "/api/groups/" + url.PathEscape(gid) + "/members/" + url.PathEscape(thing)
+	})
 }
 
 func (c *command) dissolve(gids []string) error {
-	failed := false
-	for _, gid := range gids {
-		status, _, body, err := c.do(http.MethodDelete, "/api/groups/"+url.PathEscape(gid), nil)
-		if err != nil {
-			return err
-		}
-		if !ok(status) {
-			c.report(status, body, gid)
-			failed = true
-			continue
-		}
-		fmt.Fprintln(c.stdout, "dissolved", gid)
-	}
-	if failed {
-		return errReported
-	}
-	return nil
+	return c.Each(gids, "dissolved", func(gid string) (string, string) {
+		return http.MethodDelete, "/api/groups/" + url.PathEscape(gid)
+	})
 }
 
 // rotate starts a new status list generation (PROTOCOL §7.1).
 func (c *command) rotate() error {
-	status, _, body, err := c.do(http.MethodPost, "/api/credentials/status/rotate", nil)
+	status, _, body, err := c.Do(http.MethodPost, "/api/credentials/status/rotate", nil)
 	if err != nil {
 		return err
 	}
-	if !ok(status) {
+	if !cliargs.OK(status) {
 		if status == http.StatusForbidden {
-			fmt.Fprintln(c.stderr, "hint: rotating the status list needs an admin token")
+			fmt.Fprintln(c.Stderr, "hint: rotating the status list needs an admin token")
 		}
-		return c.report(status, body, "")
+		return c.Report(status, body, "")
 	}
 	var rot struct {
 		Generation int    `json:"generation"`
@@ -386,7 +240,7 @@ func (c *command) rotate() error {
 	if err := json.Unmarshal(body, &rot); err != nil || rot.Generation < 1 {
 		return fmt.Errorf("the hub's answer is not a rotation: %s", lmos.Truncate(string(body), 200))
 	}
-	_, err = fmt.Fprintf(c.stdout, "status list generation %d at %s: %d memberships moved; earlier credentials are revoked, members get new ones\n",
+	_, err = fmt.Fprintf(c.Stdout, "status list generation %d at %s: %d memberships moved; earlier credentials are revoked, members get new ones\n",
 		rot.Generation, rot.StatusList, rot.Members)
 	return err
 }

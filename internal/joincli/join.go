@@ -5,11 +5,7 @@
 package joincli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,16 +40,9 @@ Exit status: 0 ok, 1 request failed, 2 usage error.
 `
 
 // DefaultHub is the hub URL without --hub or LMOS_HUB_URL.
-const DefaultHub = "http://localhost:8080"
+const DefaultHub = cliargs.DefaultHub
 
-// errReported marks a failure already written to stderr.
-var errReported = errors.New("reported")
-
-type usageErr struct{ msg string }
-
-func (e usageErr) Error() string { return e.msg }
-
-func usageError(format string, a ...any) error { return usageErr{fmt.Sprintf(format, a...)} }
+var usageError = cliargs.Usagef
 
 // Run runs `lmos-hub join` with args (the arguments after "join"); getenv
 // reads the environment (nil: none). It returns the exit status.
@@ -71,12 +60,9 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stdout, Usage)
 		return 0
 	}
-	c := &command{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("join "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	hubURL := fs.String("hub", "", "")
-	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
-	timeout := fs.Duration("timeout", 10*time.Second, "")
+	c := &command{Client: cliargs.Client{Stdout: stdout, Stderr: stderr}}
+	c.Hint = c.hint
+	h, fs := cliargs.NewHubCommand("join "+name, Usage, getenv)
 	var run func(pos []string) error
 	switch name {
 	case "ls":
@@ -129,117 +115,24 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprint(stderr, Usage)
 		return 2
 	}
-	pos, err := cliargs.Parse(fs, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, Usage)
-		return 0
-	}
-	if err == nil && *timeout <= 0 {
-		err = fmt.Errorf("--timeout must be above 0, got %s", *timeout)
-	}
-	if err == nil {
-		hub := *hubURL
-		if hub == "" {
-			hub = getenv("LMOS_HUB_URL")
-		}
-		if hub == "" {
-			hub = DefaultHub
-		}
-		var u *url.URL
-		if u, err = cliargs.HubURL(hub); err != nil {
-			err = fmt.Errorf("--hub: %w", err)
-		} else {
-			c.base = u.String()
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "error: join %s: %v\n", name, err)
-		fmt.Fprint(stderr, Usage)
-		return 2
-	}
-	c.token, c.http = *token, &http.Client{Timeout: *timeout}
-	err = run(pos)
-	var ue usageErr
+	return h.Run(&c.Client, args[1:], run)
+}
+
+// command is one invocation of `lmos-hub join`.
+type command struct{ cliargs.Client }
+
+// hint tells what to do about a refusal.
+func (c *command) hint(status int, what string) string {
 	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		fmt.Fprint(stderr, Usage)
-		return 2
-	case !errors.Is(err, errReported):
-		fmt.Fprintln(stderr, "error:", err)
-	}
-	return 1
-}
-
-// command is one invocation: where it writes and the hub it talks to.
-type command struct {
-	stdout, stderr io.Writer
-	base, token    string
-	http           *http.Client
-}
-
-// do sends one request and returns the answer's status and body.
-func (c *command) do(method, path string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, fmt.Errorf("cannot encode the request: %w", err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(context.Background(), method, c.base+path, rd)
-	if err != nil {
-		return 0, nil, fmt.Errorf("cannot build the request: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", lmos.MediaJSON)
-	}
-	req.Header.Set("Accept", lmos.MediaJSON)
-	req.Header.Set("User-Agent", "lmos-hub-cli")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("cannot talk to the hub at %s (is it running? --hub or LMOS_HUB_URL): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return 0, nil, fmt.Errorf("cannot read the hub's answer: %w", err)
-	}
-	return resp.StatusCode, data, nil
-}
-
-// report writes a refusal (a problem document) to stderr.
-func (c *command) report(status int, body []byte, what string) error {
-	line := fmt.Sprintf("%d %s", status, http.StatusText(status))
-	var p lmos.Problem
-	if json.Unmarshal(body, &p) == nil && p.Detail != "" {
-		line += ": " + p.Detail
-	}
-	if what != "" {
-		line = what + ": " + line
-	}
-	fmt.Fprintln(c.stderr, "error: "+line)
-	for _, f := range p.ValidationErrors {
-		fmt.Fprintf(c.stderr, "  %s: %s\n", f.Field, f.Description)
-	}
-	switch {
-	case status == http.StatusUnauthorized && c.token == "":
-		fmt.Fprintln(c.stderr, "hint: join approval needs an admin token: pass --token TOKEN or set LMOS_HUB_TOKEN")
+	case status == http.StatusUnauthorized && c.Token == "":
+		return "join approval needs an admin token: pass --token TOKEN or set LMOS_HUB_TOKEN"
 	case status == http.StatusUnauthorized:
-		fmt.Fprintln(c.stderr, "hint: the hub did not accept the token; check it, or make one with `lmos-hub token create`")
-	case status == http.StatusForbidden && c.token != "" && what == "":
-		fmt.Fprintln(c.stderr, "hint: join approval needs a token of scope admin")
+		return "the hub did not accept the token; check it, or make one with `lmos-hub token create`"
+	case status == http.StatusForbidden && c.Token != "" && what == "":
+		return "join approval needs a token of scope admin"
 	}
-	return errReported
+	return ""
 }
-
-func ok(status int) bool { return status >= 200 && status < 300 }
 
 // pending is one entry of GET /api/join.
 type pending struct {
@@ -254,21 +147,15 @@ type pending struct {
 }
 
 func (c *command) list(asJSON bool) error {
-	status, body, err := c.do(http.MethodGet, "/api/join", nil)
+	status, _, body, err := c.Do(http.MethodGet, "/api/join", nil)
 	if err != nil {
 		return err
 	}
-	if !ok(status) {
-		return c.report(status, body, "")
+	if !cliargs.OK(status) {
+		return c.Report(status, body, "")
 	}
 	if asJSON {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, body, "", "  "); err != nil {
-			return fmt.Errorf("the hub's answer is not JSON: %w", err)
-		}
-		buf.WriteByte('\n')
-		_, err := c.stdout.Write(buf.Bytes())
-		return err
+		return c.PrintJSON(body)
 	}
 	var st struct {
 		Mode string    `json:"mode"`
@@ -277,7 +164,7 @@ func (c *command) list(asJSON bool) error {
 	if err := json.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("the hub's answer to GET /api/join is not the join state: %w", err)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTITLE\tDOOR\tSOURCE\tRECEIVED\tEXPIRES\tPROVEN")
 	for _, p := range st.List {
 		proven := ""
@@ -291,7 +178,7 @@ func (c *command) list(asJSON bool) error {
 		return err
 	}
 	if len(st.List) == 0 && st.Mode != "approve" {
-		fmt.Fprintf(c.stderr, "note: the hub's join mode is %s: joins are parked only under approve\n", st.Mode)
+		fmt.Fprintf(c.Stderr, "note: the hub's join mode is %s: joins are parked only under approve\n", st.Mode)
 	}
 	return nil
 }
@@ -299,32 +186,18 @@ func (c *command) list(asJSON bool) error {
 // decide approves or denies each id; it goes on after a refusal and fails
 // at the end.
 func (c *command) decide(ids []string, verb, done string) error {
-	failed := false
-	for _, id := range ids {
-		status, body, err := c.do(http.MethodPost, "/api/join/pending/"+url.PathEscape(id)+"/"+verb, nil)
-		if err != nil {
-			return err
-		}
-		if !ok(status) {
-			c.report(status, body, id)
-			failed = true
-			continue
-		}
-		fmt.Fprintln(c.stdout, done, id)
-	}
-	if failed {
-		return errReported
-	}
-	return nil
+	return c.Each(ids, done, func(id string) (string, string) {
+		return http.MethodPost, "/api/join/pending/" + url.PathEscape(id) + "/" + verb
+	})
 }
 
 func (c *command) denyAll(filter map[string]any) error {
-	status, body, err := c.do(http.MethodPost, "/api/join/pending/deny", filter)
+	status, _, body, err := c.Do(http.MethodPost, "/api/join/pending/deny", filter)
 	if err != nil {
 		return err
 	}
-	if !ok(status) {
-		return c.report(status, body, "")
+	if !cliargs.OK(status) {
+		return c.Report(status, body, "")
 	}
 	var res struct {
 		Denied  []string `json:"denied"`
@@ -334,8 +207,8 @@ func (c *command) denyAll(filter map[string]any) error {
 		return fmt.Errorf("the hub's answer is not a denial's result: %s", lmos.Truncate(string(body), 200))
 	}
 	for _, id := range res.Denied {
-		fmt.Fprintln(c.stdout, "denied", cliargs.Cell(id))
+		fmt.Fprintln(c.Stdout, "denied", cliargs.Cell(id))
 	}
-	_, err = fmt.Fprintf(c.stdout, "%d denied, %d still pending\n", len(res.Denied), res.Pending)
+	_, err = fmt.Fprintf(c.Stdout, "%d denied, %d still pending\n", len(res.Denied), res.Pending)
 	return err
 }
