@@ -437,6 +437,13 @@ func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec
 	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
 		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source},
 		Size:     int64(len(o.raw)), Anon: anon, Verified: verified}
+	// The exact host moves with every write that brings an address; an
+	// authenticated one keeps the last known, as it keeps Anon.
+	if o.origin.Addr != "" {
+		meta.Host = HostOf(o.origin.Addr)
+	} else if occ := r.occupant(o.id); occ != nil {
+		meta.Host = occ.Meta.Host
+	}
 	// Admitted: an admin's write or an admission by the hub's decision
 	// makes it; the Thing's own updates keep it, except a takeover by
 	// another connection without the bound key's proof (anyone may
