@@ -62,3 +62,25 @@ func TestThingKeepsItsExactHost(t *testing.T) {
 		t.Errorf("the served description shows an address: %s", s)
 	}
 }
+
+// A door that knows only the /64 (HTTP and WebSocket name their clients by
+// it) leaves the host unknown: a write from it is another writer's, so the
+// host before it is not kept either.
+func TestWriteFromASourceOnlyLeavesNoHost(t *testing.T) {
+	ctx := context.Background()
+	o := openReopenable(t, hub.RegistryOptions{})
+	const id = "urn:test:v6-source"
+	if _, err := o.r.Put(ctx, id, testTD(id, "a"), hub.Origin{Source: hub.SourceMQTT, Addr: "fd00:24::a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.r.Put(ctx, id, testTD(id, "b"), hub.Origin{Source: hub.SourceWS, Addr: "fd00:24::/64"}); err != nil {
+		t.Fatal(err)
+	}
+	th, err := o.r.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Meta.Anon != "fd00:24::/64" || th.Meta.Host != "" || th.Meta.WrittenFrom("fd00:24::a") {
+		t.Errorf("source %q host %q, want fd00:24::/64 and none", th.Meta.Anon, th.Meta.Host)
+	}
+}

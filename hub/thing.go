@@ -93,10 +93,11 @@ type ThingMeta struct {
 	// the count per source survives restarts.
 	Anon string `json:"anon,omitempty"`
 	// Host is the exact address (HostOf) of the last write that came
-	// with one: an anonymous writer's, or its own mDNS instance's or
-	// WebSocket connection's. The writes of its credential holder or of
-	// an admin keep it. "" when unknown: stored by an older version, or
-	// only ever written by authenticated writers. Stored, never shown:
+	// with one: an anonymous MQTT join's, its mDNS instance's, an
+	// approved join's requester's. The writes of its credential holder or
+	// of an admin keep it; one from a door that knows only the /64 (HTTP,
+	// WebSocket) clears it. "" when unknown: stored by an older version,
+	// or only ever written by authenticated writers. Stored, never shown:
 	// only this host resumes a Thing that holds no credential and no key
 	// binding, since Anon's IPv6 /64 is a whole home LAN (PROTOCOL §6).
 	Host string `json:"host,omitempty"`
