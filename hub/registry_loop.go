@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
@@ -437,6 +438,16 @@ func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec
 	meta := ThingMeta{Created: now, Modified: now, Origin: o.origin,
 		Presence: Presence{Status: PresenceUnknown, Since: now, Via: o.origin.Source},
 		Size:     int64(len(o.raw)), Anon: anon, Verified: verified}
+	// The exact host moves with every write that brings an address (none
+	// when the door knows only the /64, as HTTP and WebSocket do); an
+	// authenticated one keeps the last known, as it keeps Anon.
+	if o.origin.Addr != "" {
+		if h := HostOf(o.origin.Addr); !strings.Contains(h, "/") {
+			meta.Host = h
+		}
+	} else if occ := r.occupant(o.id); occ != nil {
+		meta.Host = occ.Meta.Host
+	}
 	// Admitted: an admin's write or an admission by the hub's decision
 	// makes it; the Thing's own updates keep it, except a takeover by
 	// another connection without the bound key's proof (anyone may

@@ -25,3 +25,29 @@ func SourceOf(addr string) string {
 	}
 	return p.String()
 }
+
+// HostOf names the host an address belongs to: the exact address (an IPv4
+// address also when mapped into IPv6, an IPv6 one with its zone), where
+// SourceOf names its /64. Anything else is returned as is.
+func HostOf(addr string) string {
+	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]"))
+	if err != nil {
+		return addr
+	}
+	return ip.Unmap().String()
+}
+
+// WrittenFrom reports whether addr is the host the Thing was last written
+// from (Host). When that is unknown (a Thing stored by an older version)
+// Anon stands for it only if it names one address, as an IPv4 source
+// does: an IPv6 /64 is every host of a home LAN.
+func (m ThingMeta) WrittenFrom(addr string) bool {
+	h := HostOf(addr)
+	if h == "" {
+		return false
+	}
+	if m.Host != "" {
+		return h == m.Host
+	}
+	return !strings.Contains(m.Anon, "/") && h == m.Anon
+}

@@ -92,6 +92,15 @@ type ThingMeta struct {
 	// authenticated writer did (registry.maxThingsPerSource). Stored, so
 	// the count per source survives restarts.
 	Anon string `json:"anon,omitempty"`
+	// Host is the exact address (HostOf) of the last write that came
+	// with one: an anonymous MQTT join's, its mDNS instance's, an
+	// approved join's requester's. The writes of its credential holder or
+	// of an admin keep it; one from a door that knows only the /64 (HTTP,
+	// WebSocket) clears it. "" when unknown: stored by an older version,
+	// or only ever written by authenticated writers. Stored, never shown:
+	// only this host resumes a Thing that holds no credential and no key
+	// binding, since Anon's IPv6 /64 is a whole home LAN (PROTOCOL §6).
+	Host string `json:"host,omitempty"`
 	// Admitted says the hub picked this Thing (Origin.Admitted, or an
 	// admin token wrote it): only then is it an authenticated consumer of
 	// Things that require security (hub.Access). A Thing that joined

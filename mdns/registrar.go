@@ -343,11 +343,12 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 			return hub.Errorf(hub.EFORBIDDEN, "cannot register %q over mDNS: it is registered by other means (%s)", id, th.Meta.Origin.Source)
 		}
 		// No instance has announced it since the hub started or an
-		// admin approved it: only one serving from the address it was
-		// registered from resumes it. Another instance's TD, signed by a
+		// admin approved it: only one serving from the exact address it
+		// was registered from resumes it (not another host of its IPv6
+		// /64, which a home LAN shares). Another instance's TD, signed by a
 		// key of its own or unsigned, or the stored one replayed from the
 		// directory, would take an admitted Thing over.
-		if !bound && hub.SourceOf(origin.Addr) != th.Meta.Anon {
+		if !bound && !th.Meta.WrittenFrom(origin.Addr) {
 			return hub.Errorf(hub.EFORBIDDEN, "cannot register %q from %s: the Thing was registered from another address; it comes back from there, or registers anew once an admin deleted it or mdns.forgetAfter removed it", id, b)
 		}
 		// The Thing's own instance: it may bind the id to a key (PROTOCOL §6).

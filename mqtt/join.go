@@ -325,8 +325,9 @@ func (b *Broker) joinResult(j *joinRequest) joinResult {
 
 // checkClaim refuses an anonymous join of a registered Thing that holds no
 // credential (an admin approved its join while its agent was gone, or
-// reset its credential) from another address than the one it was
-// registered from, unless its id is bound to a key: the credential the
+// reset its credential) from another host than the one it was last
+// written from (the exact address, not its IPv6 /64, which a whole home LAN
+// shares), unless its id is bound to a key: the credential the
 // join issues would hand anyone on the LAN the Thing with its admission and
 // its groups (PROTOCOL §6). A bound one is taken only by a fresh proof by
 // its key (fresh: the write is a takeover), not by its stored description,
@@ -340,10 +341,10 @@ func (b *Broker) checkClaim(id, remote string) (fresh bool, err error) {
 	if _, err := b.reg.Binding(id); err == nil {
 		return true, nil
 	}
-	if hub.SourceOf(remote) == th.Meta.Anon {
+	if th.Meta.WrittenFrom(remote) {
 		return false, nil
 	}
-	return false, hub.Errorf(hub.EFORBIDDEN, "the Thing %q holds no credentials and was registered from another address: its agent joins again from there, or an admin deletes it or binds it to the agent's key (PUT /api/things/{id}/binding)", id)
+	return false, hub.Errorf(hub.EFORBIDDEN, "the Thing %q holds no credentials and was registered from another address: its agent joins again from the exact address it was registered from, or an admin deletes it or binds it to the agent's key (PUT /api/things/{id}/binding)", id)
 }
 
 // park puts the join of a new Thing on the pending list (join mode

@@ -37,7 +37,9 @@ func (e Entry) TDURL() (string, error) {
 	ip := e.IPs[0]
 	host := ip.String()
 	if ip.To4() == nil && ip.IsLinkLocalUnicast() {
-		host += "%" + e.Iface
+		// The zone, escaped as a URL must (RFC 6874): a bare "%eth0"
+		// does not parse, so no link-local TD could be fetched.
+		host += "%25" + e.Iface
 	}
 	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(e.Port)) + path, nil
 }

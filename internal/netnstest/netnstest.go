@@ -89,7 +89,9 @@ func New(t testing.TB, nodes []string, noIPv6 ...string) *LAN {
 			l.run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 		} else {
 			// No duplicate address detection: link-local IPv6 is usable at once.
-			l.run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0")
+			// eth0 exists already: it took the default before it changed.
+			l.run("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0",
+				"net.ipv6.conf.eth0.accept_dad=0")
 		}
 		l.ip("-n", ns, "addr", "add", l.Addr(n)+"/16", "dev", "eth0")
 		l.ip("-n", ns, "link", "set", "eth0", "up")
@@ -188,12 +190,39 @@ func deleteStale() {
 	}
 }
 
+// AddAddr adds the address cidr (say fd00:24::a/64) to node's eth0, an
+// IPv6 one without duplicate address detection, so it is usable at once.
+func (l *LAN) AddAddr(node, cidr string) {
+	l.t.Helper()
+	args := []string{"-n", l.NS(node), "addr", "add", cidr, "dev", "eth0"}
+	if strings.Contains(cidr, ":") {
+		args = append(args, "nodad")
+	}
+	l.ip(args...)
+}
+
+// DropIPv4 removes node's IPv4 address: it speaks IPv6 only (its
+// link-local address and what AddAddr gave it).
+func (l *LAN) DropIPv4(node string) {
+	l.t.Helper()
+	l.ip("-n", l.NS(node), "addr", "del", l.Addr(node)+"/16", "dev", "eth0")
+}
+
 // HTTPClient returns a client whose connections are opened inside node's
-// namespace: each dial runs on an OS thread switched into it (and then
-// discarded), and the socket stays in that namespace.
+// namespace (Dialer).
 func (l *LAN) HTTPClient(node string) *http.Client {
+	return &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{DialContext: l.Dialer(node), DisableKeepAlives: true},
+	}
+}
+
+// Dialer returns a dial function whose connections are opened inside
+// node's namespace: each dial runs on an OS thread switched into it (and
+// then discarded), and the socket stays in that namespace.
+func (l *LAN) Dialer(node string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	path := "/var/run/netns/" + l.NS(node)
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		type result struct {
 			c   net.Conn
 			err error
@@ -219,9 +248,5 @@ func (l *LAN) HTTPClient(node string) *http.Client {
 		}()
 		r := <-ch
 		return r.c, r.err
-	}
-	return &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true},
 	}
 }
