@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -17,9 +16,11 @@ import (
 // memberships the default limits allow in practice: 1,024 Things, each a
 // member of 64 groups (65,536 memberships, each with its credential), the
 // state BenchmarkAnonGroupListRSS (test/e2e) starts from. heap-MB is the
-// live heap after a collection, with the registry open. With
-// LMOS_HEAP_PROFILE=file the heap profile is written there.
+// live heap after a collection, with the registry open, groups-heap-MB
+// what the groups added to it. LMOS_MEMPROFILE=file writes the heap
+// profile there (internal/memprof).
 func BenchmarkGroupsHeapHeld(b *testing.B) {
+	memprof.SampleAll(b)
 	for b.Loop() {
 		groupsHeapHeld(b)
 	}
@@ -58,16 +59,7 @@ func groupsHeapHeld(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	if f := os.Getenv("LMOS_HEAP_PROFILE"); f != "" {
-		out, err := os.Create(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.WriteHeapProfile(out); err != nil {
-			b.Fatal(err)
-		}
-		out.Close()
-	}
+	memprof.Write(b)
 	if _, err := r.MemberCredential("g63", ids[1023]); err != nil {
 		b.Fatal(err)
 	}
