@@ -101,3 +101,33 @@ func TestMemberCredentialsFollowMemberships(t *testing.T) {
 		t.Fatalf("after re-adding: %s (before %s), %v", after, before, err)
 	}
 }
+
+// A group write that fails after signing a credential, committed in one
+// batch with a write that succeeds, leaves no credential stored.
+func TestFailedGroupWriteInBatchStoresNoCredential(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	r := newRegistry(t, s, hub.RegistryOptions{Issuer: &failingIssuer{failAt: 2}})
+	mustPut(t, r, "urn:a")
+	mustPut(t, r, "urn:b")
+	before := s.commits.Load()
+	errs := queueBehindGate(t, s, r,
+		func() error {
+			_, err := r.CreateGroup(ctx, hub.GroupSpec{ID: "g", Title: "G", Members: []string{"urn:a", "urn:b"}})
+			return err
+		},
+		func() error { _, err := r.Put(ctx, "urn:c", testTD("urn:c", "C"), hub.Origin{}); return err },
+	)
+	if errs[0] != nil || code(errs[1]) != hub.EINTERNAL || errs[2] != nil {
+		t.Fatalf("errs = %v", errs)
+	}
+	if got := s.commits.Load() - before; got != 2 {
+		t.Fatalf("%d commits, want 2 (the blocker, then one batch)", got)
+	}
+	if _, err := r.Group("g"); code(err) != hub.ENOTFOUND {
+		t.Fatalf("the group exists: %v", err)
+	}
+	if c := hub.StoredCredential(r, "g", "urn:a"); c != nil {
+		t.Fatalf("a credential of the failed write was stored: %s", c)
+	}
+}
