@@ -258,16 +258,33 @@ func (r *Registry) MemberCredential(gid, thing string) (json.RawMessage, error) 
 	if !ok {
 		return nil, Errorf(ENOTFOUND, "%q is not a member of the group %q", thing, gid)
 	}
-	if m.Credential == nil || r.opts.Issuer == nil {
+	if r.opts.Issuer == nil {
 		return nil, Errorf(ENOTFOUND, "the hub issued no credential for %q in %q", thing, gid)
 	}
 	now := r.opts.Now()
-	// Another issuer (a test's) cannot say where its list is: kept as is.
 	ci := r.credentialIssuer()
-	if ci == nil || !stale(m.Credential, ci.ListURL(m.gen), now) {
-		return m.Credential, nil
+	url := ""
+	if ci != nil {
+		url = ci.ListURL(m.gen)
 	}
-	key := renewalKey{group: gid, title: g.Title, thing: thing, did: m.DID, index: m.StatusIndex, url: ci.ListURL(m.gen)}
+	// Another issuer (a test's) cannot say where its list is: kept as is.
+	fresh := ci == nil || m.CredentialList == url && now.Before(m.CredentialUntil)
+	var stored json.RawMessage
+	if fresh || m.CredentialList == "" {
+		// Committed before the membership was visible: absent only when
+		// the hub issued none, or the membership ended meanwhile.
+		var err error
+		if stored, err = r.store.MemberCredential(gid, thing); err != nil {
+			return nil, &Error{Code: EINTERNAL, Message: "cannot read the membership credential", Err: err}
+		}
+		if stored == nil {
+			return nil, Errorf(ENOTFOUND, "the hub issued no credential for %q in %q", thing, gid)
+		}
+	}
+	if fresh {
+		return stored, nil
+	}
+	key := renewalKey{group: gid, title: g.Title, thing: thing, did: m.DID, index: m.StatusIndex, url: url}
 	if cred := r.renewals.get(key, now); cred != nil {
 		return cred, nil
 	}

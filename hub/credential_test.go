@@ -103,7 +103,7 @@ func TestExpiredCredentialRenewedOnRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, _ := r.MemberCredential("g1", "urn:a")
-	if !bytes.Equal(first, g.Members[0].Credential) {
+	if !bytes.Equal(first, hub.StoredCredential(r, "g1", g.Members[0].Thing)) {
 		t.Fatal("a valid credential is not the stored one")
 	}
 	clock.add(time.Hour)

@@ -74,29 +74,17 @@ func (r *Registry) RenewCredentials(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now, half := r.opts.Now(), ci.Validity()/2
-	// The credentials are read under the lock and parsed after it: a
-	// hub-full of them takes ~1 s to parse, which writers must not wait.
-	type held struct {
-		gid, thing string
-		cred       json.RawMessage
-	}
-	var all []held
+	var due []renewDue
 	r.mu.RLock()
 	url := ci.ListURL(r.status.Generation)
 	for gid, g := range r.groups {
 		for _, m := range g.Members {
-			if m.Credential != nil {
-				all = append(all, held{gid, m.Thing, m.Credential})
+			if m.CredentialList != "" && (m.CredentialList != url || m.CredentialUntil.Sub(now) <= half) {
+				due = append(due, renewDue{gid, m.Thing, m.CredentialUntil})
 			}
 		}
 	}
 	r.mu.RUnlock()
-	var due []renewDue
-	for _, h := range all {
-		if until, u := credentialUntil(h.cred); u != url || until.Sub(now) <= half {
-			due = append(due, renewDue{h.gid, h.thing, until})
-		}
-	}
 	if len(due) == 0 {
 		return 0, nil
 	}
@@ -123,16 +111,17 @@ func (r *Registry) prepareRenew(gop *groupOp, now time.Time) ([]Event, error) {
 	// The overlay changes only once every credential is signed.
 	changed := map[string]*Group{}
 	var changes []MembershipChange
+	var renewed []MemberCredential
 	for _, d := range gop.renew {
 		old := r.currentGroup(d.group)
 		if old == nil {
 			continue
 		}
 		m, ok := old.Member(d.thing)
-		if !ok || m.Credential == nil {
+		if !ok || m.CredentialList == "" {
 			continue
 		}
-		if until, u := credentialUntil(m.Credential); u == url && until.Sub(now) > half {
+		if m.CredentialList == url && m.CredentialUntil.Sub(now) > half {
 			continue // renewed meanwhile
 		}
 		g := changed[d.group]
@@ -145,7 +134,8 @@ func (r *Registry) prepareRenew(gop *groupOp, now time.Time) ([]Event, error) {
 		if err != nil {
 			return nil, &Error{Code: EINTERNAL, Message: "cannot renew a membership credential", Err: err}
 		}
-		g.Members[i].Credential = cred
+		r.setCredential(&g.Members[i], cred)
+		renewed = append(renewed, MemberCredential{Group: d.group, Thing: d.thing, Credential: cred})
 		changed[d.group] = g
 		changes = append(changes, MembershipChange{Group: d.group, Thing: d.thing, Added: true})
 	}
@@ -153,6 +143,7 @@ func (r *Registry) prepareRenew(gop *groupOp, now time.Time) ([]Event, error) {
 		r.groupOverlay[id] = g
 	}
 	r.membershipChanges = append(r.membershipChanges, changes...)
+	r.credChanges = append(r.credChanges, renewed...)
 	gop.renewed = len(changes)
 	return nil, nil
 }

@@ -46,3 +46,13 @@ func CheckSignature(r *Registry, pub ed25519.PublicKey, msg, sig []byte) bool {
 
 // MaxSigQueue is maxSigQueue.
 const MaxSigQueue = maxSigQueue
+
+// StoredCredential is thing's membership credential of gid as the store
+// holds it (nil when none), without the renewal MemberCredential does.
+func StoredCredential(r *Registry, gid, thing string) []byte {
+	cred, err := r.store.MemberCredential(gid, thing)
+	if err != nil {
+		panic(err)
+	}
+	return cred
+}

@@ -72,12 +72,21 @@ type Member struct {
 	// StatusIndex is the membership credential's entry in the hub's
 	// status list; revoking the membership sets that bit.
 	StatusIndex int `json:"statusIndex"`
-	// Credential is the signed membership credential (nil when the hub
-	// issues none: RegistryOptions.Issuer unset).
-	Credential json.RawMessage `json:"credential,omitempty"`
+	// CredentialUntil and CredentialList are the validUntil and status
+	// list URL of the signed membership credential (zero when the hub
+	// issued none: RegistryOptions.Issuer unset). The credential itself
+	// is kept in the store only (Store.MemberCredential): at ~2 KB each,
+	// a hub full of memberships would hold 130 MB of them in memory.
+	CredentialUntil time.Time `json:"credentialUntil,omitzero"`
+	CredentialList  string    `json:"credentialList,omitempty"`
 	// gen is the status list generation StatusIndex is of, set by whoever
 	// has the member sign (not stored: the list says it).
 	gen int
+}
+
+// SetCredential sets what m says of its credential cred.
+func (m *Member) SetCredential(cred json.RawMessage) {
+	m.CredentialUntil, m.CredentialList = credentialUntil(cred)
 }
 
 // MemberIDs returns the Thing ids of g's members, sorted.
@@ -661,7 +670,8 @@ func (r *Registry) addMember(g *Group, thing string, now time.Time) error {
 		if err != nil {
 			return &Error{Code: EINTERNAL, Message: "cannot issue the membership credential", Err: err}
 		}
-		m.Credential = vc
+		r.setCredential(&m, vc)
+		r.credChanges = append(r.credChanges, MemberCredential{Group: g.ID, Thing: thing, Credential: vc})
 	}
 	setBit(st.inUse, idx)
 	st.Next = idx + 1
@@ -682,6 +692,30 @@ func (r *Registry) revokeMember(g *Group, m Member) {
 	}
 	st.Modified = now
 	r.membershipChanges = append(r.membershipChanges, MembershipChange{Group: g.ID, Thing: m.Thing})
+	r.credChanges = append(r.credChanges, MemberCredential{Group: g.ID, Thing: m.Thing})
+}
+
+// setCredential sets what m says of its credential cred, sharing the
+// list URL's string among members (they all name one or two lists).
+func (r *Registry) setCredential(m *Member, cred json.RawMessage) {
+	m.SetCredential(cred)
+	m.CredentialList = r.internList(m.CredentialList)
+}
+
+// internList returns the list URL u as kept before, if it was. Called
+// in the write loop or before it starts.
+func (r *Registry) internList(u string) string {
+	if u == "" {
+		return ""
+	}
+	if k, ok := r.listURLs[u]; ok {
+		return k
+	}
+	if r.listURLs == nil || len(r.listURLs) >= 16 {
+		r.listURLs = map[string]string{} // a new hub URL or many rotations
+	}
+	r.listURLs[u] = u
+	return u
 }
 
 // dropMemberships removes a deleted Thing from every group it is in: a
@@ -722,6 +756,7 @@ func (r *Registry) groupChanges(b *Batch) {
 		s := *r.statusOverlay
 		b.StatusList = &s
 	}
+	b.MemberCredentials = r.credChanges
 }
 
 // installGroups makes the committed group changes visible; under r.mu.
@@ -762,6 +797,9 @@ func (r *Registry) notifyMemberships() {
 // loadGroups reads the stored groups and status list at start.
 func (r *Registry) loadGroups() error {
 	if err := r.store.LoadGroups(func(g Group) error {
+		for i := range g.Members {
+			g.Members[i].CredentialList = r.internList(g.Members[i].CredentialList)
+		}
 		r.groups[g.ID] = &g
 		return nil
 	}); err != nil {
@@ -783,11 +821,12 @@ func (r *Registry) applyGroup(o *op, now time.Time) ([]Event, error) {
 		s := r.statusOverlay.clone()
 		saved = &s
 	}
-	n := len(r.membershipChanges)
+	n, nc := len(r.membershipChanges), len(r.credChanges)
 	evs, err := r.prepareGroup(o, now)
 	if err != nil {
 		r.statusOverlay = saved
 		r.membershipChanges = r.membershipChanges[:n]
+		r.credChanges = r.credChanges[:nc]
 		return nil, err
 	}
 	return evs, nil

@@ -119,8 +119,13 @@ type Registry struct {
 	groupOverlay      map[string]*Group
 	statusOverlay     *StatusList
 	membershipChanges []MembershipChange
-	membershipFns     []func(MembershipChange)
-	membershipBatch   uint64 // the write loop's alone
+	// credChanges are the batch's membership credentials issued and
+	// dropped, in order (Batch.MemberCredentials); listURLs shares the
+	// members' status list URLs (internList). Both owned by the write loop.
+	credChanges     []MemberCredential
+	listURLs        map[string]string
+	membershipFns   []func(MembershipChange)
+	membershipBatch uint64 // the write loop's alone
 	// verifyLimit bounds proof verifications per client source.
 	verifyLimit *ratelimit.Limiter
 	// sigs checks every proof's signature, in batches under load.

@@ -124,10 +124,10 @@ func (r *Registry) apply(batch []*op) {
 	r.batchRaws = make(map[string][]byte, len(batch))
 	r.undo = nil
 	r.bindOverlay = make(map[string]*Binding)
-	r.groupOverlay, r.statusOverlay, r.membershipChanges = make(map[string]*Group), nil, nil
+	r.groupOverlay, r.statusOverlay, r.membershipChanges, r.credChanges = make(map[string]*Group), nil, nil, nil
 	defer func() {
 		r.overlay, r.batchDocs, r.batchRaws, r.undo, r.bindOverlay = nil, nil, nil, nil, nil
-		r.groupOverlay, r.statusOverlay, r.membershipChanges = nil, nil, nil
+		r.groupOverlay, r.statusOverlay, r.membershipChanges, r.credChanges = nil, nil, nil, nil
 	}()
 	var b Batch
 	var live []Event // what subscribers get: b.Events plus unlogged ones

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -181,15 +180,8 @@ func (r *Registry) revokedUntil(m Member, now time.Time) time.Time {
 		validity = ci.Validity()
 	}
 	until := now.Add(validity)
-	if m.Credential != nil {
-		var c struct {
-			ValidUntil string `json:"validUntil"`
-		}
-		if json.Unmarshal(m.Credential, &c) == nil {
-			if t, err := time.Parse(time.RFC3339, c.ValidUntil); err == nil && t.After(until) {
-				until = t
-			}
-		}
+	if m.CredentialUntil.After(until) {
+		until = m.CredentialUntil
 	}
 	return until
 }

@@ -536,7 +536,7 @@ func TestCredentialsRenewedBeforeExpiry(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s is not a member", thing)
 		}
-		pm, err := vc.ParseMembership(m.Credential)
+		pm, err := vc.ParseMembership(hub.StoredCredential(h.r, "g", thing))
 		if err != nil || pm.StatusIndex != m.StatusIndex {
 			t.Fatalf("%s: %+v %v", thing, pm, err)
 		}

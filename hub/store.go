@@ -1,6 +1,9 @@
 package hub
 
-import "errors"
+import (
+	"encoding/json"
+	"errors"
+)
 
 // ErrStale is returned by a Store's ThingsRawAt when the store no longer
 // holds the state the caller read: a newer batch has been committed (a
@@ -47,6 +50,18 @@ type Batch struct {
 	Groups       []Group
 	DeleteGroups []string
 	StatusList   *StatusList
+	// MemberCredentials are membership credentials issued (Credential
+	// set) or dropped (nil), to apply in order after Groups: the hub keeps
+	// them only in the store, not with the group in memory (65,536 of
+	// ~2 KB each would be 130 MB there).
+	MemberCredentials []MemberCredential
+}
+
+// MemberCredential is the signed membership credential of Thing in Group
+// (nil: drop the stored one).
+type MemberCredential struct {
+	Group, Thing string
+	Credential   json.RawMessage
 }
 
 // CredentialRecord is the password hash (HashToken) of a joined Thing.
@@ -81,6 +96,9 @@ type Store interface {
 	LoadBindings(fn func(Binding) error) error
 	// LoadGroups calls fn for every stored group.
 	LoadGroups(fn func(Group) error) error
+	// MemberCredential returns the stored membership credential of thing
+	// in group gid (nil when there is none).
+	MemberCredential(gid, thing string) (json.RawMessage, error)
 	// LoadStatusList returns the stored credential status list (the zero
 	// value when none was stored).
 	LoadStatusList() (StatusList, error)

@@ -328,12 +328,13 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 // Commit applies b in one durable transaction: Puts, then Deletes (so a
 // batch should not name one id in both), then Credentials and
 // DeleteCredentials, then Bindings and DeleteBindings (each in its Thing's
-// record if stored, else in the bindings bucket: binding.go), then Events,
+// record if stored, else in the bindings bucket: binding.go), then Groups,
+// DeleteGroups, StatusList and MemberCredentials (group.go), then Events,
 // then trims the event log. Event seqs must be strictly increasing and
 // above LastSeq; otherwise nothing is applied, because feed readers rely
 // on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
-	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings)+len(b.Groups)+len(b.DeleteGroups) == 0 && b.StatusList == nil {
+	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings)+len(b.Groups)+len(b.DeleteGroups)+len(b.MemberCredentials) == 0 && b.StatusList == nil {
 		return nil
 	}
 	// Encode before the transaction to keep the writer lock short.
@@ -423,6 +424,9 @@ func (s *DB) Commit(b *hub.Batch) error {
 			return err
 		}
 		if err := putGroups(tx, b.Groups, b.DeleteGroups, b.StatusList); err != nil {
+			return err
+		}
+		if err := putMemberCredentials(tx, b.MemberCredentials); err != nil {
 			return err
 		}
 		return s.appendEvents(tx, b.Events, events)

@@ -119,10 +119,21 @@ func (s *Server) identify(h http.HandlerFunc) http.HandlerFunc {
 // limited rate-limits a changing request per client before anything else,
 // so guessing tokens is limited too.
 func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
+	return s.limitedAs("too many writes from this client", h)
+}
+
+// limitedRead rate-limits a costly read (the group list) per client
+// against the same rate as writes; its refusal says so.
+func (s *Server) limitedRead(h http.HandlerFunc) http.HandlerFunc {
+	return s.limitedAs("too many requests from this client (group listings count against its write rate)", h)
+}
+
+// limitedAs rate-limits h per client, refusing with msg.
+func (s *Server) limitedAs(msg string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := s.limit.Allow(clientAddr(r)); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-			s.writeError(w, r, hub.Errorf(hub.ERATELIMIT, "too many writes from this client; retry in %s", wait.Round(time.Millisecond)))
+			s.writeError(w, r, hub.Errorf(hub.ERATELIMIT, "%s; retry in %s", msg, wait.Round(time.Millisecond)))
 			return
 		}
 		h(w, r)

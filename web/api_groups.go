@@ -30,7 +30,7 @@ func (s *Server) groupRoutes() {
 	manage := func(h http.HandlerFunc) http.HandlerFunc {
 		return s.limited(s.allow(hub.OpManageGroups, s.chargeIssuance(h)))
 	}
-	m.HandleFunc("GET /api/groups", s.limited(s.read(s.listGroups)))
+	m.HandleFunc("GET /api/groups", s.limitedRead(s.read(s.listGroups)))
 	m.HandleFunc("POST /api/groups", manage(s.createGroup))
 	m.HandleFunc("GET /api/groups/{gid}", s.read(s.getGroup))
 	m.HandleFunc("PUT /api/groups/{gid}", manage(s.putGroup))

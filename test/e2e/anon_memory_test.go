@@ -248,7 +248,8 @@ func TestGroupListPagedSharedLimited(t *testing.T) {
 	resp, body := h.request(http.MethodGet, "/api/groups", "", "", nil, "")
 	var p lmos.Problem
 	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &p) != nil || p.Status != http.StatusTooManyRequests ||
-		!strings.HasSuffix(p.Type, "#rate-limited") || resp.Header.Get("Retry-After") == "" {
+		!strings.HasSuffix(p.Type, "#rate-limited") || resp.Header.Get("Retry-After") == "" ||
+		!strings.HasPrefix(p.Detail, "too many requests from this client (group listings count against its write rate); retry in ") {
 		t.Fatalf("the 7th listing: %d %s", resp.StatusCode, body)
 	}
 	if got := metricValue(t, h, `lmos_http_refused_total{reason="rate-limited"}`); got != refused+1 {
