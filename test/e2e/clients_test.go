@@ -203,6 +203,17 @@ func (p *scriptProc) doErr(d time.Duration, c map[string]any) error {
 		}
 		return nil
 	case <-p.exited:
+		// The reader queues an {"ok"} before it sees the end of the
+		// output, so a script that answers and then exits (exit) leaves
+		// both ready: the queued answer counts.
+		select {
+		case ok := <-p.oks:
+			if ok != c["cmd"] {
+				return fmt.Errorf("%s: ok %q for command %v", p.name, ok, c["cmd"])
+			}
+			return nil
+		default:
+		}
 		return fmt.Errorf("%s exited during %v\n%s", p.name, c["cmd"], p.stderrText())
 	case <-time.After(d):
 		return fmt.Errorf("%s: no answer to %v within %v\n%s", p.name, c["cmd"], d, p.stderrText())
