@@ -499,6 +499,12 @@ func TestGroupChannelMQTTWebSocketAndSSEMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Unsubscribed (UNSUBACK) before it leaves, so the probe's
+	// subscription is not still counted below when mosquitto_sub's is
+	// awaited: a DISCONNECT is handled after the client has moved on.
+	if _, err := probe.C.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{"lmos/v1/groups/kitchen/#"}}); err != nil {
+		t.Fatal(err)
+	}
 	probe.C.Disconnect(&paho.Disconnect{})
 
 	wantAck(t, groupReq(t, a, "subscribeGroup", "kitchen", "#", nil, false), "subscribe A")
