@@ -107,9 +107,16 @@ func Run(tb testing.TB, m *app.Main) *Hub {
 	return h
 }
 
-// Logger logs warnings and errors to the test's log.
+// Logger logs warnings and errors to the test's log; LMOS_TEST_LOG_LEVEL
+// (debug, info) logs more, to chase a failure.
 func Logger(tb testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(logWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if v := os.Getenv("LMOS_TEST_LOG_LEVEL"); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			tb.Fatalf("LMOS_TEST_LOG_LEVEL: %v", err)
+		}
+	}
+	return slog.New(slog.NewTextHandler(logWriter{tb}, &slog.HandlerOptions{Level: level}))
 }
 
 type logWriter struct{ tb testing.TB }
