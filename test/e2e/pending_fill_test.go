@@ -187,6 +187,10 @@ func TestPendingListFilledByStrangersGivesWay(t *testing.T) {
 		{`{"source": "127.0.0.5"} {"all": true}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
 		{`{"all": true}]`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
 		{`{"source": "127.0.0.0/8"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "filter"},
+		{`{"olderThan": "9999999999h"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "olderThan"},
+		{`{"olderThan": "NaN"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "olderThan"},
+		{`{"olderThan": 3600}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
+		{`{"all": true` + strings.Repeat(" ", 256<<10) + `}`, lmos.MediaJSON, testToken, 413, lmos.CodeTooLarge, ""},
 		{`all`, "text/plain", testToken, 415, lmos.CodeUnsupported, ""},
 	} {
 		resp, body := h.do("POST", "/api/join/pending/deny", c.ct, []byte(c.body), c.token)
