@@ -199,10 +199,15 @@ func (c *CredentialIssuer) RetiredListCredential(gen int, now time.Time) ([]byte
 	if c.retired == nil {
 		c.retired = make(map[int]retiredList)
 	}
+	delete(c.retired, gen) // signed anew: its place is taken again
 	for len(c.retired) >= maxRetiredLists {
-		oldest := gen
+		// The oldest kept one, which gen may be older than (a request
+		// that read the generation before more rotations came).
+		oldest, first := 0, true
 		for g := range c.retired {
-			oldest = min(oldest, g)
+			if first || g < oldest {
+				oldest, first = g, false
+			}
 		}
 		delete(c.retired, oldest)
 	}

@@ -177,3 +177,41 @@ func TestCredentialSubjectIsTheVerifiedDID(t *testing.T) {
 		t.Fatalf("%+v %v", m, err)
 	}
 }
+
+// The issuer keeps at most 8 retired lists, dropping the oldest to make
+// room. A generation older than every one it keeps (a request that read
+// the current generation before more rotations came) was taken for the
+// oldest to drop: nothing was dropped, and the loop spun forever holding
+// the issuer's lock, so every later status list request hung.
+func TestRetiredListOlderThanAllKept(t *testing.T) {
+	iss := hub.NewCredentialIssuer(hubKey(), 0)
+	iss.SetStatusListURL("http://hub.local/credentials/status/memberships")
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	for gen := 12; gen < 20; gen++ {
+		if _, err := iss.RetiredListCredential(gen, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := iss.RetiredListCredential(2, now)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a retired list older than every kept one never came back")
+	}
+	// The 8 kept stay served from what was signed: 9 signatures so far.
+	for gen := 13; gen < 20; gen++ {
+		if _, err := iss.RetiredListCredential(gen, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := iss.StatusListsSigned(); n != 9 {
+		t.Errorf("%d lists signed for 9 generations", n)
+	}
+}

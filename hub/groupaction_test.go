@@ -340,3 +340,112 @@ func TestGroupActionHubInFlight(t *testing.T) {
 		t.Errorf("at most %d members invoked at once, want 3", g.max)
 	}
 }
+
+// A call cancelled (its requester gone) or timed out gives back all it
+// took of the hub: its call slot, its members' places in flight, and the
+// outputs it kept once released. A leak of any would refuse or starve
+// every later call. One slot, two places, a budget of two outputs: a
+// call that ended early is followed by one that needs all of them.
+func TestGroupActionEndedCallReturnsBudget(t *testing.T) {
+	const members, size = 4, 100
+	for _, how := range []string{"cancelled", "timed out"} {
+		t.Run(how, func(t *testing.T) {
+			e := newRouterEnv(t)
+			g := &gateTransport{gate: make(chan struct{}, 4*members), started: make(chan string, 4*members),
+				output: []byte(`"` + strings.Repeat("x", size-2) + `"`)}
+			e.router.Handle(hub.SourceMQTT, g)
+			var ids []string
+			for i := range members {
+				id := fmt.Sprintf("urn:lamp:%02d", i)
+				e.put(t, id, hub.SourceMQTT)
+				ids = append(ids, id)
+			}
+			if _, err := e.reg.CreateGroup(context.Background(), hub.GroupSpec{ID: "lamps", Title: "Lamps", Members: ids}); err != nil {
+				t.Fatal(err)
+			}
+			ga := hub.NewGroupActions(e.reg, e.router, nil, hub.GroupActionOptions{MaxCalls: 1, Parallel: 2, MaxInFlight: 2, MaxHeldBytes: 2 * size})
+			prepare := func() *hub.GroupCall {
+				t.Helper()
+				c, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: "dim", Accept: lmos.MediaJSON})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetInput([]byte("50"), lmos.MediaJSON)
+				return c
+			}
+
+			c := prepare()
+			c.KeepOutputs()
+			var results []hub.MemberResult
+			var sum lmos.GroupActionSummary
+			wantKept := 0
+			if how == "cancelled" {
+				// One member answers (its output kept), one is held at the
+				// gate, two wait for a place; then the requester goes.
+				ctx, cancel := context.WithCancel(context.Background())
+				first := make(chan struct{})
+				done := make(chan lmos.GroupActionSummary)
+				go func() {
+					done <- c.Run(ctx, func(r hub.MemberResult) {
+						results = append(results, r)
+						if len(results) == 1 {
+							close(first)
+						}
+					})
+				}()
+				<-g.started
+				<-g.started
+				g.gate <- struct{}{}
+				<-first
+				cancel()
+				sum = <-done
+				wantKept = 1
+			} else {
+				// Nobody answers: every member times out, whichever held a
+				// place or waited for one (a parent deadline ends a call as
+				// the hub's own timeout does).
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				defer cancel()
+				sum = c.Run(ctx, func(r hub.MemberResult) { results = append(results, r) })
+			}
+			if sum.Completed != wantKept || sum.TimedOut != members-wantKept || len(results) != members {
+				t.Fatalf("summary %+v, %d results", sum, len(results))
+			}
+			if h := ga.Held(); h != wantKept*size {
+				t.Errorf("held %d bytes before Release, want the kept outputs' %d", h, wantKept*size)
+			}
+			// The slot is back once Run returns; the kept outputs on Release.
+			probe, err := ga.Prepare(hub.GroupActionRequest{Group: "lamps", Action: "dim", Accept: lmos.MediaJSON})
+			if err != nil {
+				t.Fatalf("a call after the first ended: %v", err)
+			}
+			probe.Release()
+			c.Release()
+			if h := ga.Held(); h != 0 {
+				t.Errorf("held %d bytes after Release", h)
+			}
+
+			// The next call gets the slot, both places and the whole budget.
+			c2 := prepare()
+			c2.KeepOutputs()
+			defer c2.Release()
+			for range members {
+				g.gate <- struct{}{}
+			}
+			kept := 0
+			sum = c2.Run(context.Background(), func(r hub.MemberResult) {
+				if len(r.Output) == size && r.Problem == nil {
+					kept++
+				}
+			})
+			if sum.Completed != members || kept != 2 {
+				t.Errorf("the next call: %+v, %d outputs kept; want %d completed and 2 kept (the budget)", sum, kept, members)
+			}
+			g.mu.Lock()
+			if g.max > 2 {
+				t.Errorf("%d members invoked at once, 2 places", g.max)
+			}
+			g.mu.Unlock()
+		})
+	}
+}

@@ -660,8 +660,9 @@ type PendingFilter struct {
 	OlderThan time.Duration
 }
 
-// check says what is wrong with f, as field errors of its JSON body.
-func (f PendingFilter) check() error {
+// Check says what is wrong with f (nil: nothing), as field errors of its
+// JSON body.
+func (f PendingFilter) Check() error {
 	bad := func(field, msg string) error {
 		return &Error{Code: EINVALID, Message: "the filter must be {\"all\": true}, or name a \"source\" and/or \"olderThan\"",
 			Fields: []FieldError{{Field: field, Description: msg}}}
@@ -675,25 +676,36 @@ func (f PendingFilter) check() error {
 		if _, err := netip.ParseAddr(f.Source); err == nil {
 			return nil
 		}
-		if _, err := netip.ParsePrefix(f.Source); err == nil {
+		if sourcePrefix(f.Source) != "" {
 			return nil
 		}
-		return bad("/source", "must be an IP address or an IPv6 prefix as GET /api/join shows it")
+		return bad("/source", "must be an IP address or an IPv6 /64 prefix as GET /api/join shows it")
 	case !f.All && f.OlderThan == 0:
 		return Errorf(EINVALID, "the filter names no entries: give {\"all\": true}, a \"source\" or \"olderThan\"")
 	}
 	return nil
 }
 
+// sourcePrefix is the source p names when it is an IPv6 /64 prefix (a
+// source as SourceOf names it), else "": any other prefix names no source
+// and would select nothing, silently.
+func sourcePrefix(p string) string {
+	pf, err := netip.ParsePrefix(p)
+	if err != nil || !pf.Addr().Is6() || pf.Addr().Is4In6() || pf.Bits() != 64 {
+		return ""
+	}
+	return pf.Masked().String()
+}
+
 // DenyAll drops the parked joins f selects in one commit and refuses their
 // waiting agents 403, as Deny does one by one; it returns their ids,
 // oldest first (none selected: an empty list, no error).
 func (a *Admission) DenyAll(f PendingFilter) ([]string, error) {
-	if err := f.check(); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
-	src := ""
-	if f.Source != "" {
+	src := sourcePrefix(f.Source)
+	if src == "" && f.Source != "" {
 		src = SourceOf(f.Source)
 	}
 	l := &a.pending

@@ -201,6 +201,10 @@ func TestDenyAllByFilter(t *testing.T) {
 		{OlderThan: -time.Hour},
 		{Source: "not-an-address"},
 		{Source: "10.1.0.1/33/x"},
+		// Prefixes no source is named by select nothing: refused.
+		{Source: "10.1.0.0/16"},
+		{Source: "2001:db8:0:1::/48"},
+		{Source: "::ffff:10.1.0.0/120"},
 	} {
 		ids, err := a.DenyAll(bad)
 		if hub.ErrorCode(err) != hub.EINVALID || ids != nil {
@@ -237,6 +241,11 @@ func TestDenyAllByFilter(t *testing.T) {
 	deny(hub.PendingFilter{Source: "10.1.0.3", OlderThan: 150 * time.Minute}, "urn:bulk:c0", "urn:bulk:c1")
 	// An address of a /64 names its prefix, as GET /api/join shows it.
 	deny(hub.PendingFilter{Source: "2001:db8:0:1::99"}, "urn:bulk:b0", "urn:bulk:b1", "urn:bulk:b2", "urn:bulk:b3")
+	// The /64 itself selects its entries too, also written with a host part.
+	parkAt("urn:bulk:b4", "2001:db8:0:1::5")
+	deny(hub.PendingFilter{Source: "2001:db8:0:1::/64"}, "urn:bulk:b4")
+	parkAt("urn:bulk:b5", "2001:db8:0:1::6")
+	deny(hub.PendingFilter{Source: "2001:db8:0:1::1/64"}, "urn:bulk:b5")
 	deny(hub.PendingFilter{Source: "192.0.2.1"})
 	deny(hub.PendingFilter{OlderThan: 3 * time.Hour}, "urn:bulk:a0", "urn:bulk:a1")
 	deny(hub.PendingFilter{All: true}, "urn:bulk:a2", "urn:bulk:a3", "urn:bulk:c2", "urn:bulk:c3")

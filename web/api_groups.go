@@ -165,8 +165,8 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 	}
 	start := min(offset, len(items))
 	end := len(items)
-	if limit > 0 {
-		end = min(start+limit, len(items))
+	if limit > 0 && limit < end-start { // no start+limit: it can overflow
+		end = start + limit
 	}
 	if end < len(items) {
 		w.Header().Add("Link", "</api/groups?offset="+strconv.Itoa(end)+"&limit="+strconv.Itoa(limit)+`>; rel="next"`)

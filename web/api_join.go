@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -192,6 +194,27 @@ func (s *Server) denyJoins(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	f, err := parseDenyFilter(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ids, err := a.DenyAll(f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.Info("joins denied in bulk", "count", len(ids), "all", f.All, "source", f.Source, "olderThan", f.OlderThan)
+	writeJSON(w, http.StatusOK, lmos.MediaJSON, struct {
+		Denied  []string `json:"denied"`
+		Pending int      `json:"pending"`
+	}{ids, a.PendingCount()})
+}
+
+// parseDenyFilter reads the body of a bulk deny: one JSON object of the
+// members all, source and olderThan (a Go duration) and nothing after it;
+// the filter it names must select something (hub.PendingFilter.Check).
+func parseDenyFilter(body []byte) (hub.PendingFilter, error) {
 	var req struct {
 		All       bool   `json:"all"`
 		Source    string `json:"source"`
@@ -199,27 +222,25 @@ func (s *Server) denyJoins(w http.ResponseWriter, r *http.Request) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Err: err,
-			Message: `the body must be {"all": true}, or {"source": ADDRESS} and/or {"olderThan": DURATION}`})
-		return
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, tail := dec.Token(); tail != io.EOF {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err != nil {
+		return hub.PendingFilter{}, &hub.Error{Code: hub.EINVALID, Err: err,
+			Message: `the body must be {"all": true}, or {"source": ADDRESS} and/or {"olderThan": DURATION}`}
 	}
 	f := hub.PendingFilter{All: req.All, Source: req.Source}
 	if req.OlderThan != "" {
 		if f.OlderThan, err = time.ParseDuration(req.OlderThan); err != nil {
-			s.writeError(w, r, &hub.Error{Code: hub.EINVALID, Message: "olderThan is not a duration", Err: err,
-				Fields: []hub.FieldError{{Field: "/olderThan", Description: `must be a duration such as "90m" or "48h"`}}})
-			return
+			return hub.PendingFilter{}, &hub.Error{Code: hub.EINVALID, Message: "olderThan is not a duration", Err: err,
+				Fields: []hub.FieldError{{Field: "/olderThan", Description: `must be a duration such as "90m" or "48h"`}}}
 		}
 	}
-	ids, err := a.DenyAll(f)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	if err := f.Check(); err != nil {
+		return hub.PendingFilter{}, err
 	}
-	s.log.Info("joins denied in bulk", "count", len(ids), "all", req.All, "source", req.Source, "olderThan", req.OlderThan)
-	writeJSON(w, http.StatusOK, lmos.MediaJSON, struct {
-		Denied  []string `json:"denied"`
-		Pending int      `json:"pending"`
-	}{ids, a.PendingCount()})
+	return f, nil
 }

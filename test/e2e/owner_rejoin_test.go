@@ -216,6 +216,11 @@ func TestResetThingCredential(t *testing.T) {
 	expectProblem(t, resp, body, http.StatusNotFound, "holds no MQTT credential")
 	resp, body = h.do(http.MethodDelete, "/api/things/"+pathEscape("urn:example:nobody")+"/credential", "", nil, testToken)
 	expectProblem(t, resp, body, http.StatusNotFound, "holds no MQTT credential")
+	resp, body = h.do(http.MethodDelete, "/api/things/not%20an%20id/credential", "", nil, testToken)
+	expectProblem(t, resp, body, http.StatusBadRequest, "invalid Thing id")
+	if got := h.ownerState(id); got != want {
+		t.Fatalf("a refused reset changed state:\n%s\nwant\n%s", got, want)
+	}
 
 	resp, body = h.do(http.MethodDelete, path, "", nil, testToken)
 	if resp.StatusCode != http.StatusNoContent {

@@ -182,6 +182,15 @@ func TestPendingListFilledByStrangersGivesWay(t *testing.T) {
 		{`{"source": "the-flood"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "filter"},
 		{`{"everything": true}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
 		{`[1]`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
+		// Data after the object, and a prefix naming no source (it would
+		// select nothing), were taken as a filter.
+		{`{"source": "127.0.0.5"} {"all": true}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
+		{`{"all": true}]`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
+		{`{"source": "127.0.0.0/8"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "filter"},
+		{`{"olderThan": "9999999999h"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "olderThan"},
+		{`{"olderThan": "NaN"}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "olderThan"},
+		{`{"olderThan": 3600}`, lmos.MediaJSON, testToken, 400, lmos.CodeInvalid, "body must be"},
+		{`{"all": true` + strings.Repeat(" ", 256<<10) + `}`, lmos.MediaJSON, testToken, 413, lmos.CodeTooLarge, ""},
 		{`all`, "text/plain", testToken, 415, lmos.CodeUnsupported, ""},
 	} {
 		resp, body := h.do("POST", "/api/join/pending/deny", c.ct, []byte(c.body), c.token)
