@@ -294,7 +294,7 @@ func permanent(err error) bool {
 
 // establish makes one authenticated session: an anonymous join first when
 // the agent has no credentials, then a connection with them, its
-// subscriptions, a re-join, "online" and the last property values.
+// subscriptions, a re-join, the last property values and "online".
 func (l *mqttLink) establish() (*paho.Client, error) {
 	ctx, cancel := context.WithTimeout(l.a.ctx, 3*l.a.opts.Timeout)
 	defer cancel()
@@ -350,9 +350,6 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 			return nil, err
 		}
 	}
-	if err := l.publishOn(ctx, cli, &paho.Publish{Topic: lmos.ThingTopic(l.a.td.id, "status"), Payload: []byte("online"), QoS: 1, Retain: true}); err != nil {
-		return nil, err
-	}
 	l.a.mu.Lock()
 	props := maps.Clone(l.a.props)
 	l.a.mu.Unlock()
@@ -365,6 +362,16 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 	l.cli, l.conn = cli, conn
 	close(l.up)
 	l.mu.Unlock()
+	// "online" last: once the hub shows the agent online, Emit and the
+	// rest work (a consumer reacting to presence found Emit refused).
+	if err := l.publishOn(ctx, cli, &paho.Publish{Topic: lmos.ThingTopic(l.a.td.id, "status"), Payload: []byte("online"), QoS: 1, Retain: true}); err != nil {
+		l.mu.Lock()
+		if l.cli == cli {
+			l.cli, l.conn, l.up = nil, nil, make(chan struct{})
+		}
+		l.mu.Unlock()
+		return nil, err
+	}
 	ok = true
 	l.a.log.Info("joined the hub", "broker", l.addr, "client_id", l.a.clientID)
 	return cli, nil
