@@ -230,6 +230,17 @@ func (st *eventStream) frameOf(e hub.Event) []byte {
 	})
 }
 
+// minFrameCharge is what a queued frame counts against
+// http.maxStreamQueueBytes at least. The frames are shared by every
+// stream, so what a stream itself holds is a reference per frame: small
+// frames (presence changes, ~60 bytes) would let each of a thousand unread
+// streams hold tens of thousands of references. Counting each as 512
+// bytes keeps a stream at 2,048 frames with the default, as mosquitto
+// bounds a client's queue by messages too.
+const minFrameCharge = 512
+
+func frameCharge(frame []byte) int { return max(len(frame), minFrameCharge) }
+
 // frameQueue is an event stream's frames not yet written, written by a
 // goroutine of its own; it bounds their bytes (http.maxStreamQueueBytes).
 type frameQueue struct {
@@ -241,7 +252,7 @@ type frameQueue struct {
 
 	mu     sync.Mutex
 	frames [][]byte
-	bytes  int  // bytes of frames not yet written, the one being written too
+	bytes  int  // charge of frames not yet written, the one being written too (frameCharge)
 	ending bool // finish: write what is queued, then end
 	cut    bool // cut off for leaving too much unread
 	// stopped: stop was called; writing: a write is under way (stop
@@ -267,12 +278,12 @@ func (q *frameQueue) push(frame []byte) bool {
 	default:
 	}
 	q.mu.Lock()
-	over := q.bytes > 0 && q.bytes+len(frame) > q.s.cfg.MaxStreamQueueBytes
+	over := q.bytes > 0 && q.bytes+frameCharge(frame) > q.s.cfg.MaxStreamQueueBytes
 	if over {
 		q.cut = true
 	} else {
 		q.frames = append(q.frames, frame)
-		q.bytes += len(frame)
+		q.bytes += frameCharge(frame)
 	}
 	n := q.bytes
 	q.mu.Unlock()
@@ -342,7 +353,7 @@ func (q *frameQueue) write() {
 			}
 			q.mu.Lock()
 			q.writing = false
-			q.bytes -= len(f)
+			q.bytes -= frameCharge(f)
 			cut := q.cut
 			q.mu.Unlock()
 			if err != nil {
