@@ -573,8 +573,9 @@ func raiseNoFile(b *testing.B, n uint64) {
 }
 
 // BenchmarkMQTTIdleAgentsRSS builds the real binary, starts it, reads its
-// memory 10 s after start (steadyFrom: start-up is over), connects 1,000 MQTT 5 clients (anonymous, keepalive 60 s, each
-// subscribed to its own reply inbox), waits 5 s and reads it again: with
+// memory 10 s after start (steadyFrom: start-up is over), connects 1,000
+// MQTT 5 clients (anonymous, keepalive 60 s, each subscribed to its own
+// reply inbox), waits 5 s and reads it again: with
 // an empty store, and with 10k TDs stored. In the same run it measures
 // Debian's mosquitto and a bare mochi (internal/baremochi), each in its
 // own process too, under the same clients. Its "-idle-" metrics are the
