@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,8 +163,8 @@ func BenchmarkRegistryGet(b *testing.B) {
 // BenchmarkRegistryLoad10k is what start-up builds from a store holding the
 // 10k benchmark TDs: NewRegistry over it, as the hub opens its data dir.
 // index-MB is the live heap the loaded index holds and inuse-MB the heap
-// spans it keeps in use (their difference is fragmentation), both after
-// FreeOSMemory, as the hub does once started. LMOS_MEMPROFILE=path writes
+// spans it keeps in use (their difference is fragmentation), both after a
+// collection. LMOS_MEMPROFILE=path writes
 // the heap profile of the loaded index, every allocation sampled.
 func BenchmarkRegistryLoad10k(b *testing.B) {
 	if testing.Short() {
@@ -182,13 +181,13 @@ func BenchmarkRegistryLoad10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		var m0, m runtime.MemStats
-		debug.FreeOSMemory()
+		runtime.GC()
 		runtime.ReadMemStats(&m0)
 		reg, err := hub.NewRegistry(db, hub.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
-		debug.FreeOSMemory()
+		runtime.GC()
 		runtime.ReadMemStats(&m)
 		memprof.Write(b)
 		if n := reg.Count(); n != benchThings {

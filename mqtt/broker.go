@@ -181,17 +181,10 @@ type Broker struct {
 	// lns are the listeners added (Listen, Serves), closed by Close when
 	// the broker never served.
 	lns []net.Listener
-	// accepted counts accepted connections (see tidier).
-	accepted atomic.Uint64
 	// reasonFixes counts packets the encode hook had to correct: a reason
 	// code the specification does not define for them, a DISCONNECT to a
 	// 3.1.1 client, a delivery too large for its client (reasoncodes.go).
 	reasonFixes atomic.Uint64
-	tidies      atomic.Uint64
-	// burstTidies counts the collections made while a burst lasted;
-	// burstGoingOn makes one every tidyDuring connections (tidy.go).
-	burstTidies atomic.Uint64
-	tidy        tidier
 	// dropped counts deliveries not made, by reason; slowCuts the clients
 	// disconnected for being too slow (metrics.go).
 	dropped  drops
@@ -342,7 +335,6 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
-	b.newTidier()
 	if cfg.IdlePark == 0 {
 		b.cfg.IdlePark = DefaultIdlePark
 	}
@@ -396,7 +388,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 // Serves adds ln (a TLS listener for MQTTS, say) as the listener named id;
 // it closes ln when it cannot. Call it before Serve.
 func (b *Broker) Serves(id string, ln net.Listener) (net.Addr, error) {
-	l := &listener{id: id, ln: ln, log: b.log, accepted: &b.accepted, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
+	l := &listener{id: id, ln: ln, log: b.log, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
 	l.conns.wg = &b.server.Listeners.ClientsWg
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
@@ -508,7 +500,6 @@ func (b *Broker) Close(ctx context.Context) error {
 			}
 		}
 		b.stopOnce.Do(func() { close(b.stop) })
-		b.stopTidy()
 		if b.parker != nil {
 			b.parker.kick() // it sees stop
 		}
@@ -572,15 +563,14 @@ func (b *Broker) publish(topic string, payload []byte, retain bool, qos byte, co
 // bound address is known before Serve. It tracks its connections (see
 // connSet).
 type listener struct {
-	server   *mochi.Server
-	id       string
-	ln       net.Listener
-	log      *slog.Logger
-	accepted *atomic.Uint64
-	budget   int // each connection's queue (outConn)
-	broker   *Broker
-	end      atomic.Bool
-	conns    connSet
+	server *mochi.Server
+	id     string
+	ln     net.Listener
+	log    *slog.Logger
+	budget int // each connection's queue (outConn)
+	broker *Broker
+	end    atomic.Bool
+	conns  connSet
 }
 
 func (l *listener) Init(*slog.Logger) error { return nil }
@@ -601,10 +591,6 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		if !l.conns.add(rawCloser{oc}) {
 			return // closing
 		}
-		if l.accepted.Add(1)%tidyDuring == 0 {
-			l.broker.burstGoingOn()
-		}
-		l.broker.activity()
 		go func() {
 			l.broker.awaitConnect(oc)
 			err := l.broker.establish(oc, l.id, l)

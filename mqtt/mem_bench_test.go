@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,15 +85,17 @@ type memFigures struct {
 // collection halves a stack at most once, so a stack the handshake grew to
 // 32 KB needs three to reach 8 KB and a fourth for 4 KB; at most six) and
 // reads the runtime's figures. An idle process gets there too: the
-// runtime collects at least every two minutes.
+// runtime collects at least every two minutes. The freed pages go back to
+// the OS as the runtime's background scavenger returns them, as in the
+// hub: VmRSS may count some of them still.
 func settledMem() memFigures {
 	var m memFigures
 	runtime.GC()
-	debug.FreeOSMemory()
+	runtime.GC()
 	runtime.ReadMemStats(&m.MemStats)
 	for range 4 {
 		last := m.StackInuse
-		debug.FreeOSMemory()
+		runtime.GC()
 		runtime.ReadMemStats(&m.MemStats)
 		if m.StackInuse >= last {
 			break

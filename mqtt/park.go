@@ -46,9 +46,8 @@ import (
 // it is parked. Long enough that a client exchanging messages every few
 // hundred milliseconds (a request/response agent, a steady publisher)
 // stays on its goroutine, where a packet costs no epoll registration;
-// short enough that a burst of connecting clients is parked, and the
-// stacks it grew handed back (tidy.go), well before the idle figures are
-// read (5 s after the clients connect).
+// short enough that a burst of connecting clients is parked well before
+// the idle figures are read (5 s after the clients connect).
 const DefaultIdlePark = time.Second
 
 // NoIdlePark is Config.IdlePark for never parking.

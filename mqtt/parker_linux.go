@@ -93,7 +93,6 @@ func (pk *parker) park(p *parked) bool {
 		return false
 	}
 	pk.parks.Add(1)
-	pk.b.activity() // a burst of parkings is tidied too (tidy.go)
 	if earlier {
 		pk.kick()
 	}

@@ -63,8 +63,7 @@ func storedRetained(t *testing.T, db hub.BrokerStore, topic string) string {
 }
 
 // housekeeping returns the stacks of goroutines in the broker's periodic
-// housekeeping: the persistence flush (persist.go) and the collections
-// after bursts (tidy.go).
+// housekeeping: the persistence flush (persist.go).
 func housekeeping() []string {
 	buf := make([]byte, 1<<20)
 	for {
@@ -77,25 +76,24 @@ func housekeeping() []string {
 	}
 	var found []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "/mqtt/persist.go:") || strings.Contains(g, "/mqtt/tidy.go:") {
+		if strings.Contains(g, "/mqtt/persist.go:") {
 			found = append(found, g)
 		}
 	}
 	return found
 }
 
-// timersArmed reports whether the persistence flush or the tidy timer is
-// armed.
+// timersArmed reports whether the persistence flush timer is armed.
 func timersArmed(b *Broker) bool {
 	b.state.mu.Lock()
 	flush := b.state.timer != nil
 	b.state.mu.Unlock()
-	return flush || b.tidy.armed.Load()
+	return flush
 }
 
 // TestIdleBrokerHousekeepsNothing: once a client has connected, left state
-// to write (a retained message) and gone, and the flush interval and the
-// quiet period have passed, the broker keeps no goroutine and no timer for
+// to write (a retained message) and gone, and the flush interval has
+// passed, the broker keeps no goroutine and no timer for
 // its housekeeping: an idle hub is not woken (issue 16).
 func TestIdleBrokerHousekeepsNothing(t *testing.T) {
 	e := newEnv(t, nil)
@@ -107,7 +105,7 @@ func TestIdleBrokerHousekeepsNothing(t *testing.T) {
 			t.Logf("housekeeping goroutines:\n%s", strings.Join(last, "\n\n"))
 		}
 	}()
-	testwait.Eventually(t, 3*tidyQuiet+time.Second, "no housekeeping goroutine or timer", func() bool {
+	testwait.Eventually(t, 10*time.Second, "no housekeeping goroutine or timer", func() bool {
 		last = housekeeping()
 		return len(last) == 0 && !timersArmed(e.b)
 	})

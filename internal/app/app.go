@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,8 +103,6 @@ type Main struct {
 	names   *hostNames
 	errc    chan error
 	closers []closer
-	// release releases the executable's start-up pages (Run); Close stops it.
-	release *time.Timer
 }
 
 // NewMain returns a Main for cfg; a nil logger is slog.Default().
@@ -149,26 +146,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Logger.Info("hub ready", "name", m.Config.Hub.Name, "id", m.DB.HubID(), "did", m.DID(), "things", m.Registry.Count(),
 		"data_dir", m.Config.DataDir, "startup", time.Since(start).Round(time.Millisecond))
-	// Most of the binary's pages start-up touched are not needed again
-	// (release_linux.go says why). Not at once: start-up has a tail after
-	// Run returns (the first write of the broker's state, the readiness
-	// probe, what main does next), and a page touched after the release
-	// stays mapped. A failure costs only memory: the hub serves on.
-	m.release = time.AfterFunc(releaseAfter, func() {
-		released, err := releaseExecutablePages()
-		if err != nil {
-			m.Logger.Warn("cannot release the executable's start-up pages", "err", err)
-		}
-		m.Logger.Debug("released the executable's start-up pages", "bytes", released)
-	})
 	return nil
 }
-
-// releaseAfter is how long after start-up the executable's pages are
-// released (Run). Measured on an idle hub 130 s after start (past the
-// runtime's forced collection), releasing at once left 10.6 MB resident,
-// 5 s later 9.8 MB (docs/PERFORMANCE.md, "Idle RSS").
-var releaseAfter = 5 * time.Second
 
 // openStore opens the bbolt store in the data directory; it fails with
 // store.ErrLocked when another process holds it.
@@ -209,10 +188,6 @@ func (m *Main) openRegistry(context.Context) error {
 	}
 	m.Registry = reg
 	m.onClose("registry", func(context.Context) error { return reg.Close() })
-	// Loading walked the whole store once; those pages are not needed now.
-	if err := m.DB.ReleaseMapped(); err != nil {
-		m.Logger.Warn("cannot release the store's start-up pages", "err", err)
-	}
 	m.Router = hub.NewRouter(reg)
 	// The join rate keeps the defaults (hub.DefaultJoinRate, …Burst).
 	m.Admission, err = hub.NewAdmission(reg, m.DB, cfg.Join.Mode, 0, 0)
@@ -400,9 +375,6 @@ func (m *Main) openWeb(ctx context.Context) error {
 		silent.closeAll()
 		return m.HTTP.Shutdown(ctx)
 	})
-	// Start-up allocates transiently (the store walk, the broker's
-	// reconciliation): collect it and give it back before the hub idles.
-	debug.FreeOSMemory()
 	if m.HTTPAddr != nil {
 		m.Logger.Info("http listening", "addr", m.HTTPAddr.String())
 	}
@@ -629,9 +601,6 @@ func (m *Main) Err() <-chan error { return m.errc }
 
 // Close stops everything in reverse order of opening, within ctx.
 func (m *Main) Close(ctx context.Context) error {
-	if m.release != nil {
-		m.release.Stop()
-	}
 	var errs []error
 	for i := len(m.closers) - 1; i >= 0; i-- {
 		c := m.closers[i]

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
 	"github.com/eclipse-lmos/lmos-hub/internal/mqttdial"
 	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -543,31 +544,15 @@ func startHubBinary(b *testing.B, bin, dir string, extra ...string) hubProcess {
 	return p
 }
 
-// procMemMB reads VmRSS, VmHWM, RssAnon and RssFile of pid in MB.
+// procMemMB reads the memory of pid in MB (memprof.ProcMB: VmRSS, VmHWM,
+// RssAnon, RssFile, Pss, …).
 func procMemMB(b *testing.B, pid int) map[string]float64 {
 	b.Helper()
-	mb, err := procStatusMB(pid)
+	mb, err := memprof.ProcMB(pid)
 	if err != nil {
 		b.Skipf("cannot read RSS: %v", err)
 	}
 	return mb
-}
-
-// procStatusMB reads the numeric fields of /proc/{pid}/status, the sizes
-// (VmRSS, VmHWM, RssAnon, RssFile, …) in MB.
-func procStatusMB(pid int) (map[string]float64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	mb := map[string]float64{}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		name, rest, _ := strings.Cut(line, ":")
-		if kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64); err == nil {
-			mb[name] = kb / 1024
-		}
-	}
-	return mb, nil
 }
 
 // raiseNoFile raises the soft limit of open files to at least n (this
@@ -588,14 +573,16 @@ func raiseNoFile(b *testing.B, n uint64) {
 }
 
 // BenchmarkMQTTIdleAgentsRSS builds the real binary, starts it, reads its
-// RSS 10 s after start (steadyFrom: the hub has released its start-up
-// pages), connects 1,000 MQTT 5 clients (anonymous, keepalive 60 s, each
-// subscribed to its own reply inbox), waits 5 s and reads it again: with
+// memory 10 s after start (steadyFrom: start-up is over), connects 1,000
+// MQTT 5 clients (anonymous, keepalive 60 s, each subscribed to its own
+// reply inbox), waits 5 s and reads it again: with
 // an empty store, and with 10k TDs stored. In the same run it measures
 // Debian's mosquitto and a bare mochi (internal/baremochi), each in its
 // own process too, under the same clients. Its "-idle-" metrics are the
 // RSS before the clients, before the runtime's first forced collection;
-// the steady idle figure is BenchmarkSteadyIdleRSS's.
+// the steady idle figure is BenchmarkSteadyIdleRSS's. Each reading reports
+// VmRSS, RssAnon (heap and stacks: what the process alone holds) and PSS
+// (memprof.ProcMB).
 //
 // KB/client is the slope of VmRSS from 100 clients to 1,000: what each
 // more client costs (KB/client-anon: of it, heap and stacks). The first
@@ -615,7 +602,7 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			base := procMemMB(b, pid)
 			conns := make([]*paho.Client, clients)
 			// connect connects clients from to to, 16 at a time, then waits
-			// for the hub's collection after a burst (mqtt/tidy.go: 1-2 s).
+			// 5 s for them to go idle (the hub parks them after 1 s).
 			connect := func(from, to int) {
 				var wg sync.WaitGroup
 				next := atomic.Int64{}
@@ -661,8 +648,10 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			stop()
 			b.ReportMetric(base["VmRSS"], name+"-idle-RSS-MB")
 			b.ReportMetric(base["RssAnon"], name+"-idle-anon-MB")
+			b.ReportMetric(base["Pss"], name+"-idle-PSS-MB")
 			b.ReportMetric(loaded["VmRSS"], name+"-1k-clients-RSS-MB")
 			b.ReportMetric(loaded["RssAnon"], name+"-1k-clients-anon-MB")
+			b.ReportMetric(loaded["Pss"], name+"-1k-clients-PSS-MB")
 			b.ReportMetric(loaded["VmHWM"], name+"-1k-clients-peak-RSS-MB")
 			b.ReportMetric((loaded["VmRSS"]-warmed["VmRSS"])*1024/(clients-warmClients), "KB/client")
 			b.ReportMetric((loaded["RssAnon"]-warmed["RssAnon"])*1024/(clients-warmClients), "KB/client-anon")
@@ -740,7 +729,7 @@ func startBareMochiBinary(b *testing.B, bin string) (pid int, addr string, stop 
 // by side, without clients: the real binary with an empty store and with
 // 10k TDs, Debian's mosquitto (set_tcp_nodelay, as the QoS 1 benchmarks
 // run it) and a bare mochi (internal/baremochi). It samples each one's
-// /proc/{pid}/status 2 s after it answered (the moment the other RSS
+// memory (memprof.ProcMB) 2 s after it answered (the moment the other RSS
 // benchmarks read) and then every 5 s until 190 s after that
 // (LMOS_BENCH_IDLE_SECS sets the window). The window outlasts the Go
 // runtime's forced collection, which touches the collector's code and
@@ -752,12 +741,12 @@ func startBareMochiBinary(b *testing.B, bin string) (pid int, addr string, stop 
 // (runtime/proc.go: forcegcperiod/2): so up to 180 s after start-up's
 // collection, which comes before the process answers.
 //
-// Per process it reports VmRSS at 2 s, the maximum over the window and at
-// its end, and RssAnon and RssFile at the end; and the hub's maximum over
-// mosquitto's. The hub releases its start-up pages 5 s after start-up
-// (internal/app, releaseAfter): the idle figure is the maximum from 10 s
-// on ("-idle-steady-max-"), the ratio is of those; the maximum over the
-// whole window includes start-up. Each process's series is logged.
+// Per process it reports VmRSS at 2 s and its maximum over the window; the
+// maximum from 10 s on ("-idle-steady-max-", past start-up's tail) and the
+// value at the end of VmRSS, RssAnon (heap and stacks: what the process
+// alone holds) and PSS (its share of the pages it maps, the binary's
+// counted once across processes); RssFile at the end; and the hub's
+// steady maxima over mosquitto's. Each process's series is logged.
 func BenchmarkSteadyIdleRSS(b *testing.B) {
 	if testing.Short() {
 		b.Skip("heavy benchmark")
@@ -822,19 +811,31 @@ func BenchmarkSteadyIdleRSS(b *testing.B) {
 		for _, p := range procs {
 			b.ReportMetric(p.at2s, p.name+"-idle-2s-RSS-MB")
 			b.ReportMetric(p.max, p.name+"-idle-max-RSS-MB")
-			b.ReportMetric(p.steadyMax, p.name+"-idle-steady-max-RSS-MB")
-			b.ReportMetric(p.end["VmRSS"], p.name+"-idle-end-RSS-MB")
-			b.ReportMetric(p.end["RssAnon"], p.name+"-idle-end-anon-MB")
+			for _, f := range steadyFields {
+				b.ReportMetric(p.steadyMax[f.field], p.name+"-idle-steady-max-"+f.unit)
+				b.ReportMetric(p.end[f.field], p.name+"-idle-end-"+f.unit)
+			}
 			b.ReportMetric(p.end["RssFile"], p.name+"-idle-end-file-MB")
-			b.Logf("%s VmRSS/RssAnon MB by seconds since it answered:%s", p.name, p.series.String())
+			b.Logf("%s VmRSS/RssAnon/PSS MB by seconds since it answered:%s", p.name, p.series.String())
 		}
-		b.ReportMetric(hub.steadyMax/mosq.steadyMax, "idle-steady-max-RSS-hub/mosquitto")
+		for _, f := range steadyFields {
+			b.ReportMetric(hub.steadyMax[f.field]/mosq.steadyMax[f.field], "idle-steady-max-"+strings.TrimSuffix(f.unit, "-MB")+"-hub/mosquitto")
+		}
 	}
 }
 
-// steadyFrom is when BenchmarkSteadyIdleRSS's idle figure starts: after
-// the hub released its start-up pages (5 s after start-up).
+// steadyFrom is when BenchmarkSteadyIdleRSS's idle figure starts: past
+// start-up's tail (the first write of the broker's state, the readiness
+// probe).
 const steadyFrom = 10 * time.Second
+
+// steadyFields are the readings BenchmarkSteadyIdleRSS reports for each
+// process, with the unit of their metrics.
+var steadyFields = []struct{ field, unit string }{
+	{"VmRSS", "RSS-MB"},
+	{"RssAnon", "anon-MB"},
+	{"Pss", "PSS-MB"},
+}
 
 // idleSampler is one process BenchmarkSteadyIdleRSS reads.
 type idleSampler struct {
@@ -844,10 +845,10 @@ type idleSampler struct {
 	taken int // offsets read so far
 	at2s  float64
 	max   float64
-	// steadyMax is the maximum from steadyFrom on.
-	steadyMax float64
+	// steadyMax is the maximum of each of steadyFields from steadyFrom on.
+	steadyMax map[string]float64
 	end       map[string]float64
-	// series: " t:VmRSS/RssAnon" per reading.
+	// series: " t:VmRSS/RssAnon/Pss" per reading.
 	series strings.Builder
 }
 
@@ -856,10 +857,10 @@ func (p *idleSampler) due(offsets []time.Duration) time.Time {
 	return p.start.Add(offsets[p.taken])
 }
 
-// sample reads the process's status as its next reading. A process
+// sample reads the process's memory as its next reading. A process
 // without VmRSS has exited (a zombie keeps its status file).
 func (p *idleSampler) sample(offsets []time.Duration) error {
-	mb, err := procStatusMB(p.pid)
+	mb, err := memprof.ProcMB(p.pid)
 	if err != nil {
 		return fmt.Errorf("%s (pid %d): %w", p.name, p.pid, err)
 	}
@@ -872,10 +873,15 @@ func (p *idleSampler) sample(offsets []time.Duration) error {
 	}
 	p.max = max(p.max, rss)
 	if offsets[p.taken] >= steadyFrom {
-		p.steadyMax = max(p.steadyMax, rss)
+		if p.steadyMax == nil {
+			p.steadyMax = map[string]float64{}
+		}
+		for _, f := range steadyFields {
+			p.steadyMax[f.field] = max(p.steadyMax[f.field], mb[f.field])
+		}
 	}
 	p.end = mb
-	fmt.Fprintf(&p.series, " %d:%.2f/%.2f", int(offsets[p.taken].Seconds()), rss, mb["RssAnon"])
+	fmt.Fprintf(&p.series, " %d:%.2f/%.2f/%.2f", int(offsets[p.taken].Seconds()), rss, mb["RssAnon"], mb["Pss"])
 	p.taken++
 	return nil
 }
