@@ -175,7 +175,7 @@ type Broker struct {
 	streams atomic.Int64
 	// forwards bounds requests forwarded to other transports.
 	forwards chan struct{}
-	// unserved counts requests no subscription matched (unserved.go).
+	// unserved counts requests no subscription matched (nosubscriber.go).
 	unserved atomic.Uint64
 
 	// lns are the listeners added (Listen, Serves), closed by Close when
@@ -200,7 +200,7 @@ type Broker struct {
 	refused refusals
 	// gates orders connections with the same client id; reuseTimeouts
 	// counts those that went ahead without waiting for the earlier one
-	// (reuse.go).
+	// (sameclientid.go).
 	gates         idGates
 	reuseTimeouts atomic.Uint64
 	// hooks are the hooks the broker added to mochi, in order: the hub's
