@@ -161,6 +161,7 @@ type Config struct {
 type Broker struct {
 	cfg    Config
 	reg    *hub.Registry
+	dec    hub.Decoder // reg's, for every payload and TD the broker decodes
 	creds  hub.CredentialStore
 	adm    *hub.Admission // the join policy (hub/join.go)
 	access *hub.Access    // the access policy (access.go)
@@ -329,6 +330,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	b := &Broker{
 		cfg:    cfg,
 		reg:    reg,
+		dec:    reg.Decoder(),
 		creds:  creds,
 		log:    log,
 		server: server,

@@ -115,7 +115,7 @@ func (b *Broker) onReply(_ *mochi.Client, _ packets.Subscription, pk packets.Pac
 		return
 	}
 	status, hasStatus := userProperty(pk, statusProperty)
-	res := parseReply(b.reg.Decoder(), pk.Payload, pk.Properties.ContentType, rt.contentType, status, hasStatus)
+	res := parseReply(b.dec, pk.Payload, pk.Properties.ContentType, rt.contentType, status, hasStatus)
 	ch := rt.ch
 	if res.Final() {
 		ch = rt.final
@@ -205,7 +205,7 @@ func (b *Broker) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.
 		if res.Status == hub.StatusFailed {
 			return res
 		}
-		data, err := b.reg.Decoder().Transcode(res.Data, res.ContentType, accept)
+		data, err := b.dec.Transcode(res.Data, res.ContentType, accept)
 		if err != nil {
 			p := agentProblem("the Thing sent a payload that is not valid " + res.ContentType)
 			return hub.Result{Status: hub.StatusFailed, Problem: p}
@@ -248,7 +248,7 @@ func (b *Broker) publishInput(topic string, in hub.Interaction, agentCT string, 
 	if b.Subscribers(topic) == 0 {
 		return hub.Errorf(hub.EUNAVAILABLE, "Thing %q does not serve %q over mqtt now (no subscriber)", in.ThingID, in.Name)
 	}
-	payload, err := b.reg.Decoder().Transcode(in.Input, in.ContentType, agentCT)
+	payload, err := b.dec.Transcode(in.Input, in.ContentType, agentCT)
 	if err != nil {
 		return err
 	}
