@@ -149,7 +149,7 @@ func schemaValue(v any) any {
 // schema the TD gives for it (a property's own schema, an action's
 // "input"), so that no consumer, whatever its transport, reaches an agent
 // with a value the TD rules out.
-func checkInput(in Interaction) error {
+func checkInput(in Interaction, dec Decoder) error {
 	var schema map[string]any
 	var key string
 	switch in.Op {
@@ -162,7 +162,7 @@ func checkInput(in Interaction) error {
 	if schema == nil || len(in.Input) == 0 {
 		return nil
 	}
-	v, err := DecodeValue(in.Input, in.ContentType)
+	v, err := dec.DecodeValue(in.Input, in.ContentType)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func TestCheckDataSchema(t *testing.T) {
 		return m
 	}
 	value := func(s string) any {
-		v, err := DecodeValue([]byte(s), lmos.MediaJSON)
+		v, err := Decoder{}.DecodeValue([]byte(s), lmos.MediaJSON)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestCheckInput(t *testing.T) {
 		{OpWriteProperty, "properties", "p", `7`, false},
 		{OpWriteProperty, "properties", "p", `"x"`, true},
 	} {
-		err := checkInput(Interaction{Op: c.op, Name: c.name, Input: []byte(c.input), ContentType: lmos.MediaJSON, Affordance: aff(c.member, c.name)})
+		err := checkInput(Interaction{Op: c.op, Name: c.name, Input: []byte(c.input), ContentType: lmos.MediaJSON, Affordance: aff(c.member, c.name)}, Decoder{})
 		if (ErrorCode(err) == EINVALID) != c.invalid || (err != nil && !c.invalid) {
 			t.Errorf("%s %s %s: %v", c.op, c.name, c.input, err)
 		}
@@ -146,7 +146,7 @@ func TestCheckInputCompilesOnce(t *testing.T) {
 	in := Interaction{Op: OpInvokeAction, Name: "go", ContentType: lmos.MediaJSON, Thing: &th,
 		Affordance: doc["actions"].(map[string]any)["go"].(map[string]any)}
 	in.Input = []byte(`"ABC123"`)
-	if err := checkInput(in); ErrorCode(err) != EINVALID {
+	if err := checkInput(in, Decoder{}); ErrorCode(err) != EINVALID {
 		t.Fatalf("ABC123: %v, want invalid", err)
 	}
 	first := th.Summary.schemas.Load().m["actions/go"]
@@ -154,7 +154,7 @@ func TestCheckInputCompilesOnce(t *testing.T) {
 		t.Fatalf("schema not cached: %+v", first)
 	}
 	in.Input = []byte(`"123"`)
-	if err := checkInput(in); err != nil {
+	if err := checkInput(in, Decoder{}); err != nil {
 		t.Fatalf("123: %v", err)
 	}
 	if th.Summary.schemas.Load().m["actions/go"] != first {
@@ -164,7 +164,7 @@ func TestCheckInputCompilesOnce(t *testing.T) {
 	// same Summary) is checked against its own schema, not the cached one.
 	in.Affordance = map[string]any{"input": map[string]any{"type": "string", "pattern": "^[A-Z0-9]+$"}}
 	in.Input = []byte(`"ABC123"`)
-	if err := checkInput(in); err != nil {
+	if err := checkInput(in, Decoder{}); err != nil {
 		t.Fatalf("new schema: %v", err)
 	}
 }
@@ -182,7 +182,7 @@ func BenchmarkCheckInput(b *testing.B) {
 	in := Interaction{Op: OpInvokeAction, Name: "order", ContentType: lmos.MediaJSON, Thing: &th,
 		Affordance: doc["actions"].(map[string]any)["order"].(map[string]any), Input: []byte(`{"code":"123","qty":10,"at":[1.5,2]}`)}
 	for b.Loop() {
-		if err := checkInput(in); err != nil {
+		if err := checkInput(in, Decoder{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"strconv"
-	"sync/atomic"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 )
@@ -15,27 +14,27 @@ import (
 // cost more per byte, so the limit comes first.
 const DefaultMaxDepth = 32
 
-var maxDepth atomic.Int64
-
-func init() { maxDepth.Store(DefaultMaxDepth) }
-
-// SetMaxDepth sets the nesting limit every incoming document passes
-// (registry.maxDepth); n <= 0 restores the default. It is a process-wide
-// setting because every door parses TDs through ParseDocument.
-func SetMaxDepth(n int) {
-	if n <= 0 {
-		n = DefaultMaxDepth
-	}
-	maxDepth.Store(int64(n))
+// Decoder parses the documents and decodes the payloads that reach the
+// hub, refusing any that nest deeper than MaxDepth (registry.maxDepth).
+// Every door decodes with its Registry's Decoder (Registry.Decoder), so
+// the limit is the same on each; the zero Decoder has DefaultMaxDepth.
+type Decoder struct {
+	// MaxDepth is the deepest nesting of a TD (DefaultMaxDepth when <= 0).
+	MaxDepth int
 }
 
-// MaxDepth returns the current nesting limit.
-func MaxDepth() int { return int(maxDepth.Load()) }
+// limit returns the nesting limit of a TD.
+func (d Decoder) limit() int {
+	if d.MaxDepth <= 0 {
+		return DefaultMaxDepth
+	}
+	return d.MaxDepth
+}
 
-// checkDepth refuses raw when its objects and arrays nest deeper than the
-// limit, naming the JSON pointer of the first container that is too deep
-// (jsonx.TooDeep); it runs before the document is decoded.
-func checkDepth(raw []byte) error { return checkDepthLimit(raw, MaxDepth()) }
+// ParseDocument is the package's ParseDocument with d's nesting limit.
+func (d Decoder) ParseDocument(raw []byte) (map[string]any, error) {
+	return parseDocument(raw, d.limit())
+}
 
 // payloadDepthSlack is how much deeper than a TD a decoded JSON payload
 // may nest: a WebSocket envelope holds a TD one level down, and a TD that

@@ -132,13 +132,13 @@ func MatchGroupFilter(filter, rest string) bool { return lmos.MatchGroupFilter(f
 
 // Value is the message's payload for a client that reads media (JSON or
 // CBOR), and the content type to tell it: the JSON or CBOR value the
-// payload holds, transcoded as the gateway does elsewhere, with the
+// payload holds, transcoded with dec as the gateway does elsewhere, with the
 // content type it was published with. A payload that is neither (another
 // content type, or one that does not parse as the type it claims) is
 // carried as bytes — a base64 string in JSON, a byte string in CBOR — with
 // its content type, application/octet-stream when it had none (PROTOCOL
 // §7). An empty payload has no value (nil).
-func (m GroupMessage) Value(media string) ([]byte, string) {
+func (m GroupMessage) Value(dec Decoder, media string) ([]byte, string) {
 	mt := lmos.MediaType(m.ContentType)
 	from := ""
 	switch {
@@ -148,7 +148,7 @@ func (m GroupMessage) Value(media string) ([]byte, string) {
 		from = lmos.MediaCBOR
 	}
 	if from != "" {
-		if b, err := Transcode(m.Payload, from, media); err == nil {
+		if b, err := dec.Transcode(m.Payload, from, media); err == nil {
 			return b, m.ContentType
 		}
 	}

@@ -126,7 +126,7 @@ func TestGroupMessageValue(t *testing.T) {
 		{"claims json", hub.GroupMessage{Payload: []byte("{"), ContentType: "application/json"}, lmos.MediaCBOR, cborOf([]byte("{")), "application/octet-stream", true},
 	}
 	for _, c := range cases {
-		got, ct := c.msg.Value(c.media)
+		got, ct := c.msg.Value(hub.Decoder{}, c.media)
 		if string(got) != string(c.want) || ct != c.wantCT {
 			t.Errorf("%s: %x %q, want %x %q", c.name, got, ct, c.want, c.wantCT)
 		}

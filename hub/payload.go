@@ -9,8 +9,8 @@ import (
 // DecodeValue decodes a JSON or CBOR payload (per contentType) into a JSON
 // data-model value (internal/codec), a JSON one nested at most a little
 // deeper than a TD may be. Errors are EINVALID.
-func DecodeValue(data []byte, contentType string) (any, error) {
-	v, err := codec.Decode(data, contentType, MaxDepth()+payloadDepthSlack)
+func (d Decoder) DecodeValue(data []byte, contentType string) (any, error) {
+	v, err := codec.Decode(data, contentType, d.limit()+payloadDepthSlack)
 	return v, codecError(err)
 }
 
@@ -25,8 +25,8 @@ func EncodeValue(v any, contentType string) ([]byte, error) {
 // Transcode converts a payload between JSON and CBOR (PROTOCOL §4.2). Same
 // encodings pass through untouched once the payload is checked; an empty
 // payload stays empty. Errors are EINVALID.
-func Transcode(data []byte, from, to string) ([]byte, error) {
-	b, err := codec.Transcode(data, from, to, MaxDepth()+payloadDepthSlack)
+func (d Decoder) Transcode(data []byte, from, to string) ([]byte, error) {
+	b, err := codec.Transcode(data, from, to, d.limit()+payloadDepthSlack)
 	return b, codecError(err)
 }
 

@@ -21,7 +21,7 @@ func TestCodecRefusalsAreInvalid(t *testing.T) {
 		{lmos.MediaJSON, lmos.MediaJSON, []byte(`{"a":`), "invalid JSON payload"},
 		{lmos.MediaJSON, lmos.MediaCBOR, []byte(`1e400`), "cannot encode the payload as CBOR: the number 1e400 is out of range"},
 	} {
-		_, err := Transcode(c.in, c.from, c.to)
+		_, err := Decoder{}.Transcode(c.in, c.from, c.to)
 		if ErrorCode(err) != EINVALID || !strings.HasPrefix(err.Error(), c.msg) {
 			t.Errorf("%q %s→%s: %v, want EINVALID %q", c.in, c.from, c.to, err, c.msg)
 		}

@@ -27,6 +27,10 @@ type RegistryOptions struct {
 	MaxBatch int
 	// MaxThings caps the number of registered Things (0 = unlimited).
 	MaxThings int
+	// MaxDepth caps how deep a Thing Description nests, on every door
+	// (registry.maxDepth; default DefaultMaxDepth); payloads may nest a
+	// little deeper. Doors decode with Registry.Decoder.
+	MaxDepth int
 	// MaxTDBytes caps one stored Thing Description, on every door and
 	// after a merge patch (default DefaultMaxTDBytes).
 	MaxTDBytes int
@@ -248,6 +252,10 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 	return r, nil
 }
 
+// Decoder is how every door parses documents and decodes payloads: with
+// the registry's nesting limit (RegistryOptions.MaxDepth).
+func (r *Registry) Decoder() Decoder { return Decoder{MaxDepth: r.opts.MaxDepth} }
+
 // withDefaults fills in the options left at zero.
 func (opts RegistryOptions) withDefaults() RegistryOptions {
 	if opts.Now == nil {
@@ -258,6 +266,9 @@ func (opts RegistryOptions) withDefaults() RegistryOptions {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 256
+	}
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
 	}
 	if opts.SubscriberBuffer <= 0 {
 		opts.SubscriberBuffer = 256
@@ -393,7 +404,7 @@ func (r *Registry) loadSummary(rec ThingRecord) *Summary {
 			return nil
 		}
 	}
-	doc, err := ParseDocument(raw)
+	doc, err := r.Decoder().ParseDocument(raw)
 	if err != nil {
 		// A stored document was valid when accepted; losing the whole
 		// registry over one bad record would be worse.
@@ -442,7 +453,7 @@ func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (strin
 	if err := r.checkSize(len(raw)); err != nil {
 		return "", err
 	}
-	doc, err := ParseDocument(raw)
+	doc, err := r.Decoder().ParseDocument(raw)
 	if err != nil {
 		return "", err
 	}
@@ -527,7 +538,7 @@ func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
 	if err := r.checkSize(len(raw)); err != nil {
 		return nil, err
 	}
-	doc, err := parseObject(raw)
+	doc, err := parseObject(raw, r.opts.MaxDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +642,7 @@ func (r *Registry) patch(ctx context.Context, id string, raw []byte, c Precondit
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	patch, err := ParseDocument(raw)
+	patch, err := r.Decoder().ParseDocument(raw)
 	if err != nil {
 		if e, ok := err.(*Error); ok && e.Message == errNotObject {
 			return &Error{Code: EINVALID, Message: "a merge patch for a Thing Description must be a JSON object",
@@ -729,7 +740,7 @@ func (r *Registry) Document(id string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseDocument(raw)
+	return r.Decoder().ParseDocument(raw)
 }
 
 // List returns up to limit Things (all when limit <= 0) starting at offset,

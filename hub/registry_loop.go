@@ -570,7 +570,7 @@ func (r *Registry) currentDoc(id string) (map[string]any, error) {
 	if err != nil {
 		return nil, &Error{Code: EINTERNAL, Message: "cannot read the stored document", Err: err}
 	}
-	return ParseDocument(raw)
+	return r.Decoder().ParseDocument(raw)
 }
 
 // errUnchanged marks an op that succeeded without changing anything.

@@ -89,7 +89,7 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 	if (in.Op == OpReadProperty || in.Op == OpObserveProperty) && in.Affordance["writeOnly"] == true {
 		return Errorf(EMETHOD, "property %q of Thing %q is write-only", in.Name, in.ThingID)
 	}
-	if err := checkInput(in); err != nil {
+	if err := checkInput(in, r.reg.Decoder()); err != nil {
 		return err
 	}
 	final := false

@@ -294,7 +294,7 @@ func (r *Registry) documents(things []*Thing) ([]*Thing, []map[string]any, error
 				ids[i], at[t.ID] = t.ID, lo+i
 			}
 			errs[w] = r.store.ThingsRaw(ids, func(id string, raw []byte) error {
-				doc, err := ParseDocument(raw)
+				doc, err := r.Decoder().ParseDocument(raw)
 				if err != nil {
 					r.log.Error("skipping unreadable stored thing", "id", id, "err", err)
 					return nil

@@ -22,9 +22,12 @@ const maxIDBytes = 512
 // ParseDocument decodes raw as one JSON object using json.Decoder with UseNumber (numbers stay json.Number,
 // so re-marshalling keeps their text). Trailing data after the object is an error. Not an object (array,
 // string, null…) is an error. Errors are *Error{Code: EINVALID, Message: "invalid JSON: <short reason>"}
-// or "a Thing Description must be a JSON object".
-func ParseDocument(raw []byte) (map[string]any, error) {
-	doc, err := parseObject(raw)
+// or "a Thing Description must be a JSON object". A document nested deeper than DefaultMaxDepth is
+// refused (registry.maxDepth); a door parses with its Registry's Decoder, which has the configured limit.
+func ParseDocument(raw []byte) (map[string]any, error) { return parseDocument(raw, DefaultMaxDepth) }
+
+func parseDocument(raw []byte, maxDepth int) (map[string]any, error) {
+	doc, err := parseObject(raw, maxDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -34,16 +37,16 @@ func ParseDocument(raw []byte) (map[string]any, error) {
 	return doc, nil
 }
 
-// parseObject is ParseDocument without the check for a member name twice
+// parseObject is parseDocument without the check for a member name twice
 // in one object (duplicateMember).
-func parseObject(raw []byte) (map[string]any, error) {
+func parseObject(raw []byte, maxDepth int) (map[string]any, error) {
 	// encoding/json silently replaces invalid UTF-8 with U+FFFD, so the parsed
 	// document (and its id) could differ from the raw bytes the store keeps.
 	// RFC 8259 requires UTF-8 anyway.
 	if !utf8.Valid(raw) {
 		return nil, invalidJSONError("not valid UTF-8")
 	}
-	if err := checkDepth(raw); err != nil {
+	if err := checkDepthLimit(raw, maxDepth); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))

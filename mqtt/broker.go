@@ -161,6 +161,7 @@ type Config struct {
 type Broker struct {
 	cfg    Config
 	reg    *hub.Registry
+	dec    hub.Decoder // reg's, for every payload and TD the broker decodes
 	creds  hub.CredentialStore
 	adm    *hub.Admission // the join policy (hub/join.go)
 	access *hub.Access    // the access policy (access.go)
@@ -175,7 +176,7 @@ type Broker struct {
 	streams atomic.Int64
 	// forwards bounds requests forwarded to other transports.
 	forwards chan struct{}
-	// unserved counts requests no subscription matched (unserved.go).
+	// unserved counts requests no subscription matched (nosubscriber.go).
 	unserved atomic.Uint64
 
 	// lns are the listeners added (Listen, Serves), closed by Close when
@@ -193,7 +194,7 @@ type Broker struct {
 	refused refusals
 	// gates orders connections with the same client id; reuseTimeouts
 	// counts those that went ahead without waiting for the earlier one
-	// (reuse.go).
+	// (sameclientid.go).
 	gates         idGates
 	reuseTimeouts atomic.Uint64
 	// hooks are the hooks the broker added to mochi, in order: the hub's
@@ -322,6 +323,7 @@ func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg C
 	b := &Broker{
 		cfg:    cfg,
 		reg:    reg,
+		dec:    reg.Decoder(),
 		creds:  creds,
 		log:    log,
 		server: server,

@@ -30,7 +30,7 @@ func TestDecodeTD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeTD(cb, "application/cbor")
+	got, err := decodeTD(hub.Decoder{}, cb, "application/cbor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestDecodeTD(t *testing.T) {
 	if err := json.Unmarshal(got, &back); err != nil || back["id"] != "urn:a" || back["title"] != "A" {
 		t.Fatalf("CBOR TD decoded to %s (%v)", got, err)
 	}
-	if got, err := decodeTD(td, ""); err != nil || !bytes.Equal(got, td) {
+	if got, err := decodeTD(hub.Decoder{}, td, ""); err != nil || !bytes.Equal(got, td) {
 		t.Fatalf("JSON TD: %s %v", got, err)
 	}
 	bad := map[string][]byte{
@@ -53,7 +53,7 @@ func TestDecodeTD(t *testing.T) {
 		"bad utf8":      {0xa1, 0x61, 0xff, 0x01},
 	}
 	for name, p := range bad {
-		_, err := decodeTD(p, "application/cbor")
+		_, err := decodeTD(hub.Decoder{}, p, "application/cbor")
 		if hub.ErrorCode(err) != hub.EINVALID {
 			t.Errorf("%s: err = %v, want invalid", name, err)
 		}
@@ -75,7 +75,7 @@ func FuzzDecodeTD(f *testing.F) {
 		if isCBOR {
 			ct = "application/cbor"
 		}
-		out, err := decodeTD(payload, ct)
+		out, err := decodeTD(hub.Decoder{}, payload, ct)
 		if err != nil {
 			if hub.ErrorCode(err) != hub.EINVALID {
 				t.Fatalf("error code %q: %v", hub.ErrorCode(err), err)

@@ -58,7 +58,7 @@ func (h *binding) groupAction(cl *mochi.Client, gid, action string, pk packets.P
 	ct := lmos.MediaOf(pk.Properties.ContentType)
 	var input []byte
 	if len(pk.Payload) > 0 {
-		if _, err := hub.DecodeValue(pk.Payload, ct); err != nil {
+		if _, err := h.b.dec.DecodeValue(pk.Payload, ct); err != nil {
 			return fail(err)
 		}
 		input = bytes.Clone(pk.Payload)

@@ -79,7 +79,7 @@ func selfOf(username []byte) string {
 // valid (MQTT 3.1.1: 0x02 identifier rejected). A client id the broker
 // assigns is a random one (inbox.go). From here until the client is in
 // mochi's table, connections with one client id pass one at a time
-// (reuse.go), so the checks here still hold when the session is taken.
+// (sameclientid.go), so the checks here still hold when the session is taken.
 func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	if c, ok := cl.Net.Conn.(*outConn); ok {
 		// mochi sets the keep-alive deadline next, replacing awaitConnect's.

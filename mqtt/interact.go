@@ -115,7 +115,7 @@ func (b *Broker) onReply(_ *mochi.Client, _ packets.Subscription, pk packets.Pac
 		return
 	}
 	status, hasStatus := userProperty(pk, statusProperty)
-	res := parseReply(pk.Payload, pk.Properties.ContentType, rt.contentType, status, hasStatus)
+	res := parseReply(b.dec, pk.Payload, pk.Properties.ContentType, rt.contentType, status, hasStatus)
 	ch := rt.ch
 	if res.Final() {
 		ch = rt.final
@@ -145,7 +145,7 @@ func userProperty(pk packets.Packet, key string) (string, bool) {
 // form's fallback), and for failed its problem object. Data stays encoded
 // as the agent sent it; ContentType says how. A status outside the four is
 // a failure of the agent.
-func parseReply(payload []byte, contentType, fallback string, status string, hasStatus bool) hub.Result {
+func parseReply(dec hub.Decoder, payload []byte, contentType, fallback string, status string, hasStatus bool) hub.Result {
 	if contentType == "" {
 		contentType = fallback
 	}
@@ -157,7 +157,7 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 	case hub.StatusPending, hub.StatusRunning, hub.StatusCompleted:
 		return hub.Result{Status: status, Data: payload, ContentType: ct}
 	case hub.StatusFailed:
-		return hub.Result{Status: hub.StatusFailed, Problem: decodeProblem(payload, ct)}
+		return hub.Result{Status: hub.StatusFailed, Problem: decodeProblem(dec, payload, ct)}
 	}
 	return hub.Result{Status: hub.StatusFailed, Problem: agentProblem(fmt.Sprintf("the Thing answered with an unknown %s %q", statusProperty, lmos.Truncate(status, 64)))}
 }
@@ -165,10 +165,10 @@ func parseReply(payload []byte, contentType, fallback string, status string, has
 // decodeProblem reads the problem object of a failed result (JSON or CBOR)
 // into the problem of hub.ThingFailed; a payload that is no object is
 // replaced.
-func decodeProblem(payload []byte, contentType string) *lmos.Problem {
+func decodeProblem(dec hub.Decoder, payload []byte, contentType string) *lmos.Problem {
 	var obj map[string]any
 	if len(payload) > 0 {
-		v, err := hub.DecodeValue(payload, contentType)
+		v, err := dec.DecodeValue(payload, contentType)
 		var ok bool
 		if obj, ok = v.(map[string]any); err != nil || !ok {
 			return agentProblem(hub.ThingFailure + " without a problem object")
@@ -205,7 +205,7 @@ func (b *Broker) Deliver(ctx context.Context, in hub.Interaction, emit func(hub.
 		if res.Status == hub.StatusFailed {
 			return res
 		}
-		data, err := hub.Transcode(res.Data, res.ContentType, accept)
+		data, err := b.dec.Transcode(res.Data, res.ContentType, accept)
 		if err != nil {
 			p := agentProblem("the Thing sent a payload that is not valid " + res.ContentType)
 			return hub.Result{Status: hub.StatusFailed, Problem: p}
@@ -248,7 +248,7 @@ func (b *Broker) publishInput(topic string, in hub.Interaction, agentCT string, 
 	if b.Subscribers(topic) == 0 {
 		return hub.Errorf(hub.EUNAVAILABLE, "Thing %q does not serve %q over mqtt now (no subscriber)", in.ThingID, in.Name)
 	}
-	payload, err := hub.Transcode(in.Input, in.ContentType, agentCT)
+	payload, err := b.dec.Transcode(in.Input, in.ContentType, agentCT)
 	if err != nil {
 		return err
 	}

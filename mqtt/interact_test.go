@@ -34,7 +34,7 @@ func TestParseReply(t *testing.T) {
 		{"failed with wrong member types", []byte(`{"type":7,"detail":["x"]}`), "", "", "failed", true, "failed", "", lmos.ErrorTypeBase + hub.EFAILED, "reported a failure"},
 		{"unknown status", []byte(`1`), "", "", "done", true, "failed", "", lmos.ErrorTypeBase + hub.EFAILED, `unknown lmos-status "done"`},
 	} {
-		r := parseReply(c.payload, c.ct, c.fallback, c.status, c.has)
+		r := parseReply(hub.Decoder{}, c.payload, c.ct, c.fallback, c.status, c.has)
 		if r.Status != c.wantStatus {
 			t.Errorf("%s: status %q", c.name, r.Status)
 			continue
@@ -51,10 +51,10 @@ func TestParseReply(t *testing.T) {
 		}
 	}
 	long := `{"detail":"` + strings.Repeat("é", 5000) + `"}`
-	if p := parseReply([]byte(long), "", "", "failed", true).Problem; len(p.Detail) > 4096 || !utf8.ValidString(p.Detail) {
+	if p := parseReply(hub.Decoder{}, []byte(long), "", "", "failed", true).Problem; len(p.Detail) > 4096 || !utf8.ValidString(p.Detail) {
 		t.Errorf("long detail: %d bytes, valid %v", len(p.Detail), utf8.ValidString(p.Detail))
 	}
-	if p := parseReply(cborBomb(100), "application/cbor", "", "failed", true).Problem; !strings.Contains(p.Detail, "without a problem") {
+	if p := parseReply(hub.Decoder{}, cborBomb(100), "application/cbor", "", "failed", true).Problem; !strings.Contains(p.Detail, "without a problem") {
 		t.Errorf("nested CBOR: %+v", p)
 	}
 }
@@ -72,7 +72,7 @@ func FuzzParseReply(f *testing.F) {
 	f.Add([]byte{}, "", "")
 	f.Add([]byte("\xff"), "text/plain", "weird\x00")
 	f.Fuzz(func(t *testing.T, payload []byte, ct, status string) {
-		r := parseReply(payload, ct, lmos.MediaJSON, status, status != "")
+		r := parseReply(hub.Decoder{}, payload, ct, lmos.MediaJSON, status, status != "")
 		switch r.Status {
 		case hub.StatusPending, hub.StatusRunning, hub.StatusCompleted:
 			if r.Problem != nil || (r.ContentType != lmos.MediaJSON && r.ContentType != lmos.MediaCBOR) {

@@ -50,11 +50,11 @@ func problemOf(err error) *lmos.Problem {
 // decodeTD returns a TD payload as JSON: CBOR when the MQTT 5 Content Type
 // says application/cbor (decoded with hub's limits for hostile input), JSON
 // otherwise (validated later by the registry).
-func decodeTD(payload []byte, contentType string) ([]byte, error) {
+func decodeTD(dec hub.Decoder, payload []byte, contentType string) ([]byte, error) {
 	if lmos.MediaOf(contentType) != lmos.MediaCBOR {
 		return payload, nil
 	}
-	v, err := hub.DecodeValue(payload, contentType)
+	v, err := dec.DecodeValue(payload, contentType)
 	if err != nil {
 		return nil, err
 	}

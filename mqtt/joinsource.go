@@ -104,7 +104,7 @@ func (b *Broker) prepareTD(payload []byte, contentType, remote string) (*hub.Pre
 	if max := b.reg.MaxTDBytes(); len(payload) > max {
 		return nil, hub.TooLarge(len(payload), max)
 	}
-	raw, err := decodeTD(payload, contentType)
+	raw, err := decodeTD(b.dec, payload, contentType)
 	if err != nil {
 		return nil, err
 	}

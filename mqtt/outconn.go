@@ -105,7 +105,7 @@ type outConn struct {
 	connected atomic.Bool
 
 	// served is closed once mochi's handling of the connection has
-	// returned, its session cleanup included (reuse.go).
+	// returned, its session cleanup included (sameclientid.go).
 	served chan struct{}
 
 	// writeTimeout bounds each write; onStall is told when one ran out.

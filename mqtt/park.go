@@ -188,7 +188,7 @@ func (c *outConn) claim(p *parked) bool {
 
 // endClosed ends the session of p, claimed by a close of its connection,
 // on a goroutine of its own: the closer may hold locks the end takes, or
-// wait for the end (reuse.go, makeWay).
+// wait for the end (sameclientid.go, makeWay).
 func (p *parked) endClosed() {
 	p.pk.forget(p.token)
 	go p.ln.broker.endParked(p, errClosedParked)

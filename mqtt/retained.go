@@ -118,7 +118,7 @@ func (h *binding) OnPacketProcessed(cl *mochi.Client, pk packets.Packet, _ error
 
 // OnSessionEstablished starts the client's QoS 1/2 flow control (qos.go).
 // The client is in mochi's table now: the next connection with its id
-// may go ahead (reuse.go).
+// may go ahead (sameclientid.go).
 func (h *binding) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	h.b.subs.changed() // a resumed session's subscriptions (subcache.go)
 	if c, ok := cl.Net.Conn.(*outConn); ok {

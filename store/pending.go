@@ -13,8 +13,6 @@ import (
 // hub.PendingJoin), so the pending list survives a restart.
 var bucketPending = []byte("pending")
 
-var _ hub.PendingStore = (*DB)(nil)
-
 // PutPending stores a parked join durably, replacing one of the same id,
 // and deletes the entries drop (evicted for it) in the same commit.
 func (s *DB) PutPending(p hub.PendingJoin, drop ...string) error {

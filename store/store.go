@@ -72,6 +72,16 @@ var (
 	keyLastSeq = []byte("lastseq")
 )
 
+// DB is every store the domain and the broker adapter ask for; the checks
+// keep a changed interface from compiling past it.
+var (
+	_ hub.Store           = (*DB)(nil)
+	_ hub.PendingStore    = (*DB)(nil)
+	_ hub.TokenStore      = (*DB)(nil)
+	_ hub.CredentialStore = (*DB)(nil)
+	_ hub.BrokerStore     = (*DB)(nil)
+)
+
 // DB is the bbolt-backed store. It is safe for concurrent use; Commit is
 // meant to be called by one goroutine at a time (bbolt serialises writers
 // anyway).

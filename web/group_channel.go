@@ -115,7 +115,7 @@ func (s *Server) groupChannel(w http.ResponseWriter, r *http.Request) {
 				end(err, true)
 				return
 			}
-			data, ct := m.Value(lmos.MediaJSON)
+			data, ct := m.Value(s.reg.Decoder(), lmos.MediaJSON)
 			out := struct {
 				Topic       string          `json:"topic"`
 				Data        json.RawMessage `json:"data,omitempty"`

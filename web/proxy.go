@@ -88,7 +88,7 @@ func (s *Server) readInput(w http.ResponseWriter, r *http.Request, optional bool
 	if len(body) == 0 && optional {
 		return nil, ct, nil
 	}
-	if _, err := hub.DecodeValue(body, ct); err != nil {
+	if _, err := s.reg.Decoder().DecodeValue(body, ct); err != nil {
 		return nil, "", err
 	}
 	return body, ct, nil

@@ -166,10 +166,10 @@ func (m *Main) openStore(context.Context) error {
 // it as their adapters open).
 func (m *Main) openRegistry(context.Context) error {
 	cfg := m.Config
-	hub.SetMaxDepth(cfg.Registry.MaxDepth)
 	reg, err := hub.NewRegistry(m.DB, hub.RegistryOptions{
 		Now:                m.Now,
 		Logger:             m.Logger.With("component", "registry"),
+		MaxDepth:           cfg.Registry.MaxDepth,
 		MaxThings:          cfg.Registry.MaxThings,
 		MaxTDBytes:         cfg.Registry.MaxTDBytes,
 		MaxBytes:           cfg.Registry.MaxBytes,

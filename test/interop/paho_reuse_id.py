@@ -1,4 +1,4 @@
-"""Reconnects and takeovers that reuse one client id (mqtt/reuse_test.go).
+"""Reconnects and takeovers that reuse one client id (mqtt/sameclientid_test.go).
 
 Usage: paho_reuse_id.py HOST PORT ROUNDS NSUBS
 

@@ -399,7 +399,7 @@ func (g *Transport) Deliver(ctx context.Context, in hub.Interaction, emit func(h
 		accept = in.ContentType
 	}
 	accept = lmos.MediaOf(accept)
-	input, err := hub.Transcode(in.Input, in.ContentType, media)
+	input, err := g.reg.Decoder().Transcode(in.Input, in.ContentType, media)
 	if err != nil {
 		return err
 	}

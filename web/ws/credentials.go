@@ -103,7 +103,7 @@ func (wc *wsConn) sendCredential(thing, gid string) {
 	if media == "" {
 		media = lmos.MediaJSON
 	}
-	payload, err := hub.Transcode(cred, lmos.MediaJSON, media)
+	payload, err := wc.g.reg.Decoder().Transcode(cred, lmos.MediaJSON, media)
 	if err != nil {
 		wc.log.Warn("cannot encode a membership credential", "thing", thing, "group", gid, "err", err)
 		return

@@ -230,7 +230,7 @@ func (wc *wsConn) subscribeGroup(bus hub.GroupChannels, m *wsMessage) {
 			}
 			out := &wsOut{MessageID: uuid.NewString(), MessageType: lmos.WSGroupMessage, CorrelationID: m.MessageID,
 				Group: msg.Group, Topic: msg.Topic[prefix:]}
-			data, ct := msg.Value(media)
+			data, ct := msg.Value(wc.g.reg.Decoder(), media)
 			out.Data, out.ContentType = rawValue(data), ct
 			wc.enqueueGated(out, media, dropIfFull, &sub.gone)
 		},

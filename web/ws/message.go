@@ -101,13 +101,13 @@ func frameType(media string) websocket.MessageType {
 // CBOR limits) holding an object. A frame that does not decode to an object
 // is errUnparseable; members of the wrong type are EINVALID. It is long
 // because it checks each member of the envelope in turn.
-func decodeMessage(frame []byte, media string) (*wsMessage, error) {
+func decodeMessage(dec hub.Decoder, frame []byte, media string) (*wsMessage, error) {
 	// encoding/json would replace invalid UTF-8 silently (RFC 6455 requires
 	// UTF-8 in text frames, coder/websocket does not check it).
 	if media == lmos.MediaJSON && !utf8.Valid(frame) {
 		return nil, errUnparseable
 	}
-	v, err := hub.DecodeValue(frame, media)
+	v, err := dec.DecodeValue(frame, media)
 	if err != nil {
 		return nil, errUnparseable
 	}

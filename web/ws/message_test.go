@@ -26,7 +26,7 @@ func TestDecodeMessageSpellings(t *testing.T) {
 		{frame: `{"messageType":"invokeAction","thingId":"urn:a","action":"add","input":{"a":1}}`, typ: mtInvokeAction, thing: "urn:a", name: "add", value: `{"a":1}`},
 		{frame: `{"messageType":"actionStatus","thingId":"urn:a","correlationID":"c","action":"add","status":"running","output":[1]}`, typ: mtActionStatus, thing: "urn:a", name: "add", value: `[1]`},
 	} {
-		m, err := decodeMessage([]byte(tc.frame), lmos.MediaJSON)
+		m, err := decodeMessage(hub.Decoder{}, []byte(tc.frame), lmos.MediaJSON)
 		if err != nil {
 			t.Errorf("%s: %v", tc.frame, err)
 			continue
@@ -42,12 +42,12 @@ func TestDecodeMessageSpellings(t *testing.T) {
 	}
 	// The same object in CBOR.
 	b, _ := cbor.Marshal(map[string]any{"messageType": "invokeAction", "thingId": "urn:a", "action": "add", "input": map[string]any{"a": 1}})
-	m, err := decodeMessage(b, lmos.MediaCBOR)
+	m, err := decodeMessage(hub.Decoder{}, b, lmos.MediaCBOR)
 	if err != nil || m.MessageType != mtInvokeAction || m.Name != "add" || !m.HasValue || m.Media != lmos.MediaCBOR {
 		t.Errorf("CBOR: %+v %v", m, err)
 	}
 	for _, bad := range []string{``, `[]`, `"x"`, `{"a":1} {}`, `{`, "\xff", "{\"messageType\":\"read\xffProperty\"}"} {
-		if _, err := decodeMessage([]byte(bad), lmos.MediaJSON); !errors.Is(err, errUnparseable) {
+		if _, err := decodeMessage(hub.Decoder{}, []byte(bad), lmos.MediaJSON); !errors.Is(err, errUnparseable) {
 			t.Errorf("%q: %v, want unparseable", bad, err)
 		}
 	}
@@ -82,7 +82,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		if binary {
 			media = lmos.MediaCBOR
 		}
-		m, err := decodeMessage(frame, media)
+		m, err := decodeMessage(hub.Decoder{}, frame, media)
 		if errors.Is(err, errUnparseable) {
 			if m != nil {
 				t.Fatal("an unparseable frame returned a message")

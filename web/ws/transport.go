@@ -462,7 +462,7 @@ func (wc *wsConn) readLoop() {
 		}
 		wc.lastRead.Store(time.Now().UnixNano())
 		media := frameMedia(typ)
-		m, err := decodeMessage(frame, media)
+		m, err := decodeMessage(wc.g.reg.Decoder(), frame, media)
 		if errors.Is(err, errUnparseable) {
 			wc.close(websocket.StatusUnsupportedData, "the frame is not a JSON (text) or CBOR (binary) envelope object")
 			return
@@ -1056,7 +1056,7 @@ func (wc *wsConn) subscribeAll(m *wsMessage) {
 		wc.replyError(m, err)
 		return
 	}
-	doc, err := hub.ParseDocument(raw)
+	doc, err := wc.g.reg.Decoder().ParseDocument(raw)
 	if err != nil {
 		wc.replyError(m, err)
 		return

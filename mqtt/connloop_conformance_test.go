@@ -1,7 +1,9 @@
 package mqtt
 
-// What a review of the hub's own connection loop (connloop.go) found, each
-// a test that failed before its fix.
+// The connection loop (connloop.go) against the MQTT rules it is easy to
+// get wrong: a second CONNECT, keep-alive timing, a CONNECT body that
+// arrives in pieces, an expired session's subscriptions, the length of
+// Remaining Length.
 
 import (
 	"bytes"

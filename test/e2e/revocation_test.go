@@ -13,8 +13,11 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
-// Where the parts of issue 14 meet (the review of issue 14), over MQTT
-// with a strict client (Python Paho 1.6.1).
+// An admin's decisions reach a Thing on every door: approval meets a key
+// binding, eviction sends a member back to approval, deleting a Thing or
+// revoking a token ends the rights and the streams it held, the join mode
+// governs a proof-signed PUT; over MQTT with a strict client (Python Paho
+// 1.6.1) and over WebSocket.
 
 // pendingIDs is the admin's view of the pending list: its ids.
 func (h *testHub) pendingIDs() []string {
@@ -49,7 +52,7 @@ func TestApproveMeetsBindingOverMQTT(t *testing.T) {
 	pahoPython(t)
 	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
 	owner, other := newSigningKey(t), newSigningKey(t)
-	id := "urn:example:review14-bound"
+	id := "urn:example:revocation-bound"
 	h.permit("60")
 	res := joinOverPaho(t, h, id, signedTD(t, id, "Plug", owner, time.Now().Add(-time.Minute)))
 	if res.Status != lmos.JoinAccepted || res.Credentials == nil {
@@ -90,7 +93,7 @@ func TestApproveMeetsBindingOverMQTT(t *testing.T) {
 func TestEvictedMemberWaitsForApprovalOverMQTT(t *testing.T) {
 	pahoPython(t)
 	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
-	id := "urn:example:review14-evicted"
+	id := "urn:example:revocation-evicted"
 	h.permit("60")
 	res := joinOverPaho(t, h, id, makeTD(id, "Member"))
 	if res.Status != lmos.JoinAccepted || res.Credentials == nil {
@@ -121,7 +124,7 @@ func TestEvictedMemberWaitsForApprovalOverMQTT(t *testing.T) {
 func TestDeletedThingLosesThingRights(t *testing.T) {
 	mosquittoTool(t, "mosquitto_pub")
 	h := startHub(t, nil)
-	const lockID, wsID, mqttID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ad40", "urn:uuid:3c6a1f52-0000-4000-8000-00000000ad41", "urn:example:review14-deleted-caller"
+	const lockID, wsID, mqttID = "urn:uuid:3c6a1f52-0000-4000-8000-00000000ad40", "urn:uuid:3c6a1f52-0000-4000-8000-00000000ad41", "urn:example:revocation-deleted-caller"
 	lock := h.startWSAgentTD(lockID, securedWSTD(lockID), false)
 	caller := h.startWSAgent(wsID, false)
 	creds := h.mqttDial(nil).join(mqttID, makeTD(mqttID, "Caller"))
@@ -253,7 +256,7 @@ func TestRevokedTokenEndsHTTPStreams(t *testing.T) {
 	if ev := proxyWitness.next(5 * time.Second); ev.Data != "2" {
 		t.Fatalf("proxy witness: %+v", ev)
 	}
-	h.put("urn:example:review14-feed", makeTD("urn:example:review14-feed", "Feed"))
+	h.put("urn:example:revocation-feed", makeTD("urn:example:revocation-feed", "Feed"))
 	if ev := feedWitness.next(5 * time.Second); ev.Type != "thing_created" {
 		t.Fatalf("feed witness: %+v", ev)
 	}
@@ -284,7 +287,7 @@ func TestRevokedTokenEndsHTTPStreams(t *testing.T) {
 func TestProofPutObeysJoinMode(t *testing.T) {
 	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
 	owner, reserved := newSigningKey(t), newSigningKey(t)
-	id, rid := "urn:example:review14-proofput", "urn:example:review14-reserved"
+	id, rid := "urn:example:revocation-proofput", "urn:example:revocation-reserved"
 	path := lmos.ThingPath(id)
 	if resp, body := h.do(http.MethodPut, path, "application/td+json", signedTD(t, id, "Lamp", owner, time.Now().Add(-time.Minute)), testToken); resp.StatusCode != 201 {
 		t.Fatalf("admin's signed PUT: %d %s", resp.StatusCode, body)
@@ -319,7 +322,7 @@ func TestProofPutObeysJoinMode(t *testing.T) {
 // Thing again.
 func TestEvictedWebSocketAgentWaitsForApproval(t *testing.T) {
 	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
-	id := "urn:example:review14-ws-evicted"
+	id := "urn:example:revocation-ws-evicted"
 	h.permit("60")
 	w := h.wsDial("lmosprotocol", nil)
 	if r := wsRegister(t, w, id, makeTD(id, "Member")); r["messageType"] != "acknowledgement" || r["message"] != "registered" {
