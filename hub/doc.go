@@ -11,11 +11,11 @@
 // transport shares (finalresult.go: results before the final one;
 // failure.go: ThingFailed, the problem of a failure a Thing reported),
 // the join policy
-// (join.go: Admission, with anonymous sources named by source.go), the
-// broker's durable state (broker.go), and the hub's errors and problems
-// (errors.go, problem.go). The small interfaces the
-// adapters implement live next to what uses them (Store, TokenStore,
-// BrokerStore, CredentialStore, Transport, Publisher).
+// (join.go: Admission, with anonymous sources named by source.go), and the
+// hub's errors and problems (errors.go, problem.go). The small interfaces
+// the adapters implement live next to what uses them (Store, TokenStore,
+// CredentialStore, Transport, Publisher). The MQTT broker's durable state
+// is no part of the domain: internal/brokerstate holds its record.
 //
 // It imports only the standard library, pure libraries, the wire contract
 // (package lmos: problems, peers' problem objects, topics, media types,

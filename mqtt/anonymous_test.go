@@ -9,7 +9,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
@@ -90,7 +90,7 @@ func TestAnonymousSessionNotPersistent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ApplyBroker([]hub.BrokerRecord{{Kind: recClient, Key: "anon-old", Value: rawc}, {Kind: recSubscription, Key: sub.ID, Value: raws}}); err != nil {
+	if err := db.ApplyBroker([]brokerstate.Record{{Kind: recClient, Key: "anon-old", Value: rawc}, {Kind: recSubscription, Key: sub.ID, Value: raws}}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

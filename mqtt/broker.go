@@ -3,7 +3,7 @@
 // credentials the hub issues at join, the topic ACL, joining by publishing a
 // Thing Description, presence from status topics and wills, the hub's own
 // status and event topics, the broker's durable state (retained messages,
-// persistent sessions) kept through hub.BrokerStore, and hub.Transport:
+// persistent sessions) kept through brokerstate.Store, and hub.Transport:
 // interactions with MQTT agents on behalf of consumers (request/response
 // through the hub's reply inbox, retained property values, event streams).
 // Through hub interfaces it serves the other adapters too: it takes
@@ -33,6 +33,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 )
 
 // Limits of the broker. An idle client costs ~10 KB on the hub's connection
@@ -237,7 +238,7 @@ type Broker struct {
 // New builds a broker over the registry and stores. It loads nothing and
 // opens no socket yet: Listen then Serve. It is long because it is the
 // defaults and mochi's capabilities, one setting a line.
-func New(reg *hub.Registry, bs hub.BrokerStore, creds hub.CredentialStore, cfg Config) (*Broker, error) {
+func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg Config) (*Broker, error) {
 	if reg == nil || bs == nil || creds == nil {
 		return nil, errors.New("cannot create mqtt broker: registry and stores are required")
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 )
 
-// Kinds of hub.BrokerRecord.
+// Kinds of brokerstate.Record.
 const (
 	recRetained     = "retained"
 	recClient       = "client"
@@ -29,7 +29,7 @@ const maxKeyBytes = 32 << 10
 
 // persistence is the mochi hook that keeps retained messages and persistent
 // sessions (their subscriptions and in-flight QoS 1/2 messages) through
-// hub.BrokerStore.
+// brokerstate.Store.
 //
 // It writes behind: changes are coalesced in memory by kind and key and
 // written at most FlushInterval (200 ms) after the first of them and at
@@ -49,7 +49,7 @@ const maxKeyBytes = 32 << 10
 // join results (…/td/result): they may carry credentials.
 type persistence struct {
 	mochi.HookBase
-	bs       hub.BrokerStore
+	bs       brokerstate.Store
 	log      *slog.Logger
 	interval time.Duration
 
@@ -74,7 +74,7 @@ type persistence struct {
 
 type recKey struct{ kind, key string }
 
-func newPersistence(bs hub.BrokerStore, log *slog.Logger, interval time.Duration) *persistence {
+func newPersistence(bs brokerstate.Store, log *slog.Logger, interval time.Duration) *persistence {
 	return &persistence{
 		bs:       bs,
 		log:      log,
@@ -160,9 +160,9 @@ func (p *persistence) flush() error {
 		p.mu.Unlock()
 		return nil
 	}
-	recs := make([]hub.BrokerRecord, 0, len(p.order))
+	recs := make([]brokerstate.Record, 0, len(p.order))
 	for _, k := range p.order {
-		recs = append(recs, hub.BrokerRecord{Kind: k.kind, Key: k.key, Value: p.pending[k]})
+		recs = append(recs, brokerstate.Record{Kind: k.kind, Key: k.key, Value: p.pending[k]})
 	}
 	p.pending = make(map[recKey][]byte, len(recs))
 	p.order = p.order[:0:0]

@@ -18,6 +18,7 @@ import (
 	mpackets "github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -146,17 +147,17 @@ func TestRetainedTDsFromRegistryAfterRestart(t *testing.T) {
 	}
 	e.stop()
 
-	retained := func(topic string, payload []byte) hub.BrokerRecord {
+	retained := func(topic string, payload []byte) brokerstate.Record {
 		m := storage.Message{ID: topic, T: storage.RetainedKey, TopicName: topic, Payload: payload,
 			FixedHeader: mpackets.FixedHeader{Type: mpackets.Publish, Qos: 1, Retain: true}}
 		raw, _ := m.MarshalBinary()
-		return hub.BrokerRecord{Kind: recRetained, Key: topic, Value: raw}
+		return brokerstate.Record{Kind: recRetained, Key: topic, Value: raw}
 	}
 	db, err := store.Open(e.dir, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ApplyBroker([]hub.BrokerRecord{
+	if err := db.ApplyBroker([]brokerstate.Record{
 		retained(lmos.ThingsPrefix+"urn:r1/td", tdgen.MakeTD("urn:r1", "not this one")),
 		retained(lmos.ThingsPrefix+"urn:r2/td", old), // stale
 		retained(lmos.ThingsPrefix+"urn:gone/td", tdgen.MakeTD("urn:gone", "G")),

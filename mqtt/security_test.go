@@ -19,6 +19,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -381,7 +382,7 @@ func TestJoinResultNotInflight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ApplyBroker([]hub.BrokerRecord{{Kind: recClient, Key: "joiner", Value: rawc}, {Kind: recInflight, Key: m.ID, Value: raw}}); err != nil {
+	if err := db.ApplyBroker([]brokerstate.Record{{Kind: recClient, Key: "joiner", Value: rawc}, {Kind: recInflight, Key: m.ID, Value: raw}}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

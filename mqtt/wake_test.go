@@ -14,7 +14,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 
-	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/store"
@@ -42,7 +42,7 @@ func mosquittoRetain(t *testing.T, e *env, cred *credentials, topic, payload str
 
 // storedRetained is the payload of the retained message on topic in db
 // ("" for none).
-func storedRetained(t *testing.T, db hub.BrokerStore, topic string) string {
+func storedRetained(t *testing.T, db brokerstate.Store, topic string) string {
 	t.Helper()
 	var got string
 	err := db.LoadBroker(recRetained, func(key string, value []byte) error {
@@ -132,7 +132,7 @@ func TestPersistWritesWithoutClose(t *testing.T) {
 // flakyStore is a real store whose ApplyBroker fails while fails is
 // positive and can be held (hold) to see what runs meanwhile.
 type flakyStore struct {
-	hub.BrokerStore
+	brokerstate.Store
 	t       testing.TB
 	fails   atomic.Int32
 	calls   atomic.Int32
@@ -142,7 +142,7 @@ type flakyStore struct {
 	entered chan struct{}
 }
 
-func (s *flakyStore) ApplyBroker(recs []hub.BrokerRecord) error {
+func (s *flakyStore) ApplyBroker(recs []brokerstate.Record) error {
 	s.calls.Add(1)
 	if s.running.Add(1) > 1 {
 		s.t.Error("two flushes at once")
@@ -158,7 +158,7 @@ func (s *flakyStore) ApplyBroker(recs []hub.BrokerRecord) error {
 	if s.fails.Add(-1) >= 0 {
 		return errors.New("disk full")
 	}
-	return s.BrokerStore.ApplyBroker(recs)
+	return s.Store.ApplyBroker(recs)
 }
 
 func newFlakyStore(t *testing.T) (*flakyStore, *store.DB) {
@@ -167,7 +167,7 @@ func newFlakyStore(t *testing.T) (*flakyStore, *store.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return &flakyStore{BrokerStore: db, t: t}, db
+	return &flakyStore{Store: db, t: t}, db
 }
 
 func retainedMsg(topic, payload string) *storage.Message {

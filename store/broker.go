@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -13,14 +14,14 @@ import (
 // readers treat a missing bucket as empty, so a store written by an older
 // lmos-hub opens unchanged (and an older lmos-hub ignores the new buckets).
 var (
-	// bucketBroker holds one nested bucket per hub.BrokerRecord kind.
+	// bucketBroker holds one nested bucket per brokerstate.Record kind.
 	bucketBroker = []byte("broker")
 	// bucketCredentials maps a Thing id to the hex SHA-256 of its MQTT
 	// password.
 	bucketCredentials = []byte("credentials")
 )
 
-// brokerKinds are the hub.BrokerRecord kinds, each a bucket under
+// brokerKinds are the brokerstate.Record kinds, each a bucket under
 // bucketBroker.
 var brokerKinds = map[string]bool{
 	"retained":     true,
@@ -30,7 +31,7 @@ var brokerKinds = map[string]bool{
 }
 
 var (
-	_ hub.BrokerStore     = (*DB)(nil)
+	_ brokerstate.Store   = (*DB)(nil)
 	_ hub.CredentialStore = (*DB)(nil)
 )
 
@@ -38,7 +39,7 @@ var (
 // durable transaction, in order, so a later record for the same kind and
 // key wins. A record with an unknown kind or an empty key fails the whole
 // call before anything is written.
-func (s *DB) ApplyBroker(recs []hub.BrokerRecord) error {
+func (s *DB) ApplyBroker(recs []brokerstate.Record) error {
 	for _, r := range recs {
 		if !brokerKinds[r.Kind] {
 			return fmt.Errorf("cannot apply broker records: %w", hub.Errorf(hub.EINVALID, "unknown broker record kind %q", r.Kind))

@@ -10,10 +10,11 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 	bolt "go.etcd.io/bbolt"
 )
 
-func applyBroker(t *testing.T, db *DB, recs ...hub.BrokerRecord) {
+func applyBroker(t *testing.T, db *DB, recs ...brokerstate.Record) {
 	t.Helper()
 	if err := db.ApplyBroker(recs); err != nil {
 		t.Fatalf("ApplyBroker: %v", err)
@@ -37,11 +38,11 @@ func loadBroker(t *testing.T, db *DB, kind string) []string {
 	return out
 }
 
-func put(kind, key, value string) hub.BrokerRecord {
-	return hub.BrokerRecord{Kind: kind, Key: key, Value: []byte(value)}
+func put(kind, key, value string) brokerstate.Record {
+	return brokerstate.Record{Kind: kind, Key: key, Value: []byte(value)}
 }
 
-func del(kind, key string) hub.BrokerRecord { return hub.BrokerRecord{Kind: kind, Key: key} }
+func del(kind, key string) brokerstate.Record { return brokerstate.Record{Kind: kind, Key: key} }
 
 func checkBroker(t *testing.T, db *DB, kind string, want ...string) {
 	t.Helper()
@@ -76,7 +77,7 @@ func TestApplyBrokerPutsAndDeletesAcrossKinds(t *testing.T) {
 		put("client", "c2", "session-2"), // later record for a key wins
 		put("subscription", "c1|x", "qos0"),
 		del("subscription", "c1|x"),
-		hub.BrokerRecord{Kind: "retained", Key: "lmos/empty", Value: []byte{}}, // empty is a value, not a delete
+		brokerstate.Record{Kind: "retained", Key: "lmos/empty", Value: []byte{}}, // empty is a value, not a delete
 	)
 	want := map[string][]string{
 		"retained":     {"lmos/a/temp=22", "lmos/empty="},
@@ -105,7 +106,7 @@ func TestApplyBrokerPutsAndDeletesAcrossKinds(t *testing.T) {
 func TestLoadBrokerKeyOrder(t *testing.T) {
 	db := openT(t, t.TempDir(), Options{})
 	keys := []string{"b", "a/b/c", "a", "B", "a/b", "ab", "a0", "\x00", "é"}
-	var recs []hub.BrokerRecord
+	var recs []brokerstate.Record
 	for _, k := range keys {
 		recs = append(recs, put("retained", k, "v"))
 	}
@@ -123,7 +124,7 @@ func TestLoadBrokerKeyOrder(t *testing.T) {
 func TestApplyBrokerRejectsUnknownKindAtomically(t *testing.T) {
 	db := openT(t, t.TempDir(), Options{})
 	applyBroker(t, db, put("client", "c1", "old"))
-	err := db.ApplyBroker([]hub.BrokerRecord{
+	err := db.ApplyBroker([]brokerstate.Record{
 		put("retained", "lmos/x", "1"),
 		put("client", "c1", "new"),
 		put("sessions", "c9", "x"),
@@ -138,7 +139,7 @@ func TestApplyBrokerRejectsUnknownKindAtomically(t *testing.T) {
 	checkBroker(t, db, "client", "c1=old")
 
 	// An empty key is rejected the same way.
-	err = db.ApplyBroker([]hub.BrokerRecord{put("retained", "lmos/y", "1"), put("retained", "", "1")})
+	err = db.ApplyBroker([]brokerstate.Record{put("retained", "lmos/y", "1"), put("retained", "", "1")})
 	if hub.ErrorCode(err) != hub.EINVALID {
 		t.Errorf("empty key err = %v", err)
 	}
@@ -146,7 +147,7 @@ func TestApplyBrokerRejectsUnknownKindAtomically(t *testing.T) {
 
 	// A failure inside the transaction (a key bbolt refuses) rolls back the
 	// records before it too.
-	err = db.ApplyBroker([]hub.BrokerRecord{
+	err = db.ApplyBroker([]brokerstate.Record{
 		put("retained", "lmos/z", "1"),
 		put("retained", strings.Repeat("k", bolt.MaxKeySize+1), "1"),
 	})
@@ -188,7 +189,7 @@ func TestLoadBrokerValuesAreCopiesAndFnMayWrite(t *testing.T) {
 		kept = append(kept, v)
 		v[0] = 'X'
 		// No read transaction is open: fn may write (even the same bucket).
-		return db.ApplyBroker([]hub.BrokerRecord{del("inflight", k)})
+		return db.ApplyBroker([]brokerstate.Record{del("inflight", k)})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -397,11 +398,11 @@ func BenchmarkApplyBroker64(b *testing.B) {
 	}
 	b.SetBytes(int64(len(values[0]) * perCall))
 	b.ReportAllocs()
-	recs := make([]hub.BrokerRecord, perCall)
+	recs := make([]brokerstate.Record, perCall)
 	for i := 0; b.Loop(); i++ {
 		for j := range recs {
 			k := (i*perCall + j) % topics
-			recs[j] = hub.BrokerRecord{Kind: "retained", Key: keys[k], Value: values[k]}
+			recs[j] = brokerstate.Record{Kind: "retained", Key: keys[k], Value: values[k]}
 		}
 		if err := db.ApplyBroker(recs); err != nil {
 			b.Fatal(err)

@@ -1,7 +1,7 @@
 // Package store keeps the hub's Things, change-feed log, admin tokens, MQTT
 // broker state and MQTT credentials in a single bbolt file (hub.db in the
 // data directory). It implements hub.Store, hub.TokenStore,
-// hub.BrokerStore and hub.CredentialStore.
+// brokerstate.Store and hub.CredentialStore.
 //
 // Every Commit is one read-write transaction that bbolt fsyncs before
 // returning, so a Commit that returned nil survives a crash.
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -79,7 +80,7 @@ var (
 	_ hub.PendingStore    = (*DB)(nil)
 	_ hub.TokenStore      = (*DB)(nil)
 	_ hub.CredentialStore = (*DB)(nil)
-	_ hub.BrokerStore     = (*DB)(nil)
+	_ brokerstate.Store   = (*DB)(nil)
 )
 
 // DB is the bbolt-backed store. It is safe for concurrent use; Commit is
