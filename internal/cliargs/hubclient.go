@@ -53,8 +53,12 @@ type HubCommand struct {
 }
 
 // NewHubCommand returns the flag set of subcommand name with the shared
-// flags on it; the caller adds its own before Run.
+// flags on it; the caller adds its own before Run. getenv reads the
+// environment (nil: an empty one).
 func NewHubCommand(name, usage string, getenv func(string) string) (*HubCommand, *flag.FlagSet) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	h := &HubCommand{Name: name, Usage: usage, fs: fs, getenv: getenv}
@@ -207,4 +211,22 @@ func (c *Client) Each(items []string, done string, req func(item string) (method
 		return ErrReported
 	}
 	return nil
+}
+
+// Begin handles what every hub subcommand does before its own flags: no
+// command (the usage, exit 2) and help (the usage, exit 0). It returns
+// the command's name, or ok false with the exit status when it is done.
+// commands lists the commands for the error ("ls, approve or deny").
+func Begin(args []string, stdout, stderr io.Writer, usage, commands string) (name string, code int, ok bool) {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "error: missing command: "+commands)
+		fmt.Fprint(stderr, usage)
+		return "", 2, false
+	}
+	name = args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		fmt.Fprint(stdout, usage)
+		return "", 0, false
+	}
+	return name, 0, true
 }

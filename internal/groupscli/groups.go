@@ -49,18 +49,9 @@ var usageError = cliargs.Usagef
 // Run runs `lmos-hub groups` with args (the arguments after "groups");
 // getenv reads the environment (nil: none). It returns the exit status.
 func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing command: ls, create, add, rm, dissolve or rotate-credentials")
-		fmt.Fprint(stderr, Usage)
-		return 2
-	}
-	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
-		fmt.Fprint(stdout, Usage)
-		return 0
+	name, code, ok := cliargs.Begin(args, stdout, stderr, Usage, "ls, create, add, rm, dissolve or rotate-credentials")
+	if !ok {
+		return code
 	}
 	c := &command{Client: cliargs.Client{Stdout: stdout, Stderr: stderr}}
 	c.Hint = c.hint
