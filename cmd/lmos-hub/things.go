@@ -253,31 +253,22 @@ func thingsPut(t *thingsCmd, rest []string, stdin io.Reader) int {
 
 // thingsRm runs `things rm ID...`.
 func thingsRm(t *thingsCmd, rest []string) int {
-	pos, code, done := t.parse(rest)
-	if done {
-		return code
-	}
-	if len(pos) == 0 {
-		return t.usageErr("things rm needs at least one Thing id")
-	}
-	if code, ok := t.checkCommon(pos); !ok {
-		return code
-	}
-	c, code, ok := t.client()
-	if !ok {
-		return code
-	}
-	return t.finish(c.remove(t.stdout, pos))
+	return thingsEach(t, rest, "rm", (*thingsClient).remove)
 }
 
 // thingsResetCredential runs `things reset-credential ID...`.
 func thingsResetCredential(t *thingsCmd, rest []string) int {
+	return thingsEach(t, rest, "reset-credential", (*thingsClient).resetCredentials)
+}
+
+// thingsEach runs a `things` command that takes one or more Thing ids.
+func thingsEach(t *thingsCmd, rest []string, name string, run func(*thingsClient, io.Writer, []string) error) int {
 	pos, code, done := t.parse(rest)
 	if done {
 		return code
 	}
 	if len(pos) == 0 {
-		return t.usageErr("things reset-credential needs at least one Thing id")
+		return t.usageErr("things " + name + " needs at least one Thing id")
 	}
 	if code, ok := t.checkCommon(pos); !ok {
 		return code
@@ -286,7 +277,7 @@ func thingsResetCredential(t *thingsCmd, rest []string) int {
 	if !ok {
 		return code
 	}
-	return t.finish(c.resetCredentials(t.stdout, pos))
+	return t.finish(run(c, t.stdout, pos))
 }
 
 func flagWasSet(fs *flag.FlagSet, name string) bool {
