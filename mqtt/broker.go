@@ -78,11 +78,12 @@ const (
 	// the window of a client declaring a larger Receive Maximum): a live
 	// publish waits for room (qos.go).
 	maxInflight = 1024
-	// sysInterval is how often mochi would refresh its $SYS topics (it
-	// reads runtime.MemStats each time); nobody may subscribe to them (ACL)
-	// and the hub reads the counters directly, so Serve stops that ticker
-	// (expiry.go, mochiSys) once mochi published them at start.
-	sysInterval = 30
+	// sysInterval is how often mochi refreshes its $SYS topics (it reads
+	// runtime.MemStats each time); nobody may subscribe to them (ACL) and
+	// the hub reads the counters directly. mochi publishes them once at
+	// Serve; its option has no "never", so the next refresh is set ~34
+	// years away (1<<30 s, within time.Duration on every platform).
+	sysInterval = 1 << 30
 )
 
 // Topics of the hub itself (PROTOCOL §4.1).
@@ -430,9 +431,6 @@ func (b *Broker) Serve() (err error) {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
 	b.restoreExpiry()
-	if err := stopMochiTickers(b.server, mochiSys...); err != nil {
-		b.log.Warn("mochi keeps refreshing its $SYS topics", "err", err)
-	}
 	if b.exp != nil {
 		if err := stopMochiTickers(b.server, mochiSweeps...); err != nil {
 			b.log.Warn("mochi keeps looking for expired sessions and messages every second", "err", err)

@@ -264,14 +264,9 @@ const maxExpiryWait = 10 * time.Minute
 var errMochiLoop = errors.New("mochi's event loop is not the one the hub knows")
 
 // mochiSweeps are the tickers of mochi's event loop that look for what
-// has expired every second (expiry.go); mochiSys refreshes its $SYS
-// topics, which no client may subscribe to (topic.go) and whose counters
-// the hub reads directly: a waste of a wake-up and ~25 retained messages
-// every sysInterval.
-var (
-	mochiSweeps = []string{"clientExpiry", "inflightExpiry", "retainedExpiry", "willDelaySend"}
-	mochiSys    = []string{"sysTopics"}
-)
+// has expired every second (expiry.go). ($SYS is quiet through mochi's
+// own option, sysInterval.)
+var mochiSweeps = []string{"clientExpiry", "inflightExpiry", "retainedExpiry", "willDelaySend"}
 
 // stopMochiTickers stops the named tickers of s's event loop. mochi has
 // no option for it: they are reached by reflection, each checked by name

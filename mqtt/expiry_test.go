@@ -34,21 +34,20 @@ func mochiTicker(t *testing.T, s *mochi.Server, name string) *time.Ticker {
 func TestMochiTickersStopped(t *testing.T) {
 	names := mochiSweeps
 	stopped, running := mochi.New(&mochi.Options{SysTopicResendInterval: 1}), mochi.New(&mochi.Options{SysTopicResendInterval: 1})
-	if err := stopMochiTickers(stopped, append(mochiSweeps, mochiSys...)...); err != nil {
+	if err := stopMochiTickers(stopped, mochiSweeps...); err != nil {
 		t.Fatalf("stopMochiTickers: %v", err)
 	}
 	if err := stopMochiTickers(stopped, "noSuchTicker"); !errors.Is(err, errMochiLoop) {
 		t.Fatalf("a ticker mochi does not have: %v, want errMochiLoop", err)
 	}
-	names = append(names[:len(names):len(names)], mochiSys...)
-	wait := time.After(1500 * time.Millisecond)
+	wait := time.After(10 * time.Second) // a loaded machine may run them late
 	ticked := map[string]bool{}
 	for len(ticked) < len(names) {
 		select {
 		case <-mochiTicker(t, running, names[len(ticked)]).C:
 			ticked[names[len(ticked)]] = true
 		case <-wait:
-			t.Fatalf("mochi's tickers that were not stopped did not tick within 1.5 s: %v", ticked)
+			t.Fatalf("mochi's tickers that were not stopped did not tick within 10 s: %v", ticked)
 		}
 	}
 	for _, name := range names {
