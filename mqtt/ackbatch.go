@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
@@ -84,7 +83,7 @@ func (c *outConn) kickLocked(from *outConn) {
 	c.startLocked()
 }
 
-// flushBeforeRead is called by Read (leanread.go) before it waits for the
+// flushBeforeRead is called by Read before it waits for the
 // client's next bytes: what the hub has to say in answer to the packets
 // read before, and the deliveries they made, go out first, in one write.
 // Packets already read but not yet handed to mochi are handled before it,
@@ -154,7 +153,5 @@ func (b *Broker) ackPublish(cl *mochi.Client, pk packets.Packet) bool {
 	if !conn.holdAck(ack[:]) {
 		return false // a dead connection: mochi's write finds out
 	}
-	atomic.AddInt64(&b.server.Info.PacketsSent, 1)
-	atomic.AddInt64(&b.server.Info.BytesSent, int64(len(ack)))
 	return true
 }

@@ -36,24 +36,20 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
 )
 
-// Limits of the broker. An idle client costs ~10 KB on the hub's connection
-// loop (docs/PERFORMANCE.md, "Issue 16 — memory"): one goroutine whose
-// stack shrinks to 4 KB (connloop.go) and ~6 KB of heap, mostly mochi's
-// (client, session, subscription maps, topic-tree nodes). On mochi's loop
-// (ConnLoopMochi) it is ~28 KB: two goroutines (16 KB reading, 4 KB
-// writing) and the write channel of MaximumClientWritesPending pointers.
-// The hub's own queue (outConn) takes memory only while it holds
-// something, at most Config.MaxQueuedBytes of QoS 0 messages, and its read
-// buffer only while bytes wait to be read (leanread.go).
+// Limits of the broker. mochi serves each connection with two goroutines
+// (one reading, one writing its channel of MaximumClientWritesPending
+// pointers) and a read buffer of netReadBufferSize (docs/PERFORMANCE.md has
+// what an idle client costs). The hub's own queue (outConn) takes memory
+// only while it holds something, at most Config.MaxQueuedBytes of QoS 0
+// messages.
 const (
 	// MaxPacketSize is the largest MQTT packet the broker accepts (1 MiB,
 	// advertised in the v5 CONNACK). A bigger packet closes the connection
 	// (mochi sends no DISCONNECT first); the client's will is published.
 	MaxPacketSize = 1 << 20
-	// maxWritesPending bounds mochi's write channel per client on mochi's
-	// connection loop. Only mochi's own deliveries (wills) use it there;
-	// the hub delivers every publish itself (fanout.go, qos.go). On the
-	// hub's loop it is 0: nothing uses it.
+	// maxWritesPending bounds mochi's write channel per client. Only
+	// mochi's own deliveries (delayed wills) use it: the hub delivers every
+	// publish itself (fanout.go, qos.go).
 	maxWritesPending = 128
 	// DefaultMaxQueuedBytes is the default Config.MaxQueuedBytes.
 	DefaultMaxQueuedBytes = 1 << 20
@@ -65,9 +61,8 @@ const (
 	// client in (allocated while it has a backlog).
 	netWriteBufferSize = 2 << 10
 	// netReadBufferSize is mochi's read buffer, allocated for every
-	// connection: bufio's least, because outConn buffers in pooled chunks
-	// held only while bytes wait to be read (leanread.go).
-	netReadBufferSize = 16
+	// connection: a burst of small packets is one read system call.
+	netReadBufferSize = 2 << 10
 	// maxSessionExpiry caps how long a disconnected persistent session is
 	// kept: 7 days.
 	maxSessionExpiry = 7 * 24 * 60 * 60
@@ -145,16 +140,6 @@ type Config struct {
 	// CONNECT (default DefaultConnectTimeout); then it is closed and
 	// counted (mqtt.connectTimeout).
 	ConnectTimeout time.Duration
-	// DeliveryPath is who writes deliveries: DeliveryHub (default) or
-	// DeliveryMochi (deliverypath.go).
-	DeliveryPath string
-	// ConnLoop is who serves connections: ConnLoopHub (default; mochi's
-	// with DeliveryMochi) or ConnLoopMochi (connloop.go).
-	ConnLoop string
-	// IdlePark is how long a connection on the hub's loop may have nothing
-	// to read before it is parked without a goroutine (park.go): 0 is
-	// DefaultIdlePark, NoIdlePark (< 0) never. Linux only.
-	IdlePark time.Duration
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -199,20 +184,13 @@ type Broker struct {
 	// (sameclientid.go).
 	gates         idGates
 	reuseTimeouts atomic.Uint64
-	// hooks are the hooks the broker added to mochi, in order: the hub's
-	// connection loop calls their connection events (connloop.go).
+	// hooks are the hooks the broker adds to mochi at Serve, in order
+	// (tests add theirs before Serve).
 	hooks []mochi.Hook
-	// exp expires sessions and messages at their deadlines on the hub's
-	// connection loop (expiry.go); nil on mochi's.
-	exp *expiry
-	// sessionMu makes an expiring sweep's check and delete of a session
-	// one step against a connection resuming it (inheritSession … Add).
-	sessionMu sync.Mutex
-	// wills are the delayed wills of the hub's connection loop
-	// (willdelay.go).
-	wills willTimers
-	// parker holds the parked connections (park.go); nil: none park.
-	parker *parker
+	// connectHeads counts the CONNECT fixed headers read (connect.go).
+	connectHeads atomic.Uint64
+	// wills are the delayed wills mochi holds (willdelay.go).
+	wills delayedWills
 	// wsConns holds the connections ServeConn serves (MQTT over WebSocket).
 	wsConns  connSet
 	served   atomic.Bool
@@ -275,23 +253,9 @@ func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg
 		cfg.AckGrace = defaultAckGrace
 	}
 	cfg.AckGrace = min(cfg.AckGrace, cfg.SlowClientTimeout)
-	if cfg.DeliveryPath == "" {
-		cfg.DeliveryPath = DeliveryHub
-	}
-	if err := checkDeliveryPath(cfg.DeliveryPath); err != nil {
-		return nil, err
-	}
-	if err := checkConnLoop(&cfg); err != nil {
-		return nil, err
-	}
 	log := cfg.Logger
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = maxWritesPending
-	if cfg.ConnLoop == ConnLoopHub {
-		// No goroutine reads mochi's write channel: nothing may be put
-		// there (connloop.go), so it has no room.
-		caps.MaximumClientWritesPending = 0
-	}
 	caps.MaximumSessionExpiryInterval = maxSessionExpiry
 	caps.MaximumPacketSize = MaxPacketSize
 	caps.ReceiveMaximum = receiveMaximum
@@ -339,19 +303,6 @@ func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
-	if cfg.IdlePark == 0 {
-		b.cfg.IdlePark = DefaultIdlePark
-	}
-	if b.cfg.IdlePark > 0 && cfg.ConnLoop == ConnLoopHub {
-		// nil on other systems than Linux: connections wait in their
-		// goroutines.
-		pk, err := newParker(b)
-		if err != nil {
-			log.Warn("mqtt connections will not be parked", "err", err)
-		}
-		b.parker = pk
-	}
-	b.wsConns.wg = &server.Listeners.ClientsWg
 	// A member removed loses the group's channels before the removal is
 	// acknowledged (groups.go).
 	reg.OnMembershipChange(b.membershipChanged)
@@ -359,23 +310,7 @@ func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg
 	// the next CONNECT (PROTOCOL §4.4).
 	adm.OnCredentialRevoked(b.endThingSessions)
 	b.state = newPersistence(bs, log, cfg.FlushInterval)
-	if err := server.AddHook(b.bind, nil); err != nil {
-		cancel()
-		return nil, fmt.Errorf("cannot add the lmos hook: %w", err)
-	}
-	if err := server.AddHook(b.state, nil); err != nil {
-		cancel()
-		return nil, fmt.Errorf("cannot add the persistence hook: %w", err)
-	}
 	b.hooks = []mochi.Hook{b.bind, b.state}
-	if cfg.ConnLoop == ConnLoopHub {
-		b.exp = &expiry{b: b}
-		if err := server.AddHook(b.exp, nil); err != nil {
-			cancel()
-			return nil, fmt.Errorf("cannot add the expiry hook: %w", err)
-		}
-		b.hooks = append(b.hooks, b.exp)
-	}
 	return b, nil
 }
 
@@ -393,7 +328,6 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 // it closes ln when it cannot. Call it before Serve.
 func (b *Broker) Serves(id string, ln net.Listener) (net.Addr, error) {
 	l := &listener{id: id, ln: ln, log: b.log, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
-	l.conns.wg = &b.server.Listeners.ClientsWg
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)
@@ -426,19 +360,16 @@ func (b *Broker) Serve() (err error) {
 			sub.Cancel()
 		}
 	}()
+	for _, h := range b.hooks {
+		if err := b.server.AddHook(h, nil); err != nil {
+			return fmt.Errorf("cannot add the mqtt hook %s: %w", h.ID(), err)
+		}
+	}
 	reset := b.resetPresence()
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("cannot start mqtt broker: %w", err)
 	}
 	b.restoreExpiry()
-	if b.exp != nil {
-		if err := stopMochiTickers(b.server, mochiSweeps...); err != nil {
-			b.log.Warn("mochi keeps looking for expired sessions and messages every second", "err", err)
-			b.exp.close()
-		} else {
-			b.exp.sweep(time.Now().Unix()) // what Serve restored
-		}
-	}
 	b.subs.changed()       // Serve loaded the stored subscriptions (subcache.go)
 	b.revokeStale()        // memberships removed while the broker was down (groups.go)
 	b.retainOffline(reset) // the retained store is loaded now
@@ -455,9 +386,6 @@ func (b *Broker) Serve() (err error) {
 	}
 	b.events.Go(func() { b.forwardEvents(sub) })
 	b.startCredentials()
-	if b.parker != nil {
-		b.events.Go(b.parker.run)
-	}
 	return nil
 }
 
@@ -491,7 +419,6 @@ func (b *Broker) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.exp.close()
 		b.wsConns.close()
 		if b.served.Load() {
 			_ = b.server.Close() // always nil; closes listeners and clients
@@ -501,16 +428,7 @@ func (b *Broker) Close(ctx context.Context) error {
 			}
 		}
 		b.stopOnce.Do(func() { close(b.stop) })
-		if b.parker != nil {
-			b.parker.kick() // it sees stop
-		}
-		b.wills.close()
 		b.events.Wait()
-		if b.parker != nil {
-			// Every connection has ended (mochi's Close waited for them),
-			// the parker's goroutine returned.
-			b.parker.close()
-		}
 		b.workers.Wait()
 	}()
 	select {
@@ -594,11 +512,7 @@ func (l *listener) Serve(establish listeners.EstablishFn) {
 		}
 		go func() {
 			l.broker.awaitConnect(oc)
-			err := l.broker.establish(oc, l.id, l)
-			if err == errParked {
-				return // ended where its session ends (park.go)
-			}
-			l.ended(oc, err)
+			l.ended(oc, l.broker.establish(oc, l.id, establish))
 		}()
 	}
 }

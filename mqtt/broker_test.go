@@ -457,28 +457,28 @@ func TestDelayedWillSetsOffline(t *testing.T) {
 				if got, _ := e.reg.Get(id); got.Meta.Presence.Status != hub.PresenceOnline {
 					t.Fatalf("a cancelled will set %+v", got.Meta.Presence)
 				}
-				if n := delayedWills(e); n != 0 {
+				if n := waitingWills(e); n != 0 {
 					t.Fatalf("%d delayed wills left", n)
 				}
 				return
 			}
 			if c.persistent {
 				// Counted while it waits (lmos_mqtt_delayed_wills).
-				testwait.Eventually(t, time.Second, "the will waiting", func() bool { return delayedWills(e) == 1 })
+				testwait.Eventually(t, time.Second, "the will waiting", func() bool { return waitingWills(e) == 1 })
 			}
 			testwait.Eventually(t, 5*time.Second, "offline after the will delay", func() bool {
 				got, _ := e.reg.Get(id)
 				return got.Meta.Presence.Status == hub.PresenceOffline && got.Meta.Presence.Via == hub.SourceMQTT
 			})
-			if n := delayedWills(e); n != 0 {
+			if n := waitingWills(e); n != 0 {
 				t.Fatalf("%d delayed wills left", n)
 			}
 		})
 	}
 }
 
-// delayedWills is the broker's lmos_mqtt_delayed_wills.
-func delayedWills(e *env) int {
+// waitingWills is the broker's lmos_mqtt_delayed_wills.
+func waitingWills(e *env) int {
 	var w strings.Builder
 	e.b.WritePrometheus(&w)
 	for line := range strings.Lines(w.String()) {

@@ -31,7 +31,7 @@ func (b *Broker) ServeConn(c net.Conn) error {
 	defer b.wsConns.remove(c)
 	oc := newOutConn(c, b.cfg.MaxQueuedBytes, 3*b.cfg.SlowClientTimeout, b.stalled)
 	b.awaitConnect(oc)
-	return b.establish(oc, "ws", nil)
+	return b.establish(oc, "ws", b.server.EstablishConnection)
 }
 
 // PublishEvent publishes an event of a Thing on …/events/{name}.

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
@@ -28,11 +27,11 @@ import (
 // (one subscriber per group), inline subscriptions (the hub's own), No
 // Local, Retain As Published, subscription identifiers, the client's
 // Maximum Packet Size, the read half of the ACL, a bounded queue that drops
-// QoS 0 messages for a subscriber that falls behind (counted), and mochi's
-// sent-message counters. QoS 1 and 2 deliveries go the same way into the
-// session and out under the client's flow control (qos.go). Wills come
-// this way too on the hub's connection loop (willdelay.go); on mochi's
-// they stay with mochi.
+// QoS 0 messages for a subscriber that falls behind (counted). QoS 1 and 2
+// deliveries go the same way into the session and out under the client's
+// flow control (qos.go). Wills stay with mochi (its sendLWT delivers them
+// through its own writer goroutine per client), but for the delayed will
+// of a session a clean start ends (willdelay.go).
 
 // fanTarget is one client a publish is delivered to.
 type fanTarget struct {
@@ -59,14 +58,9 @@ var fanTargets = sync.Pool{New: func() any { s := make([]fanTarget, 0, 64); retu
 // the pooled target slice across the loop; split up, those would have to
 // be passed around or escape for every subscriber.
 func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
-	if b.mochiPath() {
-		return false
-	}
 	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
 		r := b.server.Topics.RetainMessage(pk.Copy(false))
 		b.state.OnRetainMessage(cl, pk, r)
-		b.exp.message(pk)
-		atomic.StoreInt64(&b.server.Info.Retained, int64(b.server.Topics.Retained.Len()))
 	}
 	subs := b.subscribers(pk.TopicName) // read only, unless shared (subcache.go)
 	if len(subs.Shared) > 0 {
@@ -165,13 +159,11 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 		}
 		b.queue(&n, cl, t.conn, data, kind)
 	}
-	b.count(n)
 	return true
 }
 
 // tally counts what a fan-out queued for mochi's counters.
 type tally struct {
-	sent, bytes, dropped int64
 	// waitUntil bounds how long one publish waits for room in full
 	// sessions, over all its subscribers (qos.go, waitRoom).
 	waitUntil time.Time
@@ -220,28 +212,13 @@ func (b *Broker) queue(t *tally, cl *mochi.Client, conn *outConn, data []byte, k
 	case revoked:
 		b.dropped[dropRevoked].Add(1)
 	case queued:
-		t.sent++
-		t.bytes += int64(len(data))
 	case full:
-		t.dropped++
 		if conn.slowFor(time.Now()) >= b.cfg.SlowClientTimeout {
 			b.dropped[dropSlowClient].Add(1)
 			b.cutSlow(cl, conn, "queue full")
 		} else {
 			b.dropped[dropQueueFull].Add(1)
 		}
-	}
-}
-
-// count adds a tally to mochi's counters.
-func (b *Broker) count(t tally) {
-	if t.sent > 0 {
-		atomic.AddInt64(&b.server.Info.MessagesSent, t.sent)
-		atomic.AddInt64(&b.server.Info.PacketsSent, t.sent)
-		atomic.AddInt64(&b.server.Info.BytesSent, t.bytes)
-	}
-	if t.dropped > 0 {
-		atomic.AddInt64(&b.server.Info.MessagesDropped, t.dropped)
 	}
 }
 

@@ -3,7 +3,6 @@ package mqtt
 import (
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
@@ -176,7 +175,6 @@ func (b *Broker) revokeGroup(cl *mochi.Client, gid string) {
 		}
 		cl.State.Subscriptions.Delete(filter)
 		if b.server.Topics.Unsubscribe(filter, cl.ID) {
-			atomic.AddInt64(&b.server.Info.Subscriptions, -1)
 		}
 		gone = append(gone, sub)
 	}
@@ -205,7 +203,6 @@ func (b *Broker) revokeGroup(cl *mochi.Client, gid string) {
 func (b *Broker) dropStored(cl *mochi.Client, pk packets.Packet) {
 	if cl.State.Inflight.Delete(pk.PacketID) {
 		cl.State.Inflight.IncreaseSendQuota()
-		atomic.AddInt64(&b.server.Info.Inflight, -1)
 		b.state.OnQosDropped(cl, pk)
 	}
 }
@@ -334,7 +331,6 @@ func (h *binding) recheckGroupFilters(cl *mochi.Client, pk packets.Packet, codes
 		}
 		cl.State.Subscriptions.Delete(f.Filter)
 		if h.b.server.Topics.Unsubscribe(f.Filter, cl.ID) {
-			atomic.AddInt64(&h.b.server.Info.Subscriptions, -1)
 		}
 		codes[i] = packets.ErrNotAuthorized.Code
 		if cl.Properties.ProtocolVersion < 5 {

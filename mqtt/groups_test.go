@@ -89,16 +89,9 @@ func hasGroupSubscription(g *env, clientID, gid string) bool {
 // $share) and get every message; a non-member, a member of another group,
 // an anonymous and a token client are refused on SUBSCRIBE (0x87) and
 // PUBLISH (PUBACK 0x87), wildcard group levels are refused to members too,
-// each refusal is counted, and nothing reaches a refused client; on both
-// delivery paths.
+// each refusal is counted, and nothing reaches a refused client.
 func TestGroupChannelMembersOnly(t *testing.T) {
-	for _, path := range []string{DeliveryHub, DeliveryMochi} {
-		t.Run(path, func(t *testing.T) { groupChannelMembersOnly(t, path) })
-	}
-}
-
-func groupChannelMembersOnly(t *testing.T, path string) {
-	g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
+	g := newGroupEnv(t, nil)
 	a, b := g.as(t, thingA), g.as(t, thingB)
 	const topic = "lmos/v1/groups/g1/chat"
 	if code := subCode(t, a, "lmos/v1/groups/g1/#"); code != 1 {
@@ -510,47 +503,43 @@ func TestGroupRemovalPurgesQueue(t *testing.T) {
 // redelivered when it resumes after its removal: the session comes back
 // (Session Present) with its other messages, without the group's.
 func TestGroupRemovalOfflineSessionNoRedelivery(t *testing.T) {
-	for _, path := range []string{DeliveryHub, DeliveryMochi} {
-		t.Run(path, func(t *testing.T) {
-			g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
-			const topic = "lmos/v1/groups/g1/chat"
-			other := lmos.ThingTopic(thingA, "events/e")
-			b := mustDial(t, g.addr, persistentAs(g.creds[thingB], "b-off", 3600))
-			b.mustSub(topic)
-			b.mustSub(other)
-			b.close()
-			testwait.Eventually(t, 5*time.Second, "b offline", func() bool {
-				cl, ok := g.b.server.Clients.Get("b-off")
-				return ok && cl.Closed()
-			})
-			a := g.as(t, thingA)
-			for i := range 5 {
-				a.mustPub(topic, fmt.Appendf(nil, "g%d", i), 1, false)
-				a.mustPub(other, fmt.Appendf(nil, "e%d", i), 1, false)
-			}
-			if _, s := groupPacketsHeld(g.env, "b-off", "g1"); s != 5 {
-				t.Fatalf("offline session stores %d group messages, want 5", s)
-			}
-			if _, err := g.reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
-				t.Fatal(err)
-			}
-			if _, s := groupPacketsHeld(g.env, "b-off", "g1"); s != 0 {
-				t.Fatalf("offline session still stores %d group messages after the removal", s)
-			}
-			b2, ack, err := dial(t, g.addr, persistentAs(g.creds[thingB], "b-off", 3600))
-			if err != nil || !ack.SessionPresent {
-				t.Fatalf("resume: %+v %v", ack, err)
-			}
-			got := map[string]bool{}
-			for range 5 {
-				got[string(b2.next(other).Payload)] = true
-			}
-			if len(got) != 5 {
-				t.Fatalf("resumed with %d distinct messages of the session, want 5", len(got))
-			}
-			b2.none(topic, 100*time.Millisecond)
-		})
+	g := newGroupEnv(t, nil)
+	const topic = "lmos/v1/groups/g1/chat"
+	other := lmos.ThingTopic(thingA, "events/e")
+	b := mustDial(t, g.addr, persistentAs(g.creds[thingB], "b-off", 3600))
+	b.mustSub(topic)
+	b.mustSub(other)
+	b.close()
+	testwait.Eventually(t, 5*time.Second, "b offline", func() bool {
+		cl, ok := g.b.server.Clients.Get("b-off")
+		return ok && cl.Closed()
+	})
+	a := g.as(t, thingA)
+	for i := range 5 {
+		a.mustPub(topic, fmt.Appendf(nil, "g%d", i), 1, false)
+		a.mustPub(other, fmt.Appendf(nil, "e%d", i), 1, false)
 	}
+	if _, s := groupPacketsHeld(g.env, "b-off", "g1"); s != 5 {
+		t.Fatalf("offline session stores %d group messages, want 5", s)
+	}
+	if _, err := g.reg.RemoveMember(context.Background(), "g1", thingB); err != nil {
+		t.Fatal(err)
+	}
+	if _, s := groupPacketsHeld(g.env, "b-off", "g1"); s != 0 {
+		t.Fatalf("offline session still stores %d group messages after the removal", s)
+	}
+	b2, ack, err := dial(t, g.addr, persistentAs(g.creds[thingB], "b-off", 3600))
+	if err != nil || !ack.SessionPresent {
+		t.Fatalf("resume: %+v %v", ack, err)
+	}
+	got := map[string]bool{}
+	for range 5 {
+		got[string(b2.next(other).Payload)] = true
+	}
+	if len(got) != 5 {
+		t.Fatalf("resumed with %d distinct messages of the session, want 5", len(got))
+	}
+	b2.none(topic, 100*time.Millisecond)
 }
 
 // Dissolving a group with its members connected: both lose their
@@ -558,41 +547,37 @@ func TestGroupRemovalOfflineSessionNoRedelivery(t *testing.T) {
 // from then on, and nothing published after reaches them — on both
 // delivery paths.
 func TestGroupDissolveWithMembersConnected(t *testing.T) {
-	for _, path := range []string{DeliveryHub, DeliveryMochi} {
-		t.Run(path, func(t *testing.T) {
-			g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
-			const topic = "lmos/v1/groups/g1/chat"
-			a, b := g.as(t, thingA), g.as(t, thingB)
-			a.mustSub(topic)
-			b.mustSub("$share/x/" + topic)
-			a.mustPub(topic, []byte("before"), 1, false)
-			a.next(topic)
-			b.next(topic)
-			if err := g.reg.DissolveGroup(context.Background(), "g1"); err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range []*client{a, b} {
-				if hasGroupSubscription(g.env, c.C.ClientID(), "g1") {
-					t.Errorf("%s still subscribed after the dissolution", c.C.ClientID())
-				}
-				pr, err := c.pub(topic, []byte("after"), 1, false, "")
-				if err == nil || pr == nil || pr.ReasonCode != 0x87 {
-					t.Errorf("publish after the dissolution: %+v %v", pr, err)
-				}
-				if code := subCode(t, c, topic); code != 0x87 {
-					t.Errorf("subscribe after the dissolution: %#x", code)
-				}
-			}
-			// A new group of the same id does not bring the old members back.
-			g.createGroup(t, "g1", thingC)
-			cc := g.as(t, thingC)
-			cc.mustSub(topic)
-			cc.mustPub(topic, []byte("new"), 1, false)
-			cc.next(topic)
-			a.none(topic, 50*time.Millisecond)
-			b.none(topic, 50*time.Millisecond)
-		})
+	g := newGroupEnv(t, nil)
+	const topic = "lmos/v1/groups/g1/chat"
+	a, b := g.as(t, thingA), g.as(t, thingB)
+	a.mustSub(topic)
+	b.mustSub("$share/x/" + topic)
+	a.mustPub(topic, []byte("before"), 1, false)
+	a.next(topic)
+	b.next(topic)
+	if err := g.reg.DissolveGroup(context.Background(), "g1"); err != nil {
+		t.Fatal(err)
 	}
+	for _, c := range []*client{a, b} {
+		if hasGroupSubscription(g.env, c.C.ClientID(), "g1") {
+			t.Errorf("%s still subscribed after the dissolution", c.C.ClientID())
+		}
+		pr, err := c.pub(topic, []byte("after"), 1, false, "")
+		if err == nil || pr == nil || pr.ReasonCode != 0x87 {
+			t.Errorf("publish after the dissolution: %+v %v", pr, err)
+		}
+		if code := subCode(t, c, topic); code != 0x87 {
+			t.Errorf("subscribe after the dissolution: %#x", code)
+		}
+	}
+	// A new group of the same id does not bring the old members back.
+	g.createGroup(t, "g1", thingC)
+	cc := g.as(t, thingC)
+	cc.mustSub(topic)
+	cc.mustPub(topic, []byte("new"), 1, false)
+	cc.next(topic)
+	a.none(topic, 50*time.Millisecond)
+	b.none(topic, 50*time.Millisecond)
 }
 
 // Clients nobody here wrote, strict: Python paho-mqtt 1.6.1 (MQTT 5 and
@@ -933,12 +918,12 @@ func TestGroupRemovedWhileDown(t *testing.T) {
 // Each delivery is decided again: a subscription that outlived its
 // membership (what a removal racing a SUBSCRIBE could leave for a moment;
 // put in the topic index directly here) delivers nothing, at QoS 0 and 1
-// and on both delivery paths, while a member beside it gets everything.
+// while a member beside it gets everything.
 func TestGroupEachDeliveryChecked(t *testing.T) {
-	for _, path := range []string{DeliveryHub, DeliveryMochi} {
+	{
 		for _, qos := range []byte{0, 1} {
-			t.Run(fmt.Sprintf("%s-qos%d", path, qos), func(t *testing.T) {
-				g := newGroupEnv(t, func(c *Config) { c.DeliveryPath = path })
+			t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {
+				g := newGroupEnv(t, nil)
 				const topic = "lmos/v1/groups/g1/chat"
 				a, c := g.as(t, thingA), g.as(t, thingC)
 				a.mustSub(topic)
@@ -965,7 +950,7 @@ func TestGroupEachDeliveryChecked(t *testing.T) {
 					}
 				}
 				c.none(topic, 100*time.Millisecond)
-				if path == DeliveryHub && g.b.Dropped("revoked")-revoked != 10 {
+				if g.b.Dropped("revoked")-revoked != 10 {
 					t.Errorf("dropped{revoked} grew by %d, want 10", g.b.Dropped("revoked")-revoked)
 				}
 				if _, s := groupPacketsHeld(g.env, cl.ID, "g1"); s != 0 {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"net"
 	"sync"
-	"sync/atomic"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -36,7 +35,8 @@ func (h *binding) Provides(b byte) bool {
 	switch b {
 	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish, mochi.OnWill,
 		mochi.OnWillSent, mochi.OnPacketEncode, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPacketProcessed,
-		mochi.OnSessionEstablish, mochi.OnSessionEstablished, mochi.OnUnsubscribed, mochi.OnClientExpired:
+		mochi.OnSessionEstablish, mochi.OnSessionEstablished, mochi.OnUnsubscribed, mochi.OnClientExpired,
+		mochi.OnPacketRead:
 		return true
 	}
 	return false
@@ -84,6 +84,7 @@ func (h *binding) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	if c, ok := cl.Net.Conn.(*outConn); ok {
 		// mochi sets the keep-alive deadline next, replacing awaitConnect's.
 		c.connected.Store(true)
+		c.keepalive.Store(uint32(cl.State.Keepalive))
 	}
 	assignClientID(cl)
 	h.enterGate(cl)
@@ -328,9 +329,19 @@ func refuse(pk packets.Packet) (packets.Packet, error) {
 // a Will Delay Interval: a delayed will is published later, out of the
 // hub's reach, maybe after the membership ended.
 func (h *binding) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) {
+	will = h.allowedWill(cl, will)
+	if will.TopicName != "" {
+		h.b.shortenWillDelay(cl, &will) // willdelay.go
+	}
+	return will, nil
+}
+
+// allowedWill is will as OnWill lets it through: the zero Will when it is
+// not allowed.
+func (h *binding) allowedWill(cl *mochi.Client, will mochi.Will) mochi.Will {
 	if _, ok := groupChannel(will.TopicName); ok && (will.WillDelayInterval > 0 || !h.groupAllowed(cl, will.TopicName)) {
 		h.countGroupRefusal(cl, will.TopicName)
-		return mochi.Will{}, nil
+		return mochi.Will{}
 	}
 	t, isThing := parseThingTopic(will.TopicName)
 	_, _, isGroupAction := groupActionOf(will.TopicName)
@@ -338,10 +349,10 @@ func (h *binding) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) 
 		if !mayRetain(will.TopicName) {
 			will.Retain = false
 		}
-		return will, nil
+		return will
 	}
 	h.b.log.Debug("dropping a will on a denied topic", "client", cl.ID, "topic", will.TopicName)
-	return mochi.Will{}, nil
+	return mochi.Will{}
 }
 
 // OnWillSent sees wills, which do not pass OnPublish: a Thing's will on its
@@ -349,6 +360,7 @@ func (h *binding) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) 
 // to onDelayedWill, which sees them all.
 func (h *binding) OnWillSent(cl *mochi.Client, pk packets.Packet) {
 	if pk.Connect.WillProperties.WillDelayInterval > 0 {
+		h.b.wills.remove(cl.ID)
 		return
 	}
 	if t, ok := parseThingTopic(pk.TopicName); ok && t.kind == kindStatus && t.tid == self(cl) {
@@ -367,6 +379,7 @@ func (h *binding) onDelayedWill(_ *mochi.Client, _ packets.Subscription, pk pack
 	if pk.Connect.WillProperties.WillDelayInterval == 0 {
 		return
 	}
+	h.b.wills.remove(pk.Origin)
 	if t, ok := parseThingTopic(pk.TopicName); ok && t.kind == kindStatus {
 		h.b.presence(t.tid, pk.Payload)
 	}
@@ -379,6 +392,11 @@ func (h *binding) onDelayedWill(_ *mochi.Client, _ packets.Subscription, pk pack
 // success reason mochi would not encode, a DISCONNECT to an MQTT 3.1.1
 // client, a QoS 1/2 delivery too large for the client left in flight.
 func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type == packets.Connack && pk.SessionPresent {
+		if c, ok := cl.Net.Conn.(*outConn); ok {
+			c.resuming.Store(true) // mochi's resend follows (resend.go)
+		}
+	}
 	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 && cl.Properties.ProtocolVersion == 5 {
 		pk.Properties.MaximumPacketSize = MaxPacketSize
 		if c, ok := cl.Net.Conn.(*outConn); ok && c.noExpiry.Load() {
@@ -406,7 +424,6 @@ func (h *binding) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Pa
 		// sent (MQTT 5 §3.1.2.11.4, [MQTT-3.1.2-25]).
 		if cl.State.Inflight.Delete(pk.PacketID) {
 			cl.State.Inflight.IncreaseSendQuota()
-			atomic.AddInt64(&h.b.server.Info.Inflight, -1)
 			h.b.state.OnQosDropped(cl, pk) // else the stored copy comes back after a restart
 		}
 		h.b.dropped[dropTooLarge].Add(1)

@@ -37,54 +37,50 @@ func TestSameHost(t *testing.T) {
 // a random one (issue 24 point 8; the interop test is
 // test/e2e TestAnonymousInboxHeldByItsConnection).
 func TestClientIDHeldFromAnotherAddress(t *testing.T) {
-	for _, loop := range []string{ConnLoopHub, ConnLoopMochi} {
-		t.Run(loop, func(t *testing.T) {
-			e := newEnv(t, func(c *Config) { c.ConnLoop = loop })
-			_, thief := joinOwner(t, e, "urn:thief", nil)
-			const cid = "consumer-1"
-			inbox := lmos.ClientsPrefix + cid + "/"
-			victim, _, err := dialFrom(t, "127.0.0.1", e.addr, &paho.Connect{ClientID: cid, CleanStart: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			victim.mustSub(inbox + "#")
-			for _, cp := range []*paho.Connect{{ClientID: cid, CleanStart: true}, withCreds(thief)} {
-				cp.ClientID, cp.CleanStart = cid, true
-				cl, ack, err := dialFrom(t, "127.0.0.2", e.addr, cp)
-				if err == nil {
-					cl.close()
-					t.Fatalf("user %q from 127.0.0.2 took the client id over", cp.Username)
-				}
-				if ack == nil || ack.ReasonCode != 0x85 {
-					t.Fatalf("user %q from 127.0.0.2: %+v %v, want CONNACK 0x85", cp.Username, ack, err)
-				}
-			}
-			if n := e.b.Refused(reasonClientIDHeld); n != 2 {
-				t.Errorf("%s refusals %d, want 2", reasonClientIDHeld, n)
-			}
-			if cl, ok := e.b.server.Clients.Get(cid); !ok || cl.Closed() || remoteHost(cl.Net.Remote) != "127.0.0.1" {
-				t.Fatalf("the holder is gone: %v", ok)
-			}
-			replier := mustDial(t, e.addr, nil)
-			replier.mustPub(inbox+"r", []byte("one"), 1, false)
-			if m := victim.next(inbox + "r"); string(m.Payload) != "one" {
-				t.Fatalf("the holder got %q", m.Payload)
-			}
-			// Its own address takes it over, and the inbox with it.
-			again, _, err := dialFrom(t, "127.0.0.1", e.addr, &paho.Connect{ClientID: cid, CleanStart: true})
-			if err != nil {
-				t.Fatalf("the same address: %v", err)
-			}
-			again.mustSub(inbox + "#")
-			replier.mustPub(inbox+"r", []byte("two"), 1, false)
-			if m := again.next(inbox + "r"); string(m.Payload) != "two" {
-				t.Fatalf("the new connection got %q", m.Payload)
-			}
-			// An empty client id: 128 random bits.
-			_, ack, err := dial(t, e.addr, &paho.Connect{CleanStart: true})
-			if err != nil || ack.Properties == nil || !strings.HasPrefix(ack.Properties.AssignedClientID, "lmos-") || len(ack.Properties.AssignedClientID) != 31 {
-				t.Fatalf("assigned: %+v %v", ack, err)
-			}
-		})
+	e := newEnv(t, nil)
+	_, thief := joinOwner(t, e, "urn:thief", nil)
+	const cid = "consumer-1"
+	inbox := lmos.ClientsPrefix + cid + "/"
+	victim, _, err := dialFrom(t, "127.0.0.1", e.addr, &paho.Connect{ClientID: cid, CleanStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.mustSub(inbox + "#")
+	for _, cp := range []*paho.Connect{{ClientID: cid, CleanStart: true}, withCreds(thief)} {
+		cp.ClientID, cp.CleanStart = cid, true
+		cl, ack, err := dialFrom(t, "127.0.0.2", e.addr, cp)
+		if err == nil {
+			cl.close()
+			t.Fatalf("user %q from 127.0.0.2 took the client id over", cp.Username)
+		}
+		if ack == nil || ack.ReasonCode != 0x85 {
+			t.Fatalf("user %q from 127.0.0.2: %+v %v, want CONNACK 0x85", cp.Username, ack, err)
+		}
+	}
+	if n := e.b.Refused(reasonClientIDHeld); n != 2 {
+		t.Errorf("%s refusals %d, want 2", reasonClientIDHeld, n)
+	}
+	if cl, ok := e.b.server.Clients.Get(cid); !ok || cl.Closed() || remoteHost(cl.Net.Remote) != "127.0.0.1" {
+		t.Fatalf("the holder is gone: %v", ok)
+	}
+	replier := mustDial(t, e.addr, nil)
+	replier.mustPub(inbox+"r", []byte("one"), 1, false)
+	if m := victim.next(inbox + "r"); string(m.Payload) != "one" {
+		t.Fatalf("the holder got %q", m.Payload)
+	}
+	// Its own address takes it over, and the inbox with it.
+	again, _, err := dialFrom(t, "127.0.0.1", e.addr, &paho.Connect{ClientID: cid, CleanStart: true})
+	if err != nil {
+		t.Fatalf("the same address: %v", err)
+	}
+	again.mustSub(inbox + "#")
+	replier.mustPub(inbox+"r", []byte("two"), 1, false)
+	if m := again.next(inbox + "r"); string(m.Payload) != "two" {
+		t.Fatalf("the new connection got %q", m.Payload)
+	}
+	// An empty client id: 128 random bits.
+	_, ack, err := dial(t, e.addr, &paho.Connect{CleanStart: true})
+	if err != nil || ack.Properties == nil || !strings.HasPrefix(ack.Properties.AssignedClientID, "lmos-") || len(ack.Properties.AssignedClientID) != 31 {
+		t.Fatalf("assigned: %+v %v", ack, err)
 	}
 }

@@ -222,7 +222,7 @@ func (b *Broker) settleJoin(id, tid string, conn *mochi.Client, oc *outConn, mar
 // new one, and its end may be recorded as the EOF the client's own close
 // caused).
 func (b *Broker) replaced(conn *mochi.Client) bool {
-	if takenOver(conn) || errors.Is(conn.StopCause(), packets.ErrSessionTakenOver) {
+	if conn.IsTakenOver() || errors.Is(conn.StopCause(), packets.ErrSessionTakenOver) {
 		return true
 	}
 	cur, ok := b.server.Clients.Get(conn.ID)

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
 )
@@ -26,20 +25,7 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 	const clients = 1000
 	memprof.SampleAll(b)
 	for b.Loop() {
-		// LMOS_BENCH_CONNLOOP=mochi: mochi's connection loop, to compare;
-		// LMOS_BENCH_IDLEPARK=0: idle clients not parked (park.go).
-		e := newEnv(b, func(c *Config) {
-			c.ConnLoop = os.Getenv("LMOS_BENCH_CONNLOOP")
-			if park := os.Getenv("LMOS_BENCH_IDLEPARK"); park != "" {
-				d, err := time.ParseDuration(park)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if c.IdlePark = d; d == 0 {
-					c.IdlePark = NoIdlePark
-				}
-			}
-		})
+		e := newEnv(b, nil)
 		before := settledMem()
 		conns := make([]net.Conn, 0, clients)
 		for i := range clients {
@@ -48,15 +34,6 @@ func BenchmarkIdleClientMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			conns = append(conns, c)
-		}
-		if e.b.parker != nil {
-			// Read once they are parked, as the binary's figure is read
-			// 5 s after the clients connected.
-			deadline := time.Now().Add(10 * time.Second)
-			for e.b.ParkedClients() < clients && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			b.ReportMetric(float64(e.b.ParkedClients())/clients, "parked/client")
 		}
 		after := settledMem()
 		memprof.Write(b)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
@@ -95,7 +96,15 @@ func (b *Broker) WritePrometheus(w io.Writer) {
 	b.refused.mu.Unlock()
 	b.writeCredentialMetrics(w)
 	fmt.Fprintf(w, "# HELP lmos_mqtt_clients Connected MQTT clients.\n# TYPE lmos_mqtt_clients gauge\nlmos_mqtt_clients %d\n", b.Clients())
-	fmt.Fprintf(w, "# HELP lmos_mqtt_inflight QoS 1/2 messages stored in sessions, not yet acknowledged.\n# TYPE lmos_mqtt_inflight gauge\nlmos_mqtt_inflight %d\n", atomic.LoadInt64(&b.server.Info.Inflight))
-	fmt.Fprintf(w, "# HELP lmos_mqtt_delayed_wills Wills waiting for their Will Delay Interval (at most one per session; the hub's connection loop).\n# TYPE lmos_mqtt_delayed_wills gauge\nlmos_mqtt_delayed_wills %d\n", b.wills.len())
-	fmt.Fprintf(w, "# HELP lmos_mqtt_parked_clients Idle MQTT connections parked without a goroutine (mqtt.idlePark).\n# TYPE lmos_mqtt_parked_clients gauge\nlmos_mqtt_parked_clients %d\n", b.ParkedClients())
+	fmt.Fprintf(w, "# HELP lmos_mqtt_inflight QoS 1/2 messages stored in sessions, not yet acknowledged.\n# TYPE lmos_mqtt_inflight gauge\nlmos_mqtt_inflight %d\n", b.inflight())
+	fmt.Fprintf(w, "# HELP lmos_mqtt_delayed_wills Wills waiting for their Will Delay Interval (at most one per session).\n# TYPE lmos_mqtt_delayed_wills gauge\nlmos_mqtt_delayed_wills %d\n", b.wills.len(time.Now().Unix()))
+}
+
+// inflight is the number of QoS 1/2 messages stored in sessions.
+func (b *Broker) inflight() int {
+	n := 0
+	for _, cl := range b.server.Clients.GetAll() {
+		n += cl.State.Inflight.Len()
+	}
+	return n
 }

@@ -114,20 +114,18 @@ type outConn struct {
 	onStall      func()
 	deadlineSet  monoTime
 
-	lr leanReader // the read side (leanread.go)
-
-	// park is the connection's parking while it is parked (park.go;
-	// under mu).
-	park *parked
-
-	// takenOver is the hub's connection loop's mark of a session a newer
-	// connection with the client id took over (connloop.go).
-	takenOver atomic.Bool
 	// swapOrig is the identifier of the SUBSCRIBE or UNSUBSCRIBE being
 	// processed, which mochi sees as swapSub (non-zero) instead
 	// (resend.go, unclashID); only the client's reading goroutine uses
 	// them.
 	swapOrig, swapSub uint16
+	// resuming is set from the CONNACK of a resumed session until the
+	// hub resends its messages (resend.go).
+	resuming atomic.Bool
+	// pre is what readConnect read of the CONNECT that mochi has yet to
+	// read; keepalive the client's Keep Alive in seconds (OnConnect).
+	pre       []byte
+	keepalive atomic.Uint32
 }
 
 // subHold is what outConn holds back while a SUBSCRIBE is processed
@@ -161,14 +159,18 @@ func (m monoTime) time() time.Time { return monoBase.Add(time.Duration(m - 1)) }
 func (m monoTime) sub(n monoTime) time.Duration { return time.Duration(m - n) }
 
 func newOutConn(c net.Conn, budget int, writeTimeout time.Duration, onStall func()) *outConn {
-	oc := &outConn{Conn: c, budget: budget, served: make(chan struct{}), writeTimeout: writeTimeout, onStall: onStall}
-	oc.initLeanReader()
-	return oc
+	return &outConn{Conn: c, budget: budget, served: make(chan struct{}), writeTimeout: writeTimeout, onStall: onStall}
 }
 
 // SetDeadline is mochi's keep-alive (MQTT-3.1.2-22): a read deadline. The
-// write deadline is write's, which moves it only now and then.
+// write deadline is write's, which moves it only now and then. mochi
+// computes one and a half times the Keep Alive in whole seconds, so a
+// client with Keep Alive 1 was cut off after 1 s: the deadline is set
+// from the client's Keep Alive here, to the millisecond.
 func (c *outConn) SetDeadline(t time.Time) error {
+	if ka := c.keepalive.Load(); ka > 0 && !t.IsZero() {
+		t = time.Now().Add(time.Duration(ka) * 1500 * time.Millisecond)
+	}
 	return c.Conn.SetReadDeadline(t)
 }
 
@@ -196,8 +198,7 @@ func (c *outConn) write(p []byte, q net.Buffers) error {
 	}
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		// The socket is fine, the client just does not read: close it,
-		// so that mochi's read ends and the client with it (or, parked,
-		// the session).
+		// so that mochi's read ends and the client with it.
 		_ = c.closeRaw()
 		if c.onStall != nil {
 			c.onStall()
@@ -436,12 +437,30 @@ func (c *outConn) writeBatch(q net.Buffers, p []byte) error {
 	return c.write(all, nil)
 }
 
+// Read is mochi's read of the client's bytes (through its bufio.Reader,
+// so only once everything read before is processed): what the hub held
+// for the client meanwhile goes out first (ackbatch.go).
+func (c *outConn) Read(p []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		if c.pre = c.pre[n:]; len(c.pre) == 0 {
+			c.pre = nil
+		}
+		return n, nil
+	}
+	c.flushBeforeRead()
+	return c.Conn.Read(p)
+}
+
 // Write is mochi's write of one or more whole packets: it goes out after
 // the packets queued before it. An acknowledgement to a publisher waits
 // for the next read instead (ackbatch.go).
 func (c *outConn) Write(p []byte) (int, error) {
 	if c.holdAck(p) {
 		return len(p), nil
+	}
+	if c.resuming.Load() && isResentPublish(p) {
+		return len(p), nil // resent through the client's window (resend.go)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -506,11 +525,17 @@ func (c *outConn) Close() error {
 	c.mu.Lock()
 	c.dead = true
 	c.wakeLocked()
-	p := c.claimLocked()
 	c.mu.Unlock()
-	err := c.Conn.Close()
-	if p != nil {
-		p.endClosed() // no goroutine waits to see the close
-	}
-	return err
+	return c.Conn.Close()
 }
+
+// closeRaw closes the connection itself, not sending what is held
+// (outConn.Close does): the listener's connection set on shutdown, the
+// slow-client rule.
+func (c *outConn) closeRaw() error { return c.Conn.Close() }
+
+// rawCloser is how the listener's connection set holds a connection: its
+// Close is closeRaw.
+type rawCloser struct{ *outConn }
+
+func (r rawCloser) Close() error { return r.closeRaw() }

@@ -478,3 +478,34 @@ func (p *persistence) StoredRetainedMessages() ([]storage.Message, error) {
 	}
 	return out, nil
 }
+
+// restoreExpiry gives the messages Serve restored from the store the
+// expiry they had. mochi's storage.Message keeps when a message was made
+// and its Message Expiry Interval, but ToPacket leaves Expiry unset, and
+// the protocol version mochi's checks ask for: a retained message or one
+// kept for an offline session never expired after a restart, and was
+// resent with its whole interval instead of what was left of it
+// [MQTT-3.3.2-5] [MQTT-3.3.2-6]. Only MQTT 5 publishes carry the
+// interval.
+func (b *Broker) restoreExpiry() {
+	restored := func(pk *packets.Packet) bool {
+		if pk.Expiry != 0 || pk.Properties.MessageExpiryInterval == 0 {
+			return false
+		}
+		pk.Expiry = pk.Created + int64(pk.Properties.MessageExpiryInterval)
+		pk.ProtocolVersion = 5
+		return true
+	}
+	for _, pk := range b.server.Topics.Retained.GetAll() {
+		if restored(&pk) {
+			b.server.Topics.RetainMessage(pk)
+		}
+	}
+	for _, cl := range b.server.Clients.GetAll() {
+		for _, pk := range cl.State.Inflight.GetAll(false) {
+			if restored(&pk) {
+				cl.State.Inflight.Set(pk)
+			}
+		}
+	}
+}

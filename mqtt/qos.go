@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
@@ -16,8 +15,8 @@ import (
 // (PROTOCOL §10, "MQTT delivery").
 //
 // Here every QoS 1/2 delivery is first stored in the session (mochi's
-// Inflight, which the persistence hook writes through and mochi resends on
-// reconnect), then written at once if the client has fewer than its
+// Inflight, which the persistence hook writes through and resend.go resends
+// on reconnect), then written at once if the client has fewer than its
 // Receive Maximum unacknowledged on this connection, or else queued on the
 // connection and written when an acknowledgement frees a slot. The queue
 // keeps the packet, not only its identifier: mochi keeps the identifiers
@@ -33,14 +32,9 @@ import (
 // parks; what it still delivers itself (wills) goes out at once.
 
 // startSession sets up flow control for a connected client: its window,
-// and the QoS 1/2 messages its session holds from an earlier connection.
-// On mochi's connection loop mochi has already resent those, all at once
-// (ResendInflightMessages): they are marked as in the window. On the
-// hub's loop they are resent here, through the window (resend).
+// and the QoS 1/2 messages its session holds from an earlier connection,
+// resent through the window (resend.go).
 func (b *Broker) startSession(cl *mochi.Client) {
-	if b.mochiPath() {
-		return // mochi's own flow control
-	}
 	cl.State.Inflight.ResetSendQuota(0)
 	conn, ok := cl.Net.Conn.(*outConn)
 	if !ok {
@@ -50,23 +44,7 @@ func (b *Broker) startSession(cl *mochi.Client) {
 	if cl.Properties.ProtocolVersion == 5 && cl.Properties.Props.ReceiveMaximum > 0 {
 		window = min(int(cl.Properties.Props.ReceiveMaximum), maxInflight)
 	}
-	if b.hubLoop() {
-		b.resend(cl, conn, window)
-		return
-	}
-	conn.mu.Lock()
-	defer conn.mu.Unlock()
-	conn.window = window
-	conn.lastAck = time.Now()
-	for _, pk := range cl.State.Inflight.GetAll(false) {
-		if pk.FixedHeader.Type == packets.Publish || pk.FixedHeader.Type == packets.Pubrel {
-			conn.markLocked(pk.PacketID) // resent by mochi
-		}
-	}
-	// Live deliveries that came before the window was set (deliverQoS).
-	t := tally{}
-	b.sendWaitingLocked(cl, conn, &t)
-	b.count(t)
+	b.resend(cl, conn, window)
 }
 
 func (c *outConn) markLocked(id uint16) {
@@ -123,7 +101,6 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 		switch {
 		case !online:
 			b.dropped[dropSessionFull].Add(1)
-			t.dropped++
 			return
 		case cl.ID == pk.Origin || pk.Origin == mochi.InlineClientId:
 			// Its own publish: waiting would be on its own goroutine. The
@@ -146,7 +123,6 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 			}
 			if cl.State.Inflight.Len() >= maxInflight && (conn == nil || cl.Closed()) { // gone offline meanwhile
 				b.dropped[dropSessionFull].Add(1)
-				t.dropped++
 				return
 			}
 		}
@@ -156,7 +132,6 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 	id, err := cl.NextPacketID()
 	if err != nil { // 65,535 messages in the session
 		b.dropped[dropSessionFull].Add(1)
-		t.dropped++
 		return
 	}
 	var out packets.Packet
@@ -183,9 +158,7 @@ func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet,
 		out.Created = time.Now().Unix()
 	}
 	if cl.State.Inflight.Set(out) {
-		atomic.AddInt64(&b.server.Info.Inflight, 1)
 		b.state.OnQosPublish(cl, out, out.Created, 0)
-		b.exp.message(out)
 	}
 	if kind == retained {
 		conn.noteRetained(cl, out.TopicName, out.PacketID)
@@ -245,7 +218,6 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 	if m := cl.Properties.Props.MaximumPacketSize; m > 0 && uint32(len(data)) > m {
 		b.dropped[dropTooLarge].Add(1)
 		if cl.State.Inflight.Delete(out.PacketID) {
-			atomic.AddInt64(&b.server.Info.Inflight, -1)
 			b.state.OnQosDropped(cl, *out)
 		}
 		return
@@ -254,8 +226,6 @@ func (b *Broker) sendLocked(cl *mochi.Client, conn *outConn, out *packets.Packet
 		return // dead: the session keeps it
 	}
 	conn.markLocked(out.PacketID)
-	t.sent++
-	t.bytes += int64(len(data))
 }
 
 // waitRoom waits until cl's session has room for one more message, and
@@ -367,7 +337,6 @@ func (b *Broker) acked(cl *mochi.Client, pk packets.Packet) {
 	b.sendWaitingLocked(cl, conn, &t)
 	conn.wakeLocked()
 	conn.mu.Unlock()
-	b.count(t)
 }
 
 // release ends the hold of a SUBSCRIBE's processing (retained.go): the
@@ -382,7 +351,6 @@ func (b *Broker) release(cl *mochi.Client, conn *outConn) {
 		b.sendWaitingLocked(cl, conn, &t)
 	}
 	conn.mu.Unlock()
-	b.count(t)
 }
 
 // sendWaitingLocked writes the deliveries waiting in cl's session, oldest
@@ -399,9 +367,7 @@ func (b *Broker) sendWaitingLocked(cl *mochi.Client, conn *outConn, t *tally) {
 			continue
 		}
 		if _, ok := cl.State.Inflight.Get(out.PacketID); !ok && cl.State.Inflight.Set(out) {
-			atomic.AddInt64(&b.server.Info.Inflight, 1)
 			b.state.OnQosPublish(cl, out, out.Created, 0)
-			b.exp.message(out)
 		}
 		b.sendLocked(cl, conn, &out, owed, t)
 	}

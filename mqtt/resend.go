@@ -3,35 +3,39 @@ package mqtt
 import (
 	"cmp"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// Resending a resumed session's QoS 1/2 messages on the hub's connection
-// loop (PROTOCOL §10, "Session resumption").
+// Resending a resumed session's QoS 1/2 messages (PROTOCOL §10, "Session
+// resumption").
 //
 // A session resumed [MQTT-3.1.2-5] must resend its unacknowledged PUBLISH
 // and PUBREL packets [MQTT-4.4.0-1]. mochi's ResendInflightMessages writes
 // them all at once, whatever Receive Maximum the new connection declared:
 // a client resuming with Receive Maximum 5 and 20 stored gets 20, which
-// [MQTT-3.3.4-9] forbids, and a strict client disconnects with 0x93. The
-// hub's loop resends them through the client's window instead:
+// [MQTT-3.3.4-9] forbids, and a strict client disconnects with 0x93. mochi
+// has no option for it, but it writes them to the hub's connection
+// (outConn), between the CONNACK that says the session is present
+// (OnPacketEncode marks the connection resuming) and OnSessionEstablished.
+// There outConn.Write keeps the PUBLISHes back (each carries DUP, which no
+// other write mochi makes then has), and resend sends them again through
+// the client's window:
 //
-//   - PUBREL (a QoS 2 message the client has PUBREC'd) is written at once:
-//     a quota of zero does not stop PUBRELs (MQTT 5 §4.9), and it is how
-//     the client completes the message. Its slot stays taken until the
-//     PUBCOMP: the send quota comes back only then (§4.9).
+//   - PUBREL (a QoS 2 message the client has PUBREC'd) went out with
+//     mochi's resend: a quota of zero does not stop PUBRELs (MQTT 5 §4.9),
+//     and it is how the client completes the message. Its slot stays taken
+//     until the PUBCOMP: the send quota comes back only then (§4.9).
 //   - PUBLISH goes, with DUP set [MQTT-3.3.1-1], ahead of anything
 //     waiting for the window (conn.waiting), and leaves it as
 //     acknowledgements free slots (acked), as live deliveries do.
 //
-// mochi stores the session's messages, both ways, in one table: what it
-// stores for a QoS 2 message the client published (a PUBREC awaiting the
-// PUBREL) it resends as its ResendInflightMessages does.
+// What mochi stores for a QoS 2 message the client published (a PUBREC
+// awaiting the PUBREL) its resend wrote too.
 func (b *Broker) resend(cl *mochi.Client, conn *outConn, window int) {
+	conn.resuming.Store(false)
 	stored := cl.State.Inflight.GetAll(false)
 	slices.SortStableFunc(stored, resendOrder)
 	var rels []uint16
@@ -42,18 +46,7 @@ func (b *Broker) resend(cl *mochi.Client, conn *outConn, window int) {
 			pk.FixedHeader.Dup = true
 			publishes = append(publishes, pk)
 		case packets.Pubrel:
-			// Written outside conn.mu: Write takes wmu, then mu.
-			if cl.WritePacket(pk) == nil {
-				rels = append(rels, pk.PacketID)
-			}
-		default:
-			_ = cl.WritePacket(pk)
-			if pk.FixedHeader.Type == packets.Puback || pk.FixedHeader.Type == packets.Pubcomp {
-				if cl.State.Inflight.Delete(pk.PacketID) {
-					atomic.AddInt64(&b.server.Info.Inflight, -1)
-					b.state.OnQosComplete(cl, pk)
-				}
-			}
+			rels = append(rels, pk.PacketID)
 		}
 	}
 	t := tally{}
@@ -83,7 +76,6 @@ func (b *Broker) resend(cl *mochi.Client, conn *outConn, window int) {
 	conn.waiting = append(waiting, conn.waiting...)
 	b.sendWaitingLocked(cl, conn, &t)
 	conn.mu.Unlock()
-	b.count(t)
 }
 
 // resendOrder orders a session's stored messages oldest first: by the
@@ -107,6 +99,12 @@ func resendOrder(a, b packets.Packet) int {
 // client's own back (restoreID, from OnPacketEncode). A clash with the
 // client's own QoS 2 publish still in progress is a real reuse
 // [MQTT-2.2.1-3], left to mochi.
+
+// isResentPublish reports whether p, one packet mochi writes, is a QoS 1/2
+// PUBLISH with DUP set: during a resumption, one of mochi's resends.
+func isResentPublish(p []byte) bool {
+	return len(p) > 0 && p[0]>>4 == packets.Publish && p[0]&0x08 != 0
+}
 
 // unclashID gives pk (a SUBSCRIBE or UNSUBSCRIBE) a free identifier if a
 // delivery to the client stores its own, and reports whether it did.
@@ -143,4 +141,14 @@ func restoreID(cl *mochi.Client, pk *packets.Packet) {
 	if c, ok := cl.Net.Conn.(*outConn); ok && c.swapSub != 0 && pk.PacketID == c.swapSub {
 		pk.PacketID = c.swapOrig
 	}
+}
+
+// OnPacketRead gives a SUBSCRIBE or UNSUBSCRIBE whose identifier a stored
+// delivery uses one mochi's check does not refuse (unclashID); mochi checks
+// an UNSUBSCRIBE's before any other hook sees it.
+func (h *binding) OnPacketRead(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	if t := pk.FixedHeader.Type; t == packets.Subscribe || t == packets.Unsubscribe {
+		unclashID(cl, &pk)
+	}
+	return pk, nil
 }

@@ -132,7 +132,7 @@ type resumeSetup struct {
 
 func storeUnacked(t *testing.T, clientID string, q2, rel, q1 int) *resumeSetup {
 	t.Helper()
-	e := newEnv(t, func(c *Config) { c.ConnLoop = ConnLoopHub })
+	e := newEnv(t, nil)
 	id, pubID := "urn:resume:"+clientID, "urn:resume:"+clientID+"-pub"
 	s := &resumeSetup{e: e, cred: e.thing(t, id), clientID: clientID, relIDs: map[uint16]bool{}}
 	pub, _ := joinOwner(t, e, pubID, nil)

@@ -29,7 +29,7 @@ import (
 // holds the client's live deliveries until the SUBSCRIBE is processed.
 func (h *binding) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	conn, ok := cl.Net.Conn.(*outConn)
-	if !ok || h.b.mochiPath() {
+	if !ok {
 		return pk
 	}
 	plan := make([]bool, len(pk.Filters))
@@ -99,7 +99,6 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 		// Nor are membership credentials (credentials.go).
 		h.b.queueCredentials(h, cl, conn, sub.Filter, granted, v5, ids, now, &t)
 	}
-	h.b.count(t)
 }
 
 // OnPacketProcessed releases the deliveries held since OnSubscribe, after
@@ -108,9 +107,12 @@ func (h *binding) OnSubscribed(cl *mochi.Client, pk packets.Packet, codes []byte
 func (h *binding) OnPacketProcessed(cl *mochi.Client, pk packets.Packet, _ error) {
 	switch pk.FixedHeader.Type {
 	case packets.Subscribe:
+		endSwap(cl) // resend.go
 		if conn, ok := cl.Net.Conn.(*outConn); ok {
 			h.b.release(cl, conn)
 		}
+	case packets.Unsubscribe:
+		endSwap(cl)
 	case packets.Puback, packets.Pubrec, packets.Pubcomp:
 		h.b.acked(cl, pk)
 	}
@@ -124,6 +126,7 @@ func (h *binding) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	if c, ok := cl.Net.Conn.(*outConn); ok {
 		h.b.gates.leave(c)
 	}
+	h.b.wills.remove(cl.ID) // mochi cancelled it [MQTT-3.1.3-9]
 	h.b.startSession(cl)
 	if self(cl) != "" {
 		h.b.revokeStaleOf(cl) // groups.go

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -109,6 +110,7 @@ func (h *binding) enterGate(cl *mochi.Client) {
 // anonymous client's session then ends with its connection (anonymous.go).
 func (h *binding) OnSessionEstablish(cl *mochi.Client, pk packets.Packet) {
 	h.makeWay(cl)
+	h.b.sendReplaced(cl, pk) // willdelay.go
 	if self(cl) == "" {
 		h.ephemeral(cl, pk)
 	} else {
@@ -157,13 +159,15 @@ func (h *binding) makeWay(cl *mochi.Client) {
 	}
 }
 
-// establish serves c, accepted on listener (ln; nil for ServeConn), and
-// marks its end (see OnSessionEstablish). errParked: c was parked, and
-// its end is marked where its session ends (park.go).
-func (b *Broker) establish(c *outConn, listener string, ln *listener) error {
-	err := b.serveClient(listener, c, ln)
-	if err == errParked {
-		return err
+// establish serves c on listener through mochi (its EstablishFn, or
+// EstablishConnection for ServeConn) and marks its end (see
+// OnSessionEstablish).
+func (b *Broker) establish(c *outConn, listener string, serve listeners.EstablishFn) error {
+	err := c.readConnect(&b.connectHeads)
+	if err == nil {
+		err = serve(listener, c)
+	} else {
+		_ = c.closeRaw()
 	}
 	b.connEnded(c)
 	return err

@@ -2,177 +2,133 @@ package mqtt
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// Wills on the hub's connection loop (connloop.go). mochi's sendLWT and
-// its delayed-will table are unexported, so the hub publishes a will as
-// mochi would (OnWill, then retain and deliver, then OnWillSent), through
-// its own delivery path (fanOut), and keeps the wills with a Will Delay
-// Interval on timers of its own, one per client id. A new connection
-// that resumes the session cancels its will [MQTT-3.1.3-9]. Unlike
-// mochi, a delayed will is also sent when the session ends before the
-// delay is over (MQTT 5 §3.1.3.2.2): at once when the session ends with
-// its connection (Session Expiry 0), when a clean start with the client
-// id replaces it, and at the Session Expiry Interval when that is shorter
-// (a DISCONNECT may have shortened it); and a
-// retained delayed will is retained whether or not its session still
-// exists (mochi retains it only then).
+// Wills with a Will Delay Interval. mochi keeps them in its event loop's
+// table (unexported) and sends each once its delay is over, whatever its
+// session does meanwhile. MQTT 5 §3.1.3.2.2 sends it when the delay is over
+// or the session ends, whichever comes first. Through mochi's hooks:
+//
+//   - OnWill (shortenWillDelay) sets the delay to what is left of the
+//     session: none when the session ends with its connection (Session
+//     Expiry 0, a 3.1.1 clean session), so mochi sends the will at once,
+//     and a second less than the Session Expiry Interval when that is
+//     shorter than the delay (a DISCONNECT may have shortened it), so that
+//     mochi's one-second sweeps send the will (and retain it) before they
+//     delete the session.
+//   - A clean start with the client id within the delay ends the session
+//     the will waits in: OnSessionEstablish sends it then (sendReplaced),
+//     and mochi forgets its copy as it accepts the new connection.
+//
+// A connection resuming the session cancels the will [MQTT-3.1.3-9]
+// (mochi). The hub counts the wills waiting (lmos_mqtt_delayed_wills).
 
-// willTimers are the delayed wills, by client id.
-type willTimers struct {
-	mu     sync.Mutex
-	timers map[string]*delayedWill
-	closed bool
+// delayedWills are the wills mochi holds for their delay, by client id,
+// each with the Unix second it is due.
+type delayedWills struct {
+	mu  sync.Mutex
+	due map[string]int64
 }
 
-// delayedWill is one will waiting for its delay.
-type delayedWill struct {
-	t    *time.Timer
-	send func()
-}
-
-// add arms a timer running send after d for id, replacing id's earlier one.
-func (w *willTimers) add(id string, d time.Duration, send func()) {
+// add notes id's will, due at the Unix second due.
+func (w *delayedWills) add(id string, due int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return
+	if w.due == nil {
+		w.due = make(map[string]int64)
 	}
-	if w.timers == nil {
-		w.timers = make(map[string]*delayedWill)
-	}
-	if old, ok := w.timers[id]; ok {
-		old.t.Stop()
-	}
-	dw := &delayedWill{send: send}
-	dw.t = time.AfterFunc(d, func() {
-		if w.take(id, dw) {
-			send()
+	w.due[id] = due
+}
+
+// remove forgets id's will (sent, or cancelled); it reports whether id had
+// one.
+func (w *delayedWills) remove(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.due[id]
+	delete(w.due, id)
+	return ok
+}
+
+// len is the number of wills waiting at now (Unix seconds). A will whose
+// session mochi deleted first is sent without OnWillSent: it is forgotten
+// once it is due.
+func (w *delayedWills) len(now int64) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, due := range w.due {
+		if due < now {
+			delete(w.due, id)
 		}
-	})
-	w.timers[id] = dw
-}
-
-// take removes dw, id's will, when it is still there; false when it was
-// cancelled, sent or replaced meanwhile.
-func (w *willTimers) take(id string, dw *delayedWill) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed || w.timers[id] != dw {
-		return false
 	}
-	delete(w.timers, id)
-	return true
+	return len(w.due)
 }
 
-// cancel drops id's delayed will, if any: a new connection to its session
-// [MQTT-3.1.3-9].
-func (w *willTimers) cancel(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if dw, ok := w.timers[id]; ok {
-		dw.t.Stop()
-		delete(w.timers, id)
-	}
-}
-
-// sendNow sends id's delayed will at once, if any: its session ended (a
-// clean start with its client id).
-func (w *willTimers) sendNow(id string) {
-	w.mu.Lock()
-	dw, ok := w.timers[id]
-	if ok {
-		dw.t.Stop()
-		delete(w.timers, id)
-	}
-	w.mu.Unlock()
-	if ok {
-		dw.send()
-	}
-}
-
-// len is the number of delayed wills waiting.
-func (w *willTimers) len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.timers)
-}
-
-// close drops every delayed will: the broker is stopping (as mochi's event
-// loop ends with its table).
-func (w *willTimers) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.closed = true
-	for _, dw := range w.timers {
-		dw.t.Stop()
-	}
-	w.timers = nil
-}
-
-// sendWill publishes cl's will, as mochi's sendLWT does, or keeps it for
-// its Will Delay Interval. ending says the session ends with the
-// connection: the will goes out now.
-func (b *Broker) sendWill(cl *mochi.Client, ending bool) {
-	if atomic.LoadUint32(&cl.Properties.Will.Flag) == 0 {
+// shortenWillDelay, from OnWill as mochi sends cl's will, bounds its Will
+// Delay Interval by what is left of cl's session (see above) and notes the
+// will if it still waits. mochi reads the delay from cl after OnWill.
+func (b *Broker) shortenWillDelay(cl *mochi.Client, will *mochi.Will) {
+	delay := cl.Properties.Will.WillDelayInterval
+	if delay == 0 {
 		return
 	}
-	will := b.onWill(cl, cl.Properties.Will)
-	pk := packets.Packet{
-		FixedHeader: packets.FixedHeader{
-			Type:   packets.Publish,
-			Retain: will.Retain, // [MQTT-3.1.2-14] [MQTT-3.1.2-15]
-			Qos:    will.Qos,
-		},
-		TopicName:  will.TopicName,
-		Payload:    will.Payload,
-		Properties: packets.Properties{User: will.User},
-		Origin:     cl.ID,
-		Created:    time.Now().Unix(),
-	}
-	if delay := cl.Properties.Will.WillDelayInterval; delay > 0 && !ending {
-		if cl.Properties.ProtocolVersion == 5 {
-			delay = min(delay, cl.Properties.Props.SessionExpiryInterval)
+	var session uint32 // what is left of the session, in seconds
+	switch {
+	case cl.Properties.ProtocolVersion < 5:
+		if !cl.Properties.Clean {
+			session = maxSessionExpiry
 		}
-		// Kept in the packet as mochi does: the hooks tell a delayed
-		// will by it (hook.go, OnWillSent, onDelayedWill).
-		pk.Connect.WillProperties.WillDelayInterval = cl.Properties.Will.WillDelayInterval
-		b.wills.add(cl.ID, time.Duration(delay)*time.Second, func() { b.sendDelayedWill(cl, pk) })
-		return
+	case cl.Properties.Props.SessionExpiryIntervalFlag:
+		session = min(cl.Properties.Props.SessionExpiryInterval, maxSessionExpiry)
+	default:
+		session = 0 // MQTT 5: absent is 0 (§3.1.2.11.2)
 	}
-	b.publishWill(cl, pk)                           // [MQTT-3.1.2-8]
-	atomic.StoreUint32(&cl.Properties.Will.Flag, 0) // [MQTT-3.1.2-10]
-	b.onWillSent(cl, pk)
-}
-
-// sendDelayedWill publishes a will whose delay is over, as mochi's
-// sendDelayedLWT does.
-func (b *Broker) sendDelayedWill(cl *mochi.Client, pk packets.Packet) {
-	if b.closed.Load() {
-		return
+	if session <= delay {
+		delay = max(session, 1) - 1
 	}
-	b.publishWill(cl, pk) // [MQTT-3.1.2-8]
-	// Only the session the will belongs to forgets it: a connection that
-	// took the id over in the meantime keeps its own will.
-	if cur, ok := b.server.Clients.Get(cl.ID); ok && cur == cl {
-		cur.Properties.Will = mochi.Will{} // [MQTT-3.1.2-10]
-		b.onWillSent(cur, pk)
+	cl.Properties.Will.WillDelayInterval = delay
+	will.WillDelayInterval = delay
+	if delay > 0 {
+		b.wills.add(cl.ID, time.Now().Unix()+int64(delay)+1)
 	}
 }
 
-// publishWill retains and delivers a will through the hub's delivery path;
-// a will dropped by OnWill (no topic) goes nowhere. Should a subscriber be
-// on a connection the broker did not wrap, mochi delivers it, from the
-// inline client.
+// sendReplaced sends the delayed will of the session a clean start with
+// cl's id ends (from OnSessionEstablish, before mochi replaces the
+// session and drops its copy of the will).
+func (b *Broker) sendReplaced(cl *mochi.Client, pk packets.Packet) {
+	if !pk.Connect.Clean || !b.wills.remove(cl.ID) {
+		return
+	}
+	old, ok := b.server.Clients.Get(cl.ID)
+	if !ok || old == cl || !old.Closed() || old.Properties.Will.Flag == 0 {
+		return
+	}
+	will := b.bind.allowedWill(old, old.Properties.Will)
+	if will.TopicName == "" {
+		return
+	}
+	wp := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: will.Retain, Qos: will.Qos}, // [MQTT-3.1.2-14] [MQTT-3.1.2-15]
+		TopicName:   will.TopicName,
+		Payload:     will.Payload,
+		Properties:  packets.Properties{User: will.User},
+		Origin:      old.ID,
+		Created:     time.Now().Unix(),
+	}
+	b.publishWill(old, wp) // [MQTT-3.1.2-8]
+	old.Properties.Will = mochi.Will{}
+	b.bind.OnWillSent(old, wp)
+}
+
+// publishWill retains and delivers a will through the hub's delivery path.
+// Should a subscriber be on a connection the broker did not wrap, mochi
+// delivers it, from the inline client.
 func (b *Broker) publishWill(cl *mochi.Client, pk packets.Packet) {
-	if pk.TopicName == "" {
-		return
-	}
 	// The hub's path encodes the will itself: the properties mochi's Will
 	// does not keep travel in willKey until here (will.go).
 	restoreWillProperties(&pk)

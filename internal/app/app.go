@@ -283,9 +283,6 @@ func (m *Main) openBroker(context.Context) error {
 		MaxQueuedBytes:    cfg.MQTT.MaxQueuedBytes,
 		SlowClientTimeout: time.Duration(cfg.MQTT.SlowClientTimeout),
 		ConnectTimeout:    time.Duration(cfg.MQTT.ConnectTimeout),
-		DeliveryPath:      cfg.MQTT.DeliveryPath,
-		ConnLoop:          cfg.MQTT.ConnLoop,
-		IdlePark:          idlePark(cfg.MQTT.IdlePark),
 	})
 	if err != nil {
 		return err
@@ -643,13 +640,4 @@ func (s *silentConns) closeAll() {
 	for c := range s.conns {
 		c.Close()
 	}
-}
-
-// idlePark is mqtt.idlePark for the broker: 0 there is its default, never
-// is mqtt.NoIdlePark.
-func idlePark(d Duration) time.Duration {
-	if d == 0 {
-		return mqtt.NoIdlePark
-	}
-	return time.Duration(d)
 }

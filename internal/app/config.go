@@ -148,19 +148,6 @@ type MQTTConfig struct {
 	// ConnectTimeout is how long a new connection may take to send its
 	// CONNECT before it is closed (counted). Default 10s.
 	ConnectTimeout Duration `yaml:"connectTimeout"`
-	// DeliveryPath is who writes deliveries: "hub" (default, the hub's
-	// own path) or "mochi" (the broker library's, with its known losses;
-	// kept for comparison).
-	DeliveryPath string `yaml:"deliveryPath"`
-	// ConnLoop is who serves MQTT connections: "hub" (default, one
-	// goroutine per client of the hub's own) or "mochi" (the broker
-	// library's two goroutines per client; kept for comparison, and what
-	// deliveryPath mochi needs).
-	ConnLoop string `yaml:"connLoop"`
-	// IdlePark is how long a client on the hub's connection loop may send
-	// nothing before its connection is parked without a goroutine (Linux,
-	// plain TCP; served the same). Default 1s; 0 never parks.
-	IdlePark Duration `yaml:"idlePark"`
 }
 
 // minQueuedBytes is the smallest mqtt.maxQueuedBytes: a few small
@@ -305,11 +292,7 @@ type SearchConfig struct {
 
 // Allowed values of the enumerated settings.
 var (
-	joinModes = []string{"open", "approve", "closed"}
-	// deliveryPaths are the values of mqtt.deliveryPath.
-	deliveryPaths = []string{mqtt.DeliveryHub, mqtt.DeliveryMochi}
-	// connLoops are the values of mqtt.connLoop.
-	connLoops  = []string{mqtt.ConnLoopHub, mqtt.ConnLoopMochi}
+	joinModes  = []string{"open", "approve", "closed"}
 	logFormats = []string{"text", "json"}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 )
@@ -327,8 +310,7 @@ func DefaultConfig() Config {
 		MaxStreamQueueBytes: web.DefaultMaxStreamQueueBytes,
 		AllowedHosts:        []string{}} // printed as [] by `config print`, a list to fill in
 	c.MQTT = MQTTConfig{Addr: ":1883", Anonymous: true, MaxQueuedBytes: mqtt.DefaultMaxQueuedBytes,
-		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout),
-		DeliveryPath: mqtt.DeliveryHub, ConnLoop: mqtt.ConnLoopHub, IdlePark: Duration(mqtt.DefaultIdlePark)}
+		SlowClientTimeout: Duration(mqtt.DefaultSlowClientTimeout), ConnectTimeout: Duration(mqtt.DefaultConnectTimeout)}
 	c.MDNS = MDNSConfig{Enabled: true, ForgetAfter: Duration(24 * time.Hour)}
 	c.Join = JoinConfig{Mode: "open", PendingTTL: Duration(hub.DefaultPendingTTL)}
 	c.Security = SecurityConfig{VerifyRate: hub.DefaultVerifyRate, VerifyBurst: hub.DefaultVerifyBurst, MaxClockSkew: Duration(hub.DefaultMaxClockSkew)}
@@ -495,15 +477,6 @@ func (c Config) validateMQTT(bad func(string, error)) {
 	}
 	if c.MQTT.SlowClientTimeout <= 0 {
 		bad("mqtt.slowClientTimeout", fmt.Errorf("must be a duration greater than 0 such as \"30s\" (got %s)", c.MQTT.SlowClientTimeout))
-	}
-	if c.MQTT.IdlePark < 0 {
-		bad("mqtt.idlePark", fmt.Errorf("must be a duration such as \"1s\", or 0 for never (got %s)", c.MQTT.IdlePark))
-	}
-	bad("mqtt.deliveryPath", checkOneOf(c.MQTT.DeliveryPath, deliveryPaths))
-	bad("mqtt.connLoop", checkOneOf(c.MQTT.ConnLoop, connLoops))
-	if c.MQTT.ConnLoop == mqtt.ConnLoopHub && c.MQTT.DeliveryPath == mqtt.DeliveryMochi {
-		// mochi's deliveries need its writer goroutine per client.
-		bad("mqtt.connLoop", errors.New(`"hub" needs mqtt.deliveryPath "hub"; set mqtt.connLoop "mochi" with deliveryPath "mochi"`))
 	}
 }
 

@@ -37,7 +37,7 @@ func TestConfigDefaults(t *testing.T) {
 		!c.MDNS.Enabled || c.Join.Mode != "open" || c.Join.PendingTTL != Duration(24*time.Hour) || c.Access.Anonymous != "operate" || c.Log.Level != "info" || c.Log.Format != "text" ||
 		c.HTTP.MaxBodyBytes != 262144 || c.HTTP.WriteRate != 200 || c.HTTP.WriteBurst != 400 ||
 		!c.MQTT.Anonymous || c.MDNS.ForgetAfter != Duration(24*time.Hour) ||
-		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) || c.MQTT.DeliveryPath != "hub" || c.MQTT.ConnLoop != "hub" || c.MQTT.IdlePark != Duration(time.Second) ||
+		c.MQTT.MaxQueuedBytes != 1<<20 || c.MQTT.SlowClientTimeout != Duration(30*time.Second) || c.MQTT.ConnectTimeout != Duration(10*time.Second) ||
 		c.Registry.EventLogSize != 1000 || c.Registry.MaxThings != 1024 || c.Registry.MaxDepth != 32 ||
 		c.Search.MaxNodes != 10_000_000 || c.Search.MaxResultBytes != 16<<20 || c.Search.Timeout != Duration(5*time.Second) ||
 		c.Search.MaxQueryBytes != 1024 || c.Search.MaxDescendants != 2 || c.Search.MaxConcurrentPerClient != 2 ||
@@ -80,9 +80,6 @@ mqtt:
   maxQueuedBytes: 65536
   slowClientTimeout: 5s
   connectTimeout: 3s
-  deliveryPath: mochi
-  connLoop: mochi
-  idlePark: 250ms
 mdns:
   enabled: false
   forgetAfter: 1h
@@ -152,9 +149,6 @@ shutdownTimeout: 3s
 		{"mqtt.maxQueuedBytes (file)", c.MQTT.MaxQueuedBytes, 65536},
 		{"mqtt.slowClientTimeout (file)", c.MQTT.SlowClientTimeout, Duration(5 * time.Second)},
 		{"mqtt.connectTimeout (file)", c.MQTT.ConnectTimeout, Duration(3 * time.Second)},
-		{"mqtt.deliveryPath (file)", c.MQTT.DeliveryPath, "mochi"},
-		{"mqtt.connLoop (file)", c.MQTT.ConnLoop, "mochi"},
-		{"mqtt.idlePark (file)", c.MQTT.IdlePark, Duration(250 * time.Millisecond)},
 		{"shutdownTimeout (file)", c.ShutdownTimeout, Duration(3 * time.Second)},
 		{"http.maxBodyBytes (default kept)", c.HTTP.MaxBodyBytes, int64(262144)},
 		{"mqtt.anonymous (default kept)", c.MQTT.Anonymous, true},
@@ -330,10 +324,6 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"mqtt.maxQueuedBytes", func(c *Config) { c.MQTT.MaxQueuedBytes = 1000 }, "mqtt.maxQueuedBytes: must be at least 4096 bytes"},
 		{"mqtt.slowClientTimeout", func(c *Config) { c.MQTT.SlowClientTimeout = 0 }, "mqtt.slowClientTimeout: "},
 		{"mqtt.connectTimeout", func(c *Config) { c.MQTT.ConnectTimeout = 0 }, "mqtt.connectTimeout: "},
-		{"mqtt.deliveryPath", func(c *Config) { c.MQTT.DeliveryPath = "both" }, `mqtt.deliveryPath: "both" is not one of hub, mochi`},
-		{"mqtt.connLoop", func(c *Config) { c.MQTT.ConnLoop = "epoll" }, `mqtt.connLoop: "epoll" is not one of hub, mochi`},
-		{"mqtt.idlePark", func(c *Config) { c.MQTT.IdlePark = Duration(-time.Second) }, "mqtt.idlePark: must be a duration"},
-		{"mqtt.connLoop hub with mochi's delivery path", func(c *Config) { c.MQTT.DeliveryPath = "mochi" }, `mqtt.connLoop: "hub" needs mqtt.deliveryPath "hub"`},
 		{"tls.httpsAddr", func(c *Config) { c.TLS.HTTPSAddr = "8443" }, "tls.httpsAddr: "},
 		{"tls.mqttsAddr", func(c *Config) { c.TLS.MQTTSAddr = ":99999" }, "tls.mqttsAddr: "},
 		{"tls.only", func(c *Config) { c.TLS.Only = true }, "tls.only: needs tls.enabled: true"},

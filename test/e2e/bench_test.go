@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,19 +37,6 @@ var benchTDs = sync.OnceValue(func() []benchTD { return tdgen.Generate(benchThin
 // Things, and 100 agents from one address.
 func benchEdit(cfg *Config) {
 	cfg.Registry.MaxThings, cfg.Registry.MaxBytes, cfg.Registry.MaxThingsPerSource = 0, 0, 0
-	// LMOS_BENCH_CONNLOOP=mochi: mochi's connection loop (mqtt.connLoop),
-	// to compare with the hub's own.
-	if loop := os.Getenv("LMOS_BENCH_CONNLOOP"); loop != "" {
-		cfg.MQTT.ConnLoop = loop
-	}
-	// LMOS_BENCH_IDLEPARK=0: idle clients are not parked (mqtt.idlePark).
-	if park := os.Getenv("LMOS_BENCH_IDLEPARK"); park != "" {
-		d, err := time.ParseDuration(park)
-		if err != nil {
-			panic("LMOS_BENCH_IDLEPARK: " + err.Error())
-		}
-		cfg.MQTT.IdlePark = Duration(d)
-	}
 }
 
 // startBenchHub starts a hub in-process on dir as every test does

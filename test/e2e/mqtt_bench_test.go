@@ -658,24 +658,7 @@ func BenchmarkMQTTIdleAgentsRSS(b *testing.B) {
 			b.ReportMetric((loaded["VmRSS"]-base["VmRSS"])*1024/clients, "KB/client-from-idle")
 		}
 	}
-	// LMOS_BENCH_CONNLOOP=mochi runs the hub on mochi's connection loop
-	// (mqtt.connLoop), to compare with the hub's own;
-	// LMOS_BENCH_IDLEPARK=0 without parking idle clients (mqtt.idlePark).
 	var extra []string
-	var yaml string
-	if loop := os.Getenv("LMOS_BENCH_CONNLOOP"); loop != "" {
-		yaml += "  connLoop: " + loop + "\n"
-	}
-	if park := os.Getenv("LMOS_BENCH_IDLEPARK"); park != "" {
-		yaml += "  idlePark: " + park + "\n"
-	}
-	if yaml != "" {
-		cfg := filepath.Join(b.TempDir(), "connloop.yaml")
-		if err := os.WriteFile(cfg, []byte("mqtt:\n"+yaml), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		extra = []string{"--config", cfg}
-	}
 	hub := func(dir string) func(b *testing.B) (int, string, func()) {
 		return func(b *testing.B) (int, string, func()) {
 			p := startHubBinary(b, bin, dir, extra...)
