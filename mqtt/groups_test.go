@@ -920,44 +920,42 @@ func TestGroupRemovedWhileDown(t *testing.T) {
 // put in the topic index directly here) delivers nothing, at QoS 0 and 1
 // while a member beside it gets everything.
 func TestGroupEachDeliveryChecked(t *testing.T) {
-	{
-		for _, qos := range []byte{0, 1} {
-			t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {
-				g := newGroupEnv(t, nil)
-				const topic = "lmos/v1/groups/g1/chat"
-				a, c := g.as(t, thingA), g.as(t, thingC)
-				a.mustSub(topic)
-				// c's SUBACK comes after its session's establishment has
-				// run (revokeStaleOf there would take the injected
-				// subscription back, as it should; before, that raced
-				// with the injection below: 1 failure in 30–200 runs).
-				c.mustSub("lmos/v1/things/+/td")
-				cl, ok := g.b.server.Clients.Get(c.C.ClientID())
-				if !ok {
-					t.Fatal("no client c")
+	for _, qos := range []byte{0, 1} {
+		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {
+			g := newGroupEnv(t, nil)
+			const topic = "lmos/v1/groups/g1/chat"
+			a, c := g.as(t, thingA), g.as(t, thingC)
+			a.mustSub(topic)
+			// c's SUBACK comes after its session's establishment has
+			// run (revokeStaleOf there would take the injected
+			// subscription back, as it should; before, that raced
+			// with the injection below: 1 failure in 30–200 runs).
+			c.mustSub("lmos/v1/things/+/td")
+			cl, ok := g.b.server.Clients.Get(c.C.ClientID())
+			if !ok {
+				t.Fatal("no client c")
+			}
+			sub := packets.Subscription{Filter: topic, Qos: 1}
+			g.b.server.Topics.Subscribe(cl.ID, sub)
+			cl.State.Subscriptions.Add(topic, sub)
+			g.b.subs.changed()
+			revoked := g.b.Dropped("revoked")
+			for i := range 10 {
+				a.mustPub(topic, fmt.Appendf(nil, "m%d", i), qos, false)
+			}
+			for i := range 10 {
+				if m := a.next(topic); string(m.Payload) != fmt.Sprintf("m%d", i) {
+					t.Fatalf("member got %q", m.Payload)
 				}
-				sub := packets.Subscription{Filter: topic, Qos: 1}
-				g.b.server.Topics.Subscribe(cl.ID, sub)
-				cl.State.Subscriptions.Add(topic, sub)
-				g.b.subs.changed()
-				revoked := g.b.Dropped("revoked")
-				for i := range 10 {
-					a.mustPub(topic, fmt.Appendf(nil, "m%d", i), qos, false)
-				}
-				for i := range 10 {
-					if m := a.next(topic); string(m.Payload) != fmt.Sprintf("m%d", i) {
-						t.Fatalf("member got %q", m.Payload)
-					}
-				}
-				c.none(topic, 100*time.Millisecond)
-				if g.b.Dropped("revoked")-revoked != 10 {
-					t.Errorf("dropped{revoked} grew by %d, want 10", g.b.Dropped("revoked")-revoked)
-				}
-				if _, s := groupPacketsHeld(g.env, cl.ID, "g1"); s != 0 {
-					t.Errorf("%d group messages stored for the non-member", s)
-				}
-			})
-		}
+			}
+			c.none(topic, 100*time.Millisecond)
+			if g.b.Dropped("revoked")-revoked != 10 {
+				t.Errorf("dropped{revoked} grew by %d, want 10", g.b.Dropped("revoked")-revoked)
+			}
+			if _, s := groupPacketsHeld(g.env, cl.ID, "g1"); s != 0 {
+				t.Errorf("%d group messages stored for the non-member", s)
+			}
+		})
 	}
 }
 

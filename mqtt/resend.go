@@ -144,8 +144,9 @@ func restoreID(cl *mochi.Client, pk *packets.Packet) {
 }
 
 // OnPacketRead gives a SUBSCRIBE or UNSUBSCRIBE whose identifier a stored
-// delivery uses one mochi's check does not refuse (unclashID); mochi checks
-// an UNSUBSCRIBE's before any other hook sees it.
+// delivery uses one mochi's check does not refuse (unclashID). It is done
+// as the packet is read: mochi checks an UNSUBSCRIBE's identifier before
+// its OnUnsubscribe hook runs.
 func (h *binding) OnPacketRead(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	if t := pk.FixedHeader.Type; t == packets.Subscribe || t == packets.Unsubscribe {
 		unclashID(cl, &pk)
