@@ -4,7 +4,8 @@
 // (store.go), admin tokens (token.go), the Thing Description's validation
 // (validate.go, tdschema.go, depth.go) and enrichment (enrich*.go), the
 // Registry with its write loop, pages, preconditions, summaries and search
-// (registry*.go, page.go, precondition.go, summary.go, search*.go),
+// (registry*.go, page.go, precondition.go, summary.go, search*.go; the
+// index those read, internal/tdindex, is a package of its own),
 // interactions (interaction.go: Op, Interaction, Result, Transport) and the
 // Router that checks them against the TD's data schemas (router.go,
 // dataschema.go) and the payloads' encoding (payload.go), the rules every
