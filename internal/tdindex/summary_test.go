@@ -340,3 +340,23 @@ func TestDecodeSummaryAllocatesWhatItKeeps(t *testing.T) {
 		t.Errorf("Decode makes %v allocations, want 1", n)
 	}
 }
+
+// BenchmarkSummaryDecode is start-up's work per stored Thing: check a
+// stored summary and code its search fields (the dictionary already holds
+// their words, as after the first few Things).
+func BenchmarkSummaryDecode(b *testing.B) {
+	ix := New()
+	tds := tdgen.Generate(64)
+	encs := make([][]byte, len(tds))
+	for i, td := range tds {
+		_, encs[i] = ix.Summarize(parse(b, td.Raw), false)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := ix.Decode(encs[i%len(encs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
