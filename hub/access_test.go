@@ -87,10 +87,16 @@ func TestSecuredFlagFollowsTheTDSecurity(t *testing.T) {
 	if !f.secured.Summary.Secured() {
 		t.Error("a TD with a basic scheme is not marked secured")
 	}
-	// The flag survives the summary's encoding (it is stored with it).
-	s, err := hub.DecodeSummary(hub.EncodeSummary(f.secured.Summary))
-	if err != nil || !s.Secured() {
-		t.Fatalf("decoded summary: secured %v, err %v", s != nil && s.Secured(), err)
+	// The flag survives a restart (it is stored with the summary).
+	db := openStore(t)
+	r := newRegistry(t, db, hub.RegistryOptions{})
+	if _, err := r.Put(context.Background(), "urn:t:lock", securedTD("urn:t:lock"), hub.Origin{}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	r = newRegistry(t, db, hub.RegistryOptions{})
+	if th, err := r.Get("urn:t:lock"); err != nil || !th.Summary.Secured() {
+		t.Fatalf("after a restart: %+v, err %v; want it secured", th.Summary, err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/eclipse-lmos/lmos-hub/internal/tdindex"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
@@ -132,6 +133,12 @@ func TestCheckInput(t *testing.T) {
 			t.Errorf("%s %s %s: %v", c.op, c.name, c.input, err)
 		}
 	}
+}
+
+// summarize is the Summary a registry makes of doc.
+func summarize(doc map[string]any) *Summary {
+	s, _ := (&Registry{searchIndex: tdindex.New()}).summarize(doc)
+	return s
 }
 
 // TestCheckInputCompilesOnce: an affordance's schema is compiled once per

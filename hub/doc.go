@@ -4,7 +4,8 @@
 // (store.go), admin tokens (token.go), the Thing Description's validation
 // (validate.go, tdschema.go, depth.go) and enrichment (enrich*.go), the
 // Registry with its write loop, pages, preconditions, summaries and search
-// (registry*.go, page.go, precondition.go, summary.go, search*.go),
+// (registry*.go, page.go, precondition.go, summary.go, search*.go; the
+// index those read, internal/tdindex, is a package of its own),
 // interactions (interaction.go: Op, Interaction, Result, Transport) and the
 // Router that checks them against the TD's data schemas (router.go,
 // dataschema.go) and the payloads' encoding (payload.go), the rules every
@@ -20,8 +21,9 @@
 // It imports only the standard library, pure libraries, the wire contract
 // (package lmos: problems, peers' problem objects, topics, media types,
 // result statuses, CBOR) and the JSON and JSON/CBOR utilities of
-// internal/jsonx and internal/codec and the per-source token buckets of
-// internal/ratelimit; it does not import net or net/http. It does import
+// internal/jsonx and internal/codec, the per-source token buckets of
+// internal/ratelimit and the search index of internal/tdindex; it does not
+// import net or net/http. It does import
 // net/netip, on purpose: source.go keeps client addresses as comparable
 // values (netip.Addr, netip.Prefix) to name anonymous sources; netip opens
 // no sockets. Adapters (store, web, mqtt, mdns) import hub and never each

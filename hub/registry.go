@@ -14,6 +14,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
 	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
+	"github.com/eclipse-lmos/lmos-hub/internal/tdindex"
 	"github.com/google/uuid"
 )
 
@@ -108,6 +109,9 @@ type Registry struct {
 	subs      map[*Subscription]struct{}
 	search    *searchGate
 	closed    bool
+	// searchIndex makes and reads the Things' summaries (its word dictionary
+	// is this registry's).
+	searchIndex *tdindex.Index
 
 	// bindings are the key bindings by id (under mu); bindOverlay their
 	// changes in the batch being applied (nil: removed), owned by the
@@ -222,6 +226,7 @@ func NewRegistry(store Store, opts RegistryOptions) (*Registry, error) {
 		bindings: make(map[string]*Binding),
 		groups:   make(map[string]*Group),
 	}
+	r.searchIndex = tdindex.New()
 	r.verifyLimit = newVerifyLimiter(opts.Security, nil)
 	r.selfJoins.since = opts.Now()
 	if err := r.loadBindings(); err != nil {
@@ -289,7 +294,7 @@ func (r *Registry) loadStored() (recs []ThingRecord, sums []*Summary, err error)
 	// documents'. recs gets the raw document only of a Thing without a
 	// usable stored summary.
 	if err := r.store.LoadThings(func(rec ThingRecord) error {
-		if s, err := DecodeSummary(rec.Summary); err == nil {
+		if s, err := r.decodeSummary(rec.Summary); err == nil {
 			recs, sums = append(recs, ThingRecord{ID: rec.ID, Meta: rec.Meta}), append(sums, s)
 			return nil
 		}
@@ -393,7 +398,7 @@ func internSource(s Source) Source {
 // loadSummary decodes the stored summary of rec, or rebuilds it from the
 // document; nil when neither works.
 func (r *Registry) loadSummary(rec ThingRecord) *Summary {
-	if s, err := DecodeSummary(rec.Summary); err == nil {
+	if s, err := r.decodeSummary(rec.Summary); err == nil {
 		return s
 	}
 	raw := rec.Raw
@@ -411,14 +416,8 @@ func (r *Registry) loadSummary(rec ThingRecord) *Summary {
 		r.log.Error("skipping unreadable stored thing", "id", rec.ID, "err", err)
 		return nil
 	}
-	s, _ := compactSummary(doc)
+	s, _ := r.summarize(doc)
 	return s
-}
-
-// compactSummary summarises doc and returns the summary in its compact
-// in-memory form (one string, search words coded) with its encoding.
-func compactSummary(doc map[string]any) (*Summary, []byte) {
-	return summarizeEncoded(doc)
 }
 
 // Close stops the write loop (writes in flight finish first) and ends every
@@ -479,7 +478,7 @@ func (r *Registry) Create(ctx context.Context, raw []byte, origin Origin) (strin
 		return "", err
 	}
 	doc["id"] = id
-	sum, enc := compactSummary(doc)
+	sum, enc := r.summarize(doc)
 	res := r.submit(ctx, &op{kind: opCreate, id: id, raw: raw, doc: doc, sum: sum, sumEnc: enc, origin: origin, admin: origin.Admin})
 	return id, res.err
 }
@@ -572,7 +571,7 @@ func (r *Registry) prepareParsed(raw []byte, doc map[string]any, from string) (*
 	if err != nil {
 		return nil, err
 	}
-	sum, enc := compactSummary(doc)
+	sum, enc := r.summarize(doc)
 	return &PreparedTD{raw: raw, doc: doc, sum: sum, enc: enc, signer: signer}, nil
 }
 

@@ -419,7 +419,7 @@ func (r *Registry) applyPatch(o *op, old *Thing) error {
 	if o.signer, err = r.verifyDocWith(raw, merged, "", proof.CheckSignature); err != nil {
 		return err
 	}
-	o.sum, o.sumEnc = compactSummary(merged)
+	o.sum, o.sumEnc = r.summarize(merged)
 	o.doc, o.raw, o.origin = merged, raw, old.Meta.Origin
 	return nil
 }

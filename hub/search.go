@@ -6,17 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/theory/jsonpath"
 	"github.com/theory/jsonpath/spec"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/tdindex"
 )
 
 // SearchJSONPath evaluates an RFC 9535 query over the array of enriched TDs
@@ -144,8 +143,8 @@ func (r *Registry) selectJSONPath(b *budget, p *jsonpath.Path, emit func(any) er
 	if plain && perTD {
 		// Enrichment adds no strings a plain query can see, so the
 		// stored document's Summary decides.
-		if need := requiredStrings(p).hashed(); len(need) > 0 {
-			things = slices.DeleteFunc(things, func(t *Thing) bool { return !need.mayMatch(t.Summary) })
+		if f := tdindex.NewPrefilter(p); !f.IsZero() {
+			things = slices.DeleteFunc(things, func(t *Thing) bool { return !f.MayMatch(&t.Summary.Summary) })
 		}
 	}
 	things, parsed, err := r.documents(things)
@@ -372,17 +371,6 @@ type TextHit struct {
 	Matches []string `json:"matches"`
 }
 
-// Field weights for capability search: what a Thing says it is and can do
-// counts more than prose about it.
-const (
-	weightTitle          = 4
-	weightCapability     = 4
-	weightAffordanceName = 3
-	weightDescription    = 2
-	weightCapabilityText = 2
-	weightAffordanceText = 1
-)
-
 // SearchText ranks Things by how well their title, description, affordance
 // names and descriptions, and lmos:capabilities match the words of q.
 // typ, when set, keeps only Things of that @type ("Agent" matches
@@ -412,7 +400,7 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 		return nil, &Error{Code: EINVALID, Limit: "search.maxQueryBytes",
 			Message: "the q parameter is longer than " + strconv.Itoa(r.search.lim.MaxQueryBytes) + " bytes"}
 	}
-	terms := tokenize(q)
+	terms := tdindex.Terms(q)
 	if len(terms) == 0 {
 		return nil, Errorf(EINVALID, "the q parameter must contain at least one word")
 	}
@@ -423,16 +411,16 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 	b := &budget{ctx: ctx, lim: r.search.lim, total: &r.search.nodes}
 	things, _ := r.List(0, 0)
 	var hits []TextHit
-	sc := newScorer(terms)
+	m := r.searchIndex.Matcher(terms)
 	for _, t := range things {
 		if err := b.visit(len(terms)); err != nil {
 			return nil, err
 		}
-		if typ != "" && !t.Summary.hasType(typ) {
+		if typ != "" && !hasType(t.Summary, typ) {
 			continue
 		}
-		if h, ok := sc.score(t); ok {
-			hits = append(hits, h)
+		if score, matches, ok := m.Match(&t.Summary.Summary); ok {
+			hits = append(hits, TextHit{ID: t.ID, Title: t.Summary.Title, Score: score, Matches: matches})
 		}
 	}
 	slices.SortFunc(hits, func(a, b TextHit) int {
@@ -450,179 +438,10 @@ func (r *Registry) searchText(ctx context.Context, q, typ string, limit int) ([]
 	return hits, nil
 }
 
-// scorer scores the Things of one text search; it keeps its buffers from
-// Thing to Thing.
-//
-// It reads each field as the Summary keeps it, words coded (words.go),
-// without expanding it. A term holds only letters and digits, so each of
-// its occurrences lies within one run of word bytes; a coded word is a
-// whole run. So a term occurs in a field if it occurs in one of the plain
-// segments between codes or in a coded word, and an occurrence is a whole
-// word if it is one within its segment (a segment's edge next to a code
-// is a non-word byte) or if it is the coded word itself. What a code's
-// word holds of each term is worked out once per search.
-type scorer struct {
-	terms []string
-	found []bool
-	// st is, per term, what the field being read holds of it.
-	st []uint8
-	// memo is, per dictionary code and term, what the code's word holds
-	// of the term (0: not worked out yet).
-	memo []uint8
-	buf  []byte // a field expanded, for fields with escaped bytes
-}
-
-// What a text holds of a term.
-const (
-	termAbsent = iota + 1
-	termIn
-	termWhole
-)
-
-func newScorer(terms []string) *scorer {
-	return &scorer{terms: terms, found: make([]bool, len(terms)), st: make([]uint8, len(terms))}
-}
-
-func (sc *scorer) score(t *Thing) (TextHit, bool) {
-	score := 0.0
-	var matches []string
-	found := sc.found
-	clear(found)
-	t.Summary.eachRawField(func(kind byte, a, c int, coded string) {
-		st := sc.st
-		clear(st)
-		if strings.Contains(coded, escapeBytes) {
-			// A byte of the text itself ≥ 0xF8 (rare): read it expanded.
-			sc.buf = expandText(sc.buf[:0], coded)
-			sc.plain(string(sc.buf))
-		} else {
-			sc.coded(coded)
-		}
-		hit := false
-		for i, v := range st {
-			if v < termIn {
-				continue
-			}
-			found[i], hit = true, true
-			w := fieldWeights[kind]
-			if v == termWhole {
-				w *= 1.5 // a whole word beats a fragment
-			}
-			score += w
-		}
-		if hit {
-			matches = append(matches, t.Summary.fieldPointer(kind, a, c))
-		}
-	})
-	for _, f := range found {
-		if !f {
-			return TextHit{}, false
-		}
-	}
-	slices.Sort(matches)
-	matches = slices.Compact(matches)
-	return TextHit{ID: t.ID, Title: t.Summary.Title, Score: math.Round(score*100) / 100, Matches: matches}, true
-}
-
-// plain records in sc.st what the plain text holds of each term.
-func (sc *scorer) plain(text string) {
-	for i, term := range sc.terms {
-		at := strings.Index(text, term)
-		if at < 0 {
-			continue
-		}
-		v := uint8(termIn)
-		if wholeWordAt(text, term, at) {
-			v = termWhole
-		}
-		sc.st[i] = max(sc.st[i], v)
-	}
-}
-
-// coded records in sc.st what the coded text (no escapes) holds of each
-// term.
-func (sc *scorer) coded(f string) {
-	for len(f) > 0 {
-		i := 0
-		for i < len(f) && f[i] < wordCodeByte {
-			i++
-		}
-		if i > 0 {
-			sc.plain(f[:i])
-		}
-		if i+1 >= len(f) {
-			return
-		}
-		c := int(f[i]&3)<<8 | int(f[i+1])
-		f = f[i+2:]
-		if sc.memo == nil {
-			sc.memo = make([]uint8, maxWordCodes*len(sc.terms))
-		}
-		if c >= maxWordCodes {
-			continue
-		}
-		memo := sc.memo[c*len(sc.terms) : (c+1)*len(sc.terms)]
-		for j, term := range sc.terms {
-			if memo[j] == 0 {
-				w := dict.word(uint16(c))
-				switch {
-				case w == term:
-					memo[j] = termWhole
-				case strings.Contains(w, term):
-					memo[j] = termIn
-				default:
-					memo[j] = termAbsent
-				}
-			}
-			sc.st[j] = max(sc.st[j], memo[j])
-		}
-	}
-}
-
-// wholeWordAt reports whether some occurrence of term in s (both lower
-// case), the first at byte at, stands as a whole word.
-func wholeWordAt(s, term string, at int) bool {
-	for at >= 0 {
-		before := at == 0 || !isWordByte(s[at-1])
-		end := at + len(term)
-		after := end >= len(s) || !isWordByte(s[end])
-		if before && after {
-			return true
-		}
-		next := strings.Index(s[at+1:], term)
-		if next < 0 {
-			return false
-		}
-		at += 1 + next
-	}
-	return false
-}
-
-func isWordByte(c byte) bool {
-	return c >= utf8.RuneSelf || unicode.IsLetter(rune(c)) || unicode.IsDigit(rune(c))
-}
-
-func tokenize(s string) []string {
-	var out []string
-	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
-		if !slices.Contains(out, w) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// splitCamel turns "setTargetTemperature" into "set target temperature" so
-// affordance names match plain words.
-func splitCamel(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && unicode.IsUpper(r) {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+// hasType reports whether the Thing has the @type want, compared without
+// case and without an "lmos:" prefix ("Agent" matches "lmos:Agent").
+func hasType(s *Summary, want string) bool {
+	norm := func(s string) string { return strings.ToLower(strings.TrimPrefix(s, "lmos:")) }
+	w := norm(want)
+	return s.AnyType(func(t string) bool { return norm(t) == w })
 }

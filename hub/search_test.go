@@ -60,7 +60,7 @@ func TestJSONPathMatchesReference(t *testing.T) {
 		`$[*, ?@.title=='title 1'].id`,
 		`$['@context']`,
 		`$[?@.id=='urn:t:00007']`,
-		// Shapes the Summary prefilter must get right (searchprefilter.go).
+		// Shapes the Summary prefilter must get right (internal/tdindex/prefilter.go).
 		`$[?'title 4'==@.title].id`,
 		`$[?@.title=='title 4' || @.title=='title 5'].id`,
 		`$[?@.title=='title 4' || @.registration].id`,

@@ -12,7 +12,7 @@ import (
 var ErrStale = errors.New("the collection changed since the page was read")
 
 // ThingRecord is one stored Thing: the submitted bytes, kept exactly, the
-// hub's metadata, and the encoded Summary of the document (EncodeSummary;
+// hub's metadata, and the encoded Summary of the document (internal/tdindex;
 // opaque to stores). In a Batch, a record without Raw updates only the
 // metadata of a stored Thing and keeps its Summary.
 type ThingRecord struct {

@@ -1,4 +1,4 @@
-package hub
+package tdindex
 
 import (
 	"strconv"
@@ -15,22 +15,43 @@ import (
 // certainly yields no result, a TD that passes is parsed and queried.
 type need [][]string
 
-// hashedNeed is a need with its strings hashed once for all TDs.
-type hashedNeed [][]bloomKey
-
-func (n need) hashed() hashedNeed {
-	h := make(hashedNeed, len(n))
-	for i, clause := range n {
-		for _, s := range clause {
-			h[i] = append(h[i], keyOf(s))
-		}
-	}
-	return h
+// Prefilter tells, from a Summary alone, whether a JSONPath query may
+// select anything from a TD: a TD it rejects certainly yields nothing. The
+// zero Prefilter passes every TD.
+type Prefilter struct {
+	// clauses are the query's need, each string hashed once for all TDs.
+	clauses [][]bloomKey
 }
 
-// mayMatch reports whether the TD summarised by s passes n.
-func (n hashedNeed) mayMatch(s *Summary) bool {
+// NewPrefilter derives the Prefilter of p for a caller that evaluates p
+// over the array of TDs part by part (p's first segment selects elements
+// one by one and no filter in p refers to the root) and over the documents
+// as summarised, not enriched with strings their summaries do not hold.
+// Only what a filter on the first segment needs is required; any other
+// query gets the zero Prefilter.
+func NewPrefilter(p *jsonpath.Path) Prefilter {
+	return requiredStrings(p).prefilter()
+}
+
+func (n need) prefilter() Prefilter {
+	var f Prefilter
 	for _, clause := range n {
+		keys := make([]bloomKey, 0, len(clause))
+		for _, s := range clause {
+			keys = append(keys, keyOf(s))
+		}
+		f.clauses = append(f.clauses, keys)
+	}
+	return f
+}
+
+// IsZero reports whether f passes every TD (the query requires nothing
+// the Bloom filter can tell).
+func (f Prefilter) IsZero() bool { return len(f.clauses) == 0 }
+
+// MayMatch reports whether the TD summarised by s passes f.
+func (f Prefilter) MayMatch(s *Summary) bool {
+	for _, clause := range f.clauses {
 		ok := false
 		for _, k := range clause {
 			if s.mayHave(k) {

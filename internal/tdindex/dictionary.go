@@ -1,8 +1,7 @@
-package hub
+package tdindex
 
 import (
 	"maps"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -10,10 +9,10 @@ import (
 // The search fields of 10k TDs are ~3.5 MB of lower-cased text, most of it
 // words that many TDs repeat (rooms, devices, quantities, verbs, the words
 // of a vendor's descriptions). In memory a Summary keeps each field with
-// those words replaced by 2-byte codes of one process-wide dictionary, and
-// a text search expands a field into a scratch buffer to read it. The
-// stored summary holds the plain text (EncodeSummary expands it), so the
-// codes never leave the process.
+// those words replaced by 2-byte codes of its Index's dictionary, and a
+// text search reads the coded field (Matcher) or expands it into a scratch
+// buffer. The stored summary holds the plain text (Index.Encode expands
+// it), so the codes never leave the Index.
 //
 // A code is two bytes: 0xF8 | space<<2 | code>>8, then code&0xFF, where
 // space says a space follows the word (most words are followed by one).
@@ -39,24 +38,22 @@ const (
 	maxCodedWord = 24
 )
 
-// wordDict is the process-wide dictionary. Codes are never reassigned, so
-// every registry in the process may share it. words[i] is written once,
-// and n counts it, before the map that gives code i is published: whoever
-// holds a code can read its word.
+// wordDict is an Index's dictionary. Codes are never reassigned: a code,
+// once given, reads back as its word for the Index's life. words[i] is
+// written once, and n counts it, before the map that gives code i is
+// published: whoever holds a code can read its word.
 type wordDict struct {
 	mu sync.Mutex // serialises additions
 	// codes is replaced whole by each addition (at most maxWordCodes
-	// copies in a process's life), so looking a word up, which every
+	// copies in an Index's life), so looking a word up, which every
 	// PUT does for each word of its search fields, takes no lock.
 	codes atomic.Pointer[map[string]uint16]
 	words [maxWordCodes]string
 	n     atomic.Uint32
 }
 
-var dict wordDict
-
 // code returns the code of word, giving it one if the dictionary has room.
-func (d *wordDict) code(word string) (uint16, bool) {
+func (d *wordDict) code(word []byte) (uint16, bool) {
 	if len(word) < minCodedWord || len(word) > maxCodedWord {
 		return 0, false
 	}
@@ -66,7 +63,7 @@ func (d *wordDict) code(word string) (uint16, bool) {
 		}
 	}
 	if m := d.codes.Load(); m != nil {
-		if c, ok := (*m)[word]; ok {
+		if c, ok := (*m)[string(word)]; ok {
 			return c, true
 		}
 	}
@@ -77,7 +74,7 @@ func (d *wordDict) code(word string) (uint16, bool) {
 	defer d.mu.Unlock()
 	m := d.codes.Load()
 	if m != nil {
-		if c, ok := (*m)[word]; ok {
+		if c, ok := (*m)[string(word)]; ok {
 			return c, true
 		}
 	}
@@ -89,7 +86,7 @@ func (d *wordDict) code(word string) (uint16, bool) {
 	if m != nil {
 		maps.Copy(next, *m)
 	}
-	w := strings.Clone(word) // its own copy: word is part of a larger text
+	w := string(word) // a copy: word is a view of the text being coded
 	d.words[n] = w
 	d.n.Store(n + 1)
 	next[w] = uint16(n)
@@ -105,15 +102,8 @@ func (d *wordDict) word(c uint16) string {
 	return d.words[c]
 }
 
-// compressText appends text to out with its words coded from the
-// process's dictionary.
-func compressText(out []byte, text string) []byte { return dict.compress(out, text) }
-
-// expandText appends the text compressText coded as f to out.
-func expandText(out []byte, f string) []byte { return dict.expand(out, f) }
-
 // compress appends text to out with its dictionary words coded.
-func (d *wordDict) compress(out []byte, text string) []byte {
+func (d *wordDict) compress(out []byte, text []byte) []byte {
 	for i := 0; i < len(text); {
 		if !isWordByte(text[i]) {
 			out = appendLiteral(out, text[i])

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tdindex
+
+const raceEnabled = false
