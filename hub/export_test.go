@@ -1,6 +1,9 @@
 package hub
 
-import "crypto/ed25519"
+import (
+	"context"
+	"crypto/ed25519"
+)
 
 // HoldVerifications makes r's signature checks queue as if a batch were
 // running, until release hands the lead to the oldest of them: a test
@@ -56,3 +59,38 @@ func StoredCredential(r *Registry, gid, thing string) []byte {
 	}
 	return cred
 }
+
+// The steps of Admission.Join, for the unit tests of each.
+
+// Verdict is verdict.
+type Verdict = verdict
+
+// ErrJoinPending is errJoinPending.
+var ErrJoinPending = errJoinPending
+
+// Admit is admit.
+func (a *Admission) Admit(r JoinRequest) (bool, error) { return a.admit(&r) }
+
+// AdmitJoin is admitJoin.
+func (a *Admission) AdmitJoin(r JoinRequest) (Verdict, error) { return a.admitJoin(&r) }
+
+// Register is register.
+func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+	return a.register(ctx, id, p, origin, credHash)
+}
+
+// RegisterByKey is registerByKey.
+func (a *Admission) RegisterByKey(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+	return a.registerByKey(ctx, id, p, origin, credHash)
+}
+
+// Deregister is deregister.
+func (a *Admission) Deregister(ctx context.Context, id string) error { return a.deregister(ctx, id) }
+
+// Park is park.
+func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *JoinWaiter) error {
+	return a.park(id, p, door, addr, w)
+}
+
+// CheckClaim is checkClaim.
+func (a *Admission) CheckClaim(id, remote string) (bool, error) { return a.checkClaim(id, remote) }
