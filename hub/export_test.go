@@ -94,3 +94,10 @@ func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *
 
 // CheckClaim is checkClaim.
 func (a *Admission) CheckClaim(id, remote string) (bool, error) { return a.checkClaim(id, remote) }
+
+// Doc is the document p validated and summarised.
+func (p *PreparedTD) Doc() map[string]any { return p.doc }
+
+// ParseObject is parseObject with the default nesting limit: how a JSON
+// description is read.
+func ParseObject(raw []byte) (map[string]any, error) { return parseObject(raw, DefaultMaxDepth) }
