@@ -93,6 +93,10 @@ type JoinRequest struct {
 	// Deregister.
 	TD          []byte
 	ContentType string
+	// Doc, when not nil, is TD as the door decoded it into the JSON data
+	// model, TD being its JSON form (a WebSocket message's td member): the
+	// hub validates it without parsing TD again.
+	Doc map[string]any
 	// Owner says the requester is the Thing's own: the live WebSocket
 	// connection that created it or proved its key, the mDNS instance
 	// that announced it (Origin.Owner).
@@ -150,7 +154,7 @@ func (a *Admission) admitJoin(r *JoinRequest) (verdict, error) {
 		if r.Holder {
 			return verdict{Credentialed: true}, a.admitReturning(r)
 		}
-		if !r.Deregister && (len(r.TD) > 0 || r.prepared) {
+		if !r.Deregister && (len(r.TD) > 0 || r.Doc != nil || r.prepared) {
 			byKey, err := a.provenByKey(r)
 			if err != nil {
 				return verdict{}, err

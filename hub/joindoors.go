@@ -72,10 +72,14 @@ func (a *Admission) PrepareJoin(r *JoinRequest) (*PreparedTD, error) { return a.
 
 // prepare is PrepareJoin, done at most once per request.
 func (a *Admission) prepare(r *JoinRequest) (*PreparedTD, error) {
-	if !r.prepared {
+	switch {
+	case r.prepared:
+	case r.Doc != nil:
+		r.prep, r.prepErr = a.reg.prepareDecoded(r.Doc, r.TD, r.Addr)
+	default:
 		r.prep, r.prepErr = a.reg.prepareMedia(r.TD, r.ContentType, r.Addr)
-		r.prepared = true
 	}
+	r.prepared = true
 	return r.prep, r.prepErr
 }
 
@@ -310,8 +314,13 @@ func (r *Registry) prepareMedia(payload []byte, contentType, from string) (*Prep
 		// NaN, infinities and other values JSON cannot carry.
 		return nil, Errorf(EINVALID, "the CBOR document has no JSON equivalent: %v", err)
 	}
-	// The stored form is the JSON one: its size and nesting are bounded
-	// as a JSON description's.
+	return r.prepareDecoded(doc, raw, from)
+}
+
+// prepareDecoded is PrepareFrom for a description a door decoded into doc,
+// raw being its JSON form, which is stored: its size and nesting are
+// bounded as a JSON description's, and doc becomes what parsing raw gives.
+func (r *Registry) prepareDecoded(doc map[string]any, raw []byte, from string) (*PreparedTD, error) {
 	if err := r.checkSize(len(raw)); err != nil {
 		return nil, err
 	}

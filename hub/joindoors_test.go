@@ -223,6 +223,17 @@ func TestJoinDecodesCBOROnce(t *testing.T) {
 	if stored, _ := r.Raw("urn:c"); !bytes.Equal(stored, p.Raw()) {
 		t.Errorf("stored %s, want %s", stored, p.Raw())
 	}
+	// A door that decoded the description with its message (WebSocket)
+	// passes that: it is not parsed again either.
+	v, err := r.Decoder().DecodeValue(cb, lmos.MediaCBOR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(v)
+	ws := hub.JoinRequest{ID: "urn:c", Door: hub.SourceWS, Addr: "10.0.0.6", TD: raw, Doc: v.(map[string]any)}
+	if p, err = a.PrepareJoin(&ws); err != nil || !reflect.DeepEqual(p.Doc(), want) {
+		t.Fatalf("the document decoded by the door differs from its JSON form's (%v)", err)
+	}
 }
 
 // Hostile and invalid CBOR descriptions are refused as invalid, and store

@@ -34,64 +34,21 @@ type agentRequest struct {
 // registered by other means (403).
 func (wc *wsConn) register(m *wsMessage) {
 	g := wc.g
-	td, ok := m.TD.(map[string]any)
-	if !ok {
-		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "registerThing needs the Thing Description as an object",
-			Fields: []hub.FieldError{{Field: "/td", Description: "must be an object"}}})
-		return
-	}
-	id, _ := td["id"].(string)
-	if id == "" {
-		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "a Thing registered over WebSocket needs an id",
-			Fields: []hub.FieldError{{Field: "/td/id", Description: "is required"}}})
-		return
-	}
-	if m.ThingID != "" && m.ThingID != id {
-		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "thingId differs from the description's id",
-			Fields: []hub.FieldError{{Field: "/thingId", Description: "must equal /td/id"}}})
-		return
-	}
-	m.ThingID = id
-	if err := hub.ValidateID(id); err != nil {
+	id, doc, raw, err := registration(m)
+	if err != nil {
 		wc.replyError(m, err)
 		return
 	}
-	raw, err := json.Marshal(td)
+	owner, own, err := wc.reserve(id)
 	if err != nil {
-		wc.replyError(m, hub.Errorf(hub.EINVALID, "the description has no JSON form: %v", err))
+		wc.replyError(m, err)
 		return
 	}
-	// Reserve the id for this connection first: two connections racing for
-	// one id cannot both pass the checks below.
-	g.mu.Lock()
-	owner := g.agents[id]
-	if owner != nil && owner != wc {
-		g.mu.Unlock()
-		wc.replyError(m, hub.Errorf(hub.ECONFLICT, "the Thing %q is registered by another WebSocket connection", id))
-		return
-	}
-	g.agents[id] = wc
-	g.mu.Unlock()
-	// A Thing this connection registered that is gone since (an admin
-	// deleted it, its registration expired) is no longer its own: its
-	// return is a new Thing's join, decided by the join mode.
-	wc.mu.Lock()
-	if owner == wc && wc.things[id] {
-		if _, err := g.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
-			delete(wc.things, id)
-			delete(wc.members, id)
-		}
-	}
-	// The Thing's own connection: the live one that created it or proved
-	// its key. Only it may bind an unbound Thing to a key; another socket,
-	// or one that took the Thing over unsigned, may not (PROTOCOL §6).
-	own := owner == wc && wc.members[id]
-	wc.mu.Unlock()
 	// Another socket than the live owner's takes the Thing over: a bound
 	// id then needs a fresh proof by its key (PROTOCOL §6). A Thing that
 	// joined over MQTT (it holds a credential) comes here with its bound
 	// key's proof only.
-	req := hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, TD: raw, Takeover: owner != wc, Owner: own}
+	req := hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, TD: raw, Doc: doc, Takeover: owner != wc, Owner: own}
 	w, old := wc.await(m, id)
 	req.Waiter = w
 	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
@@ -132,6 +89,64 @@ func (wc *wsConn) register(m *wsMessage) {
 		proven = true
 	}
 	wc.registered(m, id, proven)
+}
+
+// registration is the id and the description of a registerThing, as
+// decoded with the message and in its JSON form.
+func registration(m *wsMessage) (id string, td map[string]any, raw []byte, err error) {
+	td, ok := m.TD.(map[string]any)
+	if !ok {
+		return "", nil, nil, &hub.Error{Code: hub.EINVALID, Message: "registerThing needs the Thing Description as an object",
+			Fields: []hub.FieldError{{Field: "/td", Description: "must be an object"}}}
+	}
+	id, _ = td["id"].(string)
+	if id == "" {
+		return "", nil, nil, &hub.Error{Code: hub.EINVALID, Message: "a Thing registered over WebSocket needs an id",
+			Fields: []hub.FieldError{{Field: "/td/id", Description: "is required"}}}
+	}
+	if m.ThingID != "" && m.ThingID != id {
+		return "", nil, nil, &hub.Error{Code: hub.EINVALID, Message: "thingId differs from the description's id",
+			Fields: []hub.FieldError{{Field: "/thingId", Description: "must equal /td/id"}}}
+	}
+	m.ThingID = id
+	if err := hub.ValidateID(id); err != nil {
+		return "", nil, nil, err
+	}
+	raw, err = json.Marshal(td)
+	if err != nil {
+		return "", nil, nil, hub.Errorf(hub.EINVALID, "the description has no JSON form: %v", err)
+	}
+	return id, td, raw, nil
+}
+
+// reserve reserves id for this connection before its join is decided: two
+// connections racing for one id cannot both pass the join's checks. owner
+// is the connection that held it (nil: none); own says this connection is
+// the Thing's own: the live one that created it or proved its key. Only it
+// may bind an unbound Thing to a key; another socket, or one that took the
+// Thing over unsigned, may not (PROTOCOL §6).
+func (wc *wsConn) reserve(id string) (owner *wsConn, own bool, err error) {
+	g := wc.g
+	g.mu.Lock()
+	owner = g.agents[id]
+	if owner != nil && owner != wc {
+		g.mu.Unlock()
+		return nil, false, hub.Errorf(hub.ECONFLICT, "the Thing %q is registered by another WebSocket connection", id)
+	}
+	g.agents[id] = wc
+	g.mu.Unlock()
+	// A Thing this connection registered that is gone since (an admin
+	// deleted it, its registration expired) is no longer its own: its
+	// return is a new Thing's join, decided by the join mode.
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if owner == wc && wc.things[id] {
+		if _, err := g.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
+			delete(wc.things, id)
+			delete(wc.members, id)
+		}
+	}
+	return owner, owner == wc && wc.members[id], nil
 }
 
 // await makes w the waiter of id's registration on this connection
