@@ -18,7 +18,7 @@ import (
 // writes it. The check runs in the write
 // loop, against the binding as the batch so far left it, so two writers
 // racing for one id cannot both bind it; the proof itself is verified
-// before, outside the loop (PrepareFrom), once per write.
+// before, outside the loop (prepareFrom), once per write.
 
 // Binding is the DID a Thing id is bound to. It outlives the Thing: a
 // deleted id cannot be registered again by another key.

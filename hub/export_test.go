@@ -68,8 +68,12 @@ type Verdict = verdict
 // ErrJoinPending is errJoinPending.
 var ErrJoinPending = errJoinPending
 
-// Admit is admit.
-func (a *Admission) Admit(r JoinRequest) (bool, error) { return a.admit(&r) }
+// Admit is admitJoin telling only whether the requester presented the
+// Thing's credential.
+func (a *Admission) Admit(r JoinRequest) (bool, error) {
+	v, err := a.admitJoin(&r)
+	return v.Credentialed, err
+}
 
 // AdmitJoin is admitJoin.
 func (a *Admission) AdmitJoin(r JoinRequest) (Verdict, error) { return a.admitJoin(&r) }
@@ -101,3 +105,10 @@ func (p *PreparedTD) Doc() map[string]any { return p.doc }
 // ParseObject is parseObject with the default nesting limit: how a JSON
 // description is read.
 func ParseObject(raw []byte) (map[string]any, error) { return parseObject(raw, DefaultMaxDepth) }
+
+// Prepare is prepareFrom for a writer whose verifications are not
+// rate-limited.
+func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) { return r.prepareFrom(raw, "") }
+
+// PrepareFrom is prepareFrom.
+func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) { return r.prepareFrom(raw, from) }

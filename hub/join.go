@@ -128,23 +128,17 @@ type verdict struct {
 	ByKey bool
 }
 
-// admit applies the join policy to r. It reports whether the requester
-// presented the Thing's credential (a member joined over MQTT, admitted for
-// its Holder); otherwise the request was admitted under the join mode and
-// the rate, or (only admitJoin tells) by its bound key's proof.
+// admitJoin applies the join policy to r: the requester presented the
+// Thing's credential (verdict.Credentialed: a member joined over MQTT,
+// admitted for its Holder), or the request is admitted under the join mode
+// and the rate, or a Thing holding a credential whose requester does not
+// present it is admitted because the description is signed by the key its
+// id is bound to (verdict.ByKey).
 //
 // The order of the checks is part of the wire contract: over MQTT the join
 // mode decides first, so a closed hub tells an anonymous client nothing
 // about which ids exist; over WebSocket a Thing registered over WebSocket
 // may come back (its agent reconnecting) whatever the mode.
-func (a *Admission) admit(r *JoinRequest) (credentialed bool, err error) {
-	v, err := a.admitJoin(r)
-	return v.Credentialed, err
-}
-
-// admitJoin is admit with the whole verdict: a Thing holding a credential
-// whose requester does not present it is admitted when the description is
-// signed by the key its id is bound to (verdict.ByKey).
 func (a *Admission) admitJoin(r *JoinRequest) (verdict, error) {
 	held, err := a.HasCredential(r.ID)
 	if err != nil {
@@ -195,7 +189,7 @@ func (a *Admission) provenByKey(r *JoinRequest) (bool, error) {
 	return p.signer != nil && p.signer.DID == b.DID, nil
 }
 
-// admitAnonymous is admit for a Thing that holds no credential.
+// admitAnonymous is admitJoin for a Thing that holds no credential.
 func (a *Admission) admitAnonymous(r *JoinRequest) (credentialed bool, err error) {
 	if r.Door == SourceWS {
 		return false, a.admitAgent(r)
@@ -220,7 +214,7 @@ func (a *Admission) admitAnonymous(r *JoinRequest) (credentialed bool, err error
 	return false, nil
 }
 
-// admitReturning is admit for the holder of id's credential: a
+// admitReturning is admitJoin for the holder of id's credential: a
 // registered member updates itself and any holder deregisters, whatever
 // the join mode; a holder whose Thing is gone (deleted over HTTP or by
 // expiry: the credential stays) joins as a new Thing does, so that under
@@ -246,7 +240,7 @@ func (a *Admission) admitReturning(r *JoinRequest) error {
 	return nil
 }
 
-// admitAgent is admit for a Thing without a credential at a door whose
+// admitAgent is admitJoin for a Thing without a credential at a door whose
 // agents stay connected (WebSocket): the Thing's own door may resume it.
 func (a *Admission) admitAgent(r *JoinRequest) error {
 	t, err := a.reg.Get(r.ID)
@@ -413,7 +407,7 @@ func (a *Admission) register(ctx context.Context, id string, p *PreparedTD, orig
 }
 
 // deregister deletes the Thing id at the request of its credential's holder
-// (admitted by admit), and the credential in the same durable commit, so no
+// (admitted by admitJoin), and the credential in the same durable commit, so no
 // failure or crash leaves a credential whose Thing its holder deregistered,
 // nor the reverse. A credential whose Thing is already gone (deleted over
 // HTTP or by expiry, which keep it: PROTOCOL §4.4) is deleted alone; the

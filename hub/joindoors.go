@@ -290,12 +290,12 @@ func newCredential() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// prepareMedia is PrepareFrom for a description in contentType: a CBOR one
+// prepareMedia is prepareFrom for a description in contentType: a CBOR one
 // is decoded once, with the wire's limits for hostile input, into the
 // document the hub validates, and stored as its JSON form.
 func (r *Registry) prepareMedia(payload []byte, contentType, from string) (*PreparedTD, error) {
 	if lmos.MediaOf(contentType) != lmos.MediaCBOR {
-		return r.PrepareFrom(payload, from)
+		return r.prepareFrom(payload, from)
 	}
 	if err := r.checkSize(len(payload)); err != nil {
 		return nil, err
@@ -317,7 +317,7 @@ func (r *Registry) prepareMedia(payload []byte, contentType, from string) (*Prep
 	return r.prepareDecoded(doc, raw, from)
 }
 
-// prepareDecoded is PrepareFrom for a description a door decoded into doc,
+// prepareDecoded is prepareFrom for a description a door decoded into doc,
 // raw being its JSON form, which is stored: its size and nesting are
 // bounded as a JSON description's, and doc becomes what parsing raw gives.
 func (r *Registry) prepareDecoded(doc map[string]any, raw []byte, from string) (*PreparedTD, error) {

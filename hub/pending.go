@@ -532,7 +532,7 @@ func (a *Admission) Approve(ctx context.Context, id string) error {
 	if e == nil {
 		return Errorf(ENOTFOUND, "no join of %q is pending", id)
 	}
-	p, err := a.reg.Prepare(e.TD)
+	p, err := a.reg.prepareFrom(e.TD, "")
 	if err != nil {
 		return err
 	}

@@ -494,7 +494,7 @@ func (r *Registry) put(ctx context.Context, id string, raw []byte, origin Origin
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
-	p, err := r.PrepareFrom(raw, origin.Addr)
+	p, err := r.prepareFrom(raw, origin.Addr)
 	if err != nil {
 		return false, err
 	}
@@ -523,18 +523,11 @@ func (p *PreparedTD) ID() string {
 	return id
 }
 
-// Signer is the verified proof of the document, nil when it is unsigned.
-func (p *PreparedTD) Signer() *Signer { return p.signer }
-
-// Prepare is PrepareFrom for a writer whose verifications are not
-// rate-limited (an admin, the hub itself, tests).
-func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) { return r.PrepareFrom(raw, "") }
-
-// PrepareFrom does the work of a write that needs no registry state: it
+// prepareFrom does the work of a write that needs no registry state: it
 // refuses a document over MaxTDBytes before reading it, then parses,
 // validates and summarises it, and verifies its proof once (charged to
 // the writer's address from, security.verifyRate).
-func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
+func (r *Registry) prepareFrom(raw []byte, from string) (*PreparedTD, error) {
 	if err := r.checkSize(len(raw)); err != nil {
 		return nil, err
 	}
@@ -563,7 +556,7 @@ func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
 	return p, nil
 }
 
-// prepareParsed is PrepareFrom for raw parsed as doc.
+// prepareParsed is prepareFrom for raw parsed as doc.
 func (r *Registry) prepareParsed(raw []byte, doc map[string]any, from string) (*PreparedTD, error) {
 	if err := Validate(doc); err != nil {
 		return nil, err
@@ -574,14 +567,6 @@ func (r *Registry) prepareParsed(raw []byte, doc map[string]any, from string) (*
 	}
 	sum, enc := compactSummary(doc)
 	return &PreparedTD{raw: raw, doc: doc, sum: sum, enc: enc, signer: signer}, nil
-}
-
-// PutPrepared is Put with a document Prepare accepted.
-func (r *Registry) PutPrepared(ctx context.Context, id string, p *PreparedTD, origin Origin) (bool, error) {
-	if err := ValidateID(id); err != nil {
-		return false, err
-	}
-	return r.putPrepared(ctx, id, p, origin, Precondition{})
 }
 
 func (r *Registry) putPrepared(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition) (bool, error) {
