@@ -167,7 +167,7 @@ func (r *Registry) checkBinding(o *op, old *Thing, now time.Time) (verified stri
 
 // CheckBindingOf refuses, as a write would, a description of the new
 // Thing id signed by s (nil: unsigned) that id's committed binding does
-// not admit: a join parked for approval (Admission.Park) is checked at
+// not admit: a join parked for approval (Admission.Join) is checked at
 // once, so no other key's description waits under a bound id. Approval
 // checks again in the write loop.
 func (r *Registry) CheckBindingOf(id string, s *Signer) error {

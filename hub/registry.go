@@ -181,7 +181,7 @@ type op struct {
 	// with the description (Registry.putJoined).
 	credHash string
 	// dropCred deletes the Thing's credential in the commit of an
-	// opDelete (Admission.Deregister), an opPut (Admission.RegisterByKey)
+	// opDelete (a deregistration or an undone join), an opPut (a join by its key)
 	// or an opDropCred.
 	dropCred bool
 	// dropPending deletes the Thing's pending join in the commit of an
@@ -574,13 +574,13 @@ func (r *Registry) putPrepared(ctx context.Context, id string, p *PreparedTD, or
 }
 
 // putPreparedWith is putPrepared committing credHash (when not empty) with
-// the description (Admission.Register).
+// the description (Admission.register).
 func (r *Registry) putPreparedWith(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition, credHash string) (bool, error) {
 	return r.putPreparedWithCred(ctx, id, p, origin, c, credHash, false)
 }
 
 // putPreparedWithCred is putPreparedWith that deletes the Thing's
-// credential in the same commit when dropCred (Admission.RegisterByKey).
+// credential in the same commit when dropCred (Admission.registerByKey).
 func (r *Registry) putPreparedWithCred(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition, credHash string, dropCred bool) (bool, error) {
 	if got, _ := p.doc["id"].(string); got != id {
 		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),
