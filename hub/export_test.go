@@ -111,4 +111,6 @@ func ParseObject(raw []byte) (map[string]any, error) { return parseObject(raw, D
 func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) { return r.prepareFrom(raw, "") }
 
 // PrepareFrom is prepareFrom.
-func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) { return r.prepareFrom(raw, from) }
+func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
+	return r.prepareFrom(raw, from)
+}
