@@ -18,7 +18,7 @@ import (
 // writes it. The check runs in the write
 // loop, against the binding as the batch so far left it, so two writers
 // racing for one id cannot both bind it; the proof itself is verified
-// before, outside the loop (PrepareFrom), once per write.
+// before, outside the loop (prepareFrom), once per write.
 
 // Binding is the DID a Thing id is bound to. It outlives the Thing: a
 // deleted id cannot be registered again by another key.
@@ -167,7 +167,7 @@ func (r *Registry) checkBinding(o *op, old *Thing, now time.Time) (verified stri
 
 // CheckBindingOf refuses, as a write would, a description of the new
 // Thing id signed by s (nil: unsigned) that id's committed binding does
-// not admit: a join parked for approval (Admission.Park) is checked at
+// not admit: a join parked for approval (Admission.Join) is checked at
 // once, so no other key's description waits under a bound id. Approval
 // checks again in the write loop.
 func (r *Registry) CheckBindingOf(id string, s *Signer) error {

@@ -1,6 +1,9 @@
 package hub
 
-import "crypto/ed25519"
+import (
+	"context"
+	"crypto/ed25519"
+)
 
 // HoldVerifications makes r's signature checks queue as if a batch were
 // running, until release hands the lead to the oldest of them: a test
@@ -55,4 +58,59 @@ func StoredCredential(r *Registry, gid, thing string) []byte {
 		panic(err)
 	}
 	return cred
+}
+
+// The steps of Admission.Join, for the unit tests of each.
+
+// Verdict is verdict.
+type Verdict = verdict
+
+// ErrJoinPending is errJoinPending.
+var ErrJoinPending = errJoinPending
+
+// Admit is admitJoin telling only whether the requester presented the
+// Thing's credential.
+func (a *Admission) Admit(r JoinRequest) (bool, error) {
+	v, err := a.admitJoin(&r)
+	return v.Credentialed, err
+}
+
+// AdmitJoin is admitJoin.
+func (a *Admission) AdmitJoin(r JoinRequest) (Verdict, error) { return a.admitJoin(&r) }
+
+// Register is register.
+func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+	return a.register(ctx, id, p, origin, credHash)
+}
+
+// RegisterByKey is registerByKey.
+func (a *Admission) RegisterByKey(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+	return a.registerByKey(ctx, id, p, origin, credHash)
+}
+
+// Deregister is deregister.
+func (a *Admission) Deregister(ctx context.Context, id string) error { return a.deregister(ctx, id) }
+
+// Park is park.
+func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *JoinWaiter) error {
+	return a.park(id, p, door, addr, w)
+}
+
+// CheckClaim is checkClaim.
+func (a *Admission) CheckClaim(id, remote string) (bool, error) { return a.checkClaim(id, remote) }
+
+// Doc is the document p validated and summarised.
+func (p *PreparedTD) Doc() map[string]any { return p.doc }
+
+// ParseObject is parseObject with the default nesting limit: how a JSON
+// description is read.
+func ParseObject(raw []byte) (map[string]any, error) { return parseObject(raw, DefaultMaxDepth) }
+
+// Prepare is prepareFrom for a writer whose verifications are not
+// rate-limited.
+func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) { return r.prepareFrom(raw, "") }
+
+// PrepareFrom is prepareFrom.
+func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
+	return r.prepareFrom(raw, from)
 }

@@ -63,7 +63,7 @@ func (a *Admission) Mode() string { return a.mode }
 
 // checkJoinMode says whether a new Thing may join on its own (over MQTT or
 // WebSocket) under join mode (PROTOCOL §4.4): nil for open (and "") and
-// for approve, which parks the join later (ErrJoinPending), a forbidden
+// for approve, which parks the join later (errJoinPending), a forbidden
 // error for closed.
 func checkJoinMode(mode string) error {
 	switch mode {
@@ -76,92 +76,105 @@ func checkJoinMode(mode string) error {
 }
 
 // JoinRequest is one Thing asking a door to register, replace or
-// deregister it.
+// deregister it (Admission.Join).
 type JoinRequest struct {
 	ID   string
-	Door Source // SourceMQTT or SourceWS
+	Door Source // SourceMQTT, SourceWS or SourceMDNS
 	// Holder says the requester is authenticated with the Thing's own
 	// credential (an MQTT connection whose username is the Thing).
 	Holder bool
 	// Deregister asks for the Thing's removal instead of a registration.
 	Deregister bool
-	// Addr is the requester's address: the anonymous join rate and the
-	// per-source quota count by it.
+	// Addr is the requester's address: the anonymous join rate, the
+	// per-source quota and the proof's verification count by it.
 	Addr string
-	// Proof returns the verified proof of the description the request
-	// carries (nil: unsigned), or why it does not verify. Asked only when
-	// the Thing holds a credential its requester does not present: a
-	// proof by the key the id is bound to is as good as that credential
-	// (an agent that lost it, PROTOCOL §4.4). Nil: no description.
-	Proof func() (*Signer, error)
+	// TD is the description as the door received it, in ContentType (JSON
+	// when empty, or CBOR): decoded once, by the hub. Empty with
+	// Deregister.
+	TD          []byte
+	ContentType string
+	// Doc, when not nil, is TD as the door decoded it into the JSON data
+	// model, TD being its JSON form (a WebSocket message's td member): the
+	// hub validates it without parsing TD again.
+	Doc map[string]any
+	// Owner says the requester is the Thing's own: the live WebSocket
+	// connection that created it or proved its key, the mDNS instance
+	// that announced it (Origin.Owner).
+	Owner bool
+	// Takeover says a WebSocket registration comes from another
+	// connection than the Thing's live one: a bound id needs a fresh
+	// proof (Origin.Takeover).
+	Takeover bool
+	// Waiter is told the decision on a join parked for approval; nil:
+	// nobody waits (mDNS). Join gives an MQTT waiter its Credential.
+	Waiter *JoinWaiter
+
+	// The description prepared (PrepareJoin, or when first needed).
+	prep     *PreparedTD
+	prepErr  error
+	prepared bool
 }
 
-// Verdict is what Admission.AdmitJoin decided about a request.
-type Verdict struct {
+// verdict is what the join policy decided about a request it admitted.
+type verdict struct {
 	// Credentialed says the Thing holds a credential and the requester
 	// presented it (JoinRequest.Holder): no new one is issued.
 	Credentialed bool
 	// ByKey says the Thing holds a credential the requester did not
 	// present, and the description is signed by the key its id is bound
-	// to instead: the door writes it with Admission.RegisterByKey, which
-	// replaces the credential (the one the agent lost stops working) and
-	// requires the proof to be fresh (the replay rule).
+	// to instead: it is written with registerByKey, which replaces the
+	// credential (the one the agent lost stops working) and requires the
+	// proof to be fresh (the replay rule).
 	ByKey bool
 }
 
-// Admit applies the join policy to r. It reports whether the requester
-// presented the Thing's credential (a member joined over MQTT, admitted for
-// its Holder); otherwise the request was admitted under the join mode and
-// the rate, or (only AdmitJoin tells) by its bound key's proof.
+// admitJoin applies the join policy to r: the requester presented the
+// Thing's credential (verdict.Credentialed: a member joined over MQTT,
+// admitted for its Holder), or the request is admitted under the join mode
+// and the rate, or a Thing holding a credential whose requester does not
+// present it is admitted because the description is signed by the key its
+// id is bound to (verdict.ByKey).
 //
 // The order of the checks is part of the wire contract: over MQTT the join
 // mode decides first, so a closed hub tells an anonymous client nothing
 // about which ids exist; over WebSocket a Thing registered over WebSocket
 // may come back (its agent reconnecting) whatever the mode.
-func (a *Admission) Admit(r JoinRequest) (credentialed bool, err error) {
-	v, err := a.AdmitJoin(r)
-	return v.Credentialed, err
-}
-
-// AdmitJoin is Admit with the whole verdict: a Thing holding a credential
-// whose requester does not present it is admitted when the description is
-// signed by the key its id is bound to (Verdict.ByKey).
-func (a *Admission) AdmitJoin(r JoinRequest) (Verdict, error) {
+func (a *Admission) admitJoin(r *JoinRequest) (verdict, error) {
 	held, err := a.HasCredential(r.ID)
 	if err != nil {
-		return Verdict{}, err
+		return verdict{}, err
 	}
 	if held {
 		if r.Holder {
-			return Verdict{Credentialed: true}, a.admitReturning(r)
+			return verdict{Credentialed: true}, a.admitReturning(r)
 		}
-		if !r.Deregister && r.Proof != nil {
+		if !r.Deregister && (len(r.TD) > 0 || r.Doc != nil || r.prepared) {
 			byKey, err := a.provenByKey(r)
 			if err != nil {
-				return Verdict{}, err
+				return verdict{}, err
 			}
 			if byKey {
-				return Verdict{ByKey: true}, a.admitReturning(r)
+				return verdict{ByKey: true}, a.admitReturning(r)
 			}
 		}
 		if r.Deregister {
-			return Verdict{Credentialed: true}, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them may deregister it", r.ID)
+			return verdict{Credentialed: true}, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them may deregister it", r.ID)
 		}
-		return Verdict{Credentialed: true}, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them, "+
+		return verdict{Credentialed: true}, Errorf(EFORBIDDEN, "the Thing %q has joined over MQTT with credentials: only a client connected with them, "+
 			"or a description signed by the key the id is bound to, may replace its description. An agent that lost its credentials: "+
 			"keep them (the agent library's Options.StateDir), or have an admin reset them (lmos-hub things reset-credential ID, "+
 			"DELETE /api/things/{id}/credential) so that its next join is a new one", r.ID)
 	}
 	credentialed, err := a.admitAnonymous(r)
-	return Verdict{Credentialed: credentialed}, err
+	return verdict{Credentialed: credentialed}, err
 }
 
 // provenByKey reports whether r's description is signed by the key r.ID
 // is bound to. Whether the proof is fresh is decided in the write loop
-// (RegisterByKey), against the binding as it is then. A proof that does not
+// (registerByKey), against the binding as it is then. A proof that does not
 // verify is refused as such; an id bound to no key proves nothing (its
 // first binding is no proof of a Thing that exists).
-func (a *Admission) provenByKey(r JoinRequest) (bool, error) {
+func (a *Admission) provenByKey(r *JoinRequest) (bool, error) {
 	b, err := a.reg.Binding(r.ID)
 	if ErrorCode(err) == ENOTFOUND {
 		return false, nil
@@ -169,15 +182,15 @@ func (a *Admission) provenByKey(r JoinRequest) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s, err := r.Proof()
+	p, err := a.prepare(r)
 	if err != nil {
 		return false, err
 	}
-	return s != nil && s.DID == b.DID, nil
+	return p.signer != nil && p.signer.DID == b.DID, nil
 }
 
-// admitAnonymous is Admit for a Thing that holds no credential.
-func (a *Admission) admitAnonymous(r JoinRequest) (credentialed bool, err error) {
+// admitAnonymous is admitJoin for a Thing that holds no credential.
+func (a *Admission) admitAnonymous(r *JoinRequest) (credentialed bool, err error) {
 	if r.Door == SourceWS {
 		return false, a.admitAgent(r)
 	}
@@ -196,17 +209,17 @@ func (a *Admission) admitAnonymous(r JoinRequest) (credentialed bool, err error)
 		return false, err
 	}
 	if mode == "approve" && !registered {
-		return false, ErrJoinPending
+		return false, errJoinPending
 	}
 	return false, nil
 }
 
-// admitReturning is Admit for the holder of id's credential: a
+// admitReturning is admitJoin for the holder of id's credential: a
 // registered member updates itself and any holder deregisters, whatever
 // the join mode; a holder whose Thing is gone (deleted over HTTP or by
 // expiry: the credential stays) joins as a new Thing does, so that under
 // approve or closed an admin's deletion evicts it (PROTOCOL §4.4).
-func (a *Admission) admitReturning(r JoinRequest) error {
+func (a *Admission) admitReturning(r *JoinRequest) error {
 	if r.Deregister {
 		return nil
 	}
@@ -222,14 +235,14 @@ func (a *Admission) admitReturning(r JoinRequest) error {
 		return err
 	}
 	if mode == "approve" {
-		return ErrJoinPending
+		return errJoinPending
 	}
 	return nil
 }
 
-// admitAgent is Admit for a Thing without a credential at a door whose
+// admitAgent is admitJoin for a Thing without a credential at a door whose
 // agents stay connected (WebSocket): the Thing's own door may resume it.
-func (a *Admission) admitAgent(r JoinRequest) error {
+func (a *Admission) admitAgent(r *JoinRequest) error {
 	t, err := a.reg.Get(r.ID)
 	switch ErrorCode(err) {
 	case "":
@@ -249,7 +262,7 @@ func (a *Admission) admitAgent(r JoinRequest) error {
 		return err
 	}
 	if mode == "approve" {
-		return ErrJoinPending
+		return errJoinPending
 	}
 	return nil
 }
@@ -261,7 +274,7 @@ func (a *Admission) admitAgent(r JoinRequest) error {
 // agent was no longer waiting (Admission.Approve), whose agent's next
 // join takes it and gets the credential. registered reports that the
 // Thing exists (so its join is no new one to approve).
-func (a *Admission) notOtherMeans(r JoinRequest) (registered bool, err error) {
+func (a *Admission) notOtherMeans(r *JoinRequest) (registered bool, err error) {
 	t, err := a.reg.Get(r.ID)
 	switch ErrorCode(err) {
 	case "":
@@ -314,15 +327,15 @@ func (a *Admission) HasCredential(id string) (bool, error) {
 	return false, &Error{Code: EINTERNAL, Message: "cannot read the Thing's credential", Err: err}
 }
 
-// RegisterByKey writes a Thing admitted by its bound key's proof
-// (Verdict.ByKey) and, in the same durable commit, replaces its credential
+// registerByKey writes a Thing admitted by its bound key's proof
+// (verdict.ByKey) and, in the same durable commit, replaces its credential
 // with credHash (a door that issues credentials: MQTT) or deletes it
 // ("": a door that issues none, WebSocket). The proof must be fresh, newer
 // than the last one accepted (the replay rule, PROTOCOL §6): the stored
 // description, which anyone may read, sent again is refused. Then the
 // connections authenticated with the old credential are ended
 // (OnCredentialRevoked).
-func (a *Admission) RegisterByKey(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+func (a *Admission) registerByKey(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
@@ -340,7 +353,7 @@ func (a *Admission) RegisterByKey(ctx context.Context, id string, p *PreparedTD,
 // request (ENOTFOUND when it holds none) and ends the connections
 // authenticated with it. The Thing stays registered, with its key binding
 // and memberships; its agent's next join is that of a Thing without a
-// credential (Admit): refused while joining is closed, and otherwise
+// credential (Join): refused while joining is closed, and otherwise
 // issued a new credential.
 func (a *Admission) ResetCredential(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
@@ -361,7 +374,7 @@ func (a *Admission) ResetCredential(ctx context.Context, id string) error {
 }
 
 // OnCredentialRevoked registers f, called with a Thing's id once its
-// credential was replaced or deleted (RegisterByKey, ResetCredential): a
+// credential was replaced or deleted (a join by its key, ResetCredential): a
 // door ends the connections still authenticated with the old one.
 func (a *Admission) OnCredentialRevoked(f func(id string)) {
 	a.revokeMu.Lock()
@@ -378,11 +391,11 @@ func (a *Admission) revoked(id string) {
 	}
 }
 
-// Register writes an admitted Thing. credHash, when not empty, is the hash
+// register writes an admitted Thing. credHash, when not empty, is the hash
 // of the credential issued with the join: it is stored in the same durable
 // commit as the description, so a Thing is never left registered without
 // the credential its agent was given, nor a credential without its Thing.
-func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
+func (a *Admission) register(ctx context.Context, id string, p *PreparedTD, origin Origin, credHash string) (bool, error) {
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
@@ -393,13 +406,13 @@ func (a *Admission) Register(ctx context.Context, id string, p *PreparedTD, orig
 	return a.reg.putPreparedWith(ctx, id, p, origin, Precondition{}, credHash)
 }
 
-// Deregister deletes the Thing id at the request of its credential's holder
-// (admitted by Admit), and the credential in the same durable commit, so no
+// deregister deletes the Thing id at the request of its credential's holder
+// (admitted by admitJoin), and the credential in the same durable commit, so no
 // failure or crash leaves a credential whose Thing its holder deregistered,
 // nor the reverse. A credential whose Thing is already gone (deleted over
 // HTTP or by expiry, which keep it: PROTOCOL §4.4) is deleted alone; the
 // Thing's absence is then no error.
-func (a *Admission) Deregister(ctx context.Context, id string) error {
+func (a *Admission) deregister(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}

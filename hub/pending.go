@@ -39,9 +39,9 @@ const (
 	EventJoinDenied   EventType = "join_denied"
 )
 
-// ErrJoinPending is what Admit answers for a new Thing under join mode
-// approve: the door parks the join (Admission.Park) instead of writing it.
-var ErrJoinPending = errors.New("the join waits for an administrator's approval")
+// errJoinPending is what admit answers for a new Thing under join mode
+// approve: Join parks the join (park) instead of writing it.
+var errJoinPending = errors.New("the join waits for an administrator's approval")
 
 // PendingJoin is a new Thing's join parked for an administrator's decision.
 type PendingJoin struct {
@@ -363,7 +363,7 @@ func (a *Admission) PendingTD(id string) (PendingJoin, error) {
 	return e.PendingJoin, nil
 }
 
-// Park puts the join of a new Thing (admitted with ErrJoinPending) on the
+// park puts the join of a new Thing (admitted with errJoinPending) on the
 // pending list: p is its prepared (validated, proof verified) description.
 // A description id's key binding would refuse is refused now, as its
 // write would be. The same source may send it again (replacing it and the
@@ -372,7 +372,7 @@ func (a *Admission) PendingTD(id string) (PendingJoin, error) {
 // When the list is full (in count or bytes) the join takes the place of
 // anonymous entries (evictLocked) rather than being refused; each evicted
 // entry's waiter is told 507.
-func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *JoinWaiter) error {
+func (a *Admission) park(id string, p *PreparedTD, door Source, addr string, w *JoinWaiter) error {
 	if err := a.reg.CheckBindingOf(id, p.signer); err != nil {
 		return err
 	}
@@ -443,7 +443,7 @@ func (a *Admission) Park(id string, p *PreparedTD, door Source, addr string, w *
 
 // proven reports whether the join of id proves the id its requester's: a
 // proof by the key id is bound to (checked by CheckBindingOf already), or,
-// over MQTT, the Thing's credential (Admit parks a join of an id holding a
+// over MQTT, the Thing's credential (admit parks a join of an id holding a
 // credential only for the credential's holder).
 func (a *Admission) proven(id string, p *PreparedTD, door Source) (bool, error) {
 	if p.signer != nil {
@@ -508,20 +508,6 @@ func (l *pendingList) evictLocked(id, src string, mine, n, bytes int, proven boo
 	return out
 }
 
-// Discovered applies the join mode to a new Thing the hub found on the
-// LAN itself (mDNS): open admits it (nil, false), approve parks it with
-// nobody waiting (parked true), closed refuses it. Nobody is rate-limited
-// here: the mDNS registrar bounds its own fetches.
-func (a *Admission) Discovered(id string, p *PreparedTD, addr string) (parked bool, err error) {
-	switch mode := a.joinMode(); mode {
-	case "closed":
-		return false, Errorf(EFORBIDDEN, "joining is closed on this hub")
-	case "approve":
-		return true, a.Park(id, p, SourceMDNS, addr, nil)
-	}
-	return false, nil
-}
-
 // Unwait forgets w, the waiter of id's pending join, when its connection
 // ends; the join stays pending.
 func (a *Admission) Unwait(id string, w *JoinWaiter) {
@@ -546,7 +532,7 @@ func (a *Admission) Approve(ctx context.Context, id string) error {
 	if e == nil {
 		return Errorf(ENOTFOUND, "no join of %q is pending", id)
 	}
-	p, err := a.reg.Prepare(e.TD)
+	p, err := a.reg.prepareFrom(e.TD, "")
 	if err != nil {
 		return err
 	}

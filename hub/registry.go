@@ -185,7 +185,7 @@ type op struct {
 	// with the description (Registry.putJoined).
 	credHash string
 	// dropCred deletes the Thing's credential in the commit of an
-	// opDelete (Admission.Deregister), an opPut (Admission.RegisterByKey)
+	// opDelete (a deregistration or an undone join), an opPut (a join by its key)
 	// or an opDropCred.
 	dropCred bool
 	// dropPending deletes the Thing's pending join in the commit of an
@@ -493,7 +493,7 @@ func (r *Registry) put(ctx context.Context, id string, raw []byte, origin Origin
 	if err := ValidateID(id); err != nil {
 		return false, err
 	}
-	p, err := r.PrepareFrom(raw, origin.Addr)
+	p, err := r.prepareFrom(raw, origin.Addr)
 	if err != nil {
 		return false, err
 	}
@@ -522,18 +522,11 @@ func (p *PreparedTD) ID() string {
 	return id
 }
 
-// Signer is the verified proof of the document, nil when it is unsigned.
-func (p *PreparedTD) Signer() *Signer { return p.signer }
-
-// Prepare is PrepareFrom for a writer whose verifications are not
-// rate-limited (an admin, the hub itself, tests).
-func (r *Registry) Prepare(raw []byte) (*PreparedTD, error) { return r.PrepareFrom(raw, "") }
-
-// PrepareFrom does the work of a write that needs no registry state: it
+// prepareFrom does the work of a write that needs no registry state: it
 // refuses a document over MaxTDBytes before reading it, then parses,
 // validates and summarises it, and verifies its proof once (charged to
 // the writer's address from, security.verifyRate).
-func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
+func (r *Registry) prepareFrom(raw []byte, from string) (*PreparedTD, error) {
 	if err := r.checkSize(len(raw)); err != nil {
 		return nil, err
 	}
@@ -562,7 +555,7 @@ func (r *Registry) PrepareFrom(raw []byte, from string) (*PreparedTD, error) {
 	return p, nil
 }
 
-// prepareParsed is PrepareFrom for raw parsed as doc.
+// prepareParsed is prepareFrom for raw parsed as doc.
 func (r *Registry) prepareParsed(raw []byte, doc map[string]any, from string) (*PreparedTD, error) {
 	if err := Validate(doc); err != nil {
 		return nil, err
@@ -575,26 +568,18 @@ func (r *Registry) prepareParsed(raw []byte, doc map[string]any, from string) (*
 	return &PreparedTD{raw: raw, doc: doc, sum: sum, enc: enc, signer: signer}, nil
 }
 
-// PutPrepared is Put with a document Prepare accepted.
-func (r *Registry) PutPrepared(ctx context.Context, id string, p *PreparedTD, origin Origin) (bool, error) {
-	if err := ValidateID(id); err != nil {
-		return false, err
-	}
-	return r.putPrepared(ctx, id, p, origin, Precondition{})
-}
-
 func (r *Registry) putPrepared(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition) (bool, error) {
 	return r.putPreparedWith(ctx, id, p, origin, c, "")
 }
 
 // putPreparedWith is putPrepared committing credHash (when not empty) with
-// the description (Admission.Register).
+// the description (Admission.register).
 func (r *Registry) putPreparedWith(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition, credHash string) (bool, error) {
 	return r.putPreparedWithCred(ctx, id, p, origin, c, credHash, false)
 }
 
 // putPreparedWithCred is putPreparedWith that deletes the Thing's
-// credential in the same commit when dropCred (Admission.RegisterByKey).
+// credential in the same commit when dropCred (Admission.registerByKey).
 func (r *Registry) putPreparedWithCred(ctx context.Context, id string, p *PreparedTD, origin Origin, c Precondition, credHash string, dropCred bool) (bool, error) {
 	if got, _ := p.doc["id"].(string); got != id {
 		return false, &Error{Code: EINVALID, Message: fmt.Sprintf("the Thing Description's id must equal the id in the request (%q)", id),

@@ -327,7 +327,7 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 	switch o.kind {
 	case opDelete:
 		if old == nil && o.dropCred {
-			// Nothing to delete but the credential (Admission.Deregister).
+			// Nothing to delete but the credential (a deregistration).
 			return ev, rec, false, opResult{err: errUnchanged}
 		}
 		if old == nil {

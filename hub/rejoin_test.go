@@ -46,8 +46,7 @@ func TestRegisterByKey(t *testing.T) {
 	register(t, a, r, "urn:u", hub.Origin{Source: hub.SourceMQTT}, "hash-u") // unsigned: no binding
 
 	judge := func(id string, p *hub.PreparedTD) (hub.Verdict, error) {
-		return a.AdmitJoin(hub.JoinRequest{ID: id, Door: hub.SourceMQTT, Addr: "10.0.0.7",
-			Proof: func() (*hub.Signer, error) { return p.Signer(), nil }})
+		return a.AdmitJoin(hub.JoinRequest{ID: id, Door: hub.SourceMQTT, Addr: "10.0.0.7", TD: p.Raw()})
 	}
 	if v, err := judge("urn:k", signedPrep(t, r, "urn:k", owner, t0.Add(time.Second))); err != nil || !v.ByKey {
 		t.Fatalf("the bound key's proof: %+v %v", v, err)

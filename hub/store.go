@@ -32,7 +32,7 @@ type Batch struct {
 	// no crash or failure can leave one without the other.
 	Credentials []CredentialRecord
 	// DeleteCredentials are the credentials of Things their holder
-	// deregistered (Admission.Deregister), deleted in the same transaction
+	// deregistered (Admission.Join), deleted in the same transaction
 	// as the Thing for the same reason. No id is in both lists.
 	DeleteCredentials []string
 	// DeletePending are pending joins approved in this transaction

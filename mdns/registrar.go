@@ -1,7 +1,6 @@
 package mdns
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -115,6 +114,11 @@ func NewRegistrar(reg *hub.Registry, cfg RegistrarConfig) *Registrar {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
+	}
+	if cfg.Admission == nil {
+		// Open: every Thing found joins. The registrar bounds its own
+		// fetches, so the anonymous join rate is off.
+		cfg.Admission, _ = hub.NewAdmission(reg, nil, "open", -1, 0)
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{
@@ -301,7 +305,7 @@ func (r *Registrar) work() {
 // binding identifies an announcing instance: its name and host.
 func binding(e dnssd.Entry) string { return e.Key() + "@" + strings.ToLower(e.Host) }
 
-// register fetches, validates and stores the TD of e.
+// register fetches the TD of e and joins it (hub.Admission.Join).
 func (r *Registrar) register(key string, e dnssd.Entry) error {
 	raw, u, err := r.fetch(e)
 	if err != nil {
@@ -313,7 +317,8 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 	if pu, err := url.Parse(u); err == nil {
 		host = pu.Hostname()
 	}
-	p, err := r.reg.PrepareFrom(raw, host)
+	req := hub.JoinRequest{Door: hub.SourceMDNS, Addr: host, TD: raw}
+	p, err := r.cfg.Admission.PrepareJoin(&req)
 	if err != nil {
 		return fmt.Errorf("cannot register the fetched TD: %w", err)
 	}
@@ -328,53 +333,23 @@ func (r *Registrar) register(key string, e dnssd.Entry) error {
 	if bound && owner != b {
 		return hub.Errorf(hub.EFORBIDDEN, "cannot register %q from %s: the id is bound to another mDNS instance (%s)", id, b, owner)
 	}
+	// An instance announcing the id since the hub started or an admin
+	// approved it resumes it from wherever it serves.
+	req.ID, req.Owner = id, bound
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Anyone on the LAN can announce: the TD's host is an anonymous
-	// source (registry.maxThingsPerSource).
-	origin := hub.Origin{Source: hub.SourceMDNS}
-	if pu, err := url.Parse(u); err == nil {
-		origin.Addr = pu.Hostname()
+	res, err := r.cfg.Admission.Join(ctx, req)
+	if err != nil {
+		return fmt.Errorf("cannot register %q from %s: %w", id, b, err)
 	}
-	th, err := r.reg.Get(id)
-	switch hub.ErrorCode(err) {
-	case "":
-		if th.Meta.Origin.Source != hub.SourceMDNS {
-			return hub.Errorf(hub.EFORBIDDEN, "cannot register %q over mDNS: it is registered by other means (%s)", id, th.Meta.Origin.Source)
-		}
-		// No instance has announced it since the hub started or an
-		// admin approved it: only one serving from the exact address it
-		// was registered from resumes it (not another host of its IPv6
-		// /64, which a home LAN shares). Another instance's TD, signed by a
-		// key of its own or unsigned, or the stored one replayed from the
-		// directory, would take an admitted Thing over.
-		if !bound && !th.Meta.WrittenFrom(origin.Addr) {
-			return hub.Errorf(hub.EFORBIDDEN, "cannot register %q from %s: the Thing was registered from another address; it comes back from there, or registers anew once an admin deleted it or mdns.forgetAfter removed it", id, b)
-		}
-		// The Thing's own instance: it may bind the id to a key (PROTOCOL §6).
-		origin.Owner = true
-	case hub.ENOTFOUND:
-		if adm := r.cfg.Admission; adm != nil {
-			parked, err := adm.Discovered(id, p, origin.Addr)
-			if err != nil {
-				return fmt.Errorf("cannot register %q: %w", id, err)
-			}
-			if parked {
-				r.stats.parked.Add(1)
-				r.log.Info("mdns thing waits for approval", "id", id, "instance", e.Instance, "url", u)
-				return nil
-			}
-		}
-	default:
-		return err
+	if res.Status == lmos.JoinPending {
+		r.stats.parked.Add(1)
+		r.log.Info("mdns thing waits for approval", "id", id, "instance", e.Instance, "url", u)
+		return nil
 	}
-	stored, _ := r.reg.Raw(id)
-	if stored != nil && bytes.Equal(stored, raw) {
+	if res.Unchanged {
 		r.stats.unchanged.Add(1)
 	} else {
-		if _, err := r.reg.PutPrepared(ctx, id, p, origin); err != nil {
-			return fmt.Errorf("cannot register %q: %w", id, err)
-		}
 		r.stats.registered.Add(1)
 	}
 	r.mu.Lock()

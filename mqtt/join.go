@@ -2,11 +2,8 @@ package mqtt
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"time"
 
@@ -25,11 +22,11 @@ type joinRequest struct {
 	remote      string        // the client's host, for the anonymous join limit
 	payload     []byte        // empty: deregister
 	contentType string
-	// prep is the prepared description (enqueueJoin), or prepErr why it
-	// was refused; prepared says whether that was done.
-	prep     *hub.PreparedTD
-	prepErr  error
-	prepared bool
+	// req is the join as the hub decides it, its description prepared
+	// ahead (enqueueJoin); nil until then.
+	req *hub.JoinRequest
+	// td is the description of a parked join, published once approved.
+	td []byte
 }
 
 // joinResult is the payload of lmos/v1/things/{tid}/td/result.
@@ -37,37 +34,13 @@ type joinResult struct {
 	lmos.JoinResult
 	// err is why the join was refused, for the refusal metrics.
 	err error
-	// byKey: a Thing that held a credential re-joined with its bound
-	// key's proof and was issued a new one (hub.Verdict.ByKey).
-	byKey bool
+	// done is the hub's result of an accepted join (Admission.Join).
+	done hub.JoinResult
 }
 
 func problemOf(err error) *lmos.Problem {
 	p := hub.ProblemOf(err)
 	return &p
-}
-
-// decodeTD returns a TD payload as JSON: CBOR when the MQTT 5 Content Type
-// says application/cbor (decoded with hub's limits for hostile input), JSON
-// otherwise (validated later by the registry).
-func decodeTD(dec hub.Decoder, payload []byte, contentType string) ([]byte, error) {
-	if lmos.MediaOf(contentType) != lmos.MediaCBOR {
-		return payload, nil
-	}
-	v, err := dec.DecodeValue(payload, contentType)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return nil, &hub.Error{Code: hub.EINVALID, Message: "a Thing Description must be a CBOR map with text keys",
-			Fields: []hub.FieldError{{Field: "", Description: "must be a map with text keys"}}}
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		// NaN, infinities and other values JSON cannot carry.
-		return nil, hub.Errorf(hub.EINVALID, "the CBOR document has no JSON equivalent: %v", err)
-	}
-	return out, nil
 }
 
 // enqueue runs f on the worker of tid, after everything queued before for
@@ -150,10 +123,10 @@ func (b *Broker) sendResult(j *joinRequest, res joinResult) {
 	if err != nil {
 		b.log.Warn("cannot publish join result", "topic", topic, "err", err)
 	}
-	if res.Credentials != nil && !res.byKey {
+	if res.Credentials != nil && !res.done.ByKey {
 		// A Thing that re-joined by its key keeps its registration when
 		// the new credential is lost: its key proves it again.
-		b.settleJoin(res.ID, j.tid, j.conn, oc, mark)
+		b.settleJoin(res.done, j.tid, j.conn, oc, mark)
 	}
 }
 
@@ -165,7 +138,7 @@ func (b *Broker) sendResult(j *joinRequest, res joinResult) {
 // write or the connection's end, both quick), then goes on watching
 // without holding the worker. A client that simply left keeps its Thing,
 // as before: nobody else can have taken its place.
-func (b *Broker) settleJoin(id, tid string, conn *mochi.Client, oc *outConn, mark uint64) {
+func (b *Broker) settleJoin(done hub.JoinResult, tid string, conn *mochi.Client, oc *outConn, mark uint64) {
 	if oc == nil {
 		return
 	}
@@ -184,7 +157,7 @@ func (b *Broker) settleJoin(id, tid string, conn *mochi.Client, oc *outConn, mar
 			return true
 		}
 		if b.replaced(conn) {
-			b.undoJoin(id, tid)
+			b.undoJoin(done, tid)
 			return true
 		}
 		return final
@@ -229,148 +202,73 @@ func (b *Broker) replaced(conn *mochi.Client) bool {
 	return ok && cur != conn
 }
 
-// undoJoin removes a Thing registered by a join whose result could not
-// reach the joining connection, with its credential, so
-// that the agent's next join registers it afresh (PROTOCOL §10).
-func (b *Broker) undoJoin(id, tid string) {
-	b.log.Info("undoing a join whose connection was taken over before it got its credentials", "id", id)
-	if err := b.adm.Deregister(b.ctx, id); err != nil {
-		b.log.Error("cannot undo a join whose credentials were not delivered", "id", id, "err", err)
+// undoJoin withdraws a join whose result could not reach the joining
+// connection, the Thing with its credential, so that the agent's next join
+// registers it afresh (PROTOCOL §10).
+func (b *Broker) undoJoin(done hub.JoinResult, tid string) {
+	b.log.Info("undoing a join whose connection was taken over before it got its credentials", "id", done.ID)
+	if err := b.adm.Undo(b.ctx, done); err != nil {
+		b.log.Error("cannot undo a join whose credentials were not delivered", "id", done.ID, "err", err)
 		return
 	}
 	b.forget(tid)
 	b.countRefusalReason("mqtt.joinTakenOver")
 }
 
+// joinResult decides and carries out the join j (hub.Admission.Join) and
+// says what to answer.
 func (b *Broker) joinResult(j *joinRequest) joinResult {
 	id, ok := idOf(j.tid)
 	if !ok {
 		return rejected("", hub.Errorf(hub.EINVALID, "the topic key %q is not the topic key of a valid Thing id (PROTOCOL §1)", j.tid))
 	}
-	del := len(j.payload) == 0
-	req := hub.JoinRequest{ID: id, Door: hub.SourceMQTT, Holder: j.self == j.tid, Deregister: del, Addr: j.remote}
-	if !del {
-		req.Proof = func() (*hub.Signer, error) {
-			if !j.prepared {
-				j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
-				j.prepared = true
-			}
-			if j.prepErr != nil {
-				return nil, j.prepErr
-			}
-			return j.prep.Signer(), nil
-		}
-	}
-	v, err := b.adm.AdmitJoin(req)
-	hasCred := v.Credentialed
-	if errors.Is(err, hub.ErrJoinPending) {
-		return b.park(id, j)
-	}
-	if err != nil {
+	req := j.request()
+	req.ID = id
+	req.Waiter = b.waiter(id, j)
+	done, err := b.adm.Join(b.ctx, *req)
+	switch {
+	case err != nil:
 		return rejected(id, err)
+	case done.Status == lmos.JoinPending:
+		j.td = done.TD
+		return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinPending, ID: id}}
+	case done.Status == lmos.JoinDeleted:
+		b.forget(j.tid)
+		return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinDeleted, ID: id}}
 	}
-	if del {
-		return b.deregister(id, j)
-	}
-	if !j.prepared {
-		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
-	}
-	if j.prepErr != nil {
-		return rejected(id, j.prepErr)
-	}
-	raw := j.prep.Raw()
-	// Only the holder of the Thing's credential writes as its owner: an
-	// anonymous join of a registered Thing may not bind it to a key
-	// (PROTOCOL §6).
-	origin := hub.Origin{Source: hub.SourceMQTT, Owner: hasCred}
-	res := joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinAccepted, ID: id}}
-	var hash string
-	if !hasCred {
-		fresh, err := b.checkClaim(id, j.remote)
-		if err != nil {
-			return rejected(id, err)
-		}
-		// Its stored description is public: only a proof newer than the
-		// last accepted one takes a registered bound Thing (PROTOCOL §6).
-		origin.Takeover = fresh
-		// A new Thing, or one without credentials: written anonymously,
-		// it counts against its address (registry.maxThingsPerSource),
-		// and gets a credential, stored in the same commit.
-		origin.Addr = j.remote
-		secret, err := newSecret()
-		if err != nil {
-			b.log.Error("cannot issue mqtt credential", "id", id, "err", err)
-			return rejected(id, &hub.Error{Code: hub.EINTERNAL, Message: "the Thing's credentials could not be created, so it was not registered; publish the description again", Err: err})
-		}
-		hash = hub.HashToken(secret)
-		res.Credentials = &lmos.Credentials{Username: j.tid, Password: secret}
-	}
-	if v.ByKey {
-		// A new credential replaces the one the agent lost, which stops
-		// working (its connections end), in the commit of a fresh proof.
-		res.byKey = true
-		if _, err := b.adm.RegisterByKey(b.ctx, id, j.prep, origin, hash); err != nil {
-			return rejected(id, err)
-		}
-	} else if _, err := b.adm.Register(b.ctx, id, j.prep, origin, hash); err != nil {
-		return rejected(id, err)
+	res := joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinAccepted, ID: id}, done: done}
+	if done.Password != "" {
+		res.Credentials = &lmos.Credentials{Username: j.tid, Password: done.Password}
 	}
 	// Published live to subscribers of …/td, not retained: later
 	// subscribers get the registry's document (retainedtd.go).
-	if err := b.publish(lmos.ThingsPrefix+j.tid+"/td", raw, false, 1, tdContentType); err != nil {
+	if err := b.publish(lmos.ThingsPrefix+j.tid+"/td", done.TD, false, 1, tdContentType); err != nil {
 		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
 	}
 	return res
 }
 
-// checkClaim refuses an anonymous join of a registered Thing that holds no
-// credential (an admin approved its join while its agent was gone, or
-// reset its credential) from another host than the one it was last
-// written from (the exact address, not its IPv6 /64, which a whole home LAN
-// shares), unless its id is bound to a key: the credential the
-// join issues would hand anyone on the LAN the Thing with its admission and
-// its groups (PROTOCOL §6). A bound one is taken only by a fresh proof by
-// its key (fresh: the write is a takeover), not by its stored description,
-// which anyone may read and send again. Joins of one Thing run one at a
-// time on its worker, so the Thing cannot change before the write.
-func (b *Broker) checkClaim(id, remote string) (fresh bool, err error) {
-	th, err := b.reg.Get(id)
-	if err != nil {
-		return false, nil // a new Thing; a failed read fails the write too
+// request is j as the hub takes it.
+func (j *joinRequest) request() *hub.JoinRequest {
+	if j.req == nil {
+		j.req = &hub.JoinRequest{Door: hub.SourceMQTT, Holder: j.self == j.tid, Deregister: len(j.payload) == 0,
+			Addr: j.remote, TD: j.payload, ContentType: j.contentType}
 	}
-	if _, err := b.reg.Binding(id); err == nil {
-		return true, nil
-	}
-	if th.Meta.WrittenFrom(remote) {
-		return false, nil
-	}
-	return false, hub.Errorf(hub.EFORBIDDEN, "the Thing %q holds no credentials and was registered from another address: its agent joins again from the exact address it was registered from, or an admin deletes it or binds it to the agent's key (PUT /api/things/{id}/binding)", id)
+	return j.req
 }
 
-// park puts the join of a new Thing on the pending list (join mode
-// approve) and answers pending; the connection that published it, while
-// it stays, gets the final result on the same topic when an admin decides
-// (approved: accepted with credentials; denied: rejected 403).
-func (b *Broker) park(id string, j *joinRequest) joinResult {
-	if !j.prepared {
-		j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
-	}
-	if j.prepErr != nil {
-		return rejected(id, j.prepErr)
-	}
-	w := &hub.JoinWaiter{
-		Live:       func() bool { return !j.conn.Closed() && !b.replaced(j.conn) },
-		Credential: newSecret,
-	}
+// waiter is the connection that published j while its join waits for an
+// administrator (join mode approve): it gets the final result on the same
+// topic when an admin decides (approved: accepted with credentials;
+// denied: rejected 403).
+func (b *Broker) waiter(id string, j *joinRequest) *hub.JoinWaiter {
+	w := &hub.JoinWaiter{Live: func() bool { return !j.conn.Closed() && !b.replaced(j.conn) }}
 	w.Decided = func(password string, err error) {
 		// Called under the join policy's lock: the result goes out on the
 		// Thing's worker, in order with its joins, without waiting here.
 		go b.enqueue(j.tid, func() { b.decided(id, j, password, err) })
 	}
-	if err := b.adm.Park(id, j.prep, hub.SourceMQTT, j.remote, w); err != nil {
-		return rejected(id, err)
-	}
-	return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinPending, ID: id}}
+	return w
 }
 
 // decided sends the final result of a parked join to its waiting
@@ -384,20 +282,10 @@ func (b *Broker) decided(id string, j *joinRequest, password string, err error) 
 	if password != "" {
 		res.Credentials = &lmos.Credentials{Username: j.tid, Password: password}
 	}
-	if err := b.publish(lmos.ThingsPrefix+j.tid+"/td", j.prep.Raw(), false, 1, tdContentType); err != nil {
+	if err := b.publish(lmos.ThingsPrefix+j.tid+"/td", j.td, false, 1, tdContentType); err != nil {
 		b.log.Warn("cannot publish accepted description", "id", id, "err", err)
 	}
 	b.sendResult(j, res)
-}
-
-// deregister deletes a Thing at the request of a client connected with its
-// credential, and the credential with it, in one commit.
-func (b *Broker) deregister(id string, j *joinRequest) joinResult {
-	if err := b.adm.Deregister(b.ctx, id); err != nil {
-		return rejected(id, err)
-	}
-	b.forget(j.tid)
-	return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinDeleted, ID: id}}
 }
 
 // forget tells live subscribers of …/td that a Thing is gone (an empty
@@ -410,15 +298,6 @@ func (b *Broker) forget(tid string) {
 
 func rejected(id string, err error) joinResult {
 	return joinResult{JoinResult: lmos.JoinResult{Status: lmos.JoinRejected, ID: id, Problem: problemOf(err)}, err: err}
-}
-
-// newSecret returns a 256-bit password, base64url without padding.
-func newSecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("cannot create secret: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // endThingSessions ends the connections authenticated as the Thing id

@@ -86,27 +86,12 @@ func (b *Broker) enqueueJoin(j *joinRequest) {
 	if !ok {
 		return
 	}
-	j.prep, j.prepErr = b.prepareTD(j.payload, j.contentType, j.remote)
-	j.prepared = true
+	// Its error is answered in the join's turn, after the join policy's.
+	_, _ = b.adm.PrepareJoin(j.request())
 	if !b.enqueue(j.tid, func() {
 		defer release()
 		b.join(j)
 	}) {
 		release() // the broker stopped: the job will not run
 	}
-}
-
-// prepareTD refuses a description over registry.maxTDBytes before decoding
-// it (a CBOR one again after, as JSON, in Prepare), then decodes, parses and
-// validates it, and verifies its proof, charged to the client's address
-// remote (security.verifyRate).
-func (b *Broker) prepareTD(payload []byte, contentType, remote string) (*hub.PreparedTD, error) {
-	if max := b.reg.MaxTDBytes(); len(payload) > max {
-		return nil, hub.TooLarge(len(payload), max)
-	}
-	raw, err := decodeTD(b.dec, payload, contentType)
-	if err != nil {
-		return nil, err
-	}
-	return b.reg.PrepareFrom(raw, remote)
 }

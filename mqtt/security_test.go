@@ -172,7 +172,7 @@ func TestDeregistrationObeysJoinMode(t *testing.T) {
 
 // Fix 2: a failed credential write leaves no Thing without a credential
 // behind (it could never be joined again): the credential is written in
-// the Thing's own commit (hub.Admission.Register), so the store failing
+// the Thing's own commit (hub.Admission.Join), so the store failing
 // that commit stores neither.
 func TestJoinUndoneWhenCredentialFails(t *testing.T) {
 	e := newEnv(t, nil)

@@ -145,7 +145,7 @@ func TestVerifyProofAnywhere(t *testing.T) {
 			t.Errorf("%s: %v, want an invalid signature", name, err)
 		case name != "tampered, proof first" && !errors.Is(err, ErrMalformed):
 			// The hub counts on it: a duplicate name is refused before any
-			// signature is checked (hub.Registry.PrepareFrom).
+			// signature is checked (the hub's preparation of a description).
 			t.Errorf("%s: %v, want a malformed document", name, err)
 		}
 	}

@@ -3,7 +3,6 @@ package ws
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -29,47 +28,110 @@ type agentRequest struct {
 	final chan *wsMessage // the final reply (capacity 1)
 }
 
-// register is registerThing{td} (PROTOCOL §5): the same registry and join
-// policy as an MQTT join. An id bound to another live connection is
+// register is registerThing{td} (PROTOCOL §5): the same join as over MQTT
+// (hub.Admission.Join). An id bound to another live connection is
 // refused (409), as is one joined over MQTT (it holds a credential) or
 // registered by other means (403).
 func (wc *wsConn) register(m *wsMessage) {
 	g := wc.g
-	td, ok := m.TD.(map[string]any)
-	if !ok {
-		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "registerThing needs the Thing Description as an object",
-			Fields: []hub.FieldError{{Field: "/td", Description: "must be an object"}}})
-		return
-	}
-	id, _ := td["id"].(string)
-	if id == "" {
-		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "a Thing registered over WebSocket needs an id",
-			Fields: []hub.FieldError{{Field: "/td/id", Description: "is required"}}})
-		return
-	}
-	if m.ThingID != "" && m.ThingID != id {
-		wc.replyError(m, &hub.Error{Code: hub.EINVALID, Message: "thingId differs from the description's id",
-			Fields: []hub.FieldError{{Field: "/thingId", Description: "must equal /td/id"}}})
-		return
-	}
-	m.ThingID = id
-	if err := hub.ValidateID(id); err != nil {
+	id, doc, raw, err := registration(m)
+	if err != nil {
 		wc.replyError(m, err)
 		return
 	}
-	raw, err := json.Marshal(td)
+	owner, own, err := wc.reserve(id)
 	if err != nil {
-		wc.replyError(m, hub.Errorf(hub.EINVALID, "the description has no JSON form: %v", err))
+		wc.replyError(m, err)
 		return
 	}
-	// Reserve the id for this connection first: two connections racing for
-	// one id cannot both pass the checks below.
+	// Another socket than the live owner's takes the Thing over: a bound
+	// id then needs a fresh proof by its key (PROTOCOL §6). A Thing that
+	// joined over MQTT (it holds a credential) comes here with its bound
+	// key's proof only.
+	req := hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, TD: raw, Doc: doc, Takeover: owner != wc, Owner: own}
+	w, old := wc.await(m, id)
+	req.Waiter = w
+	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
+	defer cancel()
+	res, err := g.adm.Join(ctx, req)
+	if res.Status != lmos.JoinPending {
+		wc.unawait(id, w, old)
+	}
+	if err != nil {
+		kept := owner == wc
+		if res.Approval {
+			// Refused a place on the pending list: the id stays reserved
+			// only for a join of it still waiting here.
+			wc.mu.Lock()
+			_, kept = wc.parked[id]
+			wc.mu.Unlock()
+		}
+		wc.release(id, kept)
+		wc.replyError(m, err)
+		return
+	}
+	if res.Status == lmos.JoinPending {
+		// The agent gets acknowledgement{message: "pending"} now and, on
+		// the same correlationId, acknowledgement{message: "registered"}
+		// or an error (403) when an admin decides. The id stays reserved
+		// for this connection meanwhile, and the agent may not emit
+		// values for it.
+		wc.log.Info("websocket agent waits for approval", "id", id)
+		wc.ack(m, lmos.JoinPending)
+		return
+	}
+	// This connection is the Thing on group channels if it created it or
+	// proved its bound key (a takeover of a bound id needs a fresh proof);
+	// an unsigned Thing re-registered from another socket is not (its
+	// agent back, or anyone: the hub cannot tell).
+	proven := res.Created
+	if t, err := g.reg.Get(id); err == nil && t.Meta.Verified != "" {
+		proven = true
+	}
+	wc.registered(m, id, proven)
+}
+
+// registration is the id and the description of a registerThing, as
+// decoded with the message and in its JSON form.
+func registration(m *wsMessage) (id string, td map[string]any, raw []byte, err error) {
+	td, ok := m.TD.(map[string]any)
+	if !ok {
+		return "", nil, nil, &hub.Error{Code: hub.EINVALID, Message: "registerThing needs the Thing Description as an object",
+			Fields: []hub.FieldError{{Field: "/td", Description: "must be an object"}}}
+	}
+	id, _ = td["id"].(string)
+	if id == "" {
+		return "", nil, nil, &hub.Error{Code: hub.EINVALID, Message: "a Thing registered over WebSocket needs an id",
+			Fields: []hub.FieldError{{Field: "/td/id", Description: "is required"}}}
+	}
+	if m.ThingID != "" && m.ThingID != id {
+		return "", nil, nil, &hub.Error{Code: hub.EINVALID, Message: "thingId differs from the description's id",
+			Fields: []hub.FieldError{{Field: "/thingId", Description: "must equal /td/id"}}}
+	}
+	m.ThingID = id
+	if err := hub.ValidateID(id); err != nil {
+		return "", nil, nil, err
+	}
+	raw, err = json.Marshal(td)
+	if err != nil {
+		return "", nil, nil, hub.Errorf(hub.EINVALID, "the description has no JSON form: %v", err)
+	}
+	return id, td, raw, nil
+}
+
+// reserve reserves id for this connection before its join is decided: two
+// connections racing for one id cannot both pass the join's checks. owner
+// is the connection that held it (nil: none); own says this connection is
+// the Thing's own: the live one that created it or proved its key. Only it
+// may bind an unbound Thing to a key; another socket, or one that took the
+// Thing over unsigned, may not (PROTOCOL §6).
+func (wc *wsConn) reserve(id string) (owner *wsConn, own bool, err error) {
+	g := wc.g
 	g.mu.Lock()
-	owner := g.agents[id]
+	owner = g.agents[id]
 	if owner != nil && owner != wc {
 		g.mu.Unlock()
-		wc.replyError(m, hub.Errorf(hub.ECONFLICT, "the Thing %q is registered by another WebSocket connection", id))
-		return
+		return nil, false, hub.Errorf(hub.ECONFLICT, "the Thing %q is registered by another WebSocket connection", id)
 	}
 	g.agents[id] = wc
 	g.mu.Unlock()
@@ -77,111 +139,45 @@ func (wc *wsConn) register(m *wsMessage) {
 	// deleted it, its registration expired) is no longer its own: its
 	// return is a new Thing's join, decided by the join mode.
 	wc.mu.Lock()
+	defer wc.mu.Unlock()
 	if owner == wc && wc.things[id] {
 		if _, err := g.reg.Get(id); hub.ErrorCode(err) == hub.ENOTFOUND {
 			delete(wc.things, id)
 			delete(wc.members, id)
 		}
 	}
-	// The Thing's own connection: the live one that created it or proved
-	// its key. Only it may bind an unbound Thing to a key; another socket,
-	// or one that took the Thing over unsigned, may not (PROTOCOL §6).
-	own := owner == wc && wc.members[id]
-	wc.mu.Unlock()
-	// A Thing that joined over MQTT (it holds a credential) comes here
-	// with its bound key's proof only (hub.Verdict.ByKey).
-	var prep *hub.PreparedTD
-	var prepErr error
-	proof := func() (*hub.Signer, error) {
-		if prep == nil && prepErr == nil {
-			prep, prepErr = g.reg.PrepareFrom(raw, wc.remote)
-		}
-		if prepErr != nil {
-			return nil, prepErr
-		}
-		return prep.Signer(), nil
-	}
-	v, err := wc.admit(id, proof)
-	if errors.Is(err, hub.ErrJoinPending) {
-		wc.park(m, id, raw)
-		return
-	}
-	if err != nil {
-		wc.release(id, owner == wc)
-		wc.replyError(m, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(wc.ctx, 10*time.Second)
-	defer cancel()
-	// Another socket than the live owner's takes the Thing over: a bound
-	// id then needs a fresh proof by its key (PROTOCOL §6).
-	// A new Thing joining while the configured mode is approve or closed
-	// came in an admin's permit window: the hub picked it.
-	origin := hub.Origin{Source: hub.SourceWS, Addr: wc.remote, Takeover: owner != wc, Owner: own,
-		Admitted: g.adm != nil && g.adm.Mode() != "open"}
-	var created bool
-	if v.ByKey {
-		// Its MQTT credential goes in the same commit: the Thing is the
-		// WebSocket agent's now.
-		created, err = g.adm.RegisterByKey(ctx, id, prep, origin, "")
-	} else {
-		created, err = g.reg.Put(ctx, id, raw, origin)
-	}
-	if err != nil {
-		wc.release(id, owner == wc)
-		wc.replyError(m, err)
-		return
-	}
-	// This connection is the Thing on group channels if it created it or
-	// proved its bound key (a takeover of a bound id needs a fresh proof);
-	// an unsigned Thing re-registered from another socket is not (its
-	// agent back, or anyone: the hub cannot tell).
-	proven := created
-	if t, err := g.reg.Get(id); err == nil && t.Meta.Verified != "" {
-		proven = true
-	}
-	wc.registered(m, id, proven)
+	return owner, owner == wc && wc.members[id], nil
 }
 
-// park puts the registration of a new Thing on the pending list (join
-// mode approve): the agent gets acknowledgement{message: "pending"} now and,
-// on the same correlationId, acknowledgement{message: "registered"} or an
-// error (403) when an admin decides. The id stays reserved for this
-// connection meanwhile, and the agent may not emit values for it.
-func (wc *wsConn) park(m *wsMessage, id string, raw []byte) {
-	prep, err := wc.g.reg.PrepareFrom(raw, wc.remote)
-	if err == nil {
-		w := &hub.JoinWaiter{Live: func() bool { return wc.ctx.Err() == nil }}
-		w.Decided = func(_ string, err error) {
-			// Called under the join policy's lock: answer on a goroutine.
-			go wc.decided(m, id, w, err)
-		}
-		wc.mu.Lock()
-		old := wc.parked[id]
-		wc.parked[id] = w
-		wc.mu.Unlock()
-		if err = wc.g.adm.Park(id, prep, hub.SourceWS, wc.remote, w); err != nil {
-			wc.mu.Lock()
-			if wc.parked[id] == w {
-				if old != nil {
-					wc.parked[id] = old
-				} else {
-					delete(wc.parked, id)
-				}
-			}
-			wc.mu.Unlock()
-		}
+// await makes w the waiter of id's registration on this connection
+// before the join is decided, so that an approval that comes at once finds
+// it (join mode approve); old is the waiter it replaces.
+func (wc *wsConn) await(m *wsMessage, id string) (w, old *hub.JoinWaiter) {
+	w = &hub.JoinWaiter{Live: func() bool { return wc.ctx.Err() == nil }}
+	w.Decided = func(_ string, err error) {
+		// Called under the join policy's lock: answer on a goroutine.
+		go wc.decided(m, id, w, err)
 	}
-	if err != nil {
-		wc.mu.Lock()
-		_, waiting := wc.parked[id]
-		wc.mu.Unlock()
-		wc.release(id, waiting)
-		wc.replyError(m, err)
+	wc.mu.Lock()
+	old = wc.parked[id]
+	wc.parked[id] = w
+	wc.mu.Unlock()
+	return w, old
+}
+
+// unawait puts back the waiter w replaced: the registration was not
+// parked.
+func (wc *wsConn) unawait(id string, w, old *hub.JoinWaiter) {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.parked[id] != w {
 		return
 	}
-	wc.log.Info("websocket agent waits for approval", "id", id)
-	wc.ack(m, lmos.JoinPending)
+	if old != nil {
+		wc.parked[id] = old
+	} else {
+		delete(wc.parked, id)
+	}
 }
 
 // decided finishes a parked registration once an admin approved (err nil:
@@ -236,12 +232,6 @@ func (wc *wsConn) registered(m *wsMessage, id string, proven bool) {
 	wc.log.Info("websocket agent registered", "id", id)
 	wc.ack(m, "registered")
 	wc.sendCredentialsOf(id) // its inbox (credentials.go)
-}
-
-// admit applies the hub's join policy to a registration of id by this
-// connection.
-func (wc *wsConn) admit(id string, proof func() (*hub.Signer, error)) (hub.Verdict, error) {
-	return wc.g.adm.AdmitJoin(hub.JoinRequest{ID: id, Door: hub.SourceWS, Addr: wc.remote, Proof: proof})
 }
 
 // release undoes the reservation of id unless it was this connection's
