@@ -324,12 +324,22 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = cli.Disconnect(&paho.Disconnect{})
-		}
-	}()
+	if err := l.restore(ctx, cli, fresh); err != nil {
+		_ = cli.Disconnect(&paho.Disconnect{})
+		return nil, err
+	}
+	if err := l.goOnline(ctx, cli, conn); err != nil {
+		_ = cli.Disconnect(&paho.Disconnect{})
+		return nil, err
+	}
+	l.a.log.Info("joined the hub", "broker", l.addr, "client_id", l.a.clientID)
+	return cli, nil
+}
+
+// restore brings a new session to where the agent was: its subscriptions
+// (the watched topics and group channels too), a re-join when the
+// credentials were not fresh, and the last property values.
+func (l *mqttLink) restore(ctx context.Context, cli *paho.Client, fresh bool) error {
 	l.mu.Lock()
 	filters := []string{lmos.ThingTopic(l.a.td.id, "actions/+"), lmos.ThingTopic(l.a.td.id, "properties/+/set"), l.inbox + "#",
 		lmos.CredentialTopic(l.a.td.id, "+")}
@@ -341,13 +351,13 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 	}
 	l.mu.Unlock()
 	if err := subscribe(ctx, cli, filters...); err != nil {
-		return nil, err
+		return err
 	}
 	l.a.log.Debug("subscribed", "filters", filters)
 	l.resubscribeGroups(ctx, cli)
 	if !fresh {
 		if _, err := l.join(ctx, cli, false); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	l.a.mu.Lock()
@@ -355,26 +365,30 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 	l.a.mu.Unlock()
 	for name, v := range props {
 		if err := l.publishProperty(ctx, cli, name, v); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// goOnline makes cli the link's session and publishes "online", last: once
+// the hub shows the agent online, Emit and the rest work (a consumer
+// reacting to presence found Emit refused). If it cannot be published,
+// the link is down again.
+func (l *mqttLink) goOnline(ctx context.Context, cli *paho.Client, conn net.Conn) error {
 	l.mu.Lock()
 	l.cli, l.conn = cli, conn
 	close(l.up)
 	l.mu.Unlock()
-	// "online" last: once the hub shows the agent online, Emit and the
-	// rest work (a consumer reacting to presence found Emit refused).
 	if err := l.publishOn(ctx, cli, &paho.Publish{Topic: lmos.ThingTopic(l.a.td.id, "status"), Payload: []byte("online"), QoS: 1, Retain: true}); err != nil {
 		l.mu.Lock()
 		if l.cli == cli {
 			l.cli, l.conn, l.up = nil, nil, make(chan struct{})
 		}
 		l.mu.Unlock()
-		return nil, err
+		return err
 	}
-	ok = true
-	l.a.log.Info("joined the hub", "broker", l.addr, "client_id", l.a.clientID)
-	return cli, nil
+	return nil
 }
 
 // joinAnonymously connects without credentials, publishes the TD and

@@ -138,84 +138,112 @@ func discoveryFilter(opts Options, log *slog.Logger) (*hubFilter, error) {
 	if !pinned(opts) && opts.TLSConfig == nil {
 		return nil, nil
 	}
-	var pin func(string) error // nil: not known yet (a pin file not written)
+	pin, err := configuredPin(opts, log)
+	if err != nil {
+		return nil, err
+	}
+	f := &hubFilter{}
+	if pinned(opts) {
+		f.entry = func(e dnssd.Entry) error { return checkAnnouncedPin(e, pin) }
+	}
+	f.info = func(ctx context.Context, h HubInfo) error { return probeSecureBroker(ctx, opts, pin, h) }
+	return f, nil
+}
+
+// configuredPin is the certificate check the options pin, from
+// TLSFingerprint or TLSPinFile; nil when none is known yet (a pin file not
+// written: trust on first use) or the agent is not pinned.
+func configuredPin(opts Options, log *slog.Logger) (func(string) error, error) {
 	switch {
 	case opts.TLSFingerprint != "":
 		check, err := lmos.Pin(opts.TLSFingerprint)
 		if err != nil {
 			return nil, fmt.Errorf("Options.TLSFingerprint: %w", err)
 		}
-		pin = check
+		return check, nil
 	case opts.TLSPinFile != "":
 		p := &pinFile{path: opts.TLSPinFile, log: log}
 		if err := p.load(); err != nil {
 			return nil, err
 		}
-		pin = p.pin
+		return p.pin, nil
 	}
-	f := &hubFilter{}
+	return nil, nil
+}
+
+// checkAnnouncedPin refuses an announcement, before anything is fetched
+// from it, that names no certificate or (pin not nil) another one.
+func checkAnnouncedPin(e dnssd.Entry, pin func(string) error) error {
+	txt := e.TXT()[lmos.TXTTLS]
+	if txt == "" {
+		return errors.New("it announces no TLS certificate (no tls= in its TXT record), and the agent is pinned to one")
+	}
+	fp, err := lmos.ParseFingerprint(txt)
+	if err != nil {
+		return fmt.Errorf("its TXT record's %s=: %w", lmos.TXTTLS, err)
+	}
+	if pin != nil {
+		if err := pin(fp); err != nil {
+			return fmt.Errorf("it announces another certificate: %w", err)
+		}
+	}
+	return nil
+}
+
+// probeSecureBroker accepts a hub whose MQTT over TLS broker completes a
+// handshake with a trusted certificate. A handshake alone, before any
+// MQTT: a broker with another certificate (an announcement copying the
+// hub's tls=) is skipped here, and the next answer tried, instead of
+// failing the connect.
+func probeSecureBroker(ctx context.Context, opts Options, pin func(string) error, h HubInfo) error {
+	if h.SecureBrokerURL == "" {
+		if !h.linksRead {
+			return fmt.Errorf("%w: its directory TD could not be read", errTryAgain)
+		}
+		return errors.New("it offers no MQTT over TLS (no mqtts:// lmos:broker link)")
+	}
+	addr, _, err := brokerAddr(h.SecureBrokerURL)
+	if err != nil {
+		return err
+	}
+	cfg, err := brokerTLSConfig(opts, pin, h, addr)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	d := tls.Dialer{Config: cfg}
+	conn, err := d.DialContext(pctx, "tcp", addr)
+	if err != nil {
+		if untrusted(err) {
+			return fmt.Errorf("its broker %s presents another certificate: %w", addr, err)
+		}
+		return fmt.Errorf("%w: cannot reach its broker %s: %w", errTryAgain, addr, err)
+	}
+	conn.Close()
+	return nil
+}
+
+// brokerTLSConfig is how the agent trusts h's broker at addr: the pin (or,
+// on first use, the certificate h announces), else opts.TLSConfig naming
+// the broker's host.
+func brokerTLSConfig(opts Options, pin func(string) error, h HubInfo, addr string) (*tls.Config, error) {
 	if pinned(opts) {
-		f.entry = func(e dnssd.Entry) error {
-			txt := e.TXT()[lmos.TXTTLS]
-			if txt == "" {
-				return errors.New("it announces no TLS certificate (no tls= in its TXT record), and the agent is pinned to one")
+		check := pin
+		if check == nil {
+			// Trust on first use: the certificate its announcement names.
+			var err error
+			if check, err = lmos.Pin(h.TLSFingerprint); err != nil {
+				return nil, err
 			}
-			fp, err := lmos.ParseFingerprint(txt)
-			if err != nil {
-				return fmt.Errorf("its TXT record's %s=: %w", lmos.TXTTLS, err)
-			}
-			if pin != nil {
-				if err := pin(fp); err != nil {
-					return fmt.Errorf("it announces another certificate: %w", err)
-				}
-			}
-			return nil
 		}
+		return lmos.PinnedConfig(check), nil
 	}
-	f.info = func(ctx context.Context, h HubInfo) error {
-		if h.SecureBrokerURL == "" {
-			if !h.linksRead {
-				return fmt.Errorf("%w: its directory TD could not be read", errTryAgain)
-			}
-			return errors.New("it offers no MQTT over TLS (no mqtts:// lmos:broker link)")
-		}
-		addr, _, err := brokerAddr(h.SecureBrokerURL)
-		if err != nil {
-			return err
-		}
-		var cfg *tls.Config
-		if pinned(opts) {
-			check := pin
-			if check == nil {
-				// Trust on first use: the certificate its announcement names.
-				if check, err = lmos.Pin(h.TLSFingerprint); err != nil {
-					return err
-				}
-			}
-			cfg = lmos.PinnedConfig(check)
-		} else {
-			cfg = opts.TLSConfig.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName, _, _ = net.SplitHostPort(addr)
-			}
-		}
-		// A handshake alone, before any MQTT: a broker with another
-		// certificate (an announcement copying the hub's tls=) is skipped
-		// here, and the next answer tried, instead of failing the connect.
-		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		defer cancel()
-		d := tls.Dialer{Config: cfg}
-		conn, err := d.DialContext(pctx, "tcp", addr)
-		if err != nil {
-			if untrusted(err) {
-				return fmt.Errorf("its broker %s presents another certificate: %w", addr, err)
-			}
-			return fmt.Errorf("%w: cannot reach its broker %s: %w", errTryAgain, addr, err)
-		}
-		conn.Close()
-		return nil
+	cfg := opts.TLSConfig.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
 	}
-	return f, nil
+	return cfg, nil
 }
 
 // probeTimeout bounds the TLS handshake that checks a discovered broker.

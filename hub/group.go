@@ -495,120 +495,144 @@ func (r *Registry) prepareGroup(o *op, now time.Time) ([]Event, error) {
 	}
 	switch gop.kind {
 	case groupCreate, groupPut:
-		if old != nil && gop.kind == groupCreate {
-			return nil, Errorf(ECONFLICT, "the group %q exists", gop.spec.ID)
-		}
-		var g *Group
-		var evs []Event
-		if old == nil {
-			if r.groupCount() >= MaxGroups {
-				return nil, &Error{Code: EFULL, Message: fmt.Sprintf("the hub holds %d groups, its limit", MaxGroups), Limit: "groups.max"}
-			}
-			g = &Group{ID: gop.spec.ID, Created: now}
-			gop.created = true
-			evs = append(evs, groupEvent(GroupCreated, g.ID, ""))
-		} else {
-			g = old.clone()
-			evs = append(evs, groupEvent(GroupUpdated, g.ID, ""))
-		}
-		g.Title, g.Description = gop.spec.Title, gop.spec.Description
-		g.RequireSigned, g.SelfJoin = gop.spec.RequireSigned, gop.spec.SelfJoin
-		g.Modified = now
-		want := slices.Sorted(slices.Values(gop.spec.Members))
-		want = slices.Compact(want)
-		// Check every new member before changing anything.
-		for _, m := range want {
-			if _, ok := g.Member(m); ok {
-				if g.RequireSigned && r.verifiedDID(m, now) == "" {
-					return nil, Errorf(ECONFLICT, "the group requires signed members and %q is not verified", m)
-				}
-				continue
-			}
-			if err := r.checkNewMember(g, m, now); err != nil {
-				return nil, err
-			}
-		}
-		added := 0
-		for _, m := range want {
-			if _, ok := g.Member(m); !ok {
-				added++
-			}
-		}
-		if err := r.checkIssue(gop.issuance, added, now); err != nil {
-			return nil, err
-		}
-		var kept []Member
-		for _, m := range g.Members {
-			if slices.Contains(want, m.Thing) {
-				kept = append(kept, m)
-				continue
-			}
-			r.revokeMember(g, m)
-			evs = append(evs, groupEvent(GroupMemberRemoved, g.ID, m.Thing))
-		}
-		g.Members = kept
-		for _, m := range want {
-			if _, ok := g.Member(m); ok {
-				continue
-			}
-			if err := r.addMember(g, m, now); err != nil {
-				return nil, err
-			}
-			evs = append(evs, groupEvent(GroupMemberAdded, g.ID, m))
-		}
-		r.groupOverlay[g.ID] = g
-		gop.result = g.clone()
-		return evs, nil
+		return r.preparePut(gop, old, now)
 	case groupDissolve:
-		if old == nil {
-			return nil, Errorf(ENOTFOUND, "no group %q", gop.spec.ID)
-		}
-		var evs []Event
-		for _, m := range old.Members {
-			r.revokeMember(old, m)
-			evs = append(evs, groupEvent(GroupMemberRemoved, old.ID, m.Thing))
-		}
-		r.groupOverlay[old.ID] = nil
-		return append(evs, groupEvent(GroupDissolved, old.ID, "")), nil
+		return r.prepareDissolve(gop, old)
 	case groupAdd:
-		if old == nil {
-			return nil, Errorf(ENOTFOUND, "no group %q", gop.spec.ID)
-		}
-		if _, ok := old.Member(gop.member); ok {
-			gop.result = old.clone()
-			return nil, errUnchanged
-		}
-		if err := r.checkNewMember(old, gop.member, now); err != nil {
-			return nil, err
-		}
-		if err := r.checkIssue(gop.issuance, 1, now); err != nil {
-			return nil, err
-		}
-		g := old.clone()
-		if err := r.addMember(g, gop.member, now); err != nil {
-			return nil, err
-		}
-		g.Modified = now
-		r.groupOverlay[g.ID] = g
-		gop.result = g.clone()
-		return []Event{groupEvent(GroupMemberAdded, g.ID, gop.member)}, nil
+		return r.prepareAdd(gop, old, now)
 	case groupRemove:
-		if old == nil {
-			return nil, Errorf(ENOTFOUND, "no group %q", gop.spec.ID)
-		}
-		m, ok := old.Member(gop.member)
-		if !ok {
-			return nil, Errorf(ENOTFOUND, "%q is not a member of the group %q", gop.member, old.ID)
-		}
-		g := old.clone()
-		r.revokeMember(g, m)
-		g.Members = slices.DeleteFunc(g.Members, func(x Member) bool { return x.Thing == m.Thing })
-		g.Modified = now
-		r.groupOverlay[g.ID] = g
-		gop.result = g.clone()
-		return []Event{groupEvent(GroupMemberRemoved, g.ID, m.Thing)}, nil
+		return r.prepareRemove(gop, old, now)
 	}
 	return nil, Errorf(EINTERNAL, "unknown group operation")
+}
+
+// preparePut creates the group or replaces its settings and member list
+// (old is nil when it does not exist yet).
+func (r *Registry) preparePut(gop *groupOp, old *Group, now time.Time) ([]Event, error) {
+	if old != nil && gop.kind == groupCreate {
+		return nil, Errorf(ECONFLICT, "the group %q exists", gop.spec.ID)
+	}
+	var g *Group
+	var evs []Event
+	if old == nil {
+		if r.groupCount() >= MaxGroups {
+			return nil, &Error{Code: EFULL, Message: fmt.Sprintf("the hub holds %d groups, its limit", MaxGroups), Limit: "groups.max"}
+		}
+		g = &Group{ID: gop.spec.ID, Created: now}
+		gop.created = true
+		evs = append(evs, groupEvent(GroupCreated, g.ID, ""))
+	} else {
+		g = old.clone()
+		evs = append(evs, groupEvent(GroupUpdated, g.ID, ""))
+	}
+	g.Title, g.Description = gop.spec.Title, gop.spec.Description
+	g.RequireSigned, g.SelfJoin = gop.spec.RequireSigned, gop.spec.SelfJoin
+	g.Modified = now
+	want := slices.Sorted(slices.Values(gop.spec.Members))
+	want = slices.Compact(want)
+	if err := r.checkWanted(gop, g, want, now); err != nil {
+		return nil, err
+	}
+	var kept []Member
+	for _, m := range g.Members {
+		if slices.Contains(want, m.Thing) {
+			kept = append(kept, m)
+			continue
+		}
+		r.revokeMember(g, m)
+		evs = append(evs, groupEvent(GroupMemberRemoved, g.ID, m.Thing))
+	}
+	g.Members = kept
+	for _, m := range want {
+		if _, ok := g.Member(m); ok {
+			continue
+		}
+		if err := r.addMember(g, m, now); err != nil {
+			return nil, err
+		}
+		evs = append(evs, groupEvent(GroupMemberAdded, g.ID, m))
+	}
+	r.groupOverlay[g.ID] = g
+	gop.result = g.clone()
+	return evs, nil
+}
+
+// checkWanted checks every member of want for g (with g's new settings)
+// before anything changes: each new one may join, a kept one is verified
+// when g requires signed members, and the credentials for the new ones
+// may be issued.
+func (r *Registry) checkWanted(gop *groupOp, g *Group, want []string, now time.Time) error {
+	added := 0
+	for _, m := range want {
+		if _, ok := g.Member(m); ok {
+			if g.RequireSigned && r.verifiedDID(m, now) == "" {
+				return Errorf(ECONFLICT, "the group requires signed members and %q is not verified", m)
+			}
+			continue
+		}
+		if err := r.checkNewMember(g, m, now); err != nil {
+			return err
+		}
+		added++
+	}
+	return r.checkIssue(gop.issuance, added, now)
+}
+
+// prepareDissolve removes every member of old, then old.
+func (r *Registry) prepareDissolve(gop *groupOp, old *Group) ([]Event, error) {
+	if old == nil {
+		return nil, Errorf(ENOTFOUND, "no group %q", gop.spec.ID)
+	}
+	var evs []Event
+	for _, m := range old.Members {
+		r.revokeMember(old, m)
+		evs = append(evs, groupEvent(GroupMemberRemoved, old.ID, m.Thing))
+	}
+	r.groupOverlay[old.ID] = nil
+	return append(evs, groupEvent(GroupDissolved, old.ID, "")), nil
+}
+
+// prepareAdd adds gop.member to old; a member already is errUnchanged.
+func (r *Registry) prepareAdd(gop *groupOp, old *Group, now time.Time) ([]Event, error) {
+	if old == nil {
+		return nil, Errorf(ENOTFOUND, "no group %q", gop.spec.ID)
+	}
+	if _, ok := old.Member(gop.member); ok {
+		gop.result = old.clone()
+		return nil, errUnchanged
+	}
+	if err := r.checkNewMember(old, gop.member, now); err != nil {
+		return nil, err
+	}
+	if err := r.checkIssue(gop.issuance, 1, now); err != nil {
+		return nil, err
+	}
+	g := old.clone()
+	if err := r.addMember(g, gop.member, now); err != nil {
+		return nil, err
+	}
+	g.Modified = now
+	r.groupOverlay[g.ID] = g
+	gop.result = g.clone()
+	return []Event{groupEvent(GroupMemberAdded, g.ID, gop.member)}, nil
+}
+
+// prepareRemove removes gop.member from old.
+func (r *Registry) prepareRemove(gop *groupOp, old *Group, now time.Time) ([]Event, error) {
+	if old == nil {
+		return nil, Errorf(ENOTFOUND, "no group %q", gop.spec.ID)
+	}
+	m, ok := old.Member(gop.member)
+	if !ok {
+		return nil, Errorf(ENOTFOUND, "%q is not a member of the group %q", gop.member, old.ID)
+	}
+	g := old.clone()
+	r.revokeMember(g, m)
+	g.Members = slices.DeleteFunc(g.Members, func(x Member) bool { return x.Thing == m.Thing })
+	g.Modified = now
+	r.groupOverlay[g.ID] = g
+	gop.result = g.clone()
+	return []Event{groupEvent(GroupMemberRemoved, g.ID, m.Thing)}, nil
 }
 
 func groupEvent(action, gid, member string) Event {

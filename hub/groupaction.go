@@ -235,35 +235,6 @@ func (c *GroupCall) Run(ctx context.Context, emit func(MemberResult)) lmos.Group
 	sum := lmos.GroupActionSummary{Group: req.Group, Action: req.Action}
 	ctx, cancel := context.WithTimeout(ctx, ga.opts.Timeout)
 	defer cancel()
-	// An output is admitted (counted against the call's limit and held
-	// of the hub's budget) as it arrives, before it waits to be passed on:
-	// a door slow to take results must not hold more than the budget.
-	var mu sync.Mutex
-	budget := ga.opts.MaxOutputBytes
-	admit := func(r MemberResult) (MemberResult, int) {
-		n := len(r.Output)
-		if n == 0 {
-			return r, 0
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case n > budget:
-			p := ProblemOf(Errorf(ETOOLARGE, "the output of member %q (%d bytes) is beyond what is left of the group action's output limit (%d bytes of %d); the member completed", r.Member, n, budget, ga.opts.MaxOutputBytes))
-			r.Output, r.Problem = nil, &p
-			return r, 0
-		case !ga.hold(n):
-			p := ProblemOf(Errorf(EUNAVAILABLE, "the hub holds as many group-action outputs as it may (groups.actionOutputBytes, %d bytes): the output of member %q (%d bytes) is dropped; the member completed; try again later", ga.opts.MaxHeldBytes, r.Member, n))
-			r.Output, r.Problem = nil, &p
-			return r, 0
-		}
-		budget -= n
-		return r, n
-	}
-	type admitted struct {
-		r MemberResult
-		n int // bytes held
-	}
 	pass := func(a admitted) {
 		sum.Count(a.r.Status)
 		emit(a.r)
@@ -273,12 +244,32 @@ func (c *GroupCall) Run(ctx context.Context, emit func(MemberResult)) lmos.Group
 			ga.unhold(a.n)
 		}
 	}
-	skip := func(r MemberResult) { pass(admitted{r: r}) }
-	p := ga.principal(req.Principal)
+	todo := c.invocable(func(r MemberResult) { pass(admitted{r: r}) })
+	results := make(chan admitted, len(todo))
+	go c.invokeAll(ctx, todo, results)
+	for range todo {
+		pass(<-results)
+	}
+	return sum
+}
+
+// admitted is a member's result with the bytes of its output held of the
+// hub's budget.
+type admitted struct {
+	r MemberResult
+	n int // bytes held
+}
+
+// invocable are the members to invoke: the others (left the directory
+// since, without the action, or refused to the consumer) are passed to
+// skip with their result at once.
+func (c *GroupCall) invocable(skip func(MemberResult)) []string {
+	ga := c.ga
+	p := ga.principal(c.req.Principal)
 	var todo []string
 	for _, id := range c.members {
 		t, err := ga.reg.Get(id)
-		if err != nil || t.Summary == nil || !t.Summary.HasAffordance("actions", req.Action) {
+		if err != nil || t.Summary == nil || !t.Summary.HasAffordance("actions", c.req.Action) {
 			// Left the directory since, or has no such action: nothing to do.
 			skip(MemberResult{Member: id, Status: lmos.GroupResultSkipped})
 			continue
@@ -289,34 +280,70 @@ func (c *GroupCall) Run(ctx context.Context, emit func(MemberResult)) lmos.Group
 		}
 		todo = append(todo, id)
 	}
-	results := make(chan admitted, len(todo))
+	return todo
+}
+
+// invokeAll invokes every member of todo, at most Parallel of the call's
+// and MaxInFlight of the hub's at once, and sends each one's result to
+// results; a member still waiting for a place when ctx ends is timedOut.
+func (c *GroupCall) invokeAll(ctx context.Context, todo []string, results chan<- admitted) {
+	ga, req := c.ga, c.req
+	budget := &outputBudget{ga: ga, left: ga.opts.MaxOutputBytes}
 	slots := make(chan struct{}, ga.opts.Parallel)
-	go func() {
-		for _, id := range todo {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				results <- admitted{r: timedOut(id, ctx.Err())}
-				continue
-			}
-			select { // a place of the hub's, after one of the call's
-			case ga.flying <- struct{}{}:
-			case <-ctx.Done():
-				<-slots
-				results <- admitted{r: timedOut(id, ctx.Err())}
-				continue
-			}
-			go func() {
-				defer func() { <-ga.flying; <-slots }()
-				r, n := admit(ga.invoke(ctx, req, id))
-				results <- admitted{r, n}
-			}()
+	for _, id := range todo {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			results <- admitted{r: timedOut(id, ctx.Err())}
+			continue
 		}
-	}()
-	for range todo {
-		pass(<-results)
+		select { // a place of the hub's, after one of the call's
+		case ga.flying <- struct{}{}:
+		case <-ctx.Done():
+			<-slots
+			results <- admitted{r: timedOut(id, ctx.Err())}
+			continue
+		}
+		go func() {
+			defer func() { <-ga.flying; <-slots }()
+			r, n := budget.admit(ga.invoke(ctx, req, id))
+			results <- admitted{r, n}
+		}()
 	}
-	return sum
+}
+
+// outputBudget admits a call's outputs (counted against the call's limit
+// and held of the hub's budget) as they arrive, before they wait to be
+// passed on: a door slow to take results must not hold more than the
+// budget.
+type outputBudget struct {
+	ga   *GroupActions
+	mu   sync.Mutex
+	left int // of the call's MaxOutputBytes
+}
+
+// admit holds r's output, or drops it and says why in r's problem; n is
+// the bytes held.
+func (b *outputBudget) admit(r MemberResult) (_ MemberResult, n int) {
+	n = len(r.Output)
+	if n == 0 {
+		return r, 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ga := b.ga
+	switch {
+	case n > b.left:
+		p := ProblemOf(Errorf(ETOOLARGE, "the output of member %q (%d bytes) is beyond what is left of the group action's output limit (%d bytes of %d); the member completed", r.Member, n, b.left, ga.opts.MaxOutputBytes))
+		r.Output, r.Problem = nil, &p
+		return r, 0
+	case !ga.hold(n):
+		p := ProblemOf(Errorf(EUNAVAILABLE, "the hub holds as many group-action outputs as it may (groups.actionOutputBytes, %d bytes): the output of member %q (%d bytes) is dropped; the member completed; try again later", ga.opts.MaxHeldBytes, r.Member, n))
+		r.Output, r.Problem = nil, &p
+		return r, 0
+	}
+	b.left -= n
+	return r, n
 }
 
 // principal is p with a Thing's Admitted read now (an approval may have

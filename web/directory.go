@@ -98,24 +98,9 @@ type TLSInfo struct {
 
 func (s *Server) brokerPort() int { return s.cfg.BrokerPort }
 
-// directoryDoc is the directory's own TD for base. It is over 80 lines
-// because it is one document literal: it reads top to bottom as the TD it
-// serves, and splitting it would scatter one document over functions.
+// directoryDoc is the directory's own TD for base. Each affordance group
+// is built by its own function below, in the order the TD lists them.
 func (s *Server) directoryDoc(base string) map[string]any {
-	obj := func(kv ...any) map[string]any {
-		m := make(map[string]any, len(kv)/2)
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
-	}
-	idVar := obj("id", obj("title", "Thing id", "type", "string", "format", "iri-reference"))
-	form := func(href, method, op string, extra ...any) map[string]any {
-		f := obj(append([]any{"href", href, "htv:methodName", method, "op", op}, extra...)...)
-		return f
-	}
-	writeSec := []any{"bearer_sc"}
-	problem := []any{obj("success", false, "contentType", lmos.MediaProblem)}
 	td := obj(
 		"@context", []any{hub.ContextTD11, hub.ContextDiscovery, obj("lmos", hub.ContextLMOS)},
 		"@type", []any{"ThingDirectory"},
@@ -129,63 +114,8 @@ func (s *Server) directoryDoc(base string) map[string]any {
 			"bearer_sc", obj("scheme", "bearer", "in", "header", "name", "Authorization", "format", "opaque"),
 		),
 		"security", "nosec_sc",
-		"properties", obj("things", obj(
-			"description", "Retrieve all Thing Descriptions, in id order: format=array (the default) "+
-				"answers an array of TDs, format=collection a ThingCollection object",
-			"uriVariables", obj(
-				"offset", obj("title", "Number of TDs to skip", "type", "integer", "minimum", 0),
-				"limit", obj("title", "Number of TDs in a page", "type", "integer", "minimum", 1),
-				"format", obj("title", "Payload format", "type", "string", "enum", []any{"array", "collection"}),
-			),
-			"readOnly", true,
-			// One property, two shapes chosen by the format variable: the
-			// schema says both rather than claim an array for a collection.
-			"oneOf", []any{
-				obj("title", "format=array", "type", "array", "items", obj("type", "object")),
-				obj("title", "format=collection", "type", "object",
-					"properties", obj(
-						"@context", obj("type", "string"),
-						"@type", obj("type", "string", "const", "ThingCollection"),
-						"@id", obj("type", "string"),
-						"total", obj("type", "integer", "minimum", 0),
-						"members", obj("type", "array", "items", obj("type", "object")),
-						"next", obj("type", "string"),
-					),
-					"required", []any{"@type", "total", "members"}),
-			},
-			"forms", []any{form("things{?offset,limit,format}", "GET", "readproperty",
-				"contentType", mtLDJSON, "additionalResponses", problem)},
-		)),
-		"actions", obj(
-			"createThing", obj("description", "Create a Thing Description under its id",
-				"uriVariables", idVar, "input", obj("type", "object"), "idempotent", true,
-				"forms", []any{form("things/{id}", "PUT", "invokeaction", "contentType", mtTD, "security", writeSec,
-					"additionalResponses", problem)}),
-			"createAnonymousThing", obj("description", "Create a Thing Description without id; the hub assigns one",
-				"input", obj("type", "object"), "output", obj("description", "Location header: the id given", "type", "string"),
-				"forms", []any{form("things", "POST", "invokeaction", "contentType", mtTD, "security", writeSec,
-					"additionalResponses", problem)}),
-			"retrieveThing", obj("description", "Retrieve a Thing Description", "uriVariables", idVar,
-				"output", obj("type", "object"), "safe", true, "idempotent", true,
-				"forms", []any{form("things/{id}", "GET", "invokeaction", "contentType", mtTD, "additionalResponses", problem)}),
-			"updateThing", obj("description", "Replace a Thing Description", "uriVariables", idVar,
-				"input", obj("type", "object"), "idempotent", true,
-				"forms", []any{form("things/{id}", "PUT", "invokeaction", "contentType", mtTD, "security", writeSec,
-					"additionalResponses", problem)}),
-			"partiallyUpdateThing", obj("description", "Update a Thing Description with a JSON merge patch", "uriVariables", idVar,
-				"input", obj("type", "object"),
-				"forms", []any{form("things/{id}", "PATCH", "invokeaction", "contentType", mtMergePatch, "security", writeSec,
-					"additionalResponses", problem)}),
-			"deleteThing", obj("description", "Delete a Thing Description", "uriVariables", idVar, "idempotent", true,
-				"forms", []any{form("things/{id}", "DELETE", "invokeaction", "security", writeSec, "additionalResponses", problem)}),
-			"searchJSONPath", obj("description", "Search Thing Descriptions with an RFC 9535 JSONPath query",
-				"uriVariables", obj("query", obj("type", "string")), "output", obj("type", "array"), "safe", true, "idempotent", true,
-				"forms", []any{form("search/jsonpath{?query}", "GET", "invokeaction", "contentType", lmos.MediaJSON, "additionalResponses", problem)}),
-			"lmos:searchText", obj("description", "Ranked capability search over titles, descriptions, affordances and lmos:capabilities (LMOS extension)",
-				"uriVariables", obj("q", obj("type", "string"), "type", obj("type", "string"), "limit", obj("type", "integer", "minimum", 1)),
-				"output", obj("type", "array"), "safe", true, "idempotent", true,
-				"forms", []any{form("search/text{?q,type,limit}", "GET", "invokeaction", "contentType", lmos.MediaJSON, "additionalResponses", problem)}),
-		),
+		"properties", obj("things", directoryThings()),
+		"actions", directoryActions(),
 		"events", obj(
 			// Named as in the W3C directory Thing Model; on the wire the SSE
 			// event types stay thing_created/… (PROTOCOL §10).
@@ -204,6 +134,97 @@ func (s *Server) directoryDoc(base string) map[string]any {
 		td["security"] = "bearer_sc"
 	}
 	return td
+}
+
+// obj builds a TD object from key, value pairs, so that the documents
+// below read in the order they are served.
+func obj(kv ...any) map[string]any {
+	m := make(map[string]any, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+// tdForm is an HTTP form of the directory TD; extra are more key, value
+// pairs.
+func tdForm(href, method, op string, extra ...any) map[string]any {
+	return obj(append([]any{"href", href, "htv:methodName", method, "op", op}, extra...)...)
+}
+
+// tdProblem is the additionalResponses of every form: a problem document.
+func tdProblem() []any {
+	return []any{obj("success", false, "contentType", lmos.MediaProblem)}
+}
+
+// directoryThings is the things property: every TD, as an array or a
+// ThingCollection.
+func directoryThings() map[string]any {
+	return obj(
+		"description", "Retrieve all Thing Descriptions, in id order: format=array (the default) "+
+			"answers an array of TDs, format=collection a ThingCollection object",
+		"uriVariables", obj(
+			"offset", obj("title", "Number of TDs to skip", "type", "integer", "minimum", 0),
+			"limit", obj("title", "Number of TDs in a page", "type", "integer", "minimum", 1),
+			"format", obj("title", "Payload format", "type", "string", "enum", []any{"array", "collection"}),
+		),
+		"readOnly", true,
+		// One property, two shapes chosen by the format variable: the
+		// schema says both rather than claim an array for a collection.
+		"oneOf", []any{
+			obj("title", "format=array", "type", "array", "items", obj("type", "object")),
+			obj("title", "format=collection", "type", "object",
+				"properties", obj(
+					"@context", obj("type", "string"),
+					"@type", obj("type", "string", "const", "ThingCollection"),
+					"@id", obj("type", "string"),
+					"total", obj("type", "integer", "minimum", 0),
+					"members", obj("type", "array", "items", obj("type", "object")),
+					"next", obj("type", "string"),
+				),
+				"required", []any{"@type", "total", "members"}),
+		},
+		"forms", []any{tdForm("things{?offset,limit,format}", "GET", "readproperty",
+			"contentType", mtLDJSON, "additionalResponses", tdProblem())},
+	)
+}
+
+// directoryActions are the directory's actions: the TD writes and reads by
+// id, and the two searches.
+func directoryActions() map[string]any {
+	idVar := obj("id", obj("title", "Thing id", "type", "string", "format", "iri-reference"))
+	writeSec := []any{"bearer_sc"}
+	problem := tdProblem()
+	return obj(
+		"createThing", obj("description", "Create a Thing Description under its id",
+			"uriVariables", idVar, "input", obj("type", "object"), "idempotent", true,
+			"forms", []any{tdForm("things/{id}", "PUT", "invokeaction", "contentType", mtTD, "security", writeSec,
+				"additionalResponses", problem)}),
+		"createAnonymousThing", obj("description", "Create a Thing Description without id; the hub assigns one",
+			"input", obj("type", "object"), "output", obj("description", "Location header: the id given", "type", "string"),
+			"forms", []any{tdForm("things", "POST", "invokeaction", "contentType", mtTD, "security", writeSec,
+				"additionalResponses", problem)}),
+		"retrieveThing", obj("description", "Retrieve a Thing Description", "uriVariables", idVar,
+			"output", obj("type", "object"), "safe", true, "idempotent", true,
+			"forms", []any{tdForm("things/{id}", "GET", "invokeaction", "contentType", mtTD, "additionalResponses", problem)}),
+		"updateThing", obj("description", "Replace a Thing Description", "uriVariables", idVar,
+			"input", obj("type", "object"), "idempotent", true,
+			"forms", []any{tdForm("things/{id}", "PUT", "invokeaction", "contentType", mtTD, "security", writeSec,
+				"additionalResponses", problem)}),
+		"partiallyUpdateThing", obj("description", "Update a Thing Description with a JSON merge patch", "uriVariables", idVar,
+			"input", obj("type", "object"),
+			"forms", []any{tdForm("things/{id}", "PATCH", "invokeaction", "contentType", mtMergePatch, "security", writeSec,
+				"additionalResponses", problem)}),
+		"deleteThing", obj("description", "Delete a Thing Description", "uriVariables", idVar, "idempotent", true,
+			"forms", []any{tdForm("things/{id}", "DELETE", "invokeaction", "security", writeSec, "additionalResponses", problem)}),
+		"searchJSONPath", obj("description", "Search Thing Descriptions with an RFC 9535 JSONPath query",
+			"uriVariables", obj("query", obj("type", "string")), "output", obj("type", "array"), "safe", true, "idempotent", true,
+			"forms", []any{tdForm("search/jsonpath{?query}", "GET", "invokeaction", "contentType", lmos.MediaJSON, "additionalResponses", problem)}),
+		"lmos:searchText", obj("description", "Ranked capability search over titles, descriptions, affordances and lmos:capabilities (LMOS extension)",
+			"uriVariables", obj("q", obj("type", "string"), "type", obj("type", "string"), "limit", obj("type", "integer", "minimum", 1)),
+			"output", obj("type", "array"), "safe", true, "idempotent", true,
+			"forms", []any{tdForm("search/text{?q,type,limit}", "GET", "invokeaction", "contentType", lmos.MediaJSON, "additionalResponses", problem)}),
+	)
 }
 
 func sseEvent(desc string, t hub.EventType) map[string]any {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -31,6 +32,40 @@ func (s *Server) groupChannel(w http.ResponseWriter, r *http.Request) {
 		filter = "#"
 	}
 	bus := s.cfg.Groups
+	p, member, err := s.groupChannelMember(r, bus, gid, filter)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	release, ok := s.holdStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	f := &groupFeed{
+		msgs:    make(chan hub.GroupMessage, groupStreamBuffer),
+		done:    make(chan struct{}),
+		dropped: s.metrics.GetOrCreateCounter("lmos_sse_group_dropped_total"),
+	}
+	cancel, err := bus.SubscribeGroup(hub.GroupSubscription{
+		Group: gid, Filter: filter, Member: member, Deliver: f.deliver, Ended: f.end,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer cancel()
+	e := s.startSSE(w, r)
+	if !e.send() {
+		return
+	}
+	s.streamGroup(r, e, f, p, gid, member)
+}
+
+// groupChannelMember checks a channel request before anything is held:
+// the group and filter well formed, the bus running, and the caller a
+// member (its principal is kept to recheck a token on each message).
+func (s *Server) groupChannelMember(r *http.Request, bus hub.GroupChannels, gid, filter string) (hub.Principal, string, error) {
 	err := hub.ValidateGroupID(gid)
 	if err == nil {
 		err = hub.ValidGroupFilter(filter)
@@ -45,55 +80,42 @@ func (s *Server) groupChannel(w http.ResponseWriter, r *http.Request) {
 			member, err = s.access().ChannelMember(p, gid, s.reg.IsMember)
 		}
 	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	return p, member, err
+}
+
+// groupFeed carries a subscription's messages from the publisher to the
+// SSE loop, and the end of the membership from the registry's write loop;
+// neither of them waits on the reader.
+type groupFeed struct {
+	msgs    chan hub.GroupMessage
+	ended   atomic.Bool
+	done    chan struct{}
+	once    sync.Once
+	dropped *metrics.Counter
+}
+
+// deliver queues m, or drops and counts it when the reader is behind by
+// groupStreamBuffer messages.
+func (f *groupFeed) deliver(m hub.GroupMessage) {
+	select {
+	case f.msgs <- m:
+	default:
+		f.dropped.Inc()
 	}
-	release, ok := s.holdStream(w, r)
-	if !ok {
-		return
-	}
-	defer release()
-	msgs := make(chan hub.GroupMessage, groupStreamBuffer)
-	var ended atomic.Bool
-	done := make(chan struct{})
-	var once sync.Once
-	dropped := s.metrics.GetOrCreateCounter("lmos_sse_group_dropped_total")
-	cancel, err := bus.SubscribeGroup(hub.GroupSubscription{
-		Group: gid, Filter: filter, Member: member,
-		Deliver: func(m hub.GroupMessage) {
-			select {
-			case msgs <- m:
-			default:
-				dropped.Inc()
-			}
-		},
-		Ended: func() { // in the registry's write loop: no waiting
-			ended.Store(true)
-			once.Do(func() { close(done) })
-		},
-	})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	defer cancel()
-	e := s.startSSE(w, r)
-	if !e.send() {
-		return
-	}
+}
+
+// end is called in the registry's write loop: no waiting.
+func (f *groupFeed) end() {
+	f.ended.Store(true)
+	f.once.Do(func() { close(f.done) })
+}
+
+// streamGroup writes f's messages as SSE events until the client leaves,
+// the hub closes, the membership ends, or p's token no longer holds.
+func (s *Server) streamGroup(r *http.Request, e *sse, f *groupFeed, p hub.Principal, gid, member string) {
 	beat := time.NewTicker(s.cfg.SSEHeartbeat)
 	defer beat.Stop()
 	prefix := len(lmos.GroupsPrefix) + len(gid) + 1
-	// end writes why the stream ends; a refused delivery (a token no
-	// longer valid) is counted, a membership that ended is no refusal.
-	end := func(err error, refused bool) {
-		if refused {
-			s.countRefusal("http", err)
-		}
-		streamError(r, e, err)
-		e.send()
-	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -102,17 +124,17 @@ func (s *Server) groupChannel(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-beat.C:
 			e.buf.WriteString(sseKeepAlive)
-		case <-done:
-			end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid), false)
+		case <-f.done:
+			s.endGroupStream(r, e, hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid), false)
 			return
-		case m := <-msgs:
-			if ended.Load() {
-				end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid), false)
+		case m := <-f.msgs:
+			if f.ended.Load() {
+				s.endGroupStream(r, e, hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q", member, gid), false)
 				return
 			}
 			// A token revoked or expired since ends the stream too.
 			if _, err := s.access().ChannelMember(p, gid, s.reg.IsMember); err != nil {
-				end(err, true)
+				s.endGroupStream(r, e, err, true)
 				return
 			}
 			data, ct := m.Value(s.reg.Decoder(), lmos.MediaJSON)
@@ -128,4 +150,14 @@ func (s *Server) groupChannel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// endGroupStream writes why the stream ends; a refused delivery (a token
+// no longer valid) is counted, a membership that ended is no refusal.
+func (s *Server) endGroupStream(r *http.Request, e *sse, err error, refused bool) {
+	if refused {
+		s.countRefusal("http", err)
+	}
+	streamError(r, e, err)
+	e.send()
 }

@@ -78,47 +78,21 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 		fmt.Fprint(stderr, "error: wrong number of arguments\n\n"+tokenUsage)
 		return exitUsage
 	}
-	var t tokenAPI
-	if *hubURL != "" {
-		t = &remoteTokens{base: strings.TrimRight(*hubURL, "/"), token: *token}
-	} else {
-		tokens, closeTokens, err := app.OpenTokens(*dataDir)
-		if errors.Is(err, store.ErrLocked) {
-			fmt.Fprintf(stderr, "error: %v\nthe hub is running; use --hub URL --token TOKEN to manage tokens through it\n", err)
-			return exitLocked
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return exitFailure
-		}
-		defer closeTokens()
-		t = localTokens{tokens}
+	t, closeTokens, err := openTokenAPI(*hubURL, *token, *dataDir)
+	if errors.Is(err, store.ErrLocked) {
+		fmt.Fprintf(stderr, "error: %v\nthe hub is running; use --hub URL --token TOKEN to manage tokens through it\n", err)
+		return exitLocked
 	}
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return exitFailure
+	}
+	defer closeTokens()
 	switch cmd {
 	case "create":
-		var row tokenRow
-		s := *scope
-		if s == "" && *thing != "" {
-			s = string(hub.ScopeRead)
-		} else if s == "" {
-			s = string(hub.ScopeAdmin)
-		}
-		if row, err = t.create(*name, s, *expires, *thing); err == nil {
-			fmt.Fprintf(stdout, "%s\n", row.Token)
-			fmt.Fprintf(stderr, "created token %s; the secret above is shown only once\n", row.ID)
-		}
+		err = createToken(t, stdout, stderr, *name, *scope, *expires, *thing)
 	case "list":
-		var rows []tokenRow
-		if rows, err = t.list(); err == nil {
-			tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-			// THING last: scripts that read the columns before it by
-			// position keep working.
-			fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED\tEXPIRES\tREVOKED\tTHING")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), dash(r.Scope), r.Created, dash(r.Expires), dash(r.Revoked), dash(r.Thing))
-			}
-			_ = tw.Flush()
-		}
+		err = listTokens(t, stdout)
 	case "revoke":
 		if err = t.revoke(pos[0]); err == nil {
 			fmt.Fprintf(stdout, "revoked %s\n", pos[0])
@@ -129,6 +103,54 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 		return exitFailure
 	}
 	return exitOK
+}
+
+// openTokenAPI is the hub's token API at hubURL, or else the tokens in
+// dataDir opened directly (store.ErrLocked while the hub runs); release
+// closes them.
+func openTokenAPI(hubURL, token, dataDir string) (_ tokenAPI, release func() error, _ error) {
+	if hubURL != "" {
+		return &remoteTokens{base: strings.TrimRight(hubURL, "/"), token: token}, func() error { return nil }, nil
+	}
+	tokens, closeTokens, err := app.OpenTokens(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return localTokens{tokens}, closeTokens, nil
+}
+
+// createToken creates a token and prints its secret, alone on stdout for
+// scripts; a token bound to a Thing reads by default, any other is admin.
+func createToken(t tokenAPI, stdout, stderr io.Writer, name, scope, expires, thing string) error {
+	if scope == "" && thing != "" {
+		scope = string(hub.ScopeRead)
+	} else if scope == "" {
+		scope = string(hub.ScopeAdmin)
+	}
+	row, err := t.create(name, scope, expires, thing)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", row.Token)
+	fmt.Fprintf(stderr, "created token %s; the secret above is shown only once\n", row.ID)
+	return nil
+}
+
+// listTokens prints the tokens as a table.
+func listTokens(t tokenAPI, stdout io.Writer) error {
+	rows, err := t.list()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	// THING last: scripts that read the columns before it by position
+	// keep working.
+	fmt.Fprintln(tw, "ID\tNAME\tSCOPE\tCREATED\tEXPIRES\tREVOKED\tTHING")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), dash(r.Scope), r.Created, dash(r.Expires), dash(r.Revoked), dash(r.Thing))
+	}
+	_ = tw.Flush()
+	return nil
 }
 
 func dash(s string) string {

@@ -37,6 +37,13 @@ type wsGroupSub struct {
 	// gone is set when the subscription ends: frames queued for it are
 	// not written.
 	gone atomic.Bool
+	// Fixed at subscribe, read by its deliveries and its end: the
+	// subscribeGroup request (correlationId, group, topic, media), its key
+	// in wsGroups.subs, and who subscribed (a token is rechecked on each
+	// delivery).
+	req *wsMessage
+	key string
+	who hub.Principal
 }
 
 func (gs *wsGroups) count() int {
@@ -163,93 +170,30 @@ func (wc *wsConn) subscribeGroup(bus hub.GroupChannels, m *wsMessage) {
 		wc.replyError(m, err)
 		return
 	}
-	key := m.Group + "\x00" + m.Topic
-	gs := &wc.groups
-	gs.mu.Lock()
-	if old := gs.subs[key]; old != nil && !old.gone.Load() {
-		gs.mu.Unlock()
-		wc.ack(m, "subscribed")
+	sub := &wsGroupSub{cancel: func() {}, req: m, key: m.Group + "\x00" + m.Topic, who: who}
+	if !wc.reserveGroupSub(sub) {
 		return
-	}
-	delete(gs.subs, key)
-	if len(gs.subs) >= wsMaxGroupSubs {
-		gs.mu.Unlock()
-		wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many group subscriptions on this connection (at most %d)", wsMaxGroupSubs))
-		return
-	}
-	if gs.subs == nil {
-		gs.subs = make(map[string]*wsGroupSub)
-	}
-	sub := &wsGroupSub{cancel: func() {}}
-	gs.subs[key] = sub
-	gs.mu.Unlock()
-	media := m.Media
-	prefix := len(lmos.GroupsPrefix) + len(m.Group) + 1
-	// end ends the subscription once and tells the member why; dropped
-	// says the bus dropped it already (the membership ended), else it is
-	// cancelled here (a delivery refused: its token revoked).
-	end := func(err error, dropped bool) {
-		if !sub.gone.CompareAndSwap(false, true) {
-			return
-		}
-		out := reply(m, outError)
-		p := hub.ProblemOf(err)
-		p.Instance = "/ws"
-		out.setProblem(p)
-		out.Group, out.Topic = m.Group, m.Topic
-		wc.enqueue(out, media, dropIfFull)
-		gs.mu.Lock()
-		mine := gs.subs[key] == sub
-		if mine {
-			delete(gs.subs, key)
-		}
-		cancel := sub.cancel
-		gs.mu.Unlock()
-		if !dropped {
-			wc.g.countRefusal(err)
-			if mine {
-				// Not on the publisher's goroutine, which delivers. Before
-				// SubscribeGroup returned, its caller cancels (gone).
-				go cancel()
-			}
-		}
 	}
 	cancel, err := bus.SubscribeGroup(hub.GroupSubscription{
 		Group: m.Group, Filter: m.Topic, Member: member,
-		Deliver: func(msg hub.GroupMessage) {
-			if sub.gone.Load() {
-				return
-			}
-			if who.Kind == hub.ByToken {
-				// A token revoked or expired since ends the subscription,
-				// as it ends every stream opened with it (PROTOCOL §3.5).
-				if _, err := wc.g.access.ChannelMember(who, m.Group, wc.g.reg.IsMember); err != nil {
-					end(err, false)
-					return
-				}
-			}
-			out := &wsOut{MessageID: uuid.NewString(), MessageType: lmos.WSGroupMessage, CorrelationID: m.MessageID,
-				Group: msg.Group, Topic: msg.Topic[prefix:]}
-			data, ct := msg.Value(wc.g.reg.Decoder(), media)
-			out.Data, out.ContentType = rawValue(data), ct
-			wc.enqueueGated(out, media, dropIfFull, &sub.gone)
-		},
+		Deliver: func(msg hub.GroupMessage) { wc.deliverGroup(sub, msg) },
 		Ended: func() {
 			// In the registry's write loop: nothing here waits.
-			end(hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q: its subscription ended", member, m.Group), true)
+			wc.endGroupSub(sub, hub.Errorf(hub.EFORBIDDEN, "%q is no longer a member of group %q: its subscription ended", member, m.Group), true)
 		},
 	})
+	gs := &wc.groups
 	if err != nil {
 		gs.mu.Lock()
-		if gs.subs[key] == sub {
-			delete(gs.subs, key)
+		if gs.subs[sub.key] == sub {
+			delete(gs.subs, sub.key)
 		}
 		gs.mu.Unlock()
 		wc.replyError(m, err)
 		return
 	}
 	gs.mu.Lock()
-	if gs.subs[key] == sub && !sub.gone.Load() {
+	if gs.subs[sub.key] == sub && !sub.gone.Load() {
 		sub.cancel = cancel
 		gs.mu.Unlock()
 		wc.ack(m, "subscribed")
@@ -259,4 +203,85 @@ func (wc *wsConn) subscribeGroup(bus hub.GroupChannels, m *wsMessage) {
 	// Unsubscribed (acknowledged), ended (the member got its error) or the
 	// connection closed meanwhile.
 	cancel()
+}
+
+// reserveGroupSub puts sub in the connection's table before the bus
+// subscribes it, so that an unsubscribe or a close meanwhile finds it. It
+// answers the request itself and reports false when there is nothing to
+// subscribe: the same live subscription exists (acknowledged again) or the
+// connection holds wsMaxGroupSubs already.
+func (wc *wsConn) reserveGroupSub(sub *wsGroupSub) bool {
+	m, gs := sub.req, &wc.groups
+	gs.mu.Lock()
+	if old := gs.subs[sub.key]; old != nil && !old.gone.Load() {
+		gs.mu.Unlock()
+		wc.ack(m, "subscribed")
+		return false
+	}
+	delete(gs.subs, sub.key)
+	if len(gs.subs) >= wsMaxGroupSubs {
+		gs.mu.Unlock()
+		wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many group subscriptions on this connection (at most %d)", wsMaxGroupSubs))
+		return false
+	}
+	if gs.subs == nil {
+		gs.subs = make(map[string]*wsGroupSub)
+	}
+	gs.subs[sub.key] = sub
+	gs.mu.Unlock()
+	return true
+}
+
+// deliverGroup sends one message of sub's channel, on the publisher's
+// goroutine (it queues, never blocks).
+func (wc *wsConn) deliverGroup(sub *wsGroupSub, msg hub.GroupMessage) {
+	if sub.gone.Load() {
+		return
+	}
+	m := sub.req
+	if sub.who.Kind == hub.ByToken {
+		// A token revoked or expired since ends the subscription,
+		// as it ends every stream opened with it (PROTOCOL §3.5).
+		if _, err := wc.g.access.ChannelMember(sub.who, m.Group, wc.g.reg.IsMember); err != nil {
+			wc.endGroupSub(sub, err, false)
+			return
+		}
+	}
+	prefix := len(lmos.GroupsPrefix) + len(m.Group) + 1
+	out := &wsOut{MessageID: uuid.NewString(), MessageType: lmos.WSGroupMessage, CorrelationID: m.MessageID,
+		Group: msg.Group, Topic: msg.Topic[prefix:]}
+	data, ct := msg.Value(wc.g.reg.Decoder(), m.Media)
+	out.Data, out.ContentType = rawValue(data), ct
+	wc.enqueueGated(out, m.Media, dropIfFull, &sub.gone)
+}
+
+// endGroupSub ends sub once and tells the member why; dropped says the bus
+// dropped it already (the membership ended), else it is cancelled here (a
+// delivery refused: its token revoked).
+func (wc *wsConn) endGroupSub(sub *wsGroupSub, err error, dropped bool) {
+	if !sub.gone.CompareAndSwap(false, true) {
+		return
+	}
+	m, gs := sub.req, &wc.groups
+	out := reply(m, outError)
+	p := hub.ProblemOf(err)
+	p.Instance = "/ws"
+	out.setProblem(p)
+	out.Group, out.Topic = m.Group, m.Topic
+	wc.enqueue(out, m.Media, dropIfFull)
+	gs.mu.Lock()
+	mine := gs.subs[sub.key] == sub
+	if mine {
+		delete(gs.subs, sub.key)
+	}
+	cancel := sub.cancel
+	gs.mu.Unlock()
+	if !dropped {
+		wc.g.countRefusal(err)
+		if mine {
+			// Not on the publisher's goroutine, which delivers. Before
+			// SubscribeGroup returned, its caller cancels (gone).
+			go cancel()
+		}
+	}
 }

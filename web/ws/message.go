@@ -99,8 +99,7 @@ func frameType(media string) websocket.MessageType {
 
 // decodeMessage decodes one frame: JSON text or CBOR binary (with the hub's
 // CBOR limits) holding an object. A frame that does not decode to an object
-// is errUnparseable; members of the wrong type are EINVALID. It is long
-// because it checks each member of the envelope in turn.
+// is errUnparseable; members of the wrong type are EINVALID.
 func decodeMessage(dec hub.Decoder, frame []byte, media string) (*wsMessage, error) {
 	// encoding/json would replace invalid UTF-8 silently (RFC 6455 requires
 	// UTF-8 in text frames, coder/websocket does not check it).
@@ -116,79 +115,101 @@ func decodeMessage(dec hub.Decoder, frame []byte, media string) (*wsMessage, err
 		return nil, errUnparseable
 	}
 	m := &wsMessage{Media: media}
-	var bad []hub.FieldError
-	str := func(keys ...string) string {
-		for _, k := range keys {
-			x, ok := obj[k]
-			if !ok || x == nil {
-				continue
-			}
-			s, ok := x.(string)
-			if !ok {
-				bad = append(bad, hub.FieldError{Field: "/" + k, Description: "must be a string"})
-				return ""
-			}
-			return s
-		}
-		return ""
-	}
-	m.ThingID = str(lmos.MemberThingID, lmos.MemberThingIDAlt)
-	m.MessageID = str(lmos.MemberMessageID, lmos.MemberMessageIDAlt)
-	m.MessageType = lmos.WSMessageType(str(lmos.MemberMessageType))
-	m.CorrelationID = str(lmos.MemberCorrelationID, lmos.MemberCorrelationIDAlt)
-	m.Traceparent = str(lmos.MemberTraceparent)
-	m.Tracestate = str(lmos.MemberTracestate)
-	value := func(keys ...string) {
-		for _, k := range keys {
-			if x, ok := obj[k]; ok {
-				m.Value, m.HasValue = x, true
-				m.Kotlin = m.Kotlin || k == lmos.MemberData && m.MessageType != mtEvent
-				return
-			}
-		}
-	}
+	// On the stack: reading the members costs no allocation beyond m and
+	// the errors it reports.
+	e := envelope{obj: obj, m: m}
+	m.ThingID = e.str(lmos.MemberThingID, lmos.MemberThingIDAlt)
+	m.MessageID = e.str(lmos.MemberMessageID, lmos.MemberMessageIDAlt)
+	m.MessageType = lmos.WSMessageType(e.str(lmos.MemberMessageType))
+	m.CorrelationID = e.str(lmos.MemberCorrelationID, lmos.MemberCorrelationIDAlt)
+	m.Traceparent = e.str(lmos.MemberTraceparent)
+	m.Tracestate = e.str(lmos.MemberTracestate)
 	_, m.Kotlin = obj[lmos.MemberProperty]
+	e.typed()
+	if m.MessageType == "" && len(e.bad) == 0 {
+		e.bad = append(e.bad, hub.FieldError{Field: "/messageType", Description: "is required"})
+	}
+	if len(e.bad) > 0 {
+		return m, &hub.Error{Code: hub.EINVALID, Message: "the message has invalid members", Fields: e.bad}
+	}
+	return m, nil
+}
+
+// envelope reads the members of one decoded frame into m, whatever
+// spelling the peer used, and collects the members of a wrong type.
+type envelope struct {
+	obj map[string]any
+	m   *wsMessage
+	bad []hub.FieldError
+}
+
+// str is the first of keys present and not null, which must be a string.
+func (e *envelope) str(keys ...string) string {
+	for _, k := range keys {
+		x, ok := e.obj[k]
+		if !ok || x == nil {
+			continue
+		}
+		s, ok := x.(string)
+		if !ok {
+			e.bad = append(e.bad, hub.FieldError{Field: "/" + k, Description: "must be a string"})
+			return ""
+		}
+		return s
+	}
+	return ""
+}
+
+// value sets m's value from the first of keys present; kotlin-wot's
+// "data" for a property value marks the message Kotlin.
+func (e *envelope) value(keys ...string) {
+	m := e.m
+	for _, k := range keys {
+		if x, ok := e.obj[k]; ok {
+			m.Value, m.HasValue = x, true
+			m.Kotlin = m.Kotlin || k == lmos.MemberData && m.MessageType != mtEvent
+			return
+		}
+	}
+}
+
+// typed reads the members that m's message type has.
+func (e *envelope) typed() {
+	m, obj := e.m, e.obj
 	switch m.MessageType {
 	case mtReadProperty, mtObserveProperty, mtUnobserveProperty:
-		m.Name = str(lmos.MemberName, lmos.MemberProperty)
+		m.Name = e.str(lmos.MemberName, lmos.MemberProperty)
 	case mtWriteProperty:
-		m.Name = str(lmos.MemberName, lmos.MemberProperty)
-		value(lmos.MemberValue, lmos.MemberData)
+		m.Name = e.str(lmos.MemberName, lmos.MemberProperty)
+		e.value(lmos.MemberValue, lmos.MemberData)
 	case mtPropertyReading:
-		m.Name = str(lmos.MemberName, lmos.MemberProperty)
-		value(lmos.MemberValue, lmos.MemberData)
+		m.Name = e.str(lmos.MemberName, lmos.MemberProperty)
+		e.value(lmos.MemberValue, lmos.MemberData)
 	case mtInvokeAction, mtQueryAction, mtCancelAction:
-		m.Name = str(lmos.MemberAction, lmos.MemberName)
-		value(lmos.MemberInput)
+		m.Name = e.str(lmos.MemberAction, lmos.MemberName)
+		e.value(lmos.MemberInput)
 	case mtActionStatus:
-		m.Name = str(lmos.MemberAction, lmos.MemberName)
-		m.Status = str(lmos.MemberStatus)
-		value(lmos.MemberOutput)
+		m.Name = e.str(lmos.MemberAction, lmos.MemberName)
+		m.Status = e.str(lmos.MemberStatus)
+		e.value(lmos.MemberOutput)
 		if p, ok := obj[lmos.MemberError].(map[string]any); ok {
 			m.Problem = p
 		}
 	case mtSubscribeEvent, mtUnsubscribeEvent, mtEvent:
-		m.Name = str(lmos.MemberEvent, lmos.MemberName)
-		value(lmos.MemberData)
+		m.Name = e.str(lmos.MemberEvent, lmos.MemberName)
+		e.value(lmos.MemberData)
 	case lmos.WSInvokeGroupAction:
-		m.Group = str(lmos.MemberGroup)
-		m.Name = str(lmos.MemberAction)
-		value(lmos.MemberInput)
+		m.Group = e.str(lmos.MemberGroup)
+		m.Name = e.str(lmos.MemberAction)
+		e.value(lmos.MemberInput)
 	case mtRegisterThing:
 		m.TD = obj[lmos.MemberTD]
 	case mtError:
 		m.Problem = obj
 	case lmos.WSSubscribeGroup, lmos.WSUnsubscribeGroup, lmos.WSPublishGroup:
-		m.Group, m.Topic = str(lmos.MemberGroup), str(lmos.MemberTopic)
+		m.Group, m.Topic = e.str(lmos.MemberGroup), e.str(lmos.MemberTopic)
 		m.Value, m.HasValue = obj[lmos.MemberData]
 	}
-	if m.MessageType == "" && len(bad) == 0 {
-		bad = append(bad, hub.FieldError{Field: "/messageType", Description: "is required"})
-	}
-	if len(bad) > 0 {
-		return m, &hub.Error{Code: hub.EINVALID, Message: "the message has invalid members", Fields: bad}
-	}
-	return m, nil
 }
 
 // problemMember reads a peer's problem object (see hub.PeerProblem).

@@ -958,22 +958,10 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 		}
 		return
 	}
-	wc.mu.Lock()
-	if _, dup := wc.streams[key]; dup {
-		wc.mu.Unlock()
-		if ackIt {
-			wc.ack(m, "subscribed")
-		}
+	ctx, cancel, ok := wc.reserveStream(m, key, ackIt)
+	if !ok {
 		return
 	}
-	if len(wc.streams) >= wsMaxStreams {
-		wc.mu.Unlock()
-		wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many subscriptions on this connection (at most %d)", wsMaxStreams))
-		return
-	}
-	ctx, cancel := context.WithCancel(wc.ctx)
-	wc.streams[key] = cancel
-	wc.mu.Unlock()
 	wc.wg.Go(func() {
 		defer cancel()
 		started := false
@@ -986,33 +974,14 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 				started = true
 				return nil
 			}
-			// Each delivery is decided again, as over MQTT: a token revoked
-			// or expired since, a Thing that now requires security or a
-			// consumer Thing deleted since ends the stream (PROTOCOL §3.5).
-			cur := t
-			if now, err := wc.g.reg.Get(m.ThingID); err == nil {
-				cur = now
-			}
-			if err := wc.allow(op, &cur); err != nil {
+			if err := wc.allowAgain(op, m.ThingID, t); err != nil {
 				if refused.CompareAndSwap(false, true) {
 					wc.replyError(m, err)
 				}
 				cancel()
 				return err
 			}
-			now := time.Now().UTC().Format(time.RFC3339Nano)
-			if op == hub.OpSubscribeEvent {
-				out := &wsOut{MessageID: uuid.NewString(), MessageType: outEvent, ThingID: m.ThingID,
-					Event: name, Data: rawValue(res.Data), Timestamp: now, CorrelationID: m.MessageID}
-				wc.enqueue(out, m.Media, dropIfFull)
-			} else {
-				out := &wsOut{MessageID: uuid.NewString(), MessageType: outPropertyReading, ThingID: m.ThingID,
-					Name: name, Value: rawValue(res.Data), Timestamp: now, CorrelationID: m.MessageID}
-				if m.Kotlin {
-					out.Property, out.Data = name, rawValue(res.Data)
-				}
-				wc.enqueue(out, m.Media, dropIfFull)
-			}
+			wc.sendStreamed(m, op, name, res.Data)
 			return nil
 		})
 		wc.mu.Lock()
@@ -1024,6 +993,58 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 			wc.replyError(m, err)
 		}
 	})
+}
+
+// reserveStream holds key in the connection's streams before the stream
+// starts, so that an unsubscribe or a close meanwhile cancels it. It
+// reports false, having answered, when key is streaming already
+// (acknowledged again if ackIt) or the connection holds wsMaxStreams.
+func (wc *wsConn) reserveStream(m *wsMessage, key string, ackIt bool) (context.Context, context.CancelFunc, bool) {
+	wc.mu.Lock()
+	if _, dup := wc.streams[key]; dup {
+		wc.mu.Unlock()
+		if ackIt {
+			wc.ack(m, "subscribed")
+		}
+		return nil, nil, false
+	}
+	if len(wc.streams) >= wsMaxStreams {
+		wc.mu.Unlock()
+		wc.replyError(m, hub.Errorf(hub.ERATELIMIT, "too many subscriptions on this connection (at most %d)", wsMaxStreams))
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(wc.ctx)
+	wc.streams[key] = cancel
+	wc.mu.Unlock()
+	return ctx, cancel, true
+}
+
+// allowAgain decides a delivery again, as over MQTT: a token revoked or
+// expired since, a Thing that now requires security or a consumer Thing
+// deleted since ends the stream (PROTOCOL §3.5). t is the Thing as it was
+// at subscribe, used when it is gone now.
+func (wc *wsConn) allowAgain(op hub.Op, thingID string, t hub.Thing) error {
+	if now, err := wc.g.reg.Get(thingID); err == nil {
+		t = now
+	}
+	return wc.allow(op, &t)
+}
+
+// sendStreamed sends one reading or event of the stream m opened.
+func (wc *wsConn) sendStreamed(m *wsMessage, op hub.Op, name string, data []byte) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	if op == hub.OpSubscribeEvent {
+		out := &wsOut{MessageID: uuid.NewString(), MessageType: outEvent, ThingID: m.ThingID,
+			Event: name, Data: rawValue(data), Timestamp: now, CorrelationID: m.MessageID}
+		wc.enqueue(out, m.Media, dropIfFull)
+		return
+	}
+	out := &wsOut{MessageID: uuid.NewString(), MessageType: outPropertyReading, ThingID: m.ThingID,
+		Name: name, Value: rawValue(data), Timestamp: now, CorrelationID: m.MessageID}
+	if m.Kotlin {
+		out.Property, out.Data = name, rawValue(data)
+	}
+	wc.enqueue(out, m.Media, dropIfFull)
 }
 
 func (wc *wsConn) stopStream(key string) {
