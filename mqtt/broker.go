@@ -215,8 +215,7 @@ type Broker struct {
 }
 
 // New builds a broker over the registry and stores. It loads nothing and
-// opens no socket yet: Listen then Serve. It is long because it is the
-// defaults and mochi's capabilities, one setting a line.
+// opens no socket yet: Listen then Serve.
 func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg Config) (*Broker, error) {
 	if reg == nil || bs == nil || creds == nil {
 		return nil, errors.New("cannot create mqtt broker: registry and stores are required")
@@ -228,56 +227,9 @@ func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg
 			return nil, fmt.Errorf("cannot create mqtt broker: %w", err)
 		}
 	}
-	if cfg.FlushInterval <= 0 {
-		cfg.FlushInterval = 200 * time.Millisecond
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 8
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.ForwardTimeout <= 0 {
-		cfg.ForwardTimeout = defaultForwardTimeout
-	}
-	if cfg.MaxQueuedBytes <= 0 {
-		cfg.MaxQueuedBytes = DefaultMaxQueuedBytes
-	}
-	if cfg.SlowClientTimeout <= 0 {
-		cfg.SlowClientTimeout = DefaultSlowClientTimeout
-	}
-	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = DefaultConnectTimeout
-	}
-	if cfg.AckGrace <= 0 {
-		cfg.AckGrace = defaultAckGrace
-	}
-	cfg.AckGrace = min(cfg.AckGrace, cfg.SlowClientTimeout)
+	cfg.setDefaults()
 	log := cfg.Logger
-	caps := mochi.NewDefaultServerCapabilities()
-	caps.MaximumClientWritesPending = maxWritesPending
-	caps.MaximumSessionExpiryInterval = maxSessionExpiry
-	caps.MaximumPacketSize = MaxPacketSize
-	caps.ReceiveMaximum = receiveMaximum
-	caps.MaximumInflight = maxInflight
-	// Retained messages (TDs, status, property values) must not vanish after
-	// mochi's default 24 h; only a message's own expiry interval applies.
-	caps.MaximumMessageExpiryInterval = 0
-	// mochi checks the ACL before resolving a topic alias, so an aliased
-	// publish would be judged on an empty topic; no aliases, then.
-	caps.TopicAliasMaximum = 0
-	// mochi copies a PUBLISH's properties (User Properties, traceparent …)
-	// onto its acknowledgement; a PUBACK needs none of them.
-	caps.Compatibilities.NoInheritedPropertiesOnAck = true
-	server := mochi.New(&mochi.Options{
-		Capabilities:             caps,
-		ClientNetWriteBufferSize: netWriteBufferSize,
-		ClientNetReadBufferSize:  netReadBufferSize,
-		SysTopicResendInterval:   sysInterval,
-		InlineClient:             true,
-		// mochi logs a line per connection at info; keep its warnings only.
-		Logger: slog.New(minLevel{log.With("component", "mochi").Handler(), slog.LevelWarn}),
-	})
+	server := newMochi(log)
 	inline, ok := server.Clients.Get(mochi.InlineClientId)
 	if !ok {
 		return nil, errors.New("cannot create mqtt broker: mochi has no inline client")
@@ -312,6 +264,64 @@ func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg
 	b.state = newPersistence(bs, log, cfg.FlushInterval)
 	b.hooks = []mochi.Hook{b.bind, b.state}
 	return b, nil
+}
+
+// setDefaults fills in what cfg leaves zero.
+func (cfg *Config) setDefaults() {
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 200 * time.Millisecond
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = defaultForwardTimeout
+	}
+	if cfg.MaxQueuedBytes <= 0 {
+		cfg.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if cfg.SlowClientTimeout <= 0 {
+		cfg.SlowClientTimeout = DefaultSlowClientTimeout
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.AckGrace <= 0 {
+		cfg.AckGrace = defaultAckGrace
+	}
+	cfg.AckGrace = min(cfg.AckGrace, cfg.SlowClientTimeout)
+}
+
+// newMochi is the mochi server the broker extends: its capabilities, one
+// setting a line, each with why where it is not mochi's default.
+func newMochi(log *slog.Logger) *mochi.Server {
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumClientWritesPending = maxWritesPending
+	caps.MaximumSessionExpiryInterval = maxSessionExpiry
+	caps.MaximumPacketSize = MaxPacketSize
+	caps.ReceiveMaximum = receiveMaximum
+	caps.MaximumInflight = maxInflight
+	// Retained messages (TDs, status, property values) must not vanish after
+	// mochi's default 24 h; only a message's own expiry interval applies.
+	caps.MaximumMessageExpiryInterval = 0
+	// mochi checks the ACL before resolving a topic alias, so an aliased
+	// publish would be judged on an empty topic; no aliases, then.
+	caps.TopicAliasMaximum = 0
+	// mochi copies a PUBLISH's properties (User Properties, traceparent …)
+	// onto its acknowledgement; a PUBACK needs none of them.
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true
+	return mochi.New(&mochi.Options{
+		Capabilities:             caps,
+		ClientNetWriteBufferSize: netWriteBufferSize,
+		ClientNetReadBufferSize:  netReadBufferSize,
+		SysTopicResendInterval:   sysInterval,
+		InlineClient:             true,
+		// mochi logs a line per connection at info; keep its warnings only.
+		Logger: slog.New(minLevel{log.With("component", "mochi").Handler(), slog.LevelWarn}),
+	})
 }
 
 // Listen opens the TCP listener on addr (port 0 picks a free port) and

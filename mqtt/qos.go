@@ -89,6 +89,12 @@ func (c *outConn) roomSignal() (room <-chan struct{}, lastAck time.Time, dead bo
 // retained message of a SUBSCRIBE (kind retained) is processed on the
 // subscriber's own goroutine too, and is stored beyond the limit: the
 // retained store bounds it.
+//
+// It stays one function (over 80 lines) on purpose: every QoS 1/2
+// delivery runs it, and its steps (room in the session, a packet
+// identifier, the stored copy, its encoding, the send under the window)
+// share that copy and the tally; split, they would be passed around or
+// escape for every delivery, as fanOut's would.
 func (b *Broker) deliverQoS(cl *mochi.Client, conn *outConn, pk *packets.Packet, qos byte, retain bool, ids []int, kind queueKind, t *tally) {
 	if kind == retained && conn.retainedPending(cl, pk.TopicName) {
 		// A SUBSCRIBE repeated before the client acknowledged what the
