@@ -16,10 +16,14 @@
 // invocations it times -n more, each from the publish until its checked
 // result, and prints one JSON line:
 //
-//	{"latenciesNs":[…], "brokerCPUNs":…}
+//	{"latenciesNs":[…], "brokerCPUNs":…, "brokerSwitches":…}
 //
 // brokerCPUNs is the user + system CPU time process -pid (the broker; 0:
-// not measured) used over the timed invocations, from /proc.
+// not measured) used over the timed invocations, from /proc;
+// brokerSwitches the voluntary context switches of its threads meanwhile
+// (each time one of them went to sleep: waiting for the network, for
+// work, or for another thread), a count that other load on the machine
+// hardly changes.
 package main
 
 import (
@@ -52,6 +56,9 @@ type agent struct {
 type result struct {
 	LatenciesNs []int64 `json:"latenciesNs"`
 	BrokerCPUNs int64   `json:"brokerCPUNs"`
+	// BrokerSwitches can miss the switches of a thread that ended
+	// meanwhile.
+	BrokerSwitches int64 `json:"brokerSwitches"`
 }
 
 type echoInput struct {
@@ -142,6 +149,10 @@ func run(addr string, agents []agent, qos byte, warmup, n, pid int) (result, err
 	if err != nil {
 		return result{}, err
 	}
+	sw0, err := procSwitches(pid)
+	if err != nil {
+		return result{}, err
+	}
 	for range n {
 		d, err := r.invoke()
 		if err != nil {
@@ -153,7 +164,12 @@ func run(addr string, agents []agent, qos byte, warmup, n, pid int) (result, err
 	if err != nil {
 		return result{}, err
 	}
+	sw1, err := procSwitches(pid)
+	if err != nil {
+		return result{}, err
+	}
 	res.BrokerCPUNs = (cpu1 - cpu0).Nanoseconds()
+	res.BrokerSwitches = sw1 - sw0
 	return res, nil
 }
 
@@ -292,4 +308,33 @@ func procCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("cannot parse /proc/%d/stat", pid)
 	}
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// procSwitches is the sum of the voluntary context switches of process
+// pid's threads so far, from /proc; 0 for pid 0.
+func procSwitches(pid int) (int64, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the broker's threads: %w", err)
+	}
+	var sum int64
+	for _, t := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("cannot parse /proc/%d/task/%s/status", pid, t.Name())
+				}
+				sum += n
+			}
+		}
+	}
+	return sum, nil
 }

@@ -31,8 +31,9 @@ type rrAgent struct {
 
 // rrResult is what internal/rrload prints.
 type rrResult struct {
-	LatenciesNs []int64 `json:"latenciesNs"`
-	BrokerCPUNs int64   `json:"brokerCPUNs"`
+	LatenciesNs    []int64 `json:"latenciesNs"`
+	BrokerCPUNs    int64   `json:"brokerCPUNs"`
+	BrokerSwitches int64   `json:"brokerSwitches"`
 }
 
 // rrBroker is one broker under BenchmarkMQTTRequestResponse100Agents.
@@ -56,8 +57,11 @@ type rrBroker struct {
 // 3,000 timed per broker, so that a noisy moment hits every broker alike.
 //
 // Reported per broker: p50 and p99 in µs over the three rounds (each
-// round's are logged), the broker process's CPU time (user + system) per
-// round trip, its RssAnon and PSS in MB after the op (memprof.ProcMB);
+// round's are logged), the broker process's CPU time (user + system) and
+// its threads' voluntary context switches per round trip (each a thread
+// going to sleep; a figure that other load on the machine hardly moves,
+// unlike the times), its RssAnon and PSS in MB after the op
+// (memprof.ProcMB);
 // then hub/mosquitto and mochi/mosquitto ratios of p50 and p99.
 //
 // LMOS_BENCH_CONNLOOP=hub|mochi runs the hub with that mqtt.connLoop;
@@ -105,6 +109,7 @@ func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
 		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
 			lat := make([][]time.Duration, len(brokers))
 			cpu := make([]time.Duration, len(brokers))
+			switches := make([]int64, len(brokers))
 			for b.Loop() {
 				for round := range rounds {
 					for i, br := range brokers {
@@ -114,10 +119,11 @@ func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
 							l[j] = time.Duration(ns)
 						}
 						p50, p99 := percentiles(l)
-						b.Logf("qos%d round %d %-9s p50 %6.1f µs p99 %6.1f µs, broker CPU %5.1f µs/round trip",
-							qos, round+1, br.name, p50, p99, float64(r.BrokerCPUNs)/1e3/float64(timed))
+						b.Logf("qos%d round %d %-9s p50 %6.1f µs p99 %6.1f µs, broker CPU %5.1f µs and %4.1f context switches per round trip",
+							qos, round+1, br.name, p50, p99, float64(r.BrokerCPUNs)/1e3/float64(timed), float64(r.BrokerSwitches)/float64(timed))
 						lat[i] = append(lat[i], l...)
 						cpu[i] += time.Duration(r.BrokerCPUNs)
+						switches[i] += r.BrokerSwitches
 					}
 				}
 			}
@@ -128,6 +134,7 @@ func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
 				b.ReportMetric(p50[i], br.name+"-p50-µs")
 				b.ReportMetric(p99[i], br.name+"-p99-µs")
 				b.ReportMetric(float64(cpu[i].Nanoseconds())/1e3/float64(len(lat[i])), br.name+"-CPU-µs/op")
+				b.ReportMetric(float64(switches[i])/float64(len(lat[i])), br.name+"-switches/op")
 				mb, err := memprof.ProcMB(br.pid)
 				if err != nil {
 					b.Fatalf("cannot read the memory of %s: %v", br.name, err)
