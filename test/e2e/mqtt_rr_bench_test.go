@@ -64,7 +64,6 @@ type rrBroker struct {
 // (memprof.ProcMB);
 // then hub/mosquitto and mochi/mosquitto ratios of p50 and p99.
 //
-// LMOS_BENCH_CONNLOOP=hub|mochi runs the hub with that mqtt.connLoop;
 // LMOS_BENCH_BROKER_ENV="K=V …" starts the hub and mochi (the Go brokers,
 // not the load generator) with those environment variables too, say
 // "GOMAXPROCS=1 GODEBUG=schedtrace=2147483647" (docs/PERFORMANCE.md).
@@ -87,8 +86,7 @@ func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
 	hub := startHubBinary(b, hubBin, b.TempDir(), rrHubConfig(b, dir)...)
 	mochiPID, mochiAddr, _ := startBareMochiBinary(b, mochiBin)
 	restore()
-	b.Logf("hub mqtt.connLoop %q (empty: default), Go brokers' extra environment %q",
-		os.Getenv("LMOS_BENCH_CONNLOOP"), os.Getenv("LMOS_BENCH_BROKER_ENV"))
+	b.Logf("the Go brokers' extra environment: %q", os.Getenv("LMOS_BENCH_BROKER_ENV"))
 	ids := make([]string, agents)
 	for i := range ids {
 		ids[i] = benchAgentID(i)
@@ -154,15 +152,11 @@ func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
 }
 
 // rrHubConfig is the extra serve flags of the benchmark's hub: a
-// configuration file without the registry's bounds (as benchEdit), with
-// mqtt.connLoop from LMOS_BENCH_CONNLOOP if set.
+// configuration file without the registry's bounds (as benchEdit).
 func rrHubConfig(b *testing.B, dir string) []string {
 	b.Helper()
-	yaml := "registry:\n  maxThings: 0\n  maxBytes: 0\n  maxThingsPerSource: 0\n"
-	if loop := os.Getenv("LMOS_BENCH_CONNLOOP"); loop != "" {
-		yaml += "mqtt:\n  connLoop: " + loop + "\n"
-	}
 	cfg := filepath.Join(dir, "hub.yaml")
+	yaml := "registry:\n  maxThings: 0\n  maxBytes: 0\n  maxThingsPerSource: 0\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
