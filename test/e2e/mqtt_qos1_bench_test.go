@@ -11,13 +11,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
-	"github.com/eclipse/paho.golang/paho"
 )
 
 // BenchmarkMQTTQoS1: one sub-benchmark per shape (publishers → subscribers
@@ -109,66 +107,6 @@ func BenchmarkMQTTQoS1(b *testing.B) {
 				b.ReportMetric(rate(sums[0])/rate(p), fmt.Sprintf("rate-hub/%s", br.name))
 				b.ReportMetric(cpu(sums[0])/cpu(p), fmt.Sprintf("cpu-hub/%s", br.name))
 			}
-		})
-	}
-}
-
-// BenchmarkMQTTRequestResponse100Agents: the request/response of
-// BenchmarkMQTTActionRoundTrip100Agents (100 echo agents, CBOR, Response
-// Topic and Correlation Data, paho.golang clients in this process) against
-// the hub and against Debian's mosquitto with set_tcp_nodelay, alternating
-// one invocation on each per op, so both see the same moments of a noisy
-// machine. Reported per broker p50/p99 in ms, and hub/mosquitto ratios of
-// both.
-func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
-	if testing.Short() {
-		b.Skip("heavy benchmark")
-	}
-	const agents = 100
-	hubAddr, ids, creds := startJoinedBenchHub(b, agents)
-	hubConnects := make([]*paho.Connect, agents)
-	mosqConnects := make([]*paho.Connect, agents)
-	for i, cr := range creds {
-		hubConnects[i] = thingConnect(cr)
-		mosqConnects[i] = &paho.Connect{ClientID: "agent-" + cr.Username, CleanStart: true, KeepAlive: 60}
-	}
-	mosqAddr, _ := startMosquitto(b, "set_tcp_nodelay true")
-	invokers := []struct {
-		name   string
-		invoke func(byte) (time.Duration, error)
-	}{
-		{"hub", startEchoAgents(b, hubAddr, ids, hubConnects)},
-		{"mosquitto", startEchoAgents(b, mosqAddr, ids, mosqConnects)},
-	}
-	for _, qos := range []byte{0, 1} {
-		b.Run(fmt.Sprintf("qos%d", qos), func(b *testing.B) {
-			for range 2 * agents { // warm up: every agent, every connection
-				for _, in := range invokers {
-					if _, err := in.invoke(qos); err != nil {
-						b.Fatalf("%s: %v", in.name, err)
-					}
-				}
-			}
-			lat := make([][]time.Duration, len(invokers))
-			for b.Loop() {
-				for i, in := range invokers {
-					d, err := in.invoke(qos)
-					if err != nil {
-						b.Fatalf("%s: %v", in.name, err)
-					}
-					lat[i] = append(lat[i], d)
-				}
-			}
-			var p [2][2]float64 // [broker][p50, p99] in ms
-			for i, in := range invokers {
-				slices.Sort(lat[i])
-				p[i][0] = float64(lat[i][len(lat[i])/2]) / float64(time.Millisecond)
-				p[i][1] = float64(lat[i][len(lat[i])*99/100]) / float64(time.Millisecond)
-				b.ReportMetric(p[i][0], in.name+"-p50-ms")
-				b.ReportMetric(p[i][1], in.name+"-p99-ms")
-			}
-			b.ReportMetric(p[0][0]/p[1][0], "p50-hub/mosquitto")
-			b.ReportMetric(p[0][1]/p[1][1], "p99-hub/mosquitto")
 		})
 	}
 }
