@@ -17,13 +17,13 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
-// testHub is the hub run as main runs it (internal/hubtest), on
+// testHub is the hub run as main runs it (test/kit/hubtest), on
 // 127.0.0.1:0 with the store in a temp dir.
 type testHub struct {
 	*hubtest.Hub

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // Over each link (MQTT, WebSocket JSON and CBOR): an agent added to a

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
 )
 
 // BenchmarkCredentialIssuerIssue is the hub issuer's cost per new member,

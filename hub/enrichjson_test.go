@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 func decodeNumbers(t *testing.T, b []byte) any {

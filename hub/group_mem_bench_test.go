@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
 	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/memprof"
 )
 
 // BenchmarkGroupsHeapHeld is the heap the registry keeps for the most
@@ -18,7 +18,7 @@ import (
 // state BenchmarkAnonGroupListRSS (test/e2e) starts from. heap-MB is the
 // live heap after a collection, with the registry open, groups-heap-MB
 // what the groups added to it. LMOS_MEMPROFILE=file writes the heap
-// profile there (internal/memprof).
+// profile there (test/kit/memprof).
 func BenchmarkGroupsHeapHeld(b *testing.B) {
 	memprof.SampleAll(b)
 	for b.Loop() {

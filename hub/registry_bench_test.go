@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/memprof"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 type benchTD = tdgen.TD

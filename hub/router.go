@@ -11,7 +11,7 @@ import (
 // gateway): it checks that the Thing and its affordance exist and that the
 // Thing is not offline, then hands the interaction to the transport that
 // reaches the Thing: the one its lmos:presence came through, else the one
-// its description came through. internal/app registers the transports.
+// its description came through. app registers the transports.
 type Router struct {
 	reg *Registry
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // heavyQuery visits every node under every node under every node and

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // BenchmarkVerifyConcurrent is the cost of verifying signed TDs (the

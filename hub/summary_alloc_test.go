@@ -3,8 +3,8 @@ package hub
 import (
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/internal/tdindex"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // TestDecodeSummaryAllocatesWhatItKeeps: reading a stored summary back

@@ -14,16 +14,16 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/regtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // These tests drive the Registrar with browser events for agents served
 // on loopback: no multicast, a real registry over a real store in a temp
 // dir, as Main wires them. An external test package, so that it may use
-// internal/hubtest's helpers (hubtest imports the app, which imports mdns).
+// test/kit/hubtest's helpers (hubtest imports the app, which imports mdns).
 
 // newRegistry opens a store in a temp dir and a registry over it.
 func newRegistry(t *testing.T) *hub.Registry {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // Under join mode approve a Thing announced over mDNS is new like any

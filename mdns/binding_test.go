@@ -2,14 +2,14 @@ package mdns_test
 
 import (
 	"crypto/ed25519"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/regtest"
 	"testing"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // A Thing announced over mDNS with a signed TD binds its id to the key.

@@ -8,5 +8,5 @@
 // The DNS-SD stack itself (sockets, probing, announcing, the browser's
 // cache) is internal/dnssd, which knows nothing of the hub; this package
 // is only the hub's use of it. Only hub and internal/dnssd are imported;
-// internal/app wires the adapter.
+// app wires the adapter.
 package mdns

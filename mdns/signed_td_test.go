@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // A TD signed by its agent (PROTOCOL §6) is fetched, validated and stored

@@ -10,8 +10,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // An anonymous client never gets a persistent session (issue 12, attack

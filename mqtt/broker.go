@@ -7,7 +7,7 @@
 // interactions with MQTT agents on behalf of consumers (request/response
 // through the hub's reply inbox, retained property values, event streams).
 // Through hub interfaces it serves the other adapters too: it takes
-// MQTT-over-WebSocket connections (ws.ConnServer of web/ws, wired by internal/app), carries what WebSocket
+// MQTT-over-WebSocket connections (ws.ConnServer of web/ws, wired by app), carries what WebSocket
 // agents emit (hub.Publisher), and carries MQTT consumers' requests for
 // Things another transport reaches through the Router (Config.Forward).
 //
@@ -111,7 +111,7 @@ type Config struct {
 	// changes (default 8); one Thing's messages always go to the same one.
 	Workers int
 	// Admission is the hub's join policy (mode and rate of anonymous
-	// joins, PROTOCOL §4.4) shared with the other doors; internal/app
+	// joins, PROTOCOL §4.4) shared with the other doors; app
 	// builds it. Nil: open, with hub.NewAdmission's default rate.
 	Admission *hub.Admission
 	// Forward carries requests MQTT consumers publish for Things that

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // Subscribers that stopped acknowledging do not hold a publisher: once

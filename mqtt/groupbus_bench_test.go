@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // BenchmarkGroupBusSubscribe20k measures 20,000 subscriptions to one group

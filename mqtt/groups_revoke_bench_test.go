@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // BenchmarkDissolveWithSessions measures DissolveGroup of a group of 1,024

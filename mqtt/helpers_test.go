@@ -13,9 +13,9 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // env is a registry over a real store in a temp dir and a broker on
@@ -144,7 +144,7 @@ func (w testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// client is the shared MQTT test client (internal/hubtest/mqttclient) with
+// client is the shared MQTT test client (test/kit/hubtest/mqttclient) with
 // this package's shorthands.
 type client struct {
 	*mqttclient.Client

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // TestAnonymousJoinsAreRateLimited: each anonymous join of a new Thing is

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/memprof"
 )
 
 // BenchmarkIdleClientMemory connects 1,000 idle MQTT 5 clients to the broker

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // bigTD returns a valid TD of id with n properties: about 45 bytes each,

@@ -16,8 +16,8 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // A resumed session's stored QoS 1/2 messages are resent within the

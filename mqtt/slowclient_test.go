@@ -14,9 +14,9 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // A client that subscribes to every Thing's description and then reads

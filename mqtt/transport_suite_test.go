@@ -3,8 +3,8 @@ package mqtt
 import (
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/transporttest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/transporttest"
 )
 
 // The broker passes the behaviour suite every hub.Transport passes, with a

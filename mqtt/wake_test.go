@@ -15,9 +15,9 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // wakeThing joins a Thing and returns its credentials and the topic of

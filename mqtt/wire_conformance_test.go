@@ -21,8 +21,8 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // rawConnect311 encodes an MQTT 3.1.1 CONNECT with the Thing's credentials and

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/regtest"
 	"github.com/eclipse-lmos/lmos-hub/web"
 )
 

@@ -21,7 +21,7 @@ import (
 // real Router hands a lamp's interactions to, answering as an agent would,
 // deterministically. The unit under test is the HTTP handler (web/proxy.go)
 // over a real Router and registry; the real transports pass their own
-// suite (internal/transporttest), so a test transport is fine here.
+// suite (test/kit/transporttest), so a test transport is fine here.
 type agentThing struct {
 	mu  sync.Mutex
 	on  []byte // the value of property "on"

@@ -262,7 +262,7 @@ func (s *Server) serveMQTT(w http.ResponseWriter, r *http.Request) {
 }
 
 // WSTransport is the hub.Transport of the Things registered by WebSocket
-// agents; internal/app registers it with the Router for hub.SourceWS.
+// agents; app registers it with the Router for hub.SourceWS.
 func (s *Server) WSTransport() *ws.Transport { return s.ws }
 
 // ResetWSPresence sets every Thing that is online via WebSocket offline:

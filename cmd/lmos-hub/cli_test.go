@@ -21,9 +21,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/store"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // cliSyncBuffer is a buffer for the log of a hub running in another

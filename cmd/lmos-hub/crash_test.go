@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // TestCrashChild is the hub process of TestCrashUnderLoad: the test binary

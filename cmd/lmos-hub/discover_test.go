@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // discover's usage errors are reported before any socket is opened (a

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestGroupsCommandIsWired: `lmos-hub groups` reaches internal/groupscli
+// TestGroupsCommandIsWired: `lmos-hub groups` reaches cmd/lmos-hub/groupscli
 // (its own tests drive it against a running hub).
 func TestGroupsCommandIsWired(t *testing.T) {
 	var out, errw bytes.Buffer

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
-	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // v6Hub talks to a hub in the namespace "hub" of lan as an admin.

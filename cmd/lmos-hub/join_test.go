@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestJoinCommandIsWired: `lmos-hub join` reaches internal/joincli (its
+// TestJoinCommandIsWired: `lmos-hub join` reaches cmd/lmos-hub/joincli (its
 // own tests drive it against a running hub).
 func TestJoinCommandIsWired(t *testing.T) {
 	var out, errw bytes.Buffer

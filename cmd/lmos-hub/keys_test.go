@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 func TestKeygenWritesAnOwnerOnlyKeyAndNeverOverwritesIt(t *testing.T) {

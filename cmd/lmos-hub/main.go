@@ -16,9 +16,9 @@ import (
 
 	"log/slog"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
-	"github.com/eclipse-lmos/lmos-hub/internal/groupscli"
-	"github.com/eclipse-lmos/lmos-hub/internal/joincli"
+	"github.com/eclipse-lmos/lmos-hub/app"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/groupscli"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/joincli"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 

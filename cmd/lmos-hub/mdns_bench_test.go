@@ -24,9 +24,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
 )
 
 // runAgents is the "agents" child: n agents in one process (one mDNS

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 const claimChildEnv = "LMOS_MDNS_CLAIM_CHILD"

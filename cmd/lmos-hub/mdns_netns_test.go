@@ -17,15 +17,15 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // The tests here run hubs and agents in network namespaces joined by a
-// bridge (internal/netnstest): real multicast that never leaves the test's
+// bridge (test/kit/netnstest): real multicast that never leaves the test's
 // own links. Each process is this test binary re-executed in a namespace.
 
 const childEnv = "LMOS_MDNS_CHILD"

@@ -18,9 +18,9 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // The tests here check the hub against mDNS senders as they are in the

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/app"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
-// The hub under test is internal/app's Main run by internal/hubtest, as
+// The hub under test is app's Main run by test/kit/hubtest, as
 // main runs it (hubtest.Start); these names keep the package's tests short.
 type (
 	Config   = app.Config

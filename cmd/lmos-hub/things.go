@@ -18,7 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 

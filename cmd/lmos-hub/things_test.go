@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/cliargs"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 

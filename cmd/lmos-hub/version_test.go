@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // TestVersionTLSPrintsTheServedFingerprint: `version --tls` reads the

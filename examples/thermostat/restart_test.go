@@ -18,9 +18,9 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/mqttclient"
 )
 
 // asThermostat makes the test binary, started with this variable set, the

@@ -9,10 +9,10 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
-// startHub runs the hub as main does (internal/hubtest), on 127.0.0.1:0.
+// startHub runs the hub as main does (test/kit/hubtest), on 127.0.0.1:0.
 func startHub(t *testing.T) (*hub.Registry, string) {
 	t.Helper()
 	h := hubtest.Start(t, nil)

@@ -3,7 +3,7 @@
 // it (package store): the record and the interface both sides import.
 // It sits outside hub because the broker's sessions and retained messages
 // are no part of the domain, and outside both adapters because adapters
-// never import each other; internal/app hands the store to the broker.
+// never import each other; app hands the store to the broker.
 package brokerstate
 
 // Kinds of Record. Each names its own bucket in the store, so the strings

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/netnstest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/netnstest"
 )
 
 // helperEnv selects what TestHelperProcess does in a namespace.

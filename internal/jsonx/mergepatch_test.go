@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // decodeJSON decodes any JSON value with UseNumber, as ParseDocument does.

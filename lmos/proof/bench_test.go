@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // grownTD is the generated thermostat TD with more properties until it is

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
 )
 
 // BenchmarkIssueMembership is the cost of one membership credential: build

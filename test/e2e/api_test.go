@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
+	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 

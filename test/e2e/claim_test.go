@@ -13,9 +13,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/mqttclient"
 )
 
 // Issue 24, point 1: a registered Thing without a key binding is not

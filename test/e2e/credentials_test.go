@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/vc"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/mqttclient"
 )
 
 // credentialPath is a member's credential over HTTP.

@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
 )
 
 // wsBenchMember registers Thing id on a new connection (it speaks for it).

@@ -18,8 +18,8 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // Group channels over WebSocket and HTTP SSE (PROTOCOL §7, issue 15):

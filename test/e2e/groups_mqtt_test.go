@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // TestMQTTJSGroupChannel: mqtt.js 5.16, MQTT 5 and 3.1.1, on a group

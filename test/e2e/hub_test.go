@@ -1,5 +1,5 @@
 // Package e2e holds the end-to-end tests: the hub started exactly as main
-// starts it (internal/hubtest), driven over its real doors by real clients,
+// starts it (test/kit/hubtest), driven over its real doors by real clients,
 // including the npm, Python and mosquitto ones of test/interop. The CLI and
 // the tests that must run main's own code (crash, mDNS namespaces) stay in
 // cmd/lmos-hub.
@@ -10,13 +10,13 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/app"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
-// The hub under test is internal/app's Main run by internal/hubtest, as
+// The hub under test is app's Main run by test/kit/hubtest, as
 // main runs it; these names keep the package's tests short.
 type (
 	Config   = app.Config

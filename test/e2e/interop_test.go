@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // tdPlayground runs the W3C TD Playground validator (npm

@@ -2,7 +2,7 @@ package e2e
 
 // The request/response benchmark (issue 25): every broker a process of its
 // own — the real lmos-hub binary, Debian's mosquitto and a bare mochi
-// (internal/baremochi) — and the load generator (internal/rrload) in a
+// (test/kit/baremochi) — and the load generator (test/kit/rrload) in a
 // further one, so that each broker pays the same hops between processes.
 // Figures and commands are in docs/PERFORMANCE.md.
 
@@ -19,17 +19,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/memprof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/memprof"
 )
 
-// rrAgent is an entry of internal/rrload's -agents file.
+// rrAgent is an entry of test/kit/rrload's -agents file.
 type rrAgent struct {
 	ID       string `json:"id"`
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
 }
 
-// rrResult is what internal/rrload prints.
+// rrResult is what test/kit/rrload prints.
 type rrResult struct {
 	LatenciesNs    []int64 `json:"latenciesNs"`
 	BrokerCPUNs    int64   `json:"brokerCPUNs"`
@@ -45,7 +45,7 @@ type rrBroker struct {
 }
 
 // BenchmarkMQTTRequestResponse100Agents: 100 echo agents and one requester
-// (internal/rrload, paho.golang, in a process of its own) on the hub (the
+// (test/kit/rrload, paho.golang, in a process of its own) on the hub (the
 // built binary, `lmos-hub serve`; its agents joined over MQTT as LMOS
 // agents do and connect with the credentials their join issued), Debian's
 // mosquitto with set_tcp_nodelay and a bare mochi broker, each a process of
@@ -77,9 +77,9 @@ func BenchmarkMQTTRequestResponse100Agents(b *testing.B) {
 		timed  = 3000
 		warmup = 2 * agents // every agent, every connection
 	)
-	load := buildTool(b, "../../internal/rrload", "rrload")
+	load := buildTool(b, "../kit/rrload", "rrload")
 	hubBin := buildTool(b, lmosHubPkg, "lmos-hub")
-	mochiBin := buildTool(b, "../../internal/baremochi", "baremochi")
+	mochiBin := buildTool(b, "../kit/baremochi", "baremochi")
 	dir := b.TempDir()
 
 	restore := setBrokerEnv(b)
@@ -206,7 +206,7 @@ func writeJSON(b *testing.B, file string, v any) string {
 	return file
 }
 
-// runRRLoad runs internal/rrload once against br.
+// runRRLoad runs test/kit/rrload once against br.
 func runRRLoad(b *testing.B, load string, br rrBroker, qos, warmup, timed int) rrResult {
 	b.Helper()
 	cmd := exec.Command(load, "-addr", br.addr, "-agents", br.agents, "-qos", strconv.Itoa(qos),

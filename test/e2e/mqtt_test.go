@@ -15,9 +15,9 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
-	"github.com/eclipse-lmos/lmos-hub/internal/testwait"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/mqttclient"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 // mqttClient is hubtest's MQTT client with the shorthands of this

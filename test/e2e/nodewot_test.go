@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // nodeWoT is `node script args…` with node-wot's MQTT client warnings on

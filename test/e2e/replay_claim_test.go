@@ -12,8 +12,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/mqttclient"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/mqttclient"
 )
 
 // A registered MQTT Thing bound to a key that holds no credential (an

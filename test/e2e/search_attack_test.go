@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // Issue 12, point 1: "one query takes the hub down". Each test performs the

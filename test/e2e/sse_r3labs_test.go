@@ -10,7 +10,7 @@ import (
 	sse "github.com/r3labs/sse/v2"
 	"gopkg.in/cenkalti/backoff.v1"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // startHubHeartbeat starts a hub as startHub does, with SSE keep-alives

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // slowSSE opens an event stream on a raw TCP connection with a small

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
 )
 
 // BenchmarkTLSHandshake: one new connection and GET /healthz per

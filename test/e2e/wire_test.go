@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // wire drives test/interop/mqtt-wire.mjs: raw MQTT sockets whose packets

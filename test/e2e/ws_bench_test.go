@@ -19,7 +19,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/google/uuid"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/percentile"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/percentile"
 )
 
 // startWSBenchHub is startBenchHub without the per-connection message rate

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
 // TestNodeWSEnvelope: a WebSocket client nobody here wrote (npm ws, with

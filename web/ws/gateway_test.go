@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest/regtest"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/regtest"
 )
 
 // gateway is the WebSocket transport alone over a real registry in a temp

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eclipse-lmos/lmos-hub/internal/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/internal/transporttest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/transporttest"
 )
 
 // The WebSocket gateway passes the behaviour suite every hub.Transport
