@@ -11,9 +11,28 @@
 // agents emit (hub.Publisher), and carries MQTT consumers' requests for
 // Things another transport reaches through the Router (Config.Forward).
 //
-// It extends mochi only through its seams: hooks embedding HookBase and the
-// inline client. mochi's config package is never imported: it would pull
-// badger, pebble and redis into the binary.
+// It extends mochi (v2.7.9) only through its exported API: mochi's own
+// connection loop serves every connection (Server.EstablishConnection, on a
+// net.Conn of the hub's, outConn, that queues the hub's deliveries and
+// reads the CONNECT first), Options (capabilities, buffer sizes, $SYS
+// quiet through SysTopicResendInterval), the inline client, the exported
+// methods of Server, Client, Inflight and TopicsIndex, and two hooks
+// embedding HookBase:
+//
+//   - binding (hook.go): OnConnect, OnConnectAuthenticate, OnSessionEstablish,
+//     OnSessionEstablished, OnACLCheck, OnPublish (the hub's delivery path,
+//     fanout.go and qos.go), OnSubscribe, OnSubscribed, OnUnsubscribed,
+//     OnPacketRead (packet identifiers per direction), OnPacketProcessed,
+//     OnPacketEncode (the reason-code guard, the resumed session's resend),
+//     OnWill and OnWillSent (delayed wills, willdelay.go), OnClientExpired.
+//   - persistence (persist.go): OnRetainMessage, OnRetainedExpired,
+//     OnSessionEstablished, OnDisconnect, OnSubscribed, OnUnsubscribed,
+//     OnQosPublish, OnQosComplete, OnQosDropped, OnClientExpired and the
+//     Stored* loaders.
+//
+// What mochi gets wrong and no seam reaches is listed in PROTOCOL §10
+// ("MQTT connections and wills"). mochi's config package is never
+// imported: it would pull badger, pebble and redis into the binary.
 package mqtt
 
 import (
