@@ -80,8 +80,9 @@ const (
 	// client in (allocated while it has a backlog).
 	netWriteBufferSize = 2 << 10
 	// netReadBufferSize is mochi's read buffer, allocated for every
-	// connection: a burst of small packets is one read system call.
-	netReadBufferSize = 2 << 10
+	// connection: 1 KiB, one read system call per KiB of a burst of small
+	// packets, for ~1 KB of an idle client's heap.
+	netReadBufferSize = 1 << 10
 	// maxSessionExpiry caps how long a disconnected persistent session is
 	// kept: 7 days.
 	maxSessionExpiry = 7 * 24 * 60 * 60
