@@ -304,7 +304,8 @@ type fanoutResult struct {
 // with set_tcp_nodelay (Go sets TCP_NODELAY on the hub's and mochi's
 // connections; with Nagle's algorithm mosquitto's QoS 0 1→1 rate was a
 // third of it) and a bare mochi broker (test/kit/baremochi), each a process
-// of its own (issue 25), in three interleaved rounds of the same run; sideBench.run says what each op does and reports (per broker
+// of its own (issue 25), in three interleaved rounds of the same run.
+// sideBench.run says what each op does and reports (per broker
 // deliveries/s, µs/delivery of the broker's CPU and lost; the hub's ratios
 // to mosquitto and to mochi).
 func BenchmarkMQTTFanout50(b *testing.B) {
