@@ -1,7 +1,9 @@
 // Command baremochi is a bare mochi v2 broker — its defaults and an
-// allow-all hook, nothing of the hub — for the memory benchmarks (test/e2e
-// BenchmarkMQTTIdleAgentsRSS, BenchmarkSteadyIdleRSS), which compare the
-// RSS of the hub, mosquitto and mochi alone, each in its own process.
+// allow-all hook, nothing of the hub — for the benchmarks that compare the
+// hub, mosquitto and mochi alone, each in its own process: memory (test/e2e
+// BenchmarkMQTTIdleAgentsRSS, BenchmarkSteadyIdleRSS), rates and CPU per
+// delivery (BenchmarkMQTTFanout50, BenchmarkMQTTQoS0, BenchmarkMQTTQoS1)
+// and request/response (BenchmarkMQTTRequestResponse100Agents).
 //
 // It listens on -addr, prints "listening <addr>" on stdout and serves until
 // SIGTERM or SIGINT.
