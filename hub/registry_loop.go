@@ -110,148 +110,32 @@ func (r *Registry) liveCount(now time.Time) int {
 	return n
 }
 
-// apply commits one batch of ops. It is long because the order of its steps
-// (prepare each op, keep only each id's final state, commit, undo on
-// failure, publish) is the registry's consistency rule, read best in one
-// place.
+// apply commits one batch of ops. The order of its steps is the
+// registry's consistency rule: stage each op over the committed state,
+// keep only each id's final state, commit, then install and publish, or
+// undo everything if the commit failed.
 func (r *Registry) apply(batch []*op) {
 	if len(batch) == 0 {
 		return
 	}
 	now := r.opts.Now()
-	r.overlay = make(map[string]*Thing, len(batch))
-	r.batchDocs = make(map[string]map[string]any, len(batch))
-	r.batchRaws = make(map[string][]byte, len(batch))
-	r.undo = nil
-	r.bindOverlay = make(map[string]*Binding)
-	r.groupOverlay, r.statusOverlay, r.membershipChanges, r.credChanges = make(map[string]*Group), nil, nil, nil
-	defer func() {
-		r.overlay, r.batchDocs, r.batchRaws, r.undo, r.bindOverlay = nil, nil, nil, nil, nil
-		r.groupOverlay, r.statusOverlay, r.membershipChanges, r.credChanges = nil, nil, nil, nil
-	}()
+	r.beginBatch(len(batch))
+	defer r.endBatch()
 	var b Batch
 	var live []Event // what subscribers get: b.Events plus unlogged ones
-	puts := make(map[string]ThingRecord, len(batch))
+	// b and live stay outside s (the store takes b's address; live's
+	// array grows by append), so s holds no pointer that leaks and a
+	// small batch's maps stay on the stack, as results does.
+	s := batchState{b: &b, live: &live, puts: make(map[string]ThingRecord, len(batch)), creds: map[string]string{}}
 	results := make([]opResult, len(batch))
-	// creds is each id's final credential change in this batch: the hash a
-	// join issued, or "" for a deregistration's delete.
-	creds := map[string]string{}
 	firstSeq := r.seq
-	emit := func(ev Event) {
-		ev.Time = now
-		if ev.Type.IsDirectoryEvent() {
-			r.seq++
-			ev.Seq = r.seq
-			logged := ev
-			logged.TD = nil // a replay reads the stored document instead
-			b.Events = append(b.Events, logged)
-		}
-		// Presence events are state, not history: they are not numbered
-		// or logged, so a flapping agent cannot push directory events out
-		// of the bounded log.
-		live = append(live, ev)
-	}
 	for i, o := range batch {
-		if (o.kind == opPut || o.kind == opCreate) && r.expiredUnpurged(o.id, now) {
-			// Re-registered after expiry but before the purge: the old
-			// registration ends visibly first.
-			emit(Event{Type: EventDeleted, ID: o.id})
-			r.setOverlay(o.id, nil)
-			delete(puts, o.id)
-			for _, gev := range r.dropMemberships(o.id, now) {
-				emit(gev)
-			}
-		}
-		if o.kind == opGroup {
-			evs, err := r.applyGroup(o, now)
-			if err != nil && err != errUnchanged {
-				results[i] = opResult{err: err}
-			}
-			for _, gev := range evs {
-				emit(gev)
-			}
-			continue
-		}
-		ev, rec, del, res := r.prepare(o, now)
-		if res.err == nil || res.err == errUnchanged {
-			if o.credHash != "" {
-				creds[o.id] = o.credHash
-			} else if o.dropCred {
-				creds[o.id] = ""
-			}
-		}
-		if res.err == errUnchanged {
-			continue // nothing to store or announce; the caller succeeded
-		}
-		results[i] = res
-		if res.err != nil {
-			continue
-		}
-		if o.dropPending {
-			b.DeletePending = append(b.DeletePending, o.id)
-		}
-		emit(ev)
-		if o.kind == opBind && rec.ID == "" {
-			continue // only the binding changed
-		}
-		if del {
-			r.setOverlay(o.id, nil)
-			delete(puts, o.id)
-			for _, gev := range r.dropMemberships(o.id, now) {
-				emit(gev)
-			}
-		} else {
-			r.setOverlay(o.id, &Thing{ID: o.id, Summary: o.sum, Meta: rec.Meta})
-			if o.doc != nil {
-				r.batchDocs[o.id] = o.doc
-			}
-			if o.raw != nil {
-				r.batchRaws[o.id] = o.raw
-			}
-			if prev, ok := puts[o.id]; ok && rec.Raw == nil {
-				// a presence change after a put in this batch
-				rec.Raw, rec.Summary = prev.Raw, prev.Summary
-			}
-			puts[o.id] = rec
-		}
+		results[i] = r.stageOp(&s, o, now)
 	}
-	// Only each id's final state is stored: a delete after a put in the
-	// same batch must win, and so must a put after a delete.
-	for id, t := range r.overlay {
-		if t == nil {
-			b.Deletes = append(b.Deletes, id)
-		} else {
-			b.Puts = append(b.Puts, puts[id])
-		}
-	}
-	for _, id := range slices.Sorted(maps.Keys(creds)) {
-		if h := creds[id]; h != "" {
-			b.Credentials = append(b.Credentials, CredentialRecord{ThingID: id, Hash: h})
-		} else {
-			b.DeleteCredentials = append(b.DeleteCredentials, id)
-		}
-	}
-	r.bindingChanges(&b)
-	r.groupChanges(&b)
-	// Group and status list changes may come without an event (a
-	// rotation, renewed credentials).
-	if len(live) > 0 || len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) > 0 ||
-		b.StatusList != nil || len(b.Groups) > 0 {
+	r.collect(&s)
+	if s.changed() {
 		if err := r.store.Commit(&b); err != nil {
-			r.seq = firstSeq
-			for i := len(r.undo) - 1; i >= 0; i-- {
-				r.undo[i]()
-			}
-			r.log.Error("cannot commit registry batch", "err", err, "ops", len(batch))
-			r.purgeBackoff = time.Now().Add(time.Second)
-			for i, o := range batch {
-				if o.kind == opExpire {
-					r.expiry.set(o.id, o.expires) // try the purge again later
-				}
-				if results[i].err == nil {
-					results[i].err = &Error{Code: EINTERNAL, Message: "cannot store the change", Err: err}
-				}
-			}
+			r.rollback(batch, results, firstSeq, err)
 			r.reply(batch, results)
 			return
 		}
@@ -260,6 +144,175 @@ func (r *Registry) apply(batch []*op) {
 		r.publish(live)
 	}
 	r.reply(batch, results)
+}
+
+// batchState is what apply builds from one batch before it commits.
+type batchState struct {
+	b    *Batch
+	live *[]Event
+	puts map[string]ThingRecord
+	// creds is each id's final credential change in this batch: the hash
+	// a join issued, or "" for a deregistration's delete.
+	creds map[string]string
+}
+
+// beginBatch gives the write loop empty overlays for a batch of n ops;
+// reads within the batch see them over the committed state.
+func (r *Registry) beginBatch(n int) {
+	r.overlay = make(map[string]*Thing, n)
+	r.batchDocs = make(map[string]map[string]any, n)
+	r.batchRaws = make(map[string][]byte, n)
+	r.undo = nil
+	r.bindOverlay = make(map[string]*Binding)
+	r.groupOverlay, r.statusOverlay, r.membershipChanges, r.credChanges = make(map[string]*Group), nil, nil, nil
+}
+
+// endBatch drops the overlays, committed or not.
+func (r *Registry) endBatch() {
+	r.overlay, r.batchDocs, r.batchRaws, r.undo, r.bindOverlay = nil, nil, nil, nil, nil
+	r.groupOverlay, r.statusOverlay, r.membershipChanges, r.credChanges = nil, nil, nil, nil
+}
+
+// emit numbers and logs a directory event and queues every event for
+// subscribers.
+func (r *Registry) emit(s *batchState, ev Event, now time.Time) {
+	ev.Time = now
+	if ev.Type.IsDirectoryEvent() {
+		r.seq++
+		ev.Seq = r.seq
+		logged := ev
+		logged.TD = nil // a replay reads the stored document instead
+		s.b.Events = append(s.b.Events, logged)
+	}
+	// Presence events are state, not history: they are not numbered or
+	// logged, so a flapping agent cannot push directory events out of the
+	// bounded log.
+	*s.live = append(*s.live, ev)
+}
+
+// stageOp applies o to the overlays, records its events and what it
+// stores, and returns its result.
+func (r *Registry) stageOp(s *batchState, o *op, now time.Time) opResult {
+	if (o.kind == opPut || o.kind == opCreate) && r.expiredUnpurged(o.id, now) {
+		// Re-registered after expiry but before the purge: the old
+		// registration ends visibly first.
+		r.emit(s, Event{Type: EventDeleted, ID: o.id}, now)
+		r.stageDelete(s, o.id, now)
+	}
+	if o.kind == opGroup {
+		evs, err := r.applyGroup(o, now)
+		for _, gev := range evs {
+			r.emit(s, gev, now)
+		}
+		if err != nil && err != errUnchanged {
+			return opResult{err: err}
+		}
+		return opResult{}
+	}
+	ev, rec, del, res := r.prepare(o, now)
+	if res.err == nil || res.err == errUnchanged {
+		if o.credHash != "" {
+			s.creds[o.id] = o.credHash
+		} else if o.dropCred {
+			s.creds[o.id] = ""
+		}
+	}
+	if res.err == errUnchanged {
+		return opResult{} // nothing to store or announce; the caller succeeded
+	}
+	if res.err != nil {
+		return res
+	}
+	if o.dropPending {
+		s.b.DeletePending = append(s.b.DeletePending, o.id)
+	}
+	r.emit(s, ev, now)
+	switch {
+	case o.kind == opBind && rec.ID == "":
+		// only the binding changed
+	case del:
+		r.stageDelete(s, o.id, now)
+	default:
+		r.stagePut(s, o, rec)
+	}
+	return res
+}
+
+// stageDelete stages id's deletion, which also ends its group memberships.
+func (r *Registry) stageDelete(s *batchState, id string, now time.Time) {
+	r.setOverlay(id, nil)
+	delete(s.puts, id)
+	for _, gev := range r.dropMemberships(id, now) {
+		r.emit(s, gev, now)
+	}
+}
+
+// stagePut stages o's new state: the overlay and documents that later ops
+// and install read, and the record to store.
+func (r *Registry) stagePut(s *batchState, o *op, rec ThingRecord) {
+	r.setOverlay(o.id, &Thing{ID: o.id, Summary: o.sum, Meta: rec.Meta})
+	if o.doc != nil {
+		r.batchDocs[o.id] = o.doc
+	}
+	if o.raw != nil {
+		r.batchRaws[o.id] = o.raw
+	}
+	if prev, ok := s.puts[o.id]; ok && rec.Raw == nil {
+		// a presence change after a put in this batch
+		rec.Raw, rec.Summary = prev.Raw, prev.Summary
+	}
+	s.puts[o.id] = rec
+}
+
+// collect fills the store batch from what the ops staged.
+func (r *Registry) collect(s *batchState) {
+	// Only each id's final state is stored: a delete after a put in the
+	// same batch must win, and so must a put after a delete.
+	for id, t := range r.overlay {
+		if t == nil {
+			s.b.Deletes = append(s.b.Deletes, id)
+		} else {
+			s.b.Puts = append(s.b.Puts, s.puts[id])
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.creds)) {
+		if h := s.creds[id]; h != "" {
+			s.b.Credentials = append(s.b.Credentials, CredentialRecord{ThingID: id, Hash: h})
+		} else {
+			s.b.DeleteCredentials = append(s.b.DeleteCredentials, id)
+		}
+	}
+	r.bindingChanges(s.b)
+	r.groupChanges(s.b)
+}
+
+// changed reports whether the batch has anything to commit. Group and
+// status list changes may come without an event (a rotation, renewed
+// credentials).
+func (s *batchState) changed() bool {
+	b := s.b
+	return len(*s.live) > 0 || len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings) > 0 ||
+		b.StatusList != nil || len(b.Groups) > 0
+}
+
+// rollback undoes a batch the store refused, newest change first, so the
+// memory matches the store again; every op that had succeeded fails, and
+// the purges it held are tried again later.
+func (r *Registry) rollback(batch []*op, results []opResult, firstSeq uint64, err error) {
+	r.seq = firstSeq
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		r.undo[i]()
+	}
+	r.log.Error("cannot commit registry batch", "err", err, "ops", len(batch))
+	r.purgeBackoff = time.Now().Add(time.Second)
+	for i, o := range batch {
+		if o.kind == opExpire {
+			r.expiry.set(o.id, o.expires) // try the purge again later
+		}
+		if results[i].err == nil {
+			results[i].err = &Error{Code: EINTERNAL, Message: "cannot store the change", Err: err}
+		}
+	}
 }
 
 // expiredUnpurged reports whether id is stored, expired and not yet purged

@@ -345,82 +345,21 @@ func (s *DB) ThingsRawAt(seq uint64, ids []string, fn func(id string, raw []byte
 // above LastSeq; otherwise nothing is applied, because feed readers rely
 // on seqs never repeating.
 func (s *DB) Commit(b *hub.Batch) error {
-	if b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings)+len(b.Groups)+len(b.DeleteGroups)+len(b.MemberCredentials) == 0 && b.StatusList == nil {
+	if batchEmpty(b) {
 		return nil
 	}
 	// Encode before the transaction to keep the writer lock short.
-	metas := make([][]byte, len(b.Puts))
-	for i, p := range b.Puts {
-		m, err := json.Marshal(p.Meta)
-		if err != nil {
-			return fmt.Errorf("cannot commit batch: thing %q: cannot encode metadata: %w", p.ID, err)
-		}
-		metas[i] = m
-	}
-	edits, err := encodeBindings(b.Bindings, b.DeleteBindings)
+	metas, events := make([][]byte, len(b.Puts)), make([][]byte, len(b.Events))
+	edits, err := encodeBatch(b, metas, events)
 	if err != nil {
 		return fmt.Errorf("cannot commit batch: %w", err)
 	}
-	events := make([][]byte, len(b.Events))
-	for i, e := range b.Events {
-		v, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("cannot commit batch: event %d: cannot encode: %w", e.Seq, err)
-		}
-		events[i] = v
-	}
-
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		things, thingMeta := tx.Bucket(bucketThings), tx.Bucket(bucketThingMeta)
-		for i, p := range b.Puts {
-			if p.ID == "" {
-				return errors.New("thing with empty id")
-			}
-			var held, sum []byte
-			if old := thingMeta.Get([]byte(p.ID)); old != nil {
-				var err error
-				if _, held, sum, err = splitMeta(old); err != nil {
-					return fmt.Errorf("thing %q: %w", p.ID, err)
-				}
-			}
-			// A record without Raw changes only the metadata (presence)
-			// and keeps the stored summary.
-			if p.Raw != nil || p.Summary != nil {
-				sum = p.Summary
-			}
-			if p.Raw != nil {
-				if err := things.Put([]byte(p.ID), p.Raw); err != nil {
-					return fmt.Errorf("thing %q: %w", p.ID, err)
-				}
-			}
-			bind, err := recordBinding(tx, p.ID, held, edits)
-			if err != nil {
-				return err
-			}
-			// joinMeta copies held and sum out of the old value.
-			if err := thingMeta.Put([]byte(p.ID), joinMeta(metas[i], bind, sum)); err != nil {
-				return fmt.Errorf("thing %q: %w", p.ID, err)
-			}
+		if err := putThings(tx, b.Puts, metas, edits); err != nil {
+			return err
 		}
-		for _, id := range b.Deletes {
-			if id == "" {
-				continue // cannot exist
-			}
-			if old := thingMeta.Get([]byte(id)); old != nil {
-				_, held, _, err := splitMeta(old)
-				if err != nil {
-					return fmt.Errorf("thing %q: %w", id, err)
-				}
-				if err := keepBinding(tx, id, held, edits); err != nil {
-					return err
-				}
-			}
-			if err := things.Delete([]byte(id)); err != nil {
-				return fmt.Errorf("thing %q: %w", id, err)
-			}
-			if err := thingMeta.Delete([]byte(id)); err != nil {
-				return fmt.Errorf("thing %q: %w", id, err)
-			}
+		if err := deleteThings(tx, b.Deletes, edits); err != nil {
+			return err
 		}
 		if err := putCredentials(tx, b.Credentials); err != nil {
 			return err
@@ -444,6 +383,103 @@ func (s *DB) Commit(b *hub.Batch) error {
 	})
 	if err != nil {
 		return fmt.Errorf("cannot commit batch: %w", err)
+	}
+	return nil
+}
+
+// batchEmpty reports whether b has nothing Commit writes. DeletePending
+// is not counted: it comes only with the registration that approves the
+// join (hub.Batch).
+func batchEmpty(b *hub.Batch) bool {
+	return b == nil || len(b.Puts)+len(b.Deletes)+len(b.Events)+len(b.Credentials)+len(b.DeleteCredentials)+len(b.Bindings)+len(b.DeleteBindings)+len(b.Groups)+len(b.DeleteGroups)+len(b.MemberCredentials) == 0 && b.StatusList == nil
+}
+
+// encodeBatch encodes b's metadata into metas and its events into events
+// (by index, each as long as its list), in that order with the binding
+// edits between, stopping at the first error. The caller makes the slices
+// so that small ones can stay on its stack.
+func encodeBatch(b *hub.Batch, metas, events [][]byte) (bindingEdits, error) {
+	for i, p := range b.Puts {
+		m, err := json.Marshal(p.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("thing %q: cannot encode metadata: %w", p.ID, err)
+		}
+		metas[i] = m
+	}
+	edits, err := encodeBindings(b.Bindings, b.DeleteBindings)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range b.Events {
+		v, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: cannot encode: %w", e.Seq, err)
+		}
+		events[i] = v
+	}
+	return edits, nil
+}
+
+// putThings writes each put's document (if it has one) and its metadata
+// record, which carries the Thing's binding and summary.
+func putThings(tx *bolt.Tx, puts []hub.ThingRecord, metas [][]byte, edits bindingEdits) error {
+	things, thingMeta := tx.Bucket(bucketThings), tx.Bucket(bucketThingMeta)
+	for i, p := range puts {
+		if p.ID == "" {
+			return errors.New("thing with empty id")
+		}
+		var held, sum []byte
+		if old := thingMeta.Get([]byte(p.ID)); old != nil {
+			var err error
+			if _, held, sum, err = splitMeta(old); err != nil {
+				return fmt.Errorf("thing %q: %w", p.ID, err)
+			}
+		}
+		// A record without Raw changes only the metadata (presence)
+		// and keeps the stored summary.
+		if p.Raw != nil || p.Summary != nil {
+			sum = p.Summary
+		}
+		if p.Raw != nil {
+			if err := things.Put([]byte(p.ID), p.Raw); err != nil {
+				return fmt.Errorf("thing %q: %w", p.ID, err)
+			}
+		}
+		bind, err := recordBinding(tx, p.ID, held, edits)
+		if err != nil {
+			return err
+		}
+		// joinMeta copies held and sum out of the old value.
+		if err := thingMeta.Put([]byte(p.ID), joinMeta(metas[i], bind, sum)); err != nil {
+			return fmt.Errorf("thing %q: %w", p.ID, err)
+		}
+	}
+	return nil
+}
+
+// deleteThings deletes each Thing's document and metadata; a binding held
+// in its record moves to the bindings bucket unless edits drop it.
+func deleteThings(tx *bolt.Tx, ids []string, edits bindingEdits) error {
+	things, thingMeta := tx.Bucket(bucketThings), tx.Bucket(bucketThingMeta)
+	for _, id := range ids {
+		if id == "" {
+			continue // cannot exist
+		}
+		if old := thingMeta.Get([]byte(id)); old != nil {
+			_, held, _, err := splitMeta(old)
+			if err != nil {
+				return fmt.Errorf("thing %q: %w", id, err)
+			}
+			if err := keepBinding(tx, id, held, edits); err != nil {
+				return err
+			}
+		}
+		if err := things.Delete([]byte(id)); err != nil {
+			return fmt.Errorf("thing %q: %w", id, err)
+		}
+		if err := thingMeta.Delete([]byte(id)); err != nil {
+			return fmt.Errorf("thing %q: %w", id, err)
+		}
 	}
 	return nil
 }
