@@ -410,9 +410,14 @@ func startAvahi(t testing.TB, lan *netnstest.LAN, node, daemon, id, title string
 	return dbusEnv, avahiDaemon(lan, node, daemon, dbusEnv)
 }
 
-// avahiDaemon starts avahi-daemon in node, set up by startAvahi.
+// avahiDaemon starts avahi-daemon in node, set up by startAvahi. Its PID
+// file's directory (/run/avahi-daemon, fixed when avahi is built) is a
+// tmpfs of the command's own: ip netns exec runs it in a mount namespace
+// of its own, so a second test run beside this one starts its own daemon
+// instead of finding this one's PID file ("Daemon already running").
 func avahiDaemon(lan *netnstest.LAN, node, daemon, dbusEnv string) *netnstest.Proc {
-	avCmd := lan.Command(node, daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title")
+	avCmd := lan.Command(node, "sh", "-c", `mkdir -p /run/avahi-daemon && mount -t tmpfs -o size=1m tmpfs /run/avahi-daemon && exec "$0" "$@"`,
+		daemon, "--no-drop-root", "--no-chroot", "--no-rlimits", "--no-proc-title")
 	avCmd.Env = append(os.Environ(), dbusEnv)
 	return lan.Start(avCmd)
 }
