@@ -275,6 +275,7 @@ func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg
 		forwards: make(chan struct{}, maxForwards),
 	}
 	b.bind = &binding{b: b}
+	b.wsConns.wg = &server.Listeners.ClientsWg
 	// A member removed loses the group's channels before the removal is
 	// acknowledged (groups.go).
 	reg.OnMembershipChange(b.membershipChanged)
@@ -358,6 +359,7 @@ func (b *Broker) Listen(addr string) (net.Addr, error) {
 // it closes ln when it cannot. Call it before Serve.
 func (b *Broker) Serves(id string, ln net.Listener) (net.Addr, error) {
 	l := &listener{id: id, ln: ln, log: b.log, server: b.server, budget: b.cfg.MaxQueuedBytes, broker: b}
+	l.conns.wg = &b.server.Listeners.ClientsWg
 	if err := b.server.AddListener(l); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("cannot add mqtt listener: %w", err)

@@ -11,10 +11,13 @@ import (
 // after the sweep, or served through ServeConn would hold the shutdown up
 // for as long as its client stayed. Closing the set ends them all.
 //
-// It also counts its connections in mochi's wait group for them (wg,
-// Listeners.ClientsWg), from add to remove: add counts under the lock
-// close takes, so no connection is counted after close has returned and
-// mochi's shutdown waits (an Add concurrent with Wait would be a race).
+// It also counts its connections in mochi's exported wait group for its
+// listeners' clients (wg, Listeners.ClientsWg), from add to remove, so that
+// mochi's shutdown waits for a connection whose CONNECT the hub is reading
+// (readConnect) as for the ones mochi serves: none reaches the hooks after
+// the store closed. add counts under the lock close takes, so no
+// connection is counted after close has returned (an Add concurrent with
+// Wait would be a race).
 type connSet struct {
 	mu     sync.Mutex
 	closed bool
