@@ -210,6 +210,10 @@ func TestConfigYAMLUnknownKey(t *testing.T) {
 		{"http:\n  adr: \":8080\"\n", `"http.adr"`},
 		{"datadir: /x\n", `"datadir"`},
 		{"hub:\n  name: x\n  nmae: y\n", `"hub.nmae"`},
+		// Settings issue 25 removed with the hub's own MQTT loop.
+		{"mqtt:\n  connLoop: hub\n", `"mqtt.connLoop"`},
+		{"mqtt:\n  deliveryPath: mochi\n", `"mqtt.deliveryPath"`},
+		{"mqtt:\n  idlePark: 1s\n", `"mqtt.idlePark"`},
 	} {
 		path := writeConfigFile(t, tc.text)
 		_, err := LoadConfig([]string{"--config", path}, envMap(nil))

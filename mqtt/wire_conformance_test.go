@@ -278,9 +278,9 @@ func TestExpiredSessionLeavesTopicIndex(t *testing.T) {
 // The Remaining Length is at most four bytes [MQTT-1.5.5-1] (3.1.1 §2.2.3).
 // mochi's DecodeLength keeps reading while the continuation bit is set and
 // the value stays small; the hub reads a connection's CONNECT itself
-// (readConnect), so a CONNECT whose length is spelt in five bytes closes
-// the connection with no CONNACK. (After the CONNECT mochi reads: PROTOCOL
-// §10 says what that lets through.)
+// (readConnect), so a valid CONNECT whose length is spelt in five bytes
+// (mochi would answer it) closes the connection with no CONNACK. (After
+// the CONNECT mochi reads: PROTOCOL §10 says what that lets through.)
 func TestConnectRemainingLengthAtMostFourBytes(t *testing.T) {
 	e := newEnv(t, nil)
 	conn, err := net.Dial("tcp", e.addr)
@@ -289,11 +289,18 @@ func TestConnectRemainingLengthAtMostFourBytes(t *testing.T) {
 	}
 	defer conn.Close()
 	heads := e.b.connectHeads.Load()
-	if _, err := conn.Write([]byte{0x10, 0x80, 0x80, 0x80, 0x80, 0x00}); err != nil {
+	valid := rawConnect311(t, "len-five", nil, 30, "", nil)
+	body := valid[2:] // a body under 128 bytes: one length byte
+	if valid[1] != byte(len(body)) {
+		t.Fatalf("CONNECT of %d bytes needs a longer length", len(body))
+	}
+	// The same length in five bytes: the value fits, the encoding does not.
+	malformed := append([]byte{0x10, byte(len(body)) | 0x80, 0x80, 0x80, 0x80, 0x00}, body...)
+	if _, err := conn.Write(malformed); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	// Closed with the sixth byte unread: EOF or a reset.
+	// Closed with the rest unread: EOF or a reset.
 	if rest, err := io.ReadAll(conn); len(rest) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("want the connection closed (malformed Remaining Length), got % x, %v", rest, err)
 	}
