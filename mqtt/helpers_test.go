@@ -31,19 +31,6 @@ type env struct {
 	reg     *hub.Registry
 	b       *Broker
 	addr    string
-	// beforeServe, when set, sees each broker start makes between New and
-	// Serve (a test adds hooks there, before any goroutine reads them).
-	beforeServe func(*Broker)
-}
-
-// newEnvBefore is newEnv whose starts call beforeServe.
-func newEnvBefore(t testing.TB, beforeServe func(*Broker)) *env {
-	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), beforeServe: beforeServe,
-		cfg: Config{Anonymous: true, Version: "test", DirectoryURL: "http://127.0.0.1:1/.well-known/wot"}}
-	e.start()
-	t.Cleanup(e.stop)
-	return e
 }
 
 func newEnv(t testing.TB, edit func(*Config)) *env {
@@ -102,9 +89,6 @@ func (e *env) start() {
 	b, err := New(reg, db, db, cfg)
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	if e.beforeServe != nil {
-		e.beforeServe(b)
 	}
 	addr, err := b.Listen("127.0.0.1:0")
 	if err != nil {

@@ -152,9 +152,6 @@ var monoBase = time.Now()
 
 func monoOf(t time.Time) monoTime { return monoTime(t.Sub(monoBase)) + 1 }
 
-// time is the time m stands for (m not 0).
-func (m monoTime) time() time.Time { return monoBase.Add(time.Duration(m - 1)) }
-
 // sub is m-n.
 func (m monoTime) sub(n monoTime) time.Duration { return time.Duration(m - n) }
 

@@ -308,18 +308,3 @@ func TestConnectRemainingLengthAtMostFourBytes(t *testing.T) {
 		t.Fatalf("a malformed header was counted as read (%d, was %d)", got, heads)
 	}
 }
-
-// zzReadPacket reads one packet's type and body from r.
-func zzReadPacket(r io.ByteReader, conn io.Reader) (byte, []byte, error) {
-	h, err := r.ReadByte()
-	if err != nil {
-		return 0, nil, err
-	}
-	n, _, err := packets.DecodeLength(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	body := make([]byte, n)
-	_, err = io.ReadFull(conn, body)
-	return h >> 4, body, err
-}

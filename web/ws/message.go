@@ -212,12 +212,6 @@ func (e *envelope) typed() {
 	}
 }
 
-// problemMember reads a peer's problem object (see hub.PeerProblem).
-func problemMember(obj map[string]any) *lmos.Problem {
-	p := lmos.PeerProblem(obj)
-	return &p
-}
-
 // rawValue is a payload already encoded in the frame's encoding; it is
 // embedded as is in JSON and in CBOR.
 type rawValue []byte

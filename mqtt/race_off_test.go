@@ -1,5 +1,0 @@
-//go:build !race
-
-package mqtt
-
-const raceOn = false
