@@ -391,7 +391,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if err := late.Close(); err != nil {
 			t.Errorf("close %s: %v", dashLate, err)
 		}
-		b.run(t, map[string]any{"cmd": "gone", "id": dashLate})
+		b.run(t, map[string]any{"cmd": "gone", "id": dashLate, "online": dashThermo})
 	})
 	t.Run("approve", func(t *testing.T) {
 		permitJoin(t, h, 0)

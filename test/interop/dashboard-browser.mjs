@@ -60,24 +60,31 @@ let recording = true;
 function watch(p) {
   p.on("console", (m) => {
     if (!recording || m.type() !== "error") return;
+    // Chromium logs every HTTP error answer as a console error too; the
+    // response handler below judges those, with method and URL.
+    if (/^Failed to load resource: the server responded with a status of \d+/.test(m.text())) return;
     const url = m.location()?.url ?? "";
-    // Chromium logs every HTTP error answer as a console error; a 401 to a
-    // request sent without a token is the dashboard asking who you are
-    // (judged below with the response), not a fault of the page.
-    if (/status of 401/.test(m.text()) && allowed401.has(url)) return;
     say({ pageError: `console error: ${m.text()}${url ? ` (${url})` : ""}` });
   });
   p.on("pageerror", (e) => recording && say({ pageError: `uncaught exception: ${e.message}` }));
   p.on("requestfailed", (r) => {
     if (!recording) return;
-    say({ pageError: `request failed: ${r.method()} ${r.url()}: ${r.failure()?.errorText}` });
+    const why = r.failure()?.errorText ?? "";
+    // The page cancelling its own request (a live view it left) is no
+    // failure; a refused, reset or empty answer is.
+    if (why === "net::ERR_ABORTED") {
+      say({ info: `cancelled by the page: ${r.method()} ${r.url()}` });
+      return;
+    }
+    say({ pageError: `request failed: ${r.method()} ${r.url()}: ${why}` });
   });
   p.on("response", async (r) => {
     if (!recording || r.status() < 400) return;
     const req = r.request();
     const hdrs = await req.allHeaders().catch(() => ({}));
+    // A 401 to a request sent without a token is the dashboard finding
+    // out it needs one (it then asks); with a token it is a failure.
     if (r.status() === 401 && !hdrs.authorization) {
-      allowed401.add(r.url());
       say({ info: `401 without a token: ${req.method()} ${r.url()}` });
       return;
     }
@@ -88,7 +95,6 @@ function watch(p) {
     await d.accept().catch(() => {});
   });
 }
-const allowed401 = new Set();
 
 async function openPage() {
   page = await context.newPage();
@@ -249,11 +255,20 @@ const handlers = {
         async () => (await page.locator(row(c.id)).getAttribute("data-presence")) === "offline",
       );
       await noReload();
-      const grey = await page.locator(row(c.id)).evaluate((e) => {
-        const s = getComputedStyle(e);
-        return { opacity: s.opacity, color: s.color, filter: s.filter };
-      });
-      return `row style ${JSON.stringify(grey)}`;
+    });
+    await check("offline row is greyed", async () => {
+      // Its look differs from an online row's: the row's or its cells'
+      // colour, opacity or filter.
+      const look = (sel) =>
+        page.locator(sel).first().evaluate((e) =>
+          [e, ...e.children].map((x) => {
+            const s = getComputedStyle(x);
+            return [s.color, s.opacity, s.filter, s.backgroundColor].join(" ");
+          }).join("|"),
+        );
+      const off = await look(row(c.id));
+      const on = await look(row(c.online));
+      if (off === on) throw new Error(`the offline row looks like the online ${c.online}: ${off}`);
     });
   },
 
@@ -268,9 +283,11 @@ const handlers = {
         }
         return true;
       });
+    });
+    await check("search highlights the matched term", async () => {
       const marked = await page.locator(`${row(c.want)} mark`).allTextContents();
       if (!marked.some((m) => m.toLowerCase().includes(c.mark.toLowerCase()))) {
-        throw new Error(`no <mark>${c.mark}</mark> in the row (marks: ${JSON.stringify(marked)})`);
+        throw new Error(`no <mark>${c.mark}</mark> in the row of ${c.want} (marks: ${JSON.stringify(marked)})`);
       }
       return `marks ${JSON.stringify(marked)}`;
     });
@@ -329,7 +346,8 @@ const handlers = {
   async openThing(c) {
     await check(`page of ${c.id} open`, async () => {
       await openThing(c.id);
-      for (const sel of c.wait ?? []) await until(`${sel} shown`, () => visible(T(sel)));
+      // An empty log or value may have no size yet: present is enough.
+      for (const sel of c.wait ?? []) await until(`${sel} present`, async () => (await page.locator(T(sel)).count()) > 0);
     });
   },
 
