@@ -397,11 +397,17 @@ const handlers = {
       await nav("groups");
       await fill(T("group-create-id"), c.gid, "group-create-id");
       await click(T("group-create"), "group-create");
+      // Creating may open the new group's page, or list it: then its row
+      // leads there.
       const gr = `${T("group-row")}[data-id="${cssq(c.gid)}"]`;
-      await until(`group row ${c.gid}`, () => visible(gr));
-      const link = page.locator(`${gr} a`).first();
-      if (await link.count()) await link.click({ timeout: 2000 });
-      else await page.locator(gr).first().click({ timeout: 2000 });
+      const where = await until(`group ${c.gid} listed or opened`, async () =>
+        (await visible(T("member-add-id"))) ? "page" : (await visible(gr)) ? "row" : "",
+      );
+      if (where === "row") {
+        const link = page.locator(`${gr} a`).first();
+        if (await link.count()) await link.click();
+        else await page.locator(gr).first().click();
+      }
       for (const m of c.members) {
         await fill(T("member-add-id"), m, "member-add-id");
         await click(T("member-add"), "member-add");
