@@ -244,7 +244,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	hubtest.InteropScript(t, "dashboard-browser.mjs", "playwright-core")
 	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	// After the agents' and scripts' own cleanups (registered later, run
+	// first): the mqtt.js agent ends by closing its stdin, not killed.
+	t.Cleanup(cancel)
 	mqttURL := "mqtt://" + h.Main.MQTTAddr.String()
 	wsURL := "ws" + strings.TrimPrefix(h.URL, "http") + "/ws"
 
