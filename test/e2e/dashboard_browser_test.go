@@ -466,8 +466,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 	})
 	t.Run("token", func(t *testing.T) {
+		existing := map[string]string{} // id → scope
+		for _, v := range listTokens(t, h) {
+			existing[v.ID] = v.Scope
+		}
+		ids := make([]string, 0, len(existing))
+		for id := range existing {
+			ids = append(ids, id)
+		}
 		var tok struct{ ID, Value string }
-		for _, m := range b.run(t, map[string]any{"cmd": "tokenCreate", "scope": "read"}) {
+		for _, m := range b.run(t, map[string]any{"cmd": "tokenCreate", "scope": "read", "existing": ids}) {
 			if v, ok := m["token"].(map[string]any); ok {
 				tok.ID, _ = v["id"].(string)
 				tok.Value, _ = v["value"].(string)
@@ -475,6 +483,18 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		if tok.Value == "" {
 			t.Fatal("no token shown")
+		}
+		if _, had := existing[tok.ID]; had {
+			t.Fatalf("the page's new token row %s is a token the hub had before", tok.ID)
+		}
+		scope := ""
+		for _, v := range listTokens(t, h) {
+			if v.ID == tok.ID {
+				scope = v.Scope
+			}
+		}
+		if scope != "read" {
+			t.Fatalf("token %s of the page's new row has scope %q on the hub, want read", tok.ID, scope)
 		}
 		// The value shown is a working token of that scope: it reads, and
 		// may not write.
@@ -537,6 +557,17 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		b.run(t, map[string]any{"cmd": "session"})
 	})
+}
+
+// listTokens is GET /api/tokens.
+func listTokens(t *testing.T, h *testHub) []struct{ ID, Scope string } {
+	t.Helper()
+	var out []struct{ ID, Scope string }
+	resp, body := h.do(http.MethodGet, "/api/tokens", "", nil, testToken)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &out) != nil {
+		t.Fatalf("GET /api/tokens: %d %s", resp.StatusCode, body)
+	}
+	return out
 }
 
 // pendingListed polls GET /api/join until id is pending, within d.

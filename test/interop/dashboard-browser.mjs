@@ -432,6 +432,10 @@ const handlers = {
       await reset();
       await nav("hub");
       await until("token form", () => visible(T("token-create")));
+      // The tokens the hub had: once listed, a new row is the new token.
+      for (const id of c.existing ?? []) {
+        await until(`token row ${id}`, async () => (await page.locator(`${T("token-row")}[data-id="${cssq(id)}"]`).count()) > 0);
+      }
       const before = new Set(await page.locator(T("token-row")).evaluateAll((rs) => rs.map((r) => r.dataset.id)));
       if (await visible(T("token-create-scope"))) await setField(page.locator(T("token-create-scope")).first(), c.scope);
       await click(T("token-create"), "token-create");
