@@ -516,10 +516,11 @@ func TestDashboardInBrowser(t *testing.T) {
 			enumVal  = `<script>window.__pwned=5</script>`
 			descText = `<b>bold?</b><script>window.__pwned=3</script>`
 			example  = `<img src=x onerror=window.__pwned=7>`
+			capName  = `<svg onload=window.__pwned=6>`
 		)
 		td := map[string]any{
 			"@type": "lmos:Agent", "id": dashHostile, "title": title, "description": descText,
-			"lmos:capabilities": []any{map[string]any{"id": "evil", "name": `<svg onload=window.__pwned=6>`, "version": "1",
+			"lmos:capabilities": []any{map[string]any{"id": "evil", "name": capName, "version": "1",
 				"description": "hostile capability", "examples": []any{example}}},
 			"support":    "javascript:window.__pwned=8",
 			"links":      []any{map[string]any{"href": "javascript:window.__pwned=9", "rel": "help"}},
@@ -538,7 +539,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.run(t, map[string]any{"cmd": "hostile", "id": dashHostile, "title": title, "listText": "Evil <script>",
-			"texts": []string{title, descText}, "prop": prop, "action": "pick", "enumValue": enumVal, "rawText": "window.__pwned=9"})
+			"texts": []string{title, descText, capName, example}, "prop": prop, "action": "pick", "enumValue": enumVal, "rawText": "window.__pwned=9"})
 	})
 	t.Run("phone width", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "phone", "id": dashThermo})
