@@ -195,9 +195,9 @@ async function openThing(id) {
 }
 
 let shot = 0;
-async function screenshot(name) {
+async function screenshot(name, fullPage = true) {
   const file = path.join(shots, `${String(++shot).padStart(2, "0")}-${name.replace(/[^a-z0-9-]+/gi, "_")}.png`);
-  await page.screenshot({ path: file, fullPage: true }).catch((e) => say({ info: `screenshot ${file}: ${e.message}` }));
+  await page.screenshot({ path: file, fullPage }).catch((e) => say({ info: `screenshot ${file}: ${e.message}` }));
   return file;
 }
 
@@ -546,7 +546,7 @@ const handlers = {
     } catch (e) {
       say({ info: `screenshot ${c.name}: ${e.message}` });
     }
-    say({ screenshot: await screenshot(c.name) });
+    say({ screenshot: await screenshot(c.name, !c.viewportOnly) });
     await page.setViewportSize(WIDE);
   },
 };
