@@ -258,12 +258,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		shots = dir
 		t.Cleanup(func() {
-			if !t.Failed() {
-				_ = os.RemoveAll(dir)
+			if t.Failed() {
+				t.Logf("screenshots of every check: %s", dir)
+				return
 			}
+			t.Logf("screenshots removed (the test passed; LMOS_SCREENSHOTS=dir keeps them)")
+			_ = os.RemoveAll(dir)
 		})
+	} else {
+		t.Cleanup(func() { t.Logf("screenshots of every check: %s", shots) })
 	}
-	t.Cleanup(func() { t.Logf("screenshots: %s", shots) })
 
 	// The first agents join in a permit window an admin opens over the
 	// API; the page's own permit-join is a subtest below.
