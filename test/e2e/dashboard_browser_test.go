@@ -334,7 +334,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	b := startBrowser(t, h.URL, shots)
 
 	t.Run("list", func(t *testing.T) {
-		b.run(t, map[string]any{"cmd": "list", "ids": []string{dashThermo, dashLamp, dashJS}, "online": []string{dashThermo, dashLamp, dashJS}})
+		b.run(t, map[string]any{"cmd": "list", "first": true, "ids": []string{dashThermo, dashLamp, dashJS}, "online": []string{dashThermo, dashLamp, dashJS}})
 	})
 	t.Run("search", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "search", "q": "humidity", "want": dashThermo, "not": []string{dashLamp, dashJS}, "mark": "humidity"})

@@ -66,6 +66,11 @@ function watch(p) {
     const url = m.location()?.url ?? "";
     say({ pageError: `console error: ${m.text()}${url ? ` (${url})` : ""}` });
   });
+  p.on("request", (r) => {
+    // The token is held for the session, never put in a URL (logs,
+    // history and Referer keep those).
+    if (recording && r.url().includes(adminToken)) say({ pageError: `the token in a URL: ${r.method()} ${r.url().replace(adminToken, "<token>")}` });
+  });
   p.on("pageerror", (e) => recording && say({ pageError: `uncaught exception: ${e.message}` }));
   p.on("requestfailed", (r) => {
     if (!recording) return;
@@ -218,6 +223,13 @@ const unseen = (t, words) => words.filter((w) => !t.includes(w));
 const handlers = {
   // list: every id has a row, online where want says so.
   async list(c) {
+    if (c.first) {
+      await check("reading asks for no token", async () => {
+        await reset();
+        for (const id of c.ids) await until(`row of ${id}`, () => visible(row(id)));
+        if (tokenGiven) throw new Error("the token was asked for before any change");
+      });
+    }
     await check("list shows the agents", async () => {
       await reset();
       for (const id of c.ids) {
@@ -532,7 +544,24 @@ const handlers = {
       const pwned = await page.evaluate(() => window.__pwned);
       if (pwned !== undefined) throw new Error(`window.__pwned = ${pwned}`);
       await noReload();
-      return `token asked ${tokenGiven} time(s)`;
+    });
+    await check("the token was asked for once", async () => {
+      if (tokenGiven !== 1) throw new Error(`asked ${tokenGiven} times in one visit`);
+    });
+    await check("the token is in no storage that outlives the visit", async () => {
+      const kept = await page.evaluate((tok) => {
+        const where = [];
+        for (const [name, st] of [["localStorage", localStorage], ["sessionStorage", sessionStorage]]) {
+          for (let i = 0; i < st.length; i++) {
+            if ((st.getItem(st.key(i)) ?? "").includes(tok)) where.push(`${name}.${st.key(i)}`);
+          }
+        }
+        if (document.cookie.includes(tok)) where.push("document.cookie");
+        if (location.href.includes(tok)) where.push("the URL");
+        return where;
+      }, adminToken);
+      const cookies = (await context.cookies()).filter((k) => k.value.includes(adminToken)).map((k) => `cookie ${k.name}`);
+      if (kept.length || cookies.length) throw new Error(`the token is kept in ${[...kept, ...cookies].join(", ")}`);
     });
   },
 
