@@ -47,6 +47,7 @@ const T = (id) => `[data-testid="${cssq(id)}"]`;
 const cssq = (s) => String(s).replace(/["\\]/g, (c) => "\\" + c).replace(/\n/g, "\\a ");
 const row = (id) => `${T("thing-row")}[data-id="${cssq(id)}"]`;
 
+let crashed = false;
 const browser = await chromium.launch({
   executablePath: exe,
   // Root (CI) cannot use Chromium's sandbox; the page is the hub's own.
@@ -70,6 +71,10 @@ function watch(p) {
     // The token is held for the session, never put in a URL (logs,
     // history and Referer keep those).
     if (recording && r.url().includes(adminToken)) say({ pageError: `the token in a URL: ${r.method()} ${r.url().replace(adminToken, "<token>")}` });
+  });
+  p.on("crash", () => {
+    crashed = true;
+    say({ pageError: "the page crashed" });
   });
   p.on("pageerror", (e) => recording && say({ pageError: `uncaught exception: ${e.message}` }));
   p.on("requestfailed", (r) => {
@@ -185,6 +190,13 @@ const nav = (name) => click(T(`nav-${name}`), `nav-${name}`);
 // reset leaves the page as a check expects to find it: no dialog open
 // (Escape closes a modal), the wide viewport, the Things list.
 async function reset() {
+  if (crashed) {
+    // The checks after a crash get a page of their own (which asks for
+    // the token anew).
+    crashed = false;
+    await page.close().catch(() => {});
+    await openPage();
+  }
   for (let i = 0; i < 3 && (await page.locator("dialog[open]").count().catch(() => 0)); i++) {
     await page.keyboard.press("Escape");
   }
