@@ -20,6 +20,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/web/dashboard"
 	"github.com/eclipse-lmos/lmos-hub/web/ws"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -141,6 +142,7 @@ type Server struct {
 	// groupListEncoded counts how often it was made.
 	groupList        groupList
 	groupListEncoded *metrics.Counter
+	dash             *dashboard.Dashboard
 	closing          chan struct{}
 	once             sync.Once
 }
@@ -204,6 +206,11 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,
 		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns, Groups: cfg.Groups,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})
+	dash, err := dashboard.New()
+	if err != nil { // the files are compiled in: a broken build
+		panic(err)
+	}
+	s.dash = dash
 	s.routes()
 	return s
 }
@@ -236,7 +243,10 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /api/things/{id}/credential", s.write(s.deleteThingCredential))
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)
-	m.HandleFunc("GET /{$}", s.read(s.home))
+	// The dashboard is public like any static file: it holds no data,
+	// and asks for a token when the hub wants one.
+	m.HandleFunc("GET /{$}", s.dash.ServeIndex)
+	m.HandleFunc("GET "+dashboard.Prefix+"{path...}", s.dash.ServeAsset)
 	s.proxyRoutes()
 	s.groupActionRoutes()
 	m.HandleFunc("GET /ws", s.identify(s.serveWS))

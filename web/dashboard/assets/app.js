@@ -1,0 +1,44 @@
+// The dashboard's entry: hash routes, the connection badge, the live feed.
+import { store, subscribe, start } from './store.js';
+import { clearError } from './api.js';
+import { thingsView } from './things.js';
+
+const view = document.getElementById('view');
+const routes = [
+  [/^#?\/?$/, () => thingsView],
+];
+
+let cleanup = null;
+let seq = 0;
+
+async function route() {
+  const my = ++seq;
+  if (cleanup) { try { cleanup(); } catch { /* the old view */ } cleanup = null; }
+  clearError();
+  const hash = location.hash || '#/';
+  for (const [re, load] of routes) {
+    const m = hash.match(re);
+    if (!m) continue;
+    const fn = await load();
+    if (my !== seq) return;
+    view.replaceChildren();
+    const args = m.slice(1).map(decodeURIComponent);
+    cleanup = fn(view, ...args) || null;
+    for (const a of document.querySelectorAll('nav a')) {
+      const on = a.getAttribute('href') === hash || (a.getAttribute('href') === '#/' && /^#\/(thing\/|$)/.test(hash));
+      if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    }
+    return;
+  }
+  view.replaceChildren(document.createTextNode('No such page.'));
+}
+
+const conn = document.getElementById('conn');
+subscribe(() => {
+  conn.textContent = store.conn === 'live' ? 'live' : store.conn === 'reconnecting' ? 'reconnecting…' : 'connecting…';
+  conn.className = 'conn ' + store.conn;
+});
+
+window.addEventListener('hashchange', route);
+route();
+start();

@@ -1,0 +1,126 @@
+// The Things list: live from the store, filtered, searched through
+// /search/text, paged (50 a page) so a thousand Things render fast.
+import { h, clear, marked, ago, shortDID, copyButton, debounce } from './dom.js';
+import { store, subscribe } from './store.js';
+import { get, enc, explain } from './api.js';
+
+const PAGE = 50;
+// The filters and the page survive a visit to a Thing's page.
+const state = { q: '', type: '', presence: '', origin: '', group: '', page: 0, hits: null, words: [] };
+
+function select(testid, label, options, value, onChange) {
+  const id = 'f-' + testid;
+  const s = h('select', { id, testid, on: { change: e => onChange(e.target.value) } },
+    options.map(([v, t]) => h('option', { value: v, text: t })));
+  s.value = value;
+  return h('span', { class: 'field' }, h('label', { for: id, text: label }), s);
+}
+
+export function thingsView(root) {
+  const tbody = h('tbody');
+  const info = h('p', { class: 'muted', 'aria-live': 'polite' });
+  const pager = h('div', { class: 'pager' });
+  const groupSel = h('span');
+  const search = h('input', {
+    id: 'search', testid: 'search', type: 'search', value: state.q, placeholder: 'Search capabilities, titles, actions…',
+    autocomplete: 'off', on: { input: debounce(e => runSearch(e.target.value), 250) },
+  });
+
+  const set = k => v => { state[k] = v; state.page = 0; render(); };
+  root.append(
+    h('h1', { text: 'Things' }),
+    h('div', { class: 'filters' },
+      h('span', { class: 'field grow' }, h('label', { for: 'search', text: 'Search' }), search),
+      select('filter-type', 'Type', [['', 'All'], ['Agent', 'Agent'], ['Tool', 'Tool'], ['Thing', 'Thing']], state.type, set('type')),
+      select('filter-presence', 'Presence', [['', 'All'], ['online', 'online'], ['offline', 'offline'], ['unknown', 'unknown']], state.presence, set('presence')),
+      select('filter-origin', 'Origin', [['', 'All'], ['mqtt', 'MQTT'], ['ws', 'WebSocket'], ['mdns', 'mDNS'], ['http', 'HTTP'], ['remote', 'remote']], state.origin, set('origin')),
+      groupSel),
+    info,
+    h('div', { class: 'scroll' }, h('table', { class: 'things' },
+      h('thead', {}, h('tr', {}, ['Title', 'Type', 'Presence', 'Origin', 'Verified', 'Groups', 'Capabilities'].map(t => h('th', { scope: 'col', text: t })))),
+      tbody)),
+    pager);
+
+  let lastGroups = '';
+  function renderGroupFilter() {
+    const key = store.groups.map(g => g.id).join('\n');
+    if (key === lastGroups && groupSel.firstChild) return;
+    lastGroups = key;
+    groupSel.replaceChildren(select('filter-group', 'Group', [['', 'All'], ...store.groups.map(g => [g.id, g.title || g.id])], state.group, set('group')));
+  }
+
+  async function runSearch(q) {
+    state.q = q;
+    state.page = 0;
+    const words = q.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!words.length) { state.hits = null; state.words = []; render(); return; }
+    try {
+      const hits = await get('/search/text?limit=1000&q=' + enc(q));
+      if (state.q !== q) return;
+      state.hits = hits.map(x => x.id);
+      state.words = words;
+    } catch (e) {
+      state.hits = [];
+      info.textContent = 'Search failed: ' + explain(e);
+    }
+    render();
+  }
+
+  function visible() {
+    let list;
+    if (state.hits) list = state.hits.map(id => store.things.get(id)).filter(Boolean);
+    else list = [...store.things.values()].sort((a, b) => a.title.localeCompare(b.title) || (a.id < b.id ? -1 : 1));
+    return list.filter(r =>
+      (!state.type || r.kind === state.type) &&
+      (!state.presence || (r.presence.status || 'unknown') === state.presence) &&
+      (!state.origin || r.origin === state.origin) &&
+      (!state.group || (store.memberOf.get(r.id) || []).includes(state.group)));
+  }
+
+  function row(r) {
+    const w = state.words;
+    const status = r.presence.status || 'unknown';
+    const pres = h('span', { class: 'badge ' + status, text: status });
+    const seen = status === 'offline' && r.presence.since ? h('span', { class: 'muted small', text: ' last seen ' + ago(r.presence.since) }) : null;
+    const desc = typeof r.td.description === 'string' ? r.td.description : '';
+    const caps = r.caps.slice(0, 4).map(c => h('span', { class: 'chip' }, marked(c && (c.name || c.id) || '', w)));
+    return h('tr', { testid: 'thing-row', 'data-id': r.id, 'data-presence': status, class: status },
+      h('td', {},
+        h('a', { testid: 'thing-link', href: '#/thing/' + enc(r.id) }, marked(r.title, w)),
+        desc ? h('div', { class: 'muted small clip' }, marked(desc.slice(0, 160), w)) : null,
+        h('div', { class: 'muted small mono clip', text: r.id })),
+      h('td', { text: r.kind }),
+      h('td', {}, pres, seen),
+      h('td', { text: r.origin || '—' }),
+      h('td', {}, r.verified ? [h('span', { class: 'mono', title: r.verified, text: shortDID(r.verified) }), ' ', copyButton(r.verified)] : '—'),
+      h('td', { text: (store.memberOf.get(r.id) || []).join(', ') || '—' }),
+      h('td', {}, caps));
+  }
+
+  function render() {
+    renderGroupFilter();
+    const list = visible();
+    const pages = Math.max(1, Math.ceil(list.length / PAGE));
+    state.page = Math.min(state.page, pages - 1);
+    const slice = list.slice(state.page * PAGE, (state.page + 1) * PAGE);
+    clear(tbody).append(...slice.map(row));
+    if (!slice.length) {
+      tbody.append(h('tr', {}, h('td', { colspan: 7, class: 'muted',
+        text: !store.ready ? 'Loading…' : store.things.size ? 'No Thing matches.' : 'Nothing registered yet.' })));
+    }
+    info.textContent = `${list.length} of ${store.things.size} Things` + (state.hits ? ` match “${state.q}”` : '');
+    clear(pager);
+    if (pages > 1) {
+      pager.append(
+        h('button', { type: 'button', disabled: state.page === 0, text: '‹ Previous', on: { click: () => { state.page--; render(); } } }),
+        h('span', { text: ` page ${state.page + 1} of ${pages} ` }),
+        h('button', { type: 'button', disabled: state.page >= pages - 1, text: 'Next ›', on: { click: () => { state.page++; render(); } } }));
+    }
+  }
+
+  render();
+  if (state.q) runSearch(state.q);
+  const unsub = subscribe(render);
+  const tick = setInterval(render, 30000); // "last seen" ages
+  return () => { unsub(); clearInterval(tick); };
+}
