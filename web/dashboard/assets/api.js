@@ -83,11 +83,13 @@ function headers(extra) {
   return hd;
 }
 
-// request sends one request. A mutation asks for the token first when
-// none is held; a read that the hub refuses with 401 asks once and
-// retries. A refused token is forgotten, so the next mutation asks again.
-export async function request(method, path, { body, type = 'application/json', accept = 'application/json', mutate = method !== 'GET' } = {}) {
-  if (mutate && !token && !(await askToken('Changing the hub needs a token with the right scope.'))) {
+// request sends one request. With needsToken (the hub API's changes,
+// which always want one) the token is asked for first when none is held;
+// any request the hub refuses with 401 while no token is held asks once
+// and is sent again (a private hub's reads, a Thing that requires
+// security). A refused token is forgotten, so the next change asks again.
+export async function request(method, path, { body, type = 'application/json', accept = 'application/json', needsToken = false } = {}) {
+  if (needsToken && !token && !(await askToken('Changing the hub needs a token with the right scope.'))) {
     throw new ProblemError(401, { detail: 'no token given' });
   }
   for (let attempt = 0; ; attempt++) {
@@ -103,21 +105,25 @@ export async function request(method, path, { body, type = 'application/json', a
       return ct.includes('json') ? res.json() : res.text();
     }
     const p = await problemOf(res);
-    if (res.status === 401 && attempt === 0 && !mutate && !token) {
-      if (await askToken('This hub is private: reading it needs a token.')) continue;
+    if (res.status === 401 && attempt === 0 && !token) {
+      if (await askToken(method === 'GET' ? 'This hub is private: reading it needs a token.' : 'The hub wants a token for this.')) continue;
     }
     if (res.status === 401) forgetToken();
     throw new ProblemError(res.status, p);
   }
 }
 
+// change is a request to the hub API that always needs a token.
+export const change = (method, path, o = {}) => request(method, path, Object.assign({ needsToken: true }, o));
+
 export const get = (path, o) => request('GET', path, o);
 
 // stream reads server-sent events from a request (fetch, so the token goes
 // in a header and POST works). onEvent(name, data, id) gets each event,
 // data parsed as JSON when it parses. Returns {close, done}; done settles
-// when the stream ends (rejects with a ProblemError when refused).
-export function stream(path, { method = 'GET', body, onEvent, onOpen, lastId } = {}) {
+// when the stream ends (rejects with a ProblemError when refused). With
+// ask, a 401 while no token is held asks for one and tries again.
+export function stream(path, { method = 'GET', body, onEvent, onOpen, lastId, ask = false } = {}) {
   const ctl = new AbortController();
   const done = (async () => {
     const hd = headers({ Accept: 'text/event-stream' });
@@ -127,8 +133,15 @@ export function stream(path, { method = 'GET', body, onEvent, onOpen, lastId } =
       init.body = typeof body === 'string' ? body : JSON.stringify(body);
       hd['Content-Type'] = 'application/json';
     }
-    const res = await fetch(path, init);
-    if (!res.ok) throw new ProblemError(res.status, await problemOf(res));
+    let res = await fetch(path, init);
+    if (res.status === 401 && !token && ask && await askToken('The hub wants a token for this.')) {
+      hd.Authorization = 'Bearer ' + token;
+      res = await fetch(path, init);
+    }
+    if (!res.ok) {
+      if (res.status === 401) forgetToken();
+      throw new ProblemError(res.status, await problemOf(res));
+    }
     if (onOpen) onOpen();
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = '', name = '', data = [], id = '';

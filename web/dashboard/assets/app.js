@@ -6,6 +6,7 @@ import { thingsView } from './things.js';
 const view = document.getElementById('view');
 const routes = [
   [/^#?\/?$/, () => thingsView],
+  [/^#\/thing\/(.+)$/, () => import('./thing.js').then(m => m.thingView)],
 ];
 
 let cleanup = null;

@@ -19,7 +19,7 @@ export function h(tag, attrs, ...children) {
   return el;
 }
 
-export function append(el, children) {
+export function append(el, ...children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
