@@ -118,6 +118,9 @@ type Config struct {
 	// Metrics write other adapters' figures (Prometheus text format)
 	// after the HTTP ones on /metrics.
 	Metrics []func(io.Writer)
+	// LogTail keeps the hub's recent log records for GET /api/log; nil
+	// answers 503 there.
+	LogTail *LogTail
 	Now     func() time.Time
 	Logger  *slog.Logger
 }
@@ -232,6 +235,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/tokens", s.admin(s.listTokens))
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
+	m.HandleFunc("GET /api/log", s.admin(s.logTail))
 	m.HandleFunc("GET /api/groups/{gid}/channel", s.identify(s.groupChannel))
 	s.joinRoutes()
 	s.groupRoutes()
@@ -304,7 +308,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = "other"
 	}
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_http_requests_total{route=%q,code="%d"}`, pattern, sw.status)).Inc()
-	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") && pattern != "GET /api/events" &&
+	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") && pattern != "GET /api/events" && pattern != "GET /api/log" &&
 		pattern != "GET /ws" && pattern != "GET /mqtt" {
 		s.metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`lmos_http_request_duration_seconds{route=%q}`, pattern)).UpdateDuration(start)
 	}

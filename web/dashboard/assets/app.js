@@ -7,6 +7,10 @@ const view = document.getElementById('view');
 const routes = [
   [/^#?\/?$/, () => thingsView],
   [/^#\/thing\/(.+)$/, () => import('./thing.js').then(m => m.thingView)],
+  [/^#\/join$/, () => import('./join.js').then(m => m.joinView)],
+  [/^#\/groups$/, () => import('./groups.js').then(m => m.groupsView)],
+  [/^#\/group\/(.+)$/, () => import('./groups.js').then(m => m.groupView)],
+  [/^#\/hub$/, () => import('./hubpage.js').then(m => m.hubView)],
 ];
 
 let cleanup = null;
