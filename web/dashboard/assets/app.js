@@ -24,7 +24,12 @@ async function route() {
   for (const [re, load] of routes) {
     const m = hash.match(re);
     if (!m) continue;
-    const fn = await load();
+    let fn;
+    try { fn = await load(); } catch (e) {
+      await reloadIfUpgraded();
+      view.replaceChildren(document.createTextNode('Cannot load this page: ' + e.message));
+      return;
+    }
     if (my !== seq) return;
     view.replaceChildren();
     const args = m.slice(1).map(decodeURIComponent);
@@ -36,6 +41,17 @@ async function route() {
     return;
   }
   view.replaceChildren(document.createTextNode('No such page.'));
+}
+
+// A page loaded before the hub was upgraded asks for modules of its old
+// build, which the hub no longer has: load the new build instead.
+async function reloadIfUpgraded() {
+  const mine = new URL(import.meta.url).pathname.split('/')[2];
+  try {
+    const page = await (await fetch('/', { cache: 'no-store' })).text();
+    const now = (page.match(/\/ui\/([0-9a-f]+)\/app\.js/) || [])[1];
+    if (now && now !== mine) location.reload();
+  } catch { /* the hub is away: the feed reconnects */ }
 }
 
 const conn = document.getElementById('conn');

@@ -25,7 +25,7 @@ export function thingView(root, id) {
   const open = (path, opts) => {
     const s = stream(path, opts);
     streams.add(s);
-    s.done.finally(() => streams.delete(s));
+    s.done.finally(() => streams.delete(s)).catch(() => {});
     return s;
   };
 

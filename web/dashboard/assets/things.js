@@ -89,12 +89,12 @@ export function thingsView(root) {
         h('a', { testid: 'thing-link', href: '#/thing/' + enc(r.id) }, marked(r.title, w)),
         desc ? h('div', { class: 'muted small clip' }, marked(desc.slice(0, 160), w)) : null,
         h('div', { class: 'muted small mono clip', text: r.id })),
-      h('td', { text: r.kind }),
-      h('td', {}, pres, seen),
-      h('td', { text: r.origin || '—' }),
-      h('td', {}, r.verified ? [h('span', { class: 'mono', title: r.verified, text: shortDID(r.verified) }), ' ', copyButton(r.verified)] : '—'),
-      h('td', { text: (store.memberOf.get(r.id) || []).join(', ') || '—' }),
-      h('td', {}, caps));
+      h('td', { 'data-label': 'Type', text: r.kind }),
+      h('td', { 'data-label': 'Presence' }, pres, seen),
+      h('td', { 'data-label': 'Origin', text: r.origin || '—' }),
+      h('td', { 'data-label': 'Verified' }, r.verified ? [h('span', { class: 'mono', title: r.verified, text: shortDID(r.verified) }), ' ', copyButton(r.verified)] : '—'),
+      h('td', { 'data-label': 'Groups', text: (store.memberOf.get(r.id) || []).join(', ') || '—' }),
+      h('td', { 'data-label': caps.length ? 'Capabilities' : null }, caps));
   }
 
   function render() {
