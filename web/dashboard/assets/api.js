@@ -83,7 +83,8 @@ function headers(extra) {
   return hd;
 }
 
-// request sends one request. With needsToken (the hub API's changes,
+// request sends one request, body (any JSON value) encoded as JSON. With
+// needsToken (the hub API's changes,
 // which always want one) the token is asked for first when none is held;
 // any request the hub refuses with 401 while no token is held asks once
 // and is sent again (a private hub's reads, a Thing that requires
@@ -95,7 +96,7 @@ export async function request(method, path, { body, type = 'application/json', a
   for (let attempt = 0; ; attempt++) {
     const init = { method, headers: headers({ Accept: accept }), cache: 'no-store' };
     if (body !== undefined) {
-      init.body = typeof body === 'string' ? body : JSON.stringify(body);
+      init.body = JSON.stringify(body); // a string value is a JSON string too
       init.headers['Content-Type'] = type;
     }
     const res = await fetch(path, init);
@@ -120,7 +121,8 @@ export const get = (path, o) => request('GET', path, o);
 
 // stream reads server-sent events from a request (fetch, so the token goes
 // in a header and POST works). onEvent(name, data, id) gets each event,
-// data parsed as JSON when it parses. Returns {close, done}; done settles
+// data parsed as JSON when it parses; body is sent as given (JSON text).
+// Returns {close, done}; done settles
 // when the stream ends (rejects with a ProblemError when refused). With
 // ask, a 401 while no token is held asks for one and tries again.
 export function stream(path, { method = 'GET', body, onEvent, onOpen, lastId, ask = false } = {}) {

@@ -19,7 +19,9 @@ function fieldOf(schema, name, label, required, errAt) {
   const labelText = (label || 'value') + (required ? ' *' : '') + (schema.unit ? ` (${schema.unit})` : '');
   const lab = h('label', { for: id, text: labelText });
   const attrs = { id, name, 'aria-describedby': id + '-err', required: !!required };
-  const fail = (errs, msg) => { errs.push([name, msg]); return undefined; };
+  // fail records an error and returns the value as read (sent as it is
+  // when the form is sent unchecked).
+  const fail = (errs, msg, v) => { errs.push([name, msg]); return v; };
 
   if (Array.isArray(schema.enum)) {
     const opts = schema.enum;
@@ -47,11 +49,11 @@ function fieldOf(schema, name, label, required, errAt) {
         if (s === '') return required ? fail(errs, 'a number is required') : undefined;
         const n = Number(s);
         if (!isFinite(n)) return fail(errs, 'not a number');
-        if (type === 'integer' && !Number.isInteger(n)) return fail(errs, 'must be a whole number');
-        if (schema.minimum !== undefined && n < schema.minimum) return fail(errs, `must be at least ${schema.minimum}`);
-        if (schema.maximum !== undefined && n > schema.maximum) return fail(errs, `must be at most ${schema.maximum}`);
-        if (schema.exclusiveMinimum !== undefined && n <= schema.exclusiveMinimum) return fail(errs, `must be more than ${schema.exclusiveMinimum}`);
-        if (schema.exclusiveMaximum !== undefined && n >= schema.exclusiveMaximum) return fail(errs, `must be less than ${schema.exclusiveMaximum}`);
+        if (type === 'integer' && !Number.isInteger(n)) return fail(errs, 'must be a whole number', n);
+        if (schema.minimum !== undefined && n < schema.minimum) return fail(errs, `must be at least ${schema.minimum}`, n);
+        if (schema.maximum !== undefined && n > schema.maximum) return fail(errs, `must be at most ${schema.maximum}`, n);
+        if (schema.exclusiveMinimum !== undefined && n <= schema.exclusiveMinimum) return fail(errs, `must be more than ${schema.exclusiveMinimum}`, n);
+        if (schema.exclusiveMaximum !== undefined && n >= schema.exclusiveMaximum) return fail(errs, `must be less than ${schema.exclusiveMaximum}`, n);
         return n;
       },
     };
@@ -69,9 +71,9 @@ function fieldOf(schema, name, label, required, errAt) {
       read: errs => {
         const s = inp.value;
         if (s === '') return required ? fail(errs, 'required') : undefined;
-        if (schema.minLength !== undefined && [...s].length < schema.minLength) return fail(errs, `at least ${schema.minLength} characters`);
-        if (schema.maxLength !== undefined && [...s].length > schema.maxLength) return fail(errs, `at most ${schema.maxLength} characters`);
-        if (re && !re.test(s)) return fail(errs, 'does not match the pattern ' + schema.pattern);
+        if (schema.minLength !== undefined && [...s].length < schema.minLength) return fail(errs, `at least ${schema.minLength} characters`, s);
+        if (schema.maxLength !== undefined && [...s].length > schema.maxLength) return fail(errs, `at most ${schema.maxLength} characters`, s);
+        if (re && !re.test(s)) return fail(errs, 'does not match the pattern ' + schema.pattern, s);
         return s;
       },
     };

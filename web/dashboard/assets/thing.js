@@ -151,14 +151,19 @@ export function thingView(root, id) {
       const result = h('pre', { testid: 'action-result-' + name, 'aria-live': 'polite' });
       const status = h('span', { class: 'muted small', 'aria-live': 'polite' });
       const submit = h('button', { type: 'submit', testid: 'action-submit-' + name, text: 'Invoke' });
+      // Sending unchecked shows what the hub itself refuses (its field
+      // errors land at the fields too): for testing an agent's schema.
+      const unchecked = h('input', { type: 'checkbox', id: 'unchecked-' + name, testid: 'action-unchecked-' + name });
       const form = h('form', { testid: 'action-form-' + name, novalidate: true },
         a.input ? f.node : h('p', { class: 'muted small', text: 'No input.' }),
-        h('div', { class: 'row' }, submit, status));
+        h('div', { class: 'row' }, submit, status),
+        a.input ? h('div', { class: 'form-field check small' }, unchecked, h('label', { for: 'unchecked-' + name, text: 'Send without the form\'s checks (the hub checks anyway)' })) : null);
       let running = null;
       form.addEventListener('submit', async e => {
         e.preventDefault();
         const { ok, value: v } = a.input ? f.read() : { ok: true, value: undefined };
-        if (!ok) { status.textContent = 'Check the fields: nothing was sent.'; return; }
+        if (!ok && !unchecked.checked) { status.textContent = 'Check the fields: nothing was sent.'; return; }
+        if (!ok) f.clearErrors(); // the hub's own errors take their place
         if (running) running.close();
         clear(partials);
         result.textContent = '';
