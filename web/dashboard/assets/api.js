@@ -4,6 +4,11 @@ import { h } from './dom.js';
 
 let token = '';
 let asking = null;
+const tokenListeners = new Set();
+
+// onToken calls fn whenever a token is entered (a page then reads what
+// it could not read before).
+export function onToken(fn) { tokenListeners.add(fn); return () => tokenListeners.delete(fn); }
 
 export function hasToken() { return token !== ''; }
 export function forgetToken() { token = ''; }
@@ -34,6 +39,7 @@ export function askToken(reason) {
       token = v;
       input.value = '';
       done(true);
+      for (const fn of tokenListeners) setTimeout(fn, 0);
     };
     const onCancel = e => { e.preventDefault(); done(false); };
     save.addEventListener('submit', onSave);
@@ -88,8 +94,10 @@ function headers(extra) {
 // which always want one) the token is asked for first when none is held;
 // any request the hub refuses with 401 while no token is held asks once
 // and is sent again (a private hub's reads, a Thing that requires
-// security). A refused token is forgotten, so the next change asks again.
-export async function request(method, path, { body, type = 'application/json', accept = 'application/json', needsToken = false } = {}) {
+// security), unless prompt is false (a page's own admin reads: they wait
+// for the user to act). A refused token is forgotten, so the next change
+// asks again.
+export async function request(method, path, { body, type = 'application/json', accept = 'application/json', needsToken = false, prompt = true } = {}) {
   if (needsToken && !token && !(await askToken('Changing the hub needs a token with the right scope.'))) {
     throw new ProblemError(401, { detail: 'no token given' });
   }
@@ -106,7 +114,7 @@ export async function request(method, path, { body, type = 'application/json', a
       return ct.includes('json') ? res.json() : res.text();
     }
     const p = await problemOf(res);
-    if (res.status === 401 && attempt === 0 && !token) {
+    if (res.status === 401 && attempt === 0 && !token && prompt) {
       if (await askToken(method === 'GET' ? 'This hub is private: reading it needs a token.' : 'The hub wants a token for this.')) continue;
     }
     if (res.status === 401) forgetToken();

@@ -1,7 +1,7 @@
 // The hub: status (/api/status), broker figures (/metrics), tokens
 // (create with scope and expiry, revoke) and the live log tail (/api/log).
 import { h, clear, ago, copyButton } from './dom.js';
-import { get, request, change, stream, enc, explain, showError, clearError } from './api.js';
+import { get, request, change, stream, enc, explain, showError, clearError, askToken, onToken } from './api.js';
 
 const MAX_LOG = 300;
 
@@ -97,7 +97,7 @@ export function hubView(root) {
 
   async function loadTokens() {
     try {
-      const list = await request('GET', '/api/tokens', { needsToken: true });
+      const list = await request('GET', '/api/tokens', { prompt: false });
       clear(tokens).append(...list.map(t => h('tr', { testid: 'token-row', 'data-id': t.id },
         h('td', {}, h('div', { text: t.name }), h('div', { class: 'mono small muted', text: t.id })),
         h('td', { text: t.scope + (t.thing ? ' (for ' + t.thing + ')' : '') }),
@@ -110,8 +110,13 @@ export function hubView(root) {
           } } })))));
       tokenInfo.textContent = list.length + ' tokens';
     } catch (e) {
+      if (e.status === 401) {
+        tokenInfo.replaceChildren('The tokens and the log need an admin token. ',
+          h('button', { type: 'button', class: 'small', testid: 'token-ask', text: 'Enter token', on: { click: () => askToken() } }));
+        return;
+      }
       tokenInfo.textContent = 'Cannot list the tokens: ' + explain(e);
-      if (e.status === 401 || e.status === 403) showError(explain(e));
+      if (e.status === 403) showError(explain(e));
     }
   }
 
@@ -121,7 +126,6 @@ export function hubView(root) {
     clear(logList);
     logNote.textContent = 'connecting…';
     const s = tail = stream('/api/log?level=' + enc(level.value), {
-      ask: true,
       onOpen: () => { logNote.textContent = 'live'; },
       onEvent: (ev, r) => {
         if (ev !== 'log' || !r || typeof r !== 'object') return;
@@ -137,6 +141,7 @@ export function hubView(root) {
   loadStatus();
   loadMetrics();
   loadTokens().then(tailLog);
+  const unToken = onToken(() => { loadTokens(); tailLog(); });
   const timer = setInterval(() => { loadStatus(); loadMetrics(); }, 5000);
-  return () => { clearInterval(timer); if (tail) tail.close(); };
+  return () => { clearInterval(timer); unToken(); if (tail) tail.close(); };
 }

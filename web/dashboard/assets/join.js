@@ -3,7 +3,7 @@
 // The whole join API needs an admin token.
 import { h, clear, ago } from './dom.js';
 import { onHubEvent } from './store.js';
-import { request, change, enc, explain, showError, clearError } from './api.js';
+import { get, request, change, enc, explain, showError, clearError, askToken, onToken } from './api.js';
 
 export function joinView(root) {
   const mode = h('span', { testid: 'join-mode', text: '…' });
@@ -33,6 +33,12 @@ export function joinView(root) {
     stop.hidden = left === 0;
   }
 
+  function showState(st) {
+    mode.textContent = st.mode + (st.effective && st.effective !== st.mode ? ' (now ' + st.effective + ')' : '');
+    until = st.remaining > 0 ? Date.now() + st.remaining * 1000 : 0; // the hub's clock, not this device's
+    tick();
+  }
+
   function row(p) {
     const offers = [
       p.properties.length ? 'properties: ' + p.properties.join(', ') : '',
@@ -59,15 +65,20 @@ export function joinView(root) {
 
   async function load() {
     try {
-      const st = await request('GET', '/api/join', { needsToken: true });
-      mode.textContent = st.mode + (st.effective && st.effective !== st.mode ? ' (now ' + st.effective + ')' : '');
-      until = st.remaining > 0 ? Date.now() + st.remaining * 1000 : 0; // the hub's clock, not this device's
-      tick();
+      const st = await request('GET', '/api/join', { prompt: false });
+      showState(st);
       clear(tbody).append(...st.list.map(row));
       info.textContent = st.list.length ? st.list.length + ' waiting' : 'Nobody is waiting.';
     } catch (e) {
+      if (e.status === 401) {
+        // Not asked at once: the first change (permit join) asks, or this.
+        get('/api/status').then(st => { if (st.join) showState(st.join); }, () => {}); // public: mode and window
+        info.replaceChildren('The pending list needs an admin token. ',
+          h('button', { type: 'button', class: 'small', testid: 'token-ask', text: 'Enter token', on: { click: () => askToken() } }));
+        return;
+      }
       info.textContent = 'Cannot read the join state: ' + explain(e);
-      if (e.status === 401 || e.status === 403) showError(explain(e));
+      if (e.status === 403) showError(explain(e));
     }
   }
 
@@ -77,13 +88,13 @@ export function joinView(root) {
     try {
       const st = await change('POST', '/api/join/permit', { body: { seconds: s } });
       clearError();
-      until = st.remaining > 0 ? Date.now() + st.remaining * 1000 : 0; // the hub's clock, not this device's
-      mode.textContent = st.mode + (st.effective && st.effective !== st.mode ? ' (now ' + st.effective + ')' : '');
-      tick();
+      load();
+      showState(st);
     } catch (e) { showError(explain(e)); }
   }
 
   load();
+  const unToken = onToken(load);
   const timer = setInterval(tick, 1000);
   let again = null;
   const unsub = onHubEvent(name => {
@@ -91,5 +102,5 @@ export function joinView(root) {
     clearTimeout(again);
     again = setTimeout(load, 200);
   });
-  return () => { clearInterval(timer); clearTimeout(again); unsub(); };
+  return () => { clearInterval(timer); clearTimeout(again); unsub(); unToken(); };
 }

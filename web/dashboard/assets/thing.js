@@ -211,7 +211,7 @@ export function thingView(root, id) {
         h('h3', { text: str(a.title) || name }),
         str(a.description) ? h('p', { class: 'muted small', text: a.description }) : null,
         isChat(a) ? chat(name) : null,
-        h('details', { open: !isChat(a) }, h('summary', { text: 'Form' }), form,
+        h('details', { open: true }, h('summary', { text: 'Form' }), form,
           h('h4', { class: 'small muted', text: 'Partial results' }), partials,
           h('h4', { class: 'small muted', text: 'Result' }), result));
       return card;
