@@ -86,3 +86,24 @@ export function debounce(fn, ms) {
   let t;
   return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); };
 }
+
+// logList returns a function that adds a line to list (newest first,
+// at most max kept); lines arriving faster than the screen refreshes are
+// added together once a frame, so a burst of events does not freeze the
+// page.
+export function logList(list, max) {
+  let queue = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const lines = queue.slice(-max);
+    queue = [];
+    list.prepend(...lines.reverse().map(text => h('li', { text })));
+    while (list.childElementCount > max) list.lastElementChild.remove();
+  };
+  return text => {
+    queue.push(text);
+    if (queue.length > max) queue.splice(0, queue.length - max);
+    if (!scheduled) { scheduled = true; requestAnimationFrame(flush); }
+  };
+}

@@ -1,6 +1,6 @@
 // The hub: status (/api/status), broker figures (/metrics), tokens
 // (create with scope and expiry, revoke) and the live log tail (/api/log).
-import { h, clear, ago, copyButton } from './dom.js';
+import { h, clear, ago, copyButton, logList } from './dom.js';
 import { get, request, change, stream, enc, explain, showError, clearError, askToken, onToken } from './api.js';
 
 const MAX_LOG = 300;
@@ -11,7 +11,7 @@ export function hubView(root) {
   const tokens = h('tbody');
   const tokenInfo = h('p', { class: 'muted small' });
   const tokenValue = h('div', { 'aria-live': 'polite' });
-  const logList = h('ol', { testid: 'log-tail', class: 'log', reversed: true, 'aria-live': 'off' });
+  const logEl = h('ol', { testid: 'log-tail', class: 'log', reversed: true, 'aria-live': 'off' });
   const logNote = h('span', { class: 'muted small' });
   const level = h('select', { id: 'log-level', testid: 'log-level', on: { change: () => tailLog() } },
     ['debug', 'info', 'warn', 'error'].map(l => h('option', { value: l, text: l })));
@@ -47,7 +47,7 @@ export function hubView(root) {
       h('thead', {}, h('tr', {}, ['Name', 'Scope', 'Created', 'Expires', 'State', ''].map(t => h('th', { scope: 'col', text: t })))), tokens)),
     h('h2', { text: 'Log' }),
     h('div', { class: 'row' }, h('label', { for: 'log-level', text: 'Level' }), level, logNote),
-    logList);
+    logEl);
 
   const kv = (dl, pairs) => clear(dl).append(...pairs.filter(p => p[1] !== undefined && p[1] !== null && p[1] !== '').flatMap(([k, v, testid]) =>
     [h('dt', { text: k }), h('dd', { testid, class: testid === 'hub-did' || testid === 'hub-id' ? 'mono' : null }, v instanceof Node ? v : String(v))]));
@@ -121,9 +121,10 @@ export function hubView(root) {
   }
 
   let tail = null;
+  const addLine = logList(logEl, MAX_LOG);
   function tailLog() {
     if (tail) tail.close();
-    clear(logList);
+    clear(logEl);
     logNote.textContent = 'connecting…';
     const s = tail = stream('/api/log?level=' + enc(level.value), {
       onOpen: () => { logNote.textContent = 'live'; },
@@ -131,8 +132,7 @@ export function hubView(root) {
         if (ev !== 'log' || !r || typeof r !== 'object') return;
         const attrs = Object.entries(r.attrs || {}).map(([k, v]) => k + '=' + v).join(' ');
         const t = new Date(r.time).toLocaleTimeString();
-        logList.prepend(h('li', { class: 'lvl-' + String(r.level).toLowerCase(), text: `${t} ${r.level} ${r.msg} ${attrs}` + (r.skipped ? ` (${r.skipped} skipped)` : '') }));
-        while (logList.childElementCount > MAX_LOG) logList.lastElementChild.remove();
+        addLine(`${t} ${r.level} ${r.msg} ${attrs}` + (r.skipped ? ` (${r.skipped} skipped)` : ''));
       },
     });
     s.done.then(() => { if (tail === s) logNote.textContent = 'ended'; }, e => { if (tail === s) logNote.textContent = 'not available: ' + explain(e); });

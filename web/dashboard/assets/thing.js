@@ -2,7 +2,7 @@
 // with live values and write forms, actions with generated forms (partial
 // results streamed, then the final one), event logs, a chat box for a
 // conversational agent, its groups, binding and recent activity.
-import { h, append, clear, ago, shortDID, copyButton } from './dom.js';
+import { h, append, clear, ago, shortDID, copyButton, logList } from './dom.js';
 import { store, subscribe, onHubEvent, record } from './store.js';
 import { get, request, stream, enc, explain, showError, ProblemError } from './api.js';
 import { schemaForm } from './schemaform.js';
@@ -94,6 +94,15 @@ export function thingView(root, id) {
     function property(name, p) {
       const value = h('pre', { testid: 'prop-value-' + name, 'aria-live': 'polite', text: '…' });
       const note = h('span', { class: 'muted small' });
+      // The latest observed value is shown once a frame, however fast
+      // values come.
+      let latest, pending = false;
+      const show = v => {
+        latest = v;
+        if (pending) return;
+        pending = true;
+        requestAnimationFrame(() => { pending = false; value.textContent = pretty(latest); note.textContent = 'live · ' + time(); });
+      };
       const read = async () => {
         try { value.textContent = pretty(await get(base + '/properties/' + enc(name))); note.textContent = 'read ' + time(); }
         catch (e) { value.textContent = '—'; note.textContent = explain(e); }
@@ -103,7 +112,7 @@ export function thingView(root, id) {
         watchBtn.hidden = true;
         note.textContent = 'live';
         const s = open(base + '/properties/' + enc(name), {
-          onEvent: (ev, data) => { if (ev === name) { value.textContent = pretty(data); note.textContent = 'live · ' + time(); } },
+          onEvent: (ev, data) => { if (ev === name) show(data); },
         });
         s.done.then(() => { note.textContent = 'observation ended'; }, e => { note.textContent = 'not observed: ' + explain(e); })
           .finally(() => { budget++; if (!closed) watchBtn.hidden = false; });
@@ -257,6 +266,7 @@ export function thingView(root, id) {
 
     function eventLog(name, ev) {
       const log = h('ol', { testid: 'event-log-' + name, class: 'log', reversed: true, 'aria-live': 'polite' });
+      const add = logList(log, MAX_LOG);
       const note = h('span', { class: 'muted small' });
       const watch = () => {
         budget--;
@@ -265,8 +275,7 @@ export function thingView(root, id) {
         const s = open(base + '/events/' + enc(name), {
           onEvent: (n, data) => {
             if (n !== name) return;
-            log.prepend(h('li', { text: time() + '  ' + pretty(data) }));
-            while (log.childElementCount > MAX_LOG) log.lastElementChild.remove();
+            add(time() + '  ' + pretty(data));
           },
         });
         s.done.then(() => { note.textContent = 'subscription ended'; }, e => { note.textContent = 'not subscribed: ' + explain(e); })
@@ -283,11 +292,11 @@ export function thingView(root, id) {
 
     function activity() {
       const log = h('ol', { class: 'log', reversed: true, testid: 'thing-activity' });
+      const add = logList(log, MAX_LOG);
       cleanups.push(onHubEvent((name, d) => {
         if (d.id !== id && !(d.group && d.group.member === id)) return;
         const what = name === 'presence' && d.presence ? 'presence ' + d.presence.status : name === 'group' && d.group ? d.group.action + ' ' + d.group.group : name;
-        log.prepend(h('li', { text: time() + '  ' + what }));
-        while (log.childElementCount > MAX_LOG) log.lastElementChild.remove();
+        add(time() + '  ' + what);
       }));
       return h('section', {}, h('h2', { text: 'Recent activity' }), h('p', { class: 'muted small', text: 'Changes seen since this page opened.' }), log);
     }
