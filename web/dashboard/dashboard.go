@@ -147,15 +147,19 @@ func (d *Dashboard) serve(w http.ResponseWriter, r *http.Request, a *asset) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Content-Type", a.ctype)
 	h.Set("Vary", "Accept-Encoding")
-	h.Set("ETag", a.etag)
-	if match := r.Header.Get("If-None-Match"); match != "" && strings.Contains(match, a.etag) {
+	// Each encoding is its own representation, with its own strong ETag.
+	body, etag := a.body, a.etag
+	gz := acceptsGzip(r)
+	if gz {
+		body, etag = a.gz, strings.TrimSuffix(a.etag, `"`)+`-gz"`
+	}
+	h.Set("ETag", etag)
+	if match := r.Header.Get("If-None-Match"); match != "" && strings.Contains(match, etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	body := a.body
-	if acceptsGzip(r) {
+	if gz {
 		h.Set("Content-Encoding", "gzip")
-		body = a.gz
 	}
 	h.Set("Content-Length", fmt.Sprint(len(body)))
 	w.WriteHeader(http.StatusOK)

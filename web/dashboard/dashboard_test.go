@@ -78,3 +78,35 @@ func TestServeAsset(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodingsHaveTheirOwnETags: the gzip and the plain body are two
+// representations; a cache holding one never gets a 304 for the other.
+func TestEncodingsHaveTheirOwnETags(t *testing.T) {
+	d, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(enc, inm string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/ui/style.css", nil)
+		if enc != "" {
+			r.Header.Set("Accept-Encoding", enc)
+		}
+		if inm != "" {
+			r.Header.Set("If-None-Match", inm)
+		}
+		w := httptest.NewRecorder()
+		d.ServeAsset(w, r)
+		return w
+	}
+	plain, zipped := get("", ""), get("gzip", "")
+	pe, ze := plain.Header().Get("ETag"), zipped.Header().Get("ETag")
+	if pe == "" || ze == "" || pe == ze || zipped.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("ETags %q and %q, Content-Encoding %q", pe, ze, zipped.Header().Get("Content-Encoding"))
+	}
+	if w := get("", ze); w.Code != http.StatusOK || w.Body.Len() != len(d.files["style.css"].body) {
+		t.Fatalf("the gzip ETag answered a plain request with %d", w.Code)
+	}
+	if w := get("gzip", ze); w.Code != http.StatusNotModified {
+		t.Fatalf("the gzip ETag: %d, want 304", w.Code)
+	}
+}

@@ -50,8 +50,8 @@ export function thingsView(root) {
   }
 
   async function runSearch(q) {
+    if (q !== state.q) state.page = 0;
     state.q = q;
-    state.page = 0;
     const words = q.toLowerCase().split(/\s+/).filter(Boolean);
     if (!words.length) { state.hits = null; state.words = []; render(); return; }
     try {
@@ -120,7 +120,13 @@ export function thingsView(root) {
 
   render();
   if (state.q) runSearch(state.q);
-  const unsub = subscribe(render);
+  // While a search is shown, Things that join or change are searched
+  // again, at most every 2 s.
+  let again = null;
+  const unsub = subscribe(() => {
+    render();
+    if (state.q && !again) again = setTimeout(() => { again = null; if (state.q) runSearch(state.q); }, 2000);
+  });
   const tick = setInterval(render, 30000); // "last seen" ages
-  return () => { unsub(); clearInterval(tick); };
+  return () => { unsub(); clearInterval(tick); clearTimeout(again); };
 }
