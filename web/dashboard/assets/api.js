@@ -94,9 +94,8 @@ function headers(extra) {
 // which always want one) the token is asked for first when none is held;
 // any request the hub refuses with 401 while no token is held asks once
 // and is sent again (a private hub's reads, a Thing that requires
-// security), unless prompt is false (a page's own admin reads: they wait
-// for the user to act). A refused token is forgotten, so the next change
-// asks again.
+// security, an admin page), unless prompt is false. A refused token is
+// forgotten, so the next change asks again.
 export async function request(method, path, { body, type = 'application/json', accept = 'application/json', needsToken = false, prompt = true } = {}) {
   if (needsToken && !token && !(await askToken('Changing the hub needs a token with the right scope.'))) {
     throw new ProblemError(401, { detail: 'no token given' });

@@ -1,7 +1,7 @@
 // The hub: status (/api/status), broker figures (/metrics), tokens
 // (create with scope and expiry, revoke) and the live log tail (/api/log).
 import { h, clear, ago, copyButton, logList } from './dom.js';
-import { get, request, change, stream, enc, explain, showError, clearError, askToken, onToken } from './api.js';
+import { get, request, change, stream, enc, explain, showError, clearError, askToken, onToken, hasToken } from './api.js';
 
 const MAX_LOG = 300;
 
@@ -97,7 +97,7 @@ export function hubView(root) {
 
   async function loadTokens() {
     try {
-      const list = await request('GET', '/api/tokens', { prompt: false });
+      const list = await request('GET', '/api/tokens');
       clear(tokens).append(...list.map(t => h('tr', { testid: 'token-row', 'data-id': t.id },
         h('td', {}, h('div', { text: t.name }), h('div', { class: 'mono small muted', text: t.id })),
         h('td', { text: t.scope + (t.thing ? ' (for ' + t.thing + ')' : '') }),
@@ -140,7 +140,7 @@ export function hubView(root) {
 
   loadStatus();
   loadMetrics();
-  loadTokens().then(tailLog);
+  loadTokens().then(() => { if (hasToken()) tailLog(); else logNote.textContent = 'The log needs an admin token.'; });
   const unToken = onToken(() => { loadTokens(); tailLog(); });
   const timer = setInterval(() => { loadStatus(); loadMetrics(); }, 5000);
   return () => { clearInterval(timer); unToken(); if (tail) tail.close(); };

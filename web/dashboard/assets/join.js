@@ -65,13 +65,13 @@ export function joinView(root) {
 
   async function load() {
     try {
-      const st = await request('GET', '/api/join', { prompt: false });
+      const st = await request('GET', '/api/join');
       showState(st);
       clear(tbody).append(...st.list.map(row));
       info.textContent = st.list.length ? st.list.length + ' waiting' : 'Nobody is waiting.';
     } catch (e) {
       if (e.status === 401) {
-        // Not asked at once: the first change (permit join) asks, or this.
+        // The token was not given: what anyone may read, and a way back.
         get('/api/status').then(st => { if (st.join) showState(st.join); }, () => {}); // public: mode and window
         info.replaceChildren('The pending list needs an admin token. ',
           h('button', { type: 'button', class: 'small', testid: 'token-ask', text: 'Enter token', on: { click: () => askToken() } }));

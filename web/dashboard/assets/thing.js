@@ -57,9 +57,15 @@ export function thingView(root, id) {
     const meta = td['lmos:metadata'] || {};
     const vendor = meta['lmos:vendor'] && str(meta['lmos:vendor']['lmos:name']);
     const version = td.version && str(td.version.instance);
-    const binding = h('dd', { text: '…' });
-    get('/api/things/' + enc(id) + '/binding').then(b => binding.replaceChildren(h('span', { class: 'mono', title: b.did, text: shortDID(b.did) }), ' since ' + b.since),
-      () => { binding.textContent = 'none'; });
+    // The binding is read when asked for: most Things have none, and
+    // its absence is a 404.
+    const binding = h('dd', {}, h('button', { type: 'button', class: 'small', text: 'Show', on: { click: () => {
+      get('/api/things/' + enc(id) + '/binding').then(b => binding.replaceChildren(h('span', { class: 'mono', title: b.did, text: shortDID(b.did) }), ' since ' + b.since),
+        e => { binding.textContent = e.status === 404 ? 'none' : explain(e); });
+    } } }));
+    // Values are read and watched at once only while the Thing is
+    // online (an offline one answers 503); the buttons do it on demand.
+    const online = (store.things.get(id) || r).presence.status === 'online';
 
     const signed = td.proof ? (r.verified ? 'signed, verified' : 'signed, not verified by the hub') : 'unsigned';
     append(root, 
@@ -123,8 +129,9 @@ export function thingView(root, id) {
         str(p.description) ? h('p', { class: 'muted small', text: p.description }) : null,
         value,
         h('div', { class: 'row' }, p.writeOnly ? null : h('button', { type: 'button', class: 'small', text: 'Read', on: { click: read } }), watchBtn, note));
-      if (!p.writeOnly) read();
-      if (p.observable && budget > 0) watch();
+      if (!p.writeOnly && online) read();
+      else if (!online) { value.textContent = '—'; note.textContent = 'offline'; }
+      if (p.observable && budget > 0 && online) watch();
       if (!p.readOnly) {
         const schema = Object.assign({}, p);
         delete schema.forms;
@@ -286,7 +293,7 @@ export function thingView(root, id) {
         h('h3', { text: str(ev.title) || name }),
         str(ev.description) ? h('p', { class: 'muted small', text: ev.description }) : null,
         h('div', { class: 'row' }, btn, note), log);
-      if (budget > 0) watch();
+      if (budget > 0 && online) watch();
       return card;
     }
 

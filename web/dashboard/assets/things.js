@@ -6,7 +6,26 @@ import { get, enc, explain } from './api.js';
 
 const PAGE = 50;
 // The filters and the page survive a visit to a Thing's page.
-const state = { q: '', type: '', presence: '', origin: '', group: '', page: 0, hits: null, words: [] };
+const state = { q: '', type: '', presence: '', origin: '', group: '', page: 0, hits: null, words: [], matches: new Map() };
+
+// matchedTexts are the texts of a Thing a search matched, outside its
+// title and description (which the row shows anyway): capability
+// examples, affordance names and descriptions… (pointers from
+// /search/text), at most three.
+function matchedTexts(td, pointers) {
+  const out = [];
+  for (const p of pointers || []) {
+    const parts = String(p).split('/').slice(1).map(x => x.replace(/~1/g, '/').replace(/~0/g, '~'));
+    if (parts.length === 1 && (parts[0] === 'title' || parts[0] === 'description')) continue;
+    let v = td;
+    for (const k of parts) v = v !== null && typeof v === 'object' ? v[k] : undefined;
+    const aff = ['actions', 'properties', 'events'].includes(parts[0]) && parts.length >= 2 ? parts[0].slice(0, -1) + ' ' + parts[1] : '';
+    if (typeof v === 'string') out.push(aff && v !== parts[1] ? aff + ': ' + v : aff || v);
+    else if (aff) out.push(aff);
+    if (out.length === 3) break;
+  }
+  return out;
+}
 
 function select(testid, label, options, value, onChange) {
   const id = 'f-' + testid;
@@ -58,6 +77,7 @@ export function thingsView(root) {
       const hits = await get('/search/text?limit=1000&q=' + enc(q));
       if (state.q !== q) return;
       state.hits = hits.map(x => x.id);
+      state.matches = new Map(hits.map(x => [x.id, x.matches]));
       state.words = words;
     } catch (e) {
       state.hits = [];
@@ -83,11 +103,13 @@ export function thingsView(root) {
     const pres = h('span', { class: 'badge ' + status, text: status });
     const seen = status === 'offline' && r.presence.since ? h('span', { class: 'muted small', text: ' last seen ' + ago(r.presence.since) }) : null;
     const desc = typeof r.td.description === 'string' ? r.td.description : '';
+    const found = state.hits ? matchedTexts(r.td, state.matches.get(r.id)) : [];
     const caps = r.caps.slice(0, 4).map(c => h('span', { class: 'chip' }, marked(c && (c.name || c.id) || '', w)));
     return h('tr', { testid: 'thing-row', 'data-id': r.id, 'data-presence': status, class: status },
       h('td', {},
         h('a', { testid: 'thing-link', href: '#/thing/' + enc(r.id) }, marked(r.title, w)),
         desc ? h('div', { class: 'muted small clip' }, marked(desc.slice(0, 160), w)) : null,
+        found.length ? h('div', { class: 'small clip', testid: 'search-matches' }, 'matched: ', found.map((t, i) => [i ? ' · ' : '', marked(t.slice(0, 120), w)])) : null,
         h('div', { class: 'muted small mono clip', text: r.id })),
       h('td', { 'data-label': 'Type', text: r.kind }),
       h('td', { 'data-label': 'Presence' }, pres, seen),
