@@ -209,7 +209,7 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,
 		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns, Groups: cfg.Groups,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})
-	dash, err := dashboard.New()
+	dash, err := dashboard.Load()
 	if err != nil { // the files are compiled in: a broken build
 		panic(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 )
 
 //go:embed assets
@@ -45,6 +46,10 @@ type Dashboard struct {
 	version string
 	index   *asset
 }
+
+// Load returns the dashboard, its files loaded and compressed once per
+// process (every web.Server shares them).
+var Load = sync.OnceValues(New)
 
 // New loads and compresses the embedded assets.
 func New() (*Dashboard, error) {
