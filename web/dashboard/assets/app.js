@@ -15,6 +15,7 @@ const routes = [
 
 let cleanup = null;
 let seq = 0;
+let routed = 0;
 
 async function route() {
   const my = ++seq;
@@ -34,6 +35,8 @@ async function route() {
     view.replaceChildren();
     const args = m.slice(1).map(decodeURIComponent);
     cleanup = fn(view, ...args) || null;
+    // A new page: keyboard and screen-reader users start at its top.
+    if (routed++) view.focus({ preventScroll: false });
     for (const a of document.querySelectorAll('nav a')) {
       const on = a.getAttribute('href') === hash || (a.getAttribute('href') === '#/' && /^#\/(thing\/|$)/.test(hash));
       if (on) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');

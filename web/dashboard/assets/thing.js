@@ -302,6 +302,7 @@ export function thingView(root, id) {
       const add = logList(log, MAX_LOG);
       cleanups.push(onHubEvent((name, d) => {
         if (d.id !== id && !(d.group && d.group.member === id)) return;
+        if (name === 'thing_deleted') showError('This Thing was deleted from the directory.');
         const what = name === 'presence' && d.presence ? 'presence ' + d.presence.status : name === 'group' && d.group ? d.group.action + ' ' + d.group.group : name;
         add(time() + '  ' + what);
       }));
