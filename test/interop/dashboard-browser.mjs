@@ -449,6 +449,14 @@ const handlers = {
       }
       return `one result each for ${seen.join(", ")}`;
     });
+    await check("a member's page links its group", async () => {
+      await openThing(c.members[0]);
+      await until(`a link named ${c.gid}`, async () => {
+        const names = await page.locator("a").allTextContents();
+        if (!names.some((n) => n.trim() === c.gid)) throw new Error(`no link named ${c.gid}`);
+        return true;
+      });
+    });
   },
 
   async tokenCreate(c) {
