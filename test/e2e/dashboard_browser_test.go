@@ -513,6 +513,26 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("GET /things with the token the page revoked: %d %s, want 401", resp.StatusCode, body)
 		}
 	})
+	t.Run("refused token", func(t *testing.T) {
+		resp, body := h.do(http.MethodPost, "/api/tokens", "application/json", []byte(`{"name":"browser-read","scope":"read"}`), testToken)
+		var read struct{ Token string }
+		if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &read) != nil || read.Token == "" {
+			t.Fatalf("POST /api/tokens: %d %s", resp.StatusCode, body)
+		}
+		for _, c := range []struct {
+			kind, token, gid string
+			status           int
+		}{
+			{"read-scoped", read.Token, "refused-read", http.StatusForbidden},
+			{"wrong", "lmos_this-token-was-never-issued-by-this-hub-000", "refused-wrong", http.StatusUnauthorized},
+		} {
+			b.run(t, map[string]any{"cmd": "refusedToken", "kind": c.kind, "token": c.token, "gid": c.gid, "status": c.status})
+			// The refusal changed nothing.
+			if resp, body := h.do(http.MethodGet, "/api/groups/"+c.gid, "", nil, testToken); resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET /api/groups/%s after the page's refused create: %d %s, want 404", c.gid, resp.StatusCode, body)
+			}
+		}
+	})
 	var hostile *agent.Agent
 	t.Run("hostile TD", func(t *testing.T) {
 		const (

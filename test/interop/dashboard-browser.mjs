@@ -48,6 +48,8 @@ const cssq = (s) => String(s).replace(/["\\]/g, (c) => "\\" + c).replace(/\n/g, 
 const row = (id) => `${T("thing-row")}[data-id="${cssq(id)}"]`;
 
 let crashed = false;
+// expectStatus holds the HTTP error answers the running check provokes.
+let expectStatus = new Set();
 const browser = await chromium.launch({
   executablePath: exe,
   // Root (CI) cannot use Chromium's sandbox; the page is the hub's own.
@@ -94,6 +96,10 @@ function watch(p) {
     const hdrs = await req.allHeaders().catch(() => ({}));
     // A 401 to a request sent without a token is the dashboard finding
     // out it needs one (it then asks); with a token it is a failure.
+    if (expectStatus.has(r.status())) {
+      say({ info: `HTTP ${r.status()} as the check expects: ${req.method()} ${r.url()}` });
+      return;
+    }
     if (r.status() === 401 && !hdrs.authorization) {
       say({ info: `401 without a token: ${req.method()} ${r.url()}` });
       return;
@@ -106,8 +112,8 @@ function watch(p) {
   });
 }
 
-async function openPage() {
-  page = await context.newPage();
+async function openPage(ctx = context) {
+  page = await ctx.newPage();
   // No single call waits long: until() repeats it within STEP.
   page.setDefaultTimeout(2000);
   watch(page);
@@ -126,13 +132,20 @@ async function noReload() {
 }
 
 let tokenGiven = 0;
+// answerWith is the token the prompt gets: the admin token, except in a
+// visit that tries a refused one (refusedToken).
+let answerWith = adminToken;
 // answerTokenDialog types the admin token into the dashboard's token
 // prompt when it is open.
 async function answerTokenDialog() {
   const dlg = page.locator(T("token-dialog"));
   if (!(await dlg.isVisible().catch(() => false))) return;
-  await page.locator(T("token-input")).fill(adminToken, { timeout: 2000 });
+  await page.locator(T("token-input")).fill(answerWith, { timeout: 2000 });
   await page.locator(T("token-save")).click({ timeout: 2000 });
+  if (answerWith !== adminToken) {
+    say({ info: "token dialog answered with the token to refuse" });
+    return;
+  }
   tokenGiven++;
   say({ info: "token dialog answered with the admin token" });
 }
@@ -556,6 +569,35 @@ const handlers = {
       });
     }
     await page.setViewportSize(WIDE);
+  },
+
+  // refusedToken: in a visit of its own (no token held), a change made
+  // with a token the hub refuses (wrong: 401, read scope: 403) shows the
+  // refusal as text; the Go side checks nothing changed.
+  async refusedToken(c) {
+    const main = page;
+    const ctx = await browser.newContext({ viewport: WIDE });
+    answerWith = c.token;
+    expectStatus = new Set([c.status]);
+    try {
+      await openPage(ctx);
+      await check(`a ${c.kind} token is refused with a message`, async () => {
+        await nav("groups");
+        await fill(T("group-create-id"), c.gid, "group-create-id");
+        await click(T("group-create"), "group-create");
+        const t = await until("the error banner", async () => {
+          if (!(await visible(T("error-banner")))) return "";
+          return (await text(T("error-banner"))).trim();
+        });
+        if (!t.includes(String(c.status))) throw new Error(`error-banner says ${JSON.stringify(t)}, which does not name the refusal (${c.status})`);
+        return t.slice(0, 200);
+      });
+    } finally {
+      answerWith = adminToken;
+      expectStatus = new Set();
+      await ctx.close().catch(() => {});
+      page = main;
+    }
   },
 
   // session: what holds for the whole visit.
