@@ -343,6 +343,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "invoke", "id": dashThermo, "action": "setpoint",
 			"fields": map[string]any{"celsius": 21.5, "mode": "comfort"}, "want": []string{"set-21.5-comfort"}})
 	})
+	t.Run("invalid action input", func(t *testing.T) {
+		b.run(t, map[string]any{"cmd": "invalid", "id": dashThermo, "action": "setpoint", "fields": map[string]any{"celsius": 99}})
+	})
 	t.Run("streamed action", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "streamStart", "id": dashThermo, "action": "count",
 			"fields": map[string]any{"n": 3, "tag": "hold"}, "want": []string{"part-hold-0", "part-hold-1"}, "finalMark": "final-hold"})

@@ -346,6 +346,32 @@ const handlers = {
     });
   },
 
+  // invalid: input that breaks the action's schema is flagged at its
+  // field and never sent.
+  async invalid(c) {
+    await check(`invalid input of ${c.action} flagged before sending`, async () => {
+      await openThing(c.id);
+      let sent = 0;
+      const count = (r) => {
+        if (r.method() === "POST" && r.url().includes(`/actions/${encodeURIComponent(c.action)}`)) sent++;
+      };
+      page.on("request", count);
+      try {
+        await fillForm(c.action, c.fields);
+        await click(T(`action-submit-${c.action}`));
+        const form = T(`action-form-${c.action}`);
+        const t = await until("a field error", async () => {
+          const errs = await page.locator(`${form} ${T("field-error")}`).allTextContents();
+          return errs.map((e) => e.trim()).filter(Boolean).join("; ");
+        });
+        if (sent) throw new Error(`the invalid input was sent (${sent} request(s))`);
+        return t.slice(0, 200);
+      } finally {
+        page.off("request", count);
+      }
+    });
+  },
+
   // streamStart submits a streamed action whose agent holds back its last
   // results: the first partial results must show while no final result
   // exists yet.
