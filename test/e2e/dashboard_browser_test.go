@@ -328,7 +328,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := lamp.SetProperty("on", true); err != nil {
 		t.Fatal(err)
 	}
-	startScript(t, ctx, "mqtt.js agent", "mqttjs-agent.mjs", mqttURL, dashJS, "5", "1")
+	jsAgent := startScript(t, ctx, "mqtt.js agent", "mqttjs-agent.mjs", mqttURL, dashJS, "5", "1")
 	permitJoin(t, h, 0)
 
 	b := startBrowser(t, h.URL, shots)
@@ -572,6 +572,22 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 	t.Run("phone width", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "phone", "id": dashThermo})
+	})
+	t.Run("hub restart", func(t *testing.T) {
+		// mqtt.js (reconnectPeriod 0 in its script) takes a lost
+		// connection as a failure: it leaves first. The Go agents
+		// reconnect by themselves.
+		jsAgent.exit()
+		b.run(t, map[string]any{"cmd": "outage"})
+		httpAddr, mqttAddr := h.Main.HTTPAddr.String(), h.Main.MQTTAddr.String()
+		h.Close()
+		h = startHubIn(top, h.Dir, func(c *Config) {
+			c.Join.Mode = "approve"
+			c.HTTP.Addr, c.MQTT.Addr = httpAddr, mqttAddr
+		})
+		const id = "urn:lmos:test:after-restart"
+		h.put(id, hubtest.BareTD(id, "Registered after the restart"))
+		b.run(t, map[string]any{"cmd": "recovered", "id": id})
 	})
 	t.Run("session", func(t *testing.T) {
 		// The screenshots for the docs show the agents a person has, not
