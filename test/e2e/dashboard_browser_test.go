@@ -229,7 +229,8 @@ func dashAgent(t *testing.T, ctx context.Context, url string, td map[string]any)
 // TestDashboardInBrowser drives the dashboard (GET /) in headless Chromium
 // against a hub in join mode approve with real agents: the Go agent over
 // MQTT and over WebSocket, an mqtt.js agent, and agents started, stopped
-// and approved while the page watches. Each subtest is one thing a person
+// and approved while the page watches; at the end the hub restarts under
+// the page on its addresses. Each subtest is one thing a person
 // does; they share the page (as a person's visit would) and each starts
 // from the Things list, so one failing does not hide the others. Any
 // console error, uncaught exception, failed request or HTTP error answer
