@@ -49,7 +49,7 @@ export function thingView(root, id) {
     const groups = h('dd');
     const showGroups = () => {
       const gs = store.memberOf.get(id) || [];
-      groups.replaceChildren(gs.length ? gs.map((g, i) => [i ? ', ' : '', h('a', { href: '#/group/' + enc(g), text: g })]) : '—');
+      groups.replaceChildren(...(gs.length ? gs.flatMap((g, i) => [i ? ', ' : '', h('a', { href: '#/group/' + enc(g), text: g })]) : ['—']));
     };
     showGroups();
     cleanups.push(subscribe(() => { showPresence(); showGroups(); }));
