@@ -15,7 +15,8 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lmos-hub
 
-## test-deps: install what the tests need (node/npm, test/interop/node_modules)
+## test-deps: install what the tests need (Debian packages such as node/npm and
+## chromium, and test/interop/node_modules with playwright-core)
 test-deps:
 	bash scripts/test-deps.sh
 

@@ -43,6 +43,8 @@ type Main struct {
 	// Stdout receives the first admin token, printed once.
 	Stdout io.Writer
 	Logger *slog.Logger
+	// LogTail keeps the recent records of Logger for GET /api/log.
+	LogTail *web.LogTail
 
 	// SSEHeartbeat overrides the SSE keep-alive interval (0: the web
 	// default, 15 s); tests shorten it to see keep-alives without waiting.
@@ -110,7 +112,11 @@ func NewMain(cfg Config, stdout io.Writer, logger *slog.Logger) *Main {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Main{Config: cfg, Version: "dev", Stdout: stdout, Logger: logger, errc: make(chan error, 1)}
+	// Every component logs through the tail, so GET /api/log shows the
+	// hub's own events (joins, refusals, takeovers, presence).
+	tail := web.NewLogTail(web.DefaultLogTailSize)
+	logger = slog.New(tail.Wrap(logger.Handler()))
+	return &Main{Config: cfg, Version: "dev", Stdout: stdout, Logger: logger, LogTail: tail, errc: make(chan error, 1)}
 }
 
 // Run opens everything and starts serving; it returns once the hub serves.
@@ -427,7 +433,8 @@ func (m *Main) webConfig() web.Config {
 			"registry": m.Registry.Err,
 			"broker":   b.Err,
 		},
-		Logger: m.Logger.With("component", "http"),
+		Logger:  m.Logger.With("component", "http"),
+		LogTail: m.LogTail,
 	}
 }
 

@@ -1,14 +1,18 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
@@ -69,4 +73,44 @@ func TestMainFailedStartReleasesWhatItOpened(t *testing.T) {
 	}
 	ln.Close()
 	hubtest.StartIn(t, dir, nil) // the store's lock is free
+}
+
+// The hub's own log reaches GET /api/log: main wires every component's
+// logger through the tail, so an admin reads "hub ready" and the other
+// start-up records there, with their attributes.
+func TestLogTailWired(t *testing.T) {
+	h := hubtest.Start(t, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.URL+"/api/log", nil)
+	req.Header.Set("Authorization", "Bearer "+hubtest.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/log: %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	ready, listening := false, false
+	for sc.Scan() && !(ready && listening) {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var rec struct {
+			Msg   string
+			Attrs map[string]string
+		}
+		if err := json.Unmarshal([]byte(data), &rec); err != nil {
+			t.Fatalf("log record %s: %v", data, err)
+		}
+		ready = ready || rec.Msg == "hub ready" && rec.Attrs["did"] == h.Main.DID()
+		listening = listening || rec.Msg == "http listening" && rec.Attrs["addr"] == h.Main.HTTPAddr.String()
+	}
+	if !ready || !listening {
+		t.Fatalf("the log tail lacks the start-up records (hub ready %v, http listening %v): %v", ready, listening, sc.Err())
+	}
 }

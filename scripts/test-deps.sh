@@ -11,7 +11,7 @@
 #     test/interop/package-lock.json.
 #
 # To require another Debian package, add a `need_deb <command> <package>` line
-# below (e.g. `need_deb mosquitto_sub mosquitto-clients`, `need_deb chromium chromium`).
+# below (e.g. `need_deb mosquitto_sub mosquitto-clients`).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -57,8 +57,12 @@ need_py() {
 	MISSING_DEBS+=("$pkg")
 }
 need_py paho.mqtt.client python3-paho-mqtt # Python paho-mqtt as an independent MQTT client
-# More later, e.g.:
-# need_deb chromium chromium
+# Debian's Chromium, driven headless by npm playwright-core for the dashboard's
+# browser tests (test/e2e/dashboard_browser_test.go). playwright-core is
+# pinned in test/interop/package.json to the release built against the
+# Chromium major that bookworm-security ships (1.64.1: Chromium 156); it
+# talks CDP to /usr/bin/chromium and downloads no browser of its own.
+need_deb chromium chromium
 
 if ((${#MISSING_DEBS[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then

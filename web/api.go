@@ -3,10 +3,7 @@ package web
 import (
 	"crypto/ed25519"
 	"encoding/json"
-	"html/template"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -161,31 +158,3 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// home is a plain page for a person who opens the hub in a browser before
-// the dashboard exists: what is registered and where the API is.
-func (s *Server) home(w http.ResponseWriter, r *http.Request) {
-	things, total := s.reg.List(0, 500)
-	type row struct{ ID, Title, Type, Presence string }
-	rows := make([]row, len(things))
-	for i, t := range things {
-		rows[i] = row{t.ID, t.Summary.Title, strings.Join(t.Summary.Types(), ", "), t.Meta.Presence.Status}
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].ID < rows[j].ID })
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = homePage.Execute(w, map[string]any{"Name": s.cfg.HubName, "Version": s.cfg.Version, "Total": total, "Rows": rows})
-}
-
-var homePage = template.Must(template.New("home").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Name}} · lmos-hub</title>
-<style>body{font:16px system-ui,sans-serif;margin:1rem auto;max-width:60rem;padding:0 1rem}table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.3rem;border-bottom:1px solid #ddd;word-break:break-all}</style>
-</head><body>
-<h1>{{.Name}}</h1>
-<p>lmos-hub {{.Version}} · {{.Total}} Things registered ·
-<a href="/.well-known/wot">directory TD</a> · <a href="/things">/things</a> · <a href="/api/status">status</a> · <a href="/metrics">metrics</a></p>
-<table><thead><tr><th>Title</th><th>Type</th><th>Presence</th><th>Id</th></tr></thead><tbody>
-{{range .Rows}}<tr><td>{{.Title}}</td><td>{{.Type}}</td><td>{{.Presence}}</td><td>{{.ID}}</td></tr>
-{{else}}<tr><td colspan="4">Nothing registered yet.</td></tr>{{end}}
-</tbody></table></body></html>
-`))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/web/dashboard"
 	"github.com/eclipse-lmos/lmos-hub/web/ws"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -117,6 +118,9 @@ type Config struct {
 	// Metrics write other adapters' figures (Prometheus text format)
 	// after the HTTP ones on /metrics.
 	Metrics []func(io.Writer)
+	// LogTail keeps the hub's recent log records for GET /api/log; nil
+	// answers 503 there.
+	LogTail *LogTail
 	Now     func() time.Time
 	Logger  *slog.Logger
 }
@@ -141,6 +145,7 @@ type Server struct {
 	// groupListEncoded counts how often it was made.
 	groupList        groupList
 	groupListEncoded *metrics.Counter
+	dash             *dashboard.Dashboard
 	closing          chan struct{}
 	once             sync.Once
 }
@@ -204,6 +209,11 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,
 		Admission: cfg.Admission, Access: cfg.Access, Publisher: cfg.Publisher, Streams: cfg.Streams, Conns: cfg.Conns, Groups: cfg.Groups,
 		AllowedOrigins: cfg.AllowedOrigins, Logger: s.log, Metrics: s.metrics, Closing: s.closing})
+	dash, err := dashboard.Load()
+	if err != nil { // the files are compiled in: a broken build
+		panic(err)
+	}
+	s.dash = dash
 	s.routes()
 	return s
 }
@@ -225,6 +235,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/tokens", s.admin(s.listTokens))
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
+	m.HandleFunc("GET /api/log", s.admin(s.logTail))
 	m.HandleFunc("GET /api/groups/{gid}/channel", s.identify(s.groupChannel))
 	s.joinRoutes()
 	s.groupRoutes()
@@ -236,7 +247,10 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /api/things/{id}/credential", s.write(s.deleteThingCredential))
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /metrics", s.serveMetrics)
-	m.HandleFunc("GET /{$}", s.read(s.home))
+	// The dashboard is public like any static file: it holds no data,
+	// and asks for a token when the hub wants one.
+	m.HandleFunc("GET /{$}", s.dash.ServeIndex)
+	m.HandleFunc("GET "+dashboard.Prefix+"{path...}", s.dash.ServeAsset)
 	s.proxyRoutes()
 	s.groupActionRoutes()
 	m.HandleFunc("GET /ws", s.identify(s.serveWS))
@@ -294,7 +308,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pattern = "other"
 	}
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_http_requests_total{route=%q,code="%d"}`, pattern, sw.status)).Inc()
-	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") && pattern != "GET /api/events" &&
+	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") && pattern != "GET /api/events" && pattern != "GET /api/log" &&
 		pattern != "GET /ws" && pattern != "GET /mqtt" {
 		s.metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`lmos_http_request_duration_seconds{route=%q}`, pattern)).UpdateDuration(start)
 	}
