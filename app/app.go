@@ -97,6 +97,8 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
+	// mdnsErr is why mDNS could not open (nil: it did, or is off).
+	mdnsErr atomic.Pointer[error]
 
 	// httpLn and httpsLn are the HTTP(S) listeners until the HTTP server
 	// owns them.
@@ -401,6 +403,7 @@ func (m *Main) webConfig() web.Config {
 		WriteBurst:     cfg.HTTP.WriteBurst,
 		Access:         m.Access,
 		StoreSize:      db.Size,
+		MDNS:           m.mdnsStatus,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
@@ -449,10 +452,25 @@ func (m *Main) openMDNS(context.Context) error {
 		return nil
 	}
 	if err := m.advertise(); err != nil {
+		m.mdnsErr.Store(&err)
 		m.Logger.Error("mdns is off: cannot open it; agents must be given the hub's address"+
 			" (another mDNS responder holding UDP 5353 without SO_REUSEADDR? --mdns=false silences this)", "err", err)
 	}
 	return nil
+}
+
+// mdnsStatus is the state of mDNS for GET /api/status.
+func (m *Main) mdnsStatus() any {
+	if h := m.names.mdns.Load(); h != nil {
+		return h.Status()
+	}
+	if !m.Config.MDNS.Enabled {
+		return mdns.Status{State: "off", Interfaces: []string{}}
+	}
+	if err := m.mdnsErr.Load(); err != nil {
+		return mdns.Status{State: "failed", Error: (*err).Error(), Interfaces: []string{}}
+	}
+	return mdns.Status{State: "starting", Interfaces: []string{}}
 }
 
 // advertise opens the hub's mDNS responder and registrar.

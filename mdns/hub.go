@@ -51,11 +51,14 @@ type Hub struct {
 	tlsAt []bool
 	fp    string
 
-	mu   sync.Mutex
-	adv  *dnssd.Advertiser
-	ctx  context.Context
-	stop context.CancelFunc
-	done chan struct{}
+	conn *dnssd.Conn
+
+	mu     sync.Mutex
+	adv    *dnssd.Advertiser
+	advErr error // why advertising failed (nil: probing or advertising)
+	ctx    context.Context
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // Open starts browsing and registering at once, and advertising in the
@@ -84,7 +87,7 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		h.Registrar.Close()
 		return nil, fmt.Errorf("cannot browse mdns: %w", err)
 	}
-	h.browser = b
+	h.browser, h.conn = b, c
 	services := []dnssd.Service{{
 		Instance: cfg.Name, Type: lmos.ServiceWoT, Subtypes: []string{lmos.SubtypeDirectory}, Port: cfg.HTTPPort,
 		Text: []string{lmos.TXTPath + "=" + lmos.DirectoryPath, lmos.TXTType + "=" + lmos.TypeDirectory, lmos.TXTScheme + "=" + cfg.Scheme},
@@ -110,6 +113,9 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				h.log.Error("cannot advertise the hub over mdns", "err", err)
+				h.mu.Lock()
+				h.advErr = err
+				h.mu.Unlock()
 			}
 			return
 		}
@@ -174,6 +180,41 @@ func (h *Hub) HostName() string {
 		return a.Host() + ".local"
 	}
 	return h.host + ".local"
+}
+
+// Status is what the hub's mDNS is doing, for its status page.
+type Status struct {
+	// State is "probing" (claiming its names), "advertising" or "failed";
+	// the hub reports "off" (disabled) and "starting" (not open yet) too.
+	State string `json:"state"`
+	// Error says why advertising failed.
+	Error string `json:"error,omitempty"`
+	// Name is the instance name advertised (renamed on a conflict) and
+	// Host the .local host name.
+	Name string `json:"name,omitempty"`
+	Host string `json:"host"`
+	// Interfaces are the network interfaces mDNS uses now.
+	Interfaces []string `json:"interfaces"`
+	// Seen counts the _wot._tcp services on the LAN, the hub's own among them.
+	Seen int `json:"seen"`
+}
+
+// Status reports the state of advertising and browsing.
+func (h *Hub) Status() Status {
+	st := Status{State: "probing", Host: h.HostName(), Interfaces: []string{}, Seen: len(h.browser.Entries())}
+	for _, i := range h.conn.Interfaces() {
+		st.Interfaces = append(st.Interfaces, i.Name)
+	}
+	h.mu.Lock()
+	a, err := h.adv, h.advErr
+	h.mu.Unlock()
+	switch {
+	case a != nil:
+		st.State, st.Name = "advertising", a.Services()[0].Instance
+	case err != nil:
+		st.State, st.Error = "failed", err.Error()
+	}
+	return st
 }
 
 // Browser returns the browser of _wot._tcp.

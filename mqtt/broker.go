@@ -195,8 +195,11 @@ type Broker struct {
 	reasonFixes atomic.Uint64
 	// dropped counts deliveries not made, by reason; slowCuts the clients
 	// disconnected for being too slow (metrics.go).
-	dropped  drops
-	slowCuts atomic.Uint64
+	dropped drops
+	// messages counts the publishes fanOut routed; deliveries, the copies
+	// it queued or stored for subscribers before any drop (metrics.go).
+	messages, deliveries atomic.Uint64
+	slowCuts             atomic.Uint64
 	// refused counts refused joins and connections by reason.
 	refused refusals
 	// gates orders connections with the same client id; reuseTimeouts

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 	"github.com/eclipse/paho.golang/paho"
 )
@@ -700,5 +702,45 @@ func TestRepeatedSubscribeStoresRetainedOnce(t *testing.T) {
 	cl, _ := e.b.server.Clients.Get("repeat")
 	if n := cl.State.Inflight.Len(); n != 1 {
 		t.Fatalf("the session stores %d copies of one retained message", n)
+	}
+}
+
+// TestMessageCounters: lmos_mqtt_messages_total counts each publish the
+// broker routed once, lmos_mqtt_deliveries_total each copy for a
+// subscriber (the dashboard's messages/s and deliveries/s).
+func TestMessageCounters(t *testing.T) {
+	e := newEnv(t, nil)
+	anon := mustDial(t, e.addr, nil)
+	res := anon.join("urn:a", tdgen.MakeTD("urn:a", "A"), "")
+	a := mustDial(t, e.addr, withCreds(res.Credentials))
+	w1, w2 := mustDial(t, e.addr, nil), mustDial(t, e.addr, nil)
+	w1.mustSub("lmos/v1/things/+/events/+")
+	w2.mustSub("lmos/v1/things/urn:a/events/e")
+	figure := func(name string) uint64 {
+		var w strings.Builder
+		e.b.WritePrometheus(&w)
+		for _, l := range strings.Split(w.String(), "\n") {
+			if v, ok := strings.CutPrefix(l, name+" "); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", l, err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("no %s in the metrics:\n%s", name, w.String())
+		return 0
+	}
+	m0, d0 := figure("lmos_mqtt_messages_total"), figure("lmos_mqtt_deliveries_total")
+	const n = 5
+	for i := range n {
+		a.mustPub("lmos/v1/things/urn:a/events/e", fmt.Appendf(nil, `{"i":%d}`, i), byte(i%2), false)
+	}
+	for range n {
+		w1.next("lmos/v1/things/urn:a/events/e")
+		w2.next("lmos/v1/things/urn:a/events/e")
+	}
+	if m, d := figure("lmos_mqtt_messages_total")-m0, figure("lmos_mqtt_deliveries_total")-d0; m != n || d != 2*n {
+		t.Fatalf("messages %d, deliveries %d; want %d and %d", m, d, n, 2*n)
 	}
 }

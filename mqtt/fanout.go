@@ -58,6 +58,7 @@ var fanTargets = sync.Pool{New: func() any { s := make([]fanTarget, 0, 64); retu
 // the pooled target slice across the loop; split up, those would have to
 // be passed around or escape for every subscriber.
 func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
+	b.messages.Add(1)
 	if pk.FixedHeader.Retain && b.server.Options.Capabilities.RetainAvailable != 0 { // [MQTT-3.3.1-5]
 		r := b.server.Topics.RetainMessage(pk.Copy(false))
 		b.state.OnRetainMessage(cl, pk, r)
@@ -105,6 +106,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 	if len(targets) > 1 && pk.FixedHeader.Qos > 0 {
 		n.share = &qosShare{left: len(targets)}
 	}
+	sent := uint64(0)
 	for _, t := range targets {
 		cl, sub := t.cl, t.sub
 		if sub.NoLocal && pk.Origin == cl.ID { // [MQTT-3.8.3-3]
@@ -137,6 +139,7 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 				conn = nil
 			}
 			b.deliverQoS(cl, conn, &pk, qos, retain, ids, owed, &n)
+			sent++
 			continue
 		}
 		var data []byte
@@ -158,7 +161,9 @@ func (b *Broker) fanOut(cl *mochi.Client, pk packets.Packet) bool {
 			kind = owed
 		}
 		b.queue(&n, cl, t.conn, data, kind)
+		sent++
 	}
+	b.deliveries.Add(sent)
 	return true
 }
 

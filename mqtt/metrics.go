@@ -77,6 +77,8 @@ func (b *Broker) SlowDisconnects() uint64 { return b.slowCuts.Load() }
 // WritePrometheus writes the broker's delivery figures in the Prometheus
 // text format, for the hub's /metrics.
 func (b *Broker) WritePrometheus(w io.Writer) {
+	fmt.Fprintf(w, "# HELP lmos_mqtt_messages_total Publishes the broker routed (from MQTT clients, the WebSocket gateway and the hub).\n# TYPE lmos_mqtt_messages_total counter\nlmos_mqtt_messages_total %d\n", b.messages.Load())
+	fmt.Fprintf(w, "# HELP lmos_mqtt_deliveries_total Copies of publishes queued or stored for subscribers, before any drop.\n# TYPE lmos_mqtt_deliveries_total counter\nlmos_mqtt_deliveries_total %d\n", b.deliveries.Load())
 	fmt.Fprintf(w, "# HELP lmos_mqtt_dropped_total MQTT deliveries not made, by reason.\n# TYPE lmos_mqtt_dropped_total counter\n")
 	for i, n := range dropReasonNames {
 		fmt.Fprintf(w, "lmos_mqtt_dropped_total{reason=%q} %d\n", n, b.dropped[i].Load())

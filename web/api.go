@@ -29,6 +29,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.StoreSize != nil {
 		st["storeBytes"] = s.cfg.StoreSize()
 	}
+	if s.cfg.MDNS != nil {
+		st["mdns"] = s.cfg.MDNS()
+	}
 	if s.cfg.Key != nil {
 		st["did"] = proof.DID(s.cfg.Key.Public().(ed25519.PublicKey))
 	}

@@ -53,6 +53,9 @@ type Config struct {
 	Checks map[string]func() error
 	// StoreSize reports the store's size in bytes for status and metrics.
 	StoreSize func() int64
+	// MDNS reports the state of mDNS for the status (nil: not shown); it
+	// is read per request, since mDNS opens after HTTP serves.
+	MDNS func() any
 	// Router carries proxied interactions (PROTOCOL §3.3) to the Things;
 	// nil answers 503 there.
 	Router *hub.Router

@@ -152,6 +152,28 @@ func getThing(t *testing.T, c *http.Client, base, id string) thingState {
 	return s
 }
 
+// mdnsStatus is GET /api/status's mdns member of the hub at base.
+func mdnsStatus(t *testing.T, c *http.Client, base string) (st struct {
+	State, Name, Host string
+	Interfaces        []string
+	Seen              int
+}) {
+	t.Helper()
+	resp, err := c.Get(base + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct{ MDNS json.RawMessage }
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	if err := json.Unmarshal(doc.MDNS, &st); err != nil {
+		t.Fatalf("mdns %s: %v", doc.MDNS, err)
+	}
+	return st
+}
+
 func TestMDNSLAN(t *testing.T) {
 	lan := netnstest.New(t, []string{"hub", "a1", "a2"}, "a2")
 	hubProc, base := mdnsHub(t, lan, "hub", "Test Hub")
@@ -163,6 +185,12 @@ func TestMDNSLAN(t *testing.T) {
 		d.WaitContains(10*time.Second, "Test Hub", "http://"+hubIP+":8080/.well-known/wot", "mqtt://"+hubIP+":1883")
 		f := lan.Helper("a2", "TestMDNSChild", childEnv+"=findhub")
 		f.WaitContains(10*time.Second, `"Name":"Test Hub"`, `"BrokerURL":"mqtt://`+hubIP+`:1883"`)
+		// Found: so advertising, on eth0, its own directory seen.
+		st := mdnsStatus(t, c, base)
+		if st.State != "advertising" || st.Name != "Test Hub" || !strings.HasSuffix(st.Host, ".local") ||
+			len(st.Interfaces) != 1 || st.Interfaces[0] != "eth0" || st.Seen < 1 {
+			t.Errorf("/api/status mdns %+v", st)
+		}
 	})
 
 	a1 := lan.Helper("a1", "TestMDNSChild", childEnv+"=agent", "LMOS_MDNS_ARGS=urn:test:a1|Lamp|0")
@@ -212,10 +240,14 @@ func TestMDNSLAN(t *testing.T) {
 		testwait.Eventually(t, 15*time.Second, "a2 offline", func() bool { return getThing(t, c, base, "urn:test:a2").Presence.Status == "offline" })
 	})
 	t.Run("two hubs with one name", func(t *testing.T) {
-		mdnsHub(t, lan, "a2", "Test Hub")
+		_, base2 := mdnsHub(t, lan, "a2", "Test Hub")
 		d := lan.Helper("a1", "TestMDNSChild", childEnv+"=run", "LMOS_MDNS_ARGS=discover|--timeout|2s|--interfaces|eth0")
 		d.WaitContains(10*time.Second, "HUBS (2)")
 		d.WaitContains(5*time.Second, "Test Hub (2)", lan.Addr("a2"))
+		// The status names the instance as renamed.
+		if st := mdnsStatus(t, c, base2); st.State != "advertising" || st.Name != "Test Hub (2)" {
+			t.Errorf("the second hub's /api/status mdns %+v", st)
+		}
 	})
 }
 

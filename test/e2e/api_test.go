@@ -349,6 +349,9 @@ func TestHealthMetricsStatus(t *testing.T) {
 	if st["things"] != float64(1) || st["hubId"] != h.Main.DB.HubID() || st["version"] == "" {
 		t.Errorf("status = %v", st)
 	}
+	if m, _ := st["mdns"].(map[string]any); m["state"] != "off" {
+		t.Errorf("status mdns = %v, want state off (startHub turns mDNS off)", st["mdns"])
+	}
 	// A refused request is counted by reason (here the problem code).
 	if resp, _ := h.do(http.MethodGet, "/things/urn:none", "", nil, ""); resp.StatusCode != 404 {
 		t.Fatalf("GET absent: %d", resp.StatusCode)

@@ -388,6 +388,30 @@ func TestDashboardInBrowser(t *testing.T) {
 			b.run(t, map[string]any{"cmd": "seeText", "name": fmt.Sprintf("property shows %v live", v), "testid": "prop-value-level", "text": fmt.Sprint(v)})
 		}
 	})
+	t.Run("hub figures", func(t *testing.T) {
+		// Ticks flow (20 a second, at most 2 minutes of them) while the
+		// page reads the broker's rate; the test hub runs without mDNS.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		defer func() {
+			close(stop)
+			wg.Wait()
+		}()
+		wg.Go(func() {
+			for i := range 2400 {
+				if err := thermo.Emit("tick", map[string]any{"seq": i}); err != nil {
+					t.Errorf("emit tick: %v", err)
+					return
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		})
+		b.run(t, map[string]any{"cmd": "hubFigures", "mdns": "off"})
+	})
 	t.Run("agent comes and goes", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "watch", "ids": []string{dashThermo}, "absent": dashLate})
 		permitJoin(t, h, 60)

@@ -531,6 +531,28 @@ const handlers = {
     });
   },
 
+  // hubFigures: the hub page shows the mDNS state and, while messages
+  // flow, a messages/s figure above zero (a rate needs two reads of
+  // /metrics, 5 s apart).
+  async hubFigures(c) {
+    await check("hub page shows the mDNS state", async () => {
+      await reset();
+      await nav("hub");
+      return await until(`hub-mdns showing ${c.mdns}`, async () => {
+        const t = (await text(T("hub-mdns"))).trim();
+        if (!t.startsWith(c.mdns)) throw new Error(`hub-mdns is ${JSON.stringify(t)}`);
+        return t;
+      });
+    });
+    await check("hub page shows messages/s while messages flow", async () => {
+      return await until("broker-messages-rate above 0", async () => {
+        const t = (await text(T("broker-messages-rate"))).trim();
+        if (!(Number(t) > 0)) throw new Error(`broker-messages-rate is ${JSON.stringify(t)}`);
+        return `${t} messages/s, ${(await text(T("broker-deliveries-rate"))).trim()} deliveries/s`;
+      });
+    });
+  },
+
   async tokenRevoke(c) {
     await check("token revoked", async () => {
       await reset();

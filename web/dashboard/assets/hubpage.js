@@ -63,17 +63,19 @@ export function hubView(root) {
         ['Store size', s.storeBytes !== undefined ? (s.storeBytes / 1024).toFixed(0) + ' KiB' : undefined],
         ['Components', comps], ['Anonymous clients may', s.access && s.access.anonymous],
         ['Join mode', s.join && s.join.mode],
+        ['mDNS', s.mdns && mdnsText(s.mdns), 'hub-mdns'],
         ['TLS fingerprint', s.tls && s.tls.fingerprint], ['TLS certificate until', s.tls && s.tls.notAfter],
       ]);
     } catch (e) { clear(status).append(h('p', { text: 'Cannot read the status: ' + explain(e) })); }
   }
 
-  // The broker's figures come from /metrics (Prometheus text).
-  let lastDrops = null;
+  // The broker's figures come from /metrics (Prometheus text); rates are
+  // the change of a counter between two reads.
+  let lastDrops = null, last = null;
   async function loadMetrics() {
     try {
       const text = await request('GET', '/metrics', { accept: 'text/plain' });
-      let clients, inflight, drops = {}, total = 0;
+      let clients, inflight, messages, deliveries, drops = {}, total = 0;
       for (const line of String(text).split('\n')) {
         if (line.startsWith('#')) continue;
         const m = line.match(/^(lmos_[a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$/);
@@ -81,6 +83,8 @@ export function hubView(root) {
         const v = Number(m[3]);
         if (m[1] === 'lmos_mqtt_clients') clients = v;
         else if (m[1] === 'lmos_mqtt_inflight') inflight = v;
+        else if (m[1] === 'lmos_mqtt_messages_total') messages = v;
+        else if (m[1] === 'lmos_mqtt_deliveries_total') deliveries = v;
         else if (m[1].endsWith('_dropped_total')) {
           const reason = m[1].replace(/^lmos_|_dropped_total$/g, '') + (m[2] ? ' ' + (m[2].match(/reason="([^"]*)"/) || [, ''])[1] : '');
           drops[reason.trim()] = v;
@@ -88,11 +92,27 @@ export function hubView(root) {
         }
       }
       const nonzero = Object.entries(drops).filter(([, v]) => v > 0).map(([k, v]) => k + ': ' + v).join(', ');
+      const now = performance.now();
+      const rate = (v, was) => last && v !== undefined && was !== undefined && now > last.at
+        ? ((v - was) * 1000 / (now - last.at)).toFixed(1) : '…';
+      const rates = [rate(messages, last && last.messages), rate(deliveries, last && last.deliveries)];
+      last = { at: now, messages, deliveries };
       kv(broker, [['Clients', clients, 'broker-clients'], ['In flight', inflight],
+        ['Messages/s', rates[0], 'broker-messages-rate'], ['Deliveries/s', rates[1], 'broker-deliveries-rate'],
         ['Drops', total ? nonzero : 'none', 'broker-drops'],
         ['Drops since last look', lastDrops === null ? '' : String(total - lastDrops)]]);
       lastDrops = total;
     } catch (e) { clear(broker).append(h('p', { text: 'Cannot read the metrics: ' + explain(e) })); }
+  }
+
+  function mdnsText(m) {
+    const parts = [m.state];
+    if (m.name) parts.push('as "' + m.name + '"');
+    if (m.host) parts.push(m.host);
+    if (m.interfaces && m.interfaces.length) parts.push('on ' + m.interfaces.join(', '));
+    if (m.state !== 'off') parts.push((m.seen || 0) + ' WoT services seen');
+    if (m.error) parts.push(m.error);
+    return parts.join(' · ');
   }
 
   async function loadTokens() {
