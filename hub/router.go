@@ -68,28 +68,8 @@ func (r *Router) Check(in Interaction) (Transport, Thing, error) {
 // whose ctx expires before its final result fails with ETIMEOUT; a stream
 // whose ctx ends returns nil.
 func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) error) error {
-	tr, t, err := r.Check(in)
+	tr, err := r.prepare(&in)
 	if err != nil {
-		return err
-	}
-	in.Thing = &t
-	doc, err := r.reg.Document(in.ThingID)
-	if err != nil {
-		return err
-	}
-	affs, _ := doc[in.Op.affordances()].(map[string]any)
-	if in.Affordance, _ = affs[in.Name].(map[string]any); in.Affordance == nil {
-		// Replaced since Check without this affordance.
-		return Errorf(ENOTFOUND, "Thing %q has no %s %q", in.ThingID, singular(in.Op.affordances()), in.Name)
-	}
-	// The Thing would refuse these anyway, or never answer: say why now.
-	if in.Op == OpWriteProperty && in.Affordance["readOnly"] == true {
-		return Errorf(EMETHOD, "property %q of Thing %q is read-only", in.Name, in.ThingID)
-	}
-	if (in.Op == OpReadProperty || in.Op == OpObserveProperty) && in.Affordance["writeOnly"] == true {
-		return Errorf(EMETHOD, "property %q of Thing %q is write-only", in.Name, in.ThingID)
-	}
-	if err := checkInput(in, r.reg.Decoder()); err != nil {
 		return err
 	}
 	final := false
@@ -108,6 +88,44 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 		return fmt.Errorf("cannot %s %s of %s: %w", in.Op, in.Name, in.ThingID, err)
 	}
 	return nil
+}
+
+// Validate makes the checks Deliver makes before anything reaches the
+// Thing — it exists, the affordance allows the operation, the input fits
+// its schema — so that a door can answer a refusal before it commits to
+// a response (an HTTP event stream starts with 200).
+func (r *Router) Validate(in Interaction) error {
+	_, err := r.prepare(&in)
+	return err
+}
+
+// prepare checks in and fills in its Thing and affordance.
+func (r *Router) prepare(in *Interaction) (Transport, error) {
+	tr, t, err := r.Check(*in)
+	if err != nil {
+		return nil, err
+	}
+	in.Thing = &t
+	doc, err := r.reg.Document(in.ThingID)
+	if err != nil {
+		return nil, err
+	}
+	affs, _ := doc[in.Op.affordances()].(map[string]any)
+	if in.Affordance, _ = affs[in.Name].(map[string]any); in.Affordance == nil {
+		// Replaced since Check without this affordance.
+		return nil, Errorf(ENOTFOUND, "Thing %q has no %s %q", in.ThingID, singular(in.Op.affordances()), in.Name)
+	}
+	// The Thing would refuse these anyway, or never answer: say why now.
+	if in.Op == OpWriteProperty && in.Affordance["readOnly"] == true {
+		return nil, Errorf(EMETHOD, "property %q of Thing %q is read-only", in.Name, in.ThingID)
+	}
+	if (in.Op == OpReadProperty || in.Op == OpObserveProperty) && in.Affordance["writeOnly"] == true {
+		return nil, Errorf(EMETHOD, "property %q of Thing %q is write-only", in.Name, in.ThingID)
+	}
+	if err := checkInput(*in, r.reg.Decoder()); err != nil {
+		return nil, err
+	}
+	return tr, nil
 }
 
 // singular names one affordance of a TD member in messages.

@@ -140,6 +140,8 @@ func (s *Server) proxyReadProperty(w http.ResponseWriter, r *http.Request) {
 // proxyRequest checks a write or invocation and reads its body; it answers
 // the error itself and reports ok false. The Thing and affordance are
 // checked first: a request for an unknown one is 404 whatever its body.
+// The input is checked against its schema here too, so a streamed
+// invocation is refused with 400 rather than in a stream begun with 200.
 func (s *Server) proxyRequest(w http.ResponseWriter, r *http.Request, op hub.Op, optionalBody bool) (*hub.Router, hub.Interaction, bool) {
 	rt, err := s.router()
 	if err != nil {
@@ -155,7 +157,11 @@ func (s *Server) proxyRequest(w http.ResponseWriter, r *http.Request, op hub.Op,
 		s.writeError(w, r, err)
 		return nil, hub.Interaction{}, false
 	}
-	if in.Input, in.ContentType, err = s.readInput(w, r, optionalBody); err != nil {
+	if in.Input, in.ContentType, err = s.readInput(w, r, optionalBody); err == nil {
+		// Refused now, not in a stream that began with 200.
+		err = rt.Validate(in)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return nil, hub.Interaction{}, false
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,7 +281,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	var setpoints atomic.Int64
 	thermo.HandleAction("setpoint", func(_ context.Context, in agent.Input) (any, error) {
+		setpoints.Add(1)
 		var v struct {
 			Celsius float64
 			Mode    string
@@ -345,7 +348,12 @@ func TestDashboardInBrowser(t *testing.T) {
 			"fields": map[string]any{"celsius": 21.5, "mode": "comfort"}, "want": []string{"set-21.5-comfort"}})
 	})
 	t.Run("invalid action input", func(t *testing.T) {
+		before := setpoints.Load()
 		b.run(t, map[string]any{"cmd": "invalid", "id": dashThermo, "action": "setpoint", "fields": map[string]any{"celsius": 99}})
+		// Neither the form nor the hub let it reach the agent.
+		if n := setpoints.Load() - before; n != 0 {
+			t.Errorf("the agent's setpoint ran %d times on invalid input", n)
+		}
 	})
 	t.Run("streamed action", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "streamStart", "id": dashThermo, "action": "count",

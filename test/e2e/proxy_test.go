@@ -401,7 +401,8 @@ func TestProxyRejections(t *testing.T) {
 
 // TestProxyInvokeChecksDataSchema: an action input that breaks a pattern, a
 // multipleOf or a tuple's items is refused with 400 and validationErrors
-// pointing into the value, and never reaches the agent; a valid one does.
+// pointing into the value, also when the client asked for an event
+// stream, and never reaches the agent; a valid one does.
 func TestProxyInvokeChecksDataSchema(t *testing.T) {
 	h := startHub(t, nil)
 	a := h.startAgent(agentID)
@@ -410,10 +411,14 @@ func TestProxyInvokeChecksDataSchema(t *testing.T) {
 		{`{"qty":7}`, "/qty"},
 		{`{"at":[1.5,"north"]}`, "/at/1"},
 	} {
-		resp, body := h.request("POST", actionPath(agentID, "order"), "application/json", "", []byte(c.input), testToken)
-		p := expectProblem(t, resp, body, 400, "data schema")
-		if len(p.ValidationErrors) != 1 || p.ValidationErrors[0].Field != c.field || p.ValidationErrors[0].Description == "" {
-			t.Errorf("%s: validationErrors %+v, want one at %s", c.input, p.ValidationErrors, c.field)
+		// Streamed or not: a stream that would begin with 200 is refused
+		// before it begins.
+		for _, accept := range []string{"", "text/event-stream"} {
+			resp, body := h.request("POST", actionPath(agentID, "order"), "application/json", accept, []byte(c.input), testToken)
+			p := expectProblem(t, resp, body, 400, "data schema")
+			if len(p.ValidationErrors) != 1 || p.ValidationErrors[0].Field != c.field || p.ValidationErrors[0].Description == "" {
+				t.Errorf("%s (Accept %q): validationErrors %+v, want one at %s", c.input, accept, p.ValidationErrors, c.field)
+			}
 		}
 	}
 	select {

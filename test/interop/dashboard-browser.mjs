@@ -381,6 +381,35 @@ const handlers = {
         page.off("request", count);
       }
     });
+    // Sent anyway (the form's "without checks" box): the hub refuses it
+    // with 400 and its validationErrors, shown at the field they name.
+    await check(`invalid input of ${c.action} sent unchecked is refused by the hub at the field`, async () => {
+      const answers = [];
+      const seen = (r) => {
+        if (r.request().method() === "POST" && r.url().includes(`/actions/${encodeURIComponent(c.action)}`)) answers.push(r);
+      };
+      page.on("response", seen);
+      expectStatus = new Set([400]);
+      try {
+        await page.locator(T(`action-unchecked-${c.action}`)).check();
+        await click(T(`action-submit-${c.action}`));
+        const r = await until("the hub's answer", async () => answers[0]);
+        const body = await r.json().catch(() => ({}));
+        if (r.status() !== 400 || !Array.isArray(body.validationErrors) || !body.validationErrors.length) {
+          throw new Error(`the hub answered ${r.status()} ${JSON.stringify(body).slice(0, 300)}`);
+        }
+        const field = Object.keys(c.fields)[0];
+        const at = `${T(`action-form-${c.action}`)} .form-field:has([name="${cssq(field)}"]) ${T("field-error")}`;
+        const shown = await until(`the hub's error at ${field}`, async () => (await text(at)).trim());
+        const want = body.validationErrors.map((e) => e.description).filter(Boolean);
+        if (!want.some((d) => shown.includes(d))) throw new Error(`${field} shows ${JSON.stringify(shown)}, the hub said ${JSON.stringify(want)}`);
+        await page.locator(T(`action-unchecked-${c.action}`)).uncheck();
+        return `${r.status()}, at ${field}: ${shown.slice(0, 150)}`;
+      } finally {
+        page.off("response", seen);
+        expectStatus = new Set();
+      }
+    });
   },
 
   // streamStart submits a streamed action whose agent holds back its last
