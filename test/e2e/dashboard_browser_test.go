@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
@@ -244,7 +246,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	chromiumPath(t)
 	hubtest.InteropScript(t, "dashboard-browser.mjs", "playwright-core")
-	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	// No write rate limit: the load subtest registers 1,000 Things from
+	// one client as fast as it can.
+	h := startHub(t, func(c *Config) { c.Join.Mode, c.HTTP.WriteRate = "approve", 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	// After the agents' and scripts' own cleanups (registered later, run
 	// first): the mqtt.js agent ends by closing its stdin, not killed.
@@ -615,12 +619,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		httpAddr, mqttAddr := h.Main.HTTPAddr.String(), h.Main.MQTTAddr.String()
 		h.Close()
 		h = startHubIn(top, h.Dir, func(c *Config) {
-			c.Join.Mode = "approve"
+			c.Join.Mode, c.HTTP.WriteRate = "approve", 0
 			c.HTTP.Addr, c.MQTT.Addr = httpAddr, mqttAddr
 		})
 		const id = "urn:lmos:test:after-restart"
 		h.put(id, hubtest.BareTD(id, "Registered after the restart"))
 		b.run(t, map[string]any{"cmd": "recovered", "id": id})
+	})
+	t.Run("load", func(t *testing.T) {
+		dashLoad(t, b, h, thermo)
 	})
 	t.Run("session", func(t *testing.T) {
 		// The screenshots for the docs show the agents a person has, not
@@ -644,6 +651,85 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		b.run(t, map[string]any{"cmd": "session"})
 	})
+}
+
+// dashLoad is the bad-input load the page must bear without freezing
+// (issue 26): 1,000 Things joining while the list is open, a 256 KiB TD,
+// and 1,000 events a second on a Thing's page (the page coalesces them).
+// It leaves the 1,000 Things and the big one registered.
+func dashLoad(t *testing.T, b *browser, h *testHub, thermo *agent.Agent) {
+	const n = 1000
+	id := func(i int) string { return fmt.Sprintf("urn:lmos:test:load:%04d", i) }
+	b.run(t, map[string]any{"cmd": "watch", "ids": []string{dashThermo}, "absent": id(n - 1)})
+	for i := range n {
+		resp, body := h.do(http.MethodPut, "/things/"+pathEscape(id(i)), lmos.MediaTD,
+			hubtest.BareTD(id(i), fmt.Sprintf("Load thing %04d", i)), testToken)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT %s: %d %s", id(i), resp.StatusCode, body)
+		}
+	}
+	var st struct{ Things int }
+	h.getJSON("/api/status", http.StatusOK, &st)
+	b.run(t, map[string]any{"cmd": "many", "total": st.Things, "sample": id(737), "q": "0737"})
+
+	// The biggest TD the hub takes (registry.maxTDBytes, 256 KiB): 230
+	// properties with a 1 KiB description each.
+	const bigID = "urn:lmos:test:load:big"
+	props := map[string]any{}
+	for i := range 230 {
+		props[fmt.Sprintf("p%03d", i)] = map[string]any{"type": "string", "description": strings.Repeat(fmt.Sprintf("%03d ", i), 256),
+			"forms": []any{map[string]any{"href": fmt.Sprintf("http://127.0.0.1:9/p%03d", i)}}}
+	}
+	big, err := json.Marshal(map[string]any{"@context": "https://www.w3.org/2022/wot/td/v1.1", "id": bigID, "title": "Big thing",
+		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}}, "security": "nosec_sc", "properties": props})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(big) < 240<<10 || len(big) > hub.DefaultMaxTDBytes {
+		t.Fatalf("the big TD is %d bytes", len(big))
+	}
+	if resp, body := h.do(http.MethodPut, "/things/"+pathEscape(bigID), lmos.MediaTD, big, testToken); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT the big TD: %d %s", resp.StatusCode, body)
+	}
+	b.run(t, map[string]any{"cmd": "bigTD", "id": bigID, "title": "Big thing", "last": "p229", "bytes": len(big)})
+
+	// 1,000 events a second for 5 s, after one the page has shown (it
+	// subscribes once it shows the log); the last must show, and the log
+	// stays bounded.
+	b.run(t, map[string]any{"cmd": "openHash", "id": dashThermo, "wait": []string{"event-log-tick"}})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 480 {
+			if err := thermo.Emit("tick", map[string]any{"seq": i, "word": "flood-warm"}); err != nil {
+				t.Errorf("emit tick: %v", err)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	b.run(t, map[string]any{"cmd": "seeText", "name": "event log live before the flood", "testid": "event-log-tick", "text": "flood-warm"})
+	close(stop)
+	wg.Wait()
+	b.run(t, map[string]any{"cmd": "floodStart"})
+	tick := time.NewTicker(10 * time.Millisecond)
+	for i := range 5000 {
+		if i%10 == 0 {
+			<-tick.C
+		}
+		if err := thermo.Emit("tick", map[string]any{"seq": i, "word": fmt.Sprintf("flood-%d", i)}); err != nil {
+			t.Fatalf("emit tick %d: %v", i, err)
+		}
+	}
+	tick.Stop()
+	if err := thermo.Emit("tick", map[string]any{"word": "flood-last"}); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, map[string]any{"cmd": "floodEnd", "testid": "event-log-tick", "last": "flood-last", "max": 100})
 }
 
 // listTokens is GET /api/tokens.

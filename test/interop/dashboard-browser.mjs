@@ -454,6 +454,85 @@ const handlers = {
     });
   },
 
+  // openHash opens a Thing's page by its address (#/thing/ID), as a link
+  // or a typed URL does: with 1,000 Things its row may be on another page.
+  async openHash(c) {
+    await check(`page of ${c.id} open by its address`, async () => {
+      await reset();
+      await page.evaluate((id) => { location.hash = "#/thing/" + encodeURIComponent(id); }, c.id);
+      await until(`the page of ${c.id}`, () => visible(T("thing-title")));
+      for (const sel of c.wait ?? []) await until(`${sel} present`, async () => (await page.locator(T(sel)).count()) > 0);
+      await noReload();
+    });
+  },
+
+  // many: Things registered while the list was open are all counted, the
+  // list is paged (50 rows a page), and search finds one of them.
+  async many(c) {
+    await check(`${c.total} Things listed, paged, without reload`, async () => {
+      const info = await until(`the list counting ${c.total}`, async () => {
+        const t = await text(T("things-count"));
+        if (!t.startsWith(`${c.total} of ${c.total} Things`)) throw new Error(`it says ${JSON.stringify(t)}`);
+        return t;
+      });
+      const rows = await page.locator(T("thing-row")).count();
+      if (rows !== 50) throw new Error(`${rows} rows on the page, want 50`);
+      const pager = await text(".pager");
+      if (!pager.includes(`of ${Math.ceil(c.total / 50)}`)) throw new Error(`pager says ${JSON.stringify(pager)}`);
+      await noReload();
+      return `${info}; ${pager.trim()}`;
+    });
+    await check("search finds one Thing of 1,000", async () => {
+      await page.locator(T("search")).fill(c.q);
+      await until(`row of ${c.sample}`, () => visible(row(c.sample)));
+      await page.locator(T("search")).fill("");
+      await until("the whole list back", async () => (await text(T("things-count"))).startsWith(`${c.total} of`));
+      return `${await page.locator(T("thing-row")).count()} rows after clearing`;
+    });
+  },
+
+  // bigTD: a Thing with a 256 KiB TD shows its page, its last property
+  // and the raw TD.
+  async bigTD(c) {
+    await check(`a ${Math.round(c.bytes / 1024)} KiB TD renders`, async () => {
+      await reset();
+      await page.evaluate((id) => { location.hash = "#/thing/" + encodeURIComponent(id); }, c.id);
+      await until(`the title ${c.title}`, async () => (await text(T("thing-title"))).trim() === c.title);
+      await until(`property ${c.last}`, async () => (await page.locator(T(`prop-${c.last}`)).count()) > 0);
+      const raw = await page.locator(T("td-raw")).evaluate((e) => e.textContent.length);
+      if (raw < c.bytes) throw new Error(`the raw TD shows ${raw} characters, the TD has ${c.bytes} bytes`);
+      const props = await page.locator('[data-testid^="prop-value-"]').count();
+      await noReload();
+      return `${props} properties, raw TD ${raw} characters`;
+    });
+  },
+
+  // floodStart notes the longest task the page runs from now on (for the
+  // report, not a verdict: speed is measured by make bench).
+  async floodStart() {
+    await page.evaluate(() => {
+      window.__longest = 0;
+      window.__longObs?.disconnect();
+      window.__longObs = new PerformanceObserver((l) => {
+        for (const e of l.getEntries()) window.__longest = Math.max(window.__longest, e.duration);
+      });
+      window.__longObs.observe({ type: "longtask" });
+    });
+  },
+
+  // floodEnd: after 5,000 events at 1,000 a second the log shows the
+  // last one and holds no more entries than its bound.
+  async floodEnd(c) {
+    await check("1,000 events a second: the log shows the last and stays bounded", async () => {
+      await until(`${c.testid} showing ${c.last}`, async () => (await text(T(c.testid))).includes(c.last));
+      const items = await page.locator(`${T(c.testid)} li`).count();
+      if (items > c.max) throw new Error(`${items} entries in the log, the bound is ${c.max}`);
+      const longest = await page.evaluate(() => window.__longest);
+      await noReload();
+      return `${items} entries kept; the longest task while it ran: ${Math.round(longest)} ms`;
+    });
+  },
+
   // seeText waits for text in an element of the page as it is (no
   // navigation): a live event, a property's new value.
   async seeText(c) {

@@ -60,20 +60,33 @@ export function mergePatch(target, patch) {
 
 let refetch = new Set();
 let refetchTimer = null;
+let deletedMeanwhile = null;
 
-// refresh fetches the enriched TDs of the ids named (at most 20 at once;
-// the rest on the next round), so a created Thing gets its presence and
-// origin.
+// refresh fetches the enriched TDs of the ids named (at most 20 at once),
+// so a created Thing gets its presence and origin; more than that at once
+// (a burst of joins) reads the whole list once instead.
+const REFETCH_EACH = 20;
 function refresh(id) {
   refetch.add(id);
   if (refetchTimer) return;
   refetchTimer = setTimeout(async () => {
-    const ids = [...refetch].slice(0, 20);
-    ids.forEach(i => refetch.delete(i));
-    await Promise.all(ids.map(async i => {
-      try { store.things.set(i, record(await get('/things/' + enc(i)))); }
-      catch { /* gone again */ }
-    }));
+    const ids = [...refetch];
+    refetch.clear();
+    if (ids.length > REFETCH_EACH) {
+      // A Thing deleted while the list is read may still be in it.
+      deletedMeanwhile = new Set();
+      try {
+        const all = await get('/things');
+        store.things = new Map(all.map(td => [td.id, record(td)]));
+        for (const i of deletedMeanwhile) store.things.delete(i);
+      } catch { ids.forEach(i => refetch.add(i)); } // tried again below
+      deletedMeanwhile = null;
+    } else {
+      await Promise.all(ids.map(async i => {
+        try { store.things.set(i, record(await get('/things/' + enc(i)))); }
+        catch { /* gone again */ }
+      }));
+    }
     refetchTimer = null;
     changed();
     if (refetch.size) refresh([...refetch][0]);
@@ -114,6 +127,7 @@ function apply(name, d) {
     }
     case 'thing_deleted':
       store.things.delete(d.id);
+      if (deletedMeanwhile) deletedMeanwhile.add(d.id);
       break;
     case 'presence': {
       const r = store.things.get(d.id);

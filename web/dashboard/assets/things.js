@@ -37,7 +37,7 @@ function select(testid, label, options, value, onChange) {
 
 export function thingsView(root) {
   const tbody = h('tbody');
-  const info = h('p', { class: 'muted', 'aria-live': 'polite' });
+  const info = h('p', { class: 'muted', testid: 'things-count', 'aria-live': 'polite' });
   const pager = h('div', { class: 'pager' });
   const groupSel = h('span');
   const search = h('input', {
