@@ -29,9 +29,10 @@ test-short:
 	$(GO) test -short ./...
 
 ## bench: benchmarks matching BENCH (default: all; BenchmarkSteadyIdleRSS alone
-## idles 190 s, LMOS_BENCH_IDLE_SECS sets its window)
+## idles 190 s, LMOS_BENCH_IDLE_SECS sets its window; BenchmarkDashboardWatch
+## watches 10 min, LMOS_BENCH_DASH_SECS)
 bench:
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 40m ./...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 60m ./...
 
 ## vet: gofmt check and go vet, here and for the gateways' 64- and 32-bit ARM
 ## (a constant that overflows a 32-bit int only shows there)

@@ -24,7 +24,7 @@ import (
 // chromiumPath is Debian's Chromium, which `make test` installs (package
 // chromium). Without it the browser tests skip, except where they must
 // run: in CI, or with LMOS_INTEROP=1 as `make test` sets.
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	const exe = "/usr/bin/chromium"
 	if _, err := os.Stat(exe); err != nil {

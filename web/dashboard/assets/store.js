@@ -1,6 +1,7 @@
 // The live state of the directory: a snapshot of /things and /api/groups,
 // then the deltas of the hub's feed (/api/events?diff=true). Listeners are
-// told at most every 200 ms, so a burst of events renders once.
+// told at once and then at most every 200 ms, so a burst of events renders
+// at its start and once every 200 ms after.
 import { get, stream, enc } from './api.js';
 
 export const store = {
@@ -20,10 +21,19 @@ export function subscribe(fn) { listeners.add(fn); return () => listeners.delete
 // onHubEvent gets every event of the feed as it comes (join, group, …).
 export function onHubEvent(fn) { hubListeners.add(fn); return () => hubListeners.delete(fn); }
 
+// changed tells the listeners at once, then at most every 200 ms while
+// changes keep coming (a burst renders at its start and once after).
+let pending = false;
 function changed() {
   store.revision++;
-  if (timer) return;
-  timer = setTimeout(() => { timer = null; for (const fn of listeners) fn(); }, 200);
+  if (timer) { pending = true; return; }
+  const tell = () => { for (const fn of listeners) fn(); };
+  const quiet = () => {
+    timer = pending ? setTimeout(quiet, 200) : null;
+    if (pending) { pending = false; tell(); }
+  };
+  timer = setTimeout(quiet, 200);
+  tell();
 }
 
 export function kindOf(td) {
