@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,7 +52,7 @@ type browser struct {
 	bad    []string // lines that are no report: harness failures
 }
 
-func startBrowser(t *testing.T, hubURL, shots string) *browser {
+func startBrowser(t *testing.T, hubURL, shots string, env ...string) *browser {
 	t.Helper()
 	exe := chromiumPath(t)
 	script := hubtest.InteropScript(t, "dashboard-browser.mjs", "playwright-core")
@@ -58,6 +60,9 @@ func startBrowser(t *testing.T, hubURL, shots string) *browser {
 	// The script bounds each of its steps; this bounds the whole session
 	// should it hang anyway.
 	b.cmd = exec.Command("node", script, hubURL, hubtest.Token, shots, exe)
+	if len(env) > 0 {
+		b.cmd.Env = append(os.Environ(), env...)
+	}
 	b.cmd.Stderr = &b.stderr
 	b.stdin, _ = b.cmd.StdinPipe()
 	stdout, _ := b.cmd.StdoutPipe()
@@ -607,6 +612,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "hostile", "id": dashHostile, "title": title, "listText": "Evil <script>",
 			"texts": []string{title, descText, capName, example}, "prop": prop, "action": "pick", "enumValue": enumVal, "rawText": "window.__pwned=9"})
 	})
+	t.Run("accessibility", func(t *testing.T) {
+		b.run(t, map[string]any{"cmd": "a11y", "id": dashThermo})
+	})
 	t.Run("phone width", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "phone", "id": dashThermo})
 	})
@@ -730,6 +738,71 @@ func dashLoad(t *testing.T, b *browser, h *testHub, thermo *agent.Agent) {
 		t.Fatal(err)
 	}
 	b.run(t, map[string]any{"cmd": "floodEnd", "testid": "event-log-tick", "last": "flood-last", "max": 100})
+}
+
+// TestDashboardOverTLS: a hub serving only TLS (tls.only, its own
+// self-signed certificate) shows the dashboard over https to a browser
+// that trusts that certificate's key alone (Chromium's
+// --ignore-certificate-errors-spki-list, as a person accepts it once): the
+// list live with an agent joined over mqtts, an action through its form,
+// a token created; no mixed content, no failed request.
+func TestDashboardOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser session; not in -short")
+	}
+	chromiumPath(t)
+	hubtest.InteropScript(t, "dashboard-browser.mjs", "playwright-core")
+	h := startHub(t, func(c *Config) { c.TLS.Enabled, c.TLS.Only = true, true })
+	if h.Main.HTTPAddr != nil || h.Main.HTTPSAddr == nil {
+		t.Fatalf("tls.only: http %v, https %v", h.Main.HTTPAddr, h.Main.HTTPSAddr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	a, err := agent.Connect(ctx, agent.Options{URL: "mqtts://" + h.Main.MQTTSAddr.String(), TLSFingerprint: h.Main.TLS.Fingerprint(),
+		TD: thermostatTD(), Logger: hubtest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	a.HandleAction("setpoint", func(_ context.Context, in agent.Input) (any, error) {
+		var v struct{ Celsius float64 }
+		if err := in.Decode(&v); err != nil {
+			return nil, err
+		}
+		return map[string]any{"note": fmt.Sprintf("tls-set-%v", v.Celsius)}, nil
+	})
+	spki := sha256.Sum256(h.Main.TLS.Leaf().RawSubjectPublicKeyInfo)
+	base := "https://" + h.Main.HTTPSAddr.String()
+	b := startBrowser(t, base, t.TempDir(), "LMOS_BROWSER_SPKI="+base64.StdEncoding.EncodeToString(spki[:]))
+	t.Run("list", func(t *testing.T) {
+		b.run(t, map[string]any{"cmd": "list", "ids": []string{dashThermo}, "online": []string{dashThermo}})
+	})
+	t.Run("action form", func(t *testing.T) {
+		b.run(t, map[string]any{"cmd": "invoke", "id": dashThermo, "action": "setpoint",
+			"fields": map[string]any{"celsius": 22, "mode": "eco"}, "want": []string{"tls-set-22"}})
+	})
+	t.Run("token", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/tokens", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := h.trustingClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list []struct{ ID string }
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /api/tokens over https: %d %v", resp.StatusCode, err)
+		}
+		ids := []string{}
+		for _, v := range list {
+			ids = append(ids, v.ID)
+		}
+		b.run(t, map[string]any{"cmd": "tokenCreate", "scope": "read", "existing": ids})
+	})
+	t.Run("session", func(t *testing.T) {
+		b.run(t, map[string]any{"cmd": "session"})
+	})
 }
 
 // listTokens is GET /api/tokens.

@@ -56,7 +56,10 @@ let outage = false;
 const browser = await chromium.launch({
   executablePath: exe,
   // Root (CI) cannot use Chromium's sandbox; the page is the hub's own.
-  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+  // LMOS_BROWSER_SPKI: the hub's self-signed certificate is trusted by
+  // its key alone (base64 SHA-256 of the SubjectPublicKeyInfo).
+  args: ["--no-sandbox", "--disable-dev-shm-usage",
+    ...(process.env.LMOS_BROWSER_SPKI ? [`--ignore-certificate-errors-spki-list=${process.env.LMOS_BROWSER_SPKI}`] : [])],
 }).catch((e) => fail("launch chromium", e));
 const context = await browser.newContext({ viewport: WIDE });
 let page;
@@ -128,7 +131,8 @@ async function openPage(ctx = context) {
   // No single call waits long: until() repeats it within STEP.
   page.setDefaultTimeout(2000);
   watch(page);
-  await page.goto(base + "/", { waitUntil: "load" });
+  // A loaded machine may take long to load the page: four steps' time.
+  await page.goto(base + "/", { waitUntil: "load", timeout: 4 * STEP });
   // A mark only this page load carries: a reload or a navigation away
   // loses it, so a live update seen with the mark still there came
   // without one.
@@ -391,7 +395,7 @@ const handlers = {
       page.on("response", seen);
       expectStatus = new Set([400]);
       try {
-        await page.locator(T(`action-unchecked-${c.action}`)).check();
+        await fill(T(`action-unchecked-${c.action}`), true);
         await click(T(`action-submit-${c.action}`));
         const r = await until("the hub's answer", async () => answers[0]);
         const body = await r.json().catch(() => ({}));
@@ -403,7 +407,7 @@ const handlers = {
         const shown = await until(`the hub's error at ${field}`, async () => (await text(at)).trim());
         const want = body.validationErrors.map((e) => e.description).filter(Boolean);
         if (!want.some((d) => shown.includes(d))) throw new Error(`${field} shows ${JSON.stringify(shown)}, the hub said ${JSON.stringify(want)}`);
-        await page.locator(T(`action-unchecked-${c.action}`)).uncheck();
+        await fill(T(`action-unchecked-${c.action}`), false);
         return `${r.status()}, at ${field}: ${shown.slice(0, 150)}`;
       } finally {
         page.off("response", seen);
@@ -483,9 +487,9 @@ const handlers = {
       return `${info}; ${pager.trim()}`;
     });
     await check("search finds one Thing of 1,000", async () => {
-      await page.locator(T("search")).fill(c.q);
+      await fill(T("search"), c.q);
       await until(`row of ${c.sample}`, () => visible(row(c.sample)));
-      await page.locator(T("search")).fill("");
+      await fill(T("search"), "");
       await until("the whole list back", async () => (await text(T("things-count"))).startsWith(`${c.total} of`));
       return `${await page.locator(T("thing-row")).count()} rows after clearing`;
     });
@@ -499,7 +503,7 @@ const handlers = {
       await page.evaluate((id) => { location.hash = "#/thing/" + encodeURIComponent(id); }, c.id);
       await until(`the title ${c.title}`, async () => (await text(T("thing-title"))).trim() === c.title);
       await until(`property ${c.last}`, async () => (await page.locator(T(`prop-${c.last}`)).count()) > 0);
-      const raw = await page.locator(T("td-raw")).evaluate((e) => e.textContent.length);
+      const raw = await until("the raw TD", () => page.locator(T("td-raw")).evaluate((e) => e.textContent.length));
       if (raw < c.bytes) throw new Error(`the raw TD shows ${raw} characters, the TD has ${c.bytes} bytes`);
       const props = await page.locator('[data-testid^="prop-value-"]').count();
       await noReload();
@@ -736,6 +740,101 @@ const handlers = {
       });
     }
     await page.setViewportSize(WIDE);
+  },
+
+  // a11y: on every page, each control has an accessible name, text meets
+  // WCAG AA contrast (4.5:1; 3:1 for large text) against what it is drawn
+  // on, and the keyboard alone reaches the navigation and opens a Thing.
+  async a11y(c) {
+    const audit = () =>
+      page.evaluate(() => {
+        const shown = (e) => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== "hidden";
+        const nameOf = (e) => {
+          if (e.getAttribute("aria-label")) return e.getAttribute("aria-label");
+          const by = e.getAttribute("aria-labelledby");
+          if (by) return by.split(/\s+/).map((id) => document.getElementById(id)?.textContent ?? "").join(" ");
+          if (e.labels && e.labels.length) return [...e.labels].map((l) => l.textContent).join(" ");
+          if (e.tagName === "BUTTON" || e.tagName === "A" || e.tagName === "SUMMARY") return e.textContent || e.title;
+          return e.title || "";
+        };
+        const unnamed = [...document.querySelectorAll("input, select, textarea, button, a[href], summary")]
+          .filter((e) => shown(e) && e.type !== "hidden" && !nameOf(e).trim())
+          .map((e) => e.outerHTML.slice(0, 120));
+        // Contrast of every element drawing its own text.
+        const rgb = (v) => (v.match(/[\d.]+/g) || []).map(Number);
+        const lum = ([r, g, b]) => {
+          const f = (x) => ((x /= 255) <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4);
+          return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+        };
+        const bgOf = (e) => {
+          for (let x = e; x; x = x.parentElement) {
+            const c = rgb(getComputedStyle(x).backgroundColor);
+            if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c;
+          }
+          return [255, 255, 255];
+        };
+        const low = [];
+        for (const e of document.querySelectorAll("body *")) {
+          if (!shown(e) || ![...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+          const st = getComputedStyle(e);
+          const l1 = lum(rgb(st.color)), l2 = lum(bgOf(e));
+          const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+          const px = parseFloat(st.fontSize), bold = Number(st.fontWeight) >= 700;
+          const need = px >= 24 || (bold && px >= 18.66) ? 3 : 4.5;
+          if (ratio < need) low.push(`${e.tagName.toLowerCase()}.${e.className} "${e.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}:1`);
+        }
+        return { unnamed, low: [...new Set(low)] };
+      });
+    const pages = [
+      ["things", () => nav("things")],
+      ["thing page", () => click(`${row(c.id)} ${T("thing-link")}`, `thing-link of ${c.id}`).then(() => until("thing-title", () => visible(T("thing-title"))))],
+      ["join", () => nav("join")],
+      ["groups", () => nav("groups")],
+      ["hub", () => nav("hub")],
+    ];
+    for (const [name, go] of pages) {
+      await check(`${name}: every control named, text contrast AA`, async () => {
+        await reset();
+        await go();
+        await until(`${name} drawn`, () => visible("main h1"));
+        const r = await audit();
+        if (r.unnamed.length) throw new Error(`controls without a name: ${r.unnamed.slice(0, 5).join(" | ")}`);
+        if (r.low.length) throw new Error(`text below AA contrast: ${r.low.slice(0, 5).join(" | ")}`);
+        return name;
+      });
+    }
+    // In a tab of its own, from the top of a fresh load, as a keyboard
+    // user arrives (the session's page has focus wherever it was left).
+    await check("the keyboard alone reaches the navigation and opens a Thing", async () => {
+      const p = await context.newPage();
+      watch(p);
+      try {
+        await p.goto(base + "/", { waitUntil: "load", timeout: 4 * STEP });
+        await until("the list", () => p.locator(row(c.id)).first().isVisible());
+        const reached = [];
+        for (let i = 0; i < 40; i++) {
+          await p.keyboard.press("Tab");
+          const id = await p.evaluate(() => {
+            const e = document.activeElement;
+            return e?.dataset?.testid === "thing-link" ? `thing-link:${e.closest("[data-id]")?.dataset.id}` : e?.dataset?.testid ?? e?.tagName;
+          });
+          reached.push(id);
+          if (id === `thing-link:${c.id}`) break;
+        }
+        for (const want of ["nav-things", "nav-join", "nav-groups", "nav-hub", "search", `thing-link:${c.id}`]) {
+          if (!reached.includes(want)) throw new Error(`Tab never reached ${want}: ${reached.join(" → ")}`);
+        }
+        const order = ["nav-things", "nav-hub", "search"].map((x) => reached.indexOf(x));
+        if (!(order[0] < order[1] && order[1] < order[2])) throw new Error(`focus order: ${reached.join(" → ")}`);
+        const outline = await p.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+        if (outline === "none") throw new Error("the focused link shows no outline");
+        await p.keyboard.press("Enter");
+        await until(`the page of ${c.id}`, () => p.locator(T("thing-title")).first().isVisible());
+        return reached.join(" → ");
+      } finally {
+        await p.close().catch(() => {});
+      }
+    });
   },
 
   // refusedToken: in a visit of its own (no token held), a change made

@@ -129,9 +129,11 @@ export function thingView(root, id) {
         str(p.description) ? h('p', { class: 'muted small', text: p.description }) : null,
         value,
         h('div', { class: 'row' }, p.writeOnly ? null : h('button', { type: 'button', class: 'small', text: 'Read', on: { click: read } }), watchBtn, note));
-      if (!p.writeOnly && online) read();
+      // An observed property gets its retained value from the observation:
+      // no read beside it (which is 503 while the agent has published none).
+      if (p.observable && budget > 0 && online) { value.textContent = '—'; watch(); }
+      else if (!p.writeOnly && online) read();
       else if (!online) { value.textContent = '—'; note.textContent = 'offline'; }
-      if (p.observable && budget > 0 && online) watch();
       if (!p.readOnly) {
         const schema = Object.assign({}, p);
         delete schema.forms;
