@@ -120,7 +120,9 @@ export function loadGroups() {
   }, 50);
 }
 
-function apply(name, d) {
+// apply changes the store by one event of the feed and tells the
+// listeners (not while the snapshot's queue is replayed: once after).
+function apply(name, d, quiet = false) {
   switch (name) {
     case 'thing_created':
       if (d.td) store.things.set(d.id, record(Object.assign({ id: d.id }, d.td)));
@@ -151,7 +153,7 @@ function apply(name, d) {
       loadGroups();
       break;
   }
-  changed();
+  if (!quiet) changed();
 }
 
 // start keeps the feed open for good: on any end it reconnects after a
@@ -173,7 +175,7 @@ export async function start() {
       store.things = new Map(all.map(td => [td.id, record(td)]));
       loadGroups();
       live = true;
-      for (const [n, d] of queue) apply(n, d);
+      for (const [n, d] of queue) apply(n, d, true);
       queue = null;
       store.ready = true;
       store.conn = 'live';

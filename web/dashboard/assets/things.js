@@ -5,6 +5,8 @@ import { store, subscribe } from './store.js';
 import { get, enc, explain } from './api.js';
 
 const PAGE = 50;
+// One collator for every comparison: localeCompare makes one a call.
+const byTitle = new Intl.Collator();
 // The filters and the page survive a visit to a Thing's page.
 const state = { q: '', type: '', presence: '', origin: '', group: '', page: 0, hits: null, words: [], matches: new Map() };
 
@@ -89,7 +91,7 @@ export function thingsView(root) {
   function visible() {
     let list;
     if (state.hits) list = state.hits.map(id => store.things.get(id)).filter(Boolean);
-    else list = [...store.things.values()].sort((a, b) => a.title.localeCompare(b.title) || (a.id < b.id ? -1 : 1));
+    else list = [...store.things.values()].sort((a, b) => byTitle.compare(a.title, b.title) || (a.id < b.id ? -1 : 1));
     return list.filter(r =>
       (!state.type || r.kind === state.type) &&
       (!state.presence || (r.presence.status || 'unknown') === state.presence) &&
