@@ -59,7 +59,14 @@ async function render(things, runs) {
       await page.evaluate((h) => { location.hash = h; }, hash);
       await page.waitForFunction((h) => location.hash === h && document.querySelector("main h1"), hash, { timeout: 60000 });
     }
-    const all = await sizes(page);
+    // Until no new file came for three looks 200 ms apart.
+    let all = await sizes(page);
+    for (let same = 0; same < 3; ) {
+      await new Promise((r) => setTimeout(r, 200));
+      const now = await sizes(page);
+      same = now.files === all.files ? same + 1 : 0;
+      all = now;
+    }
     say({ run: i, renderMs, ...first, all });
     await ctx.close();
   }
