@@ -375,25 +375,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "openThing", "id": dashThermo, "wait": []string{"event-log-tick"}})
 		// The page subscribes when it shows the log; ticks keep coming
 		// until it has shown one (at most 2 minutes of them).
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		defer func() {
-			close(stop)
-			wg.Wait()
-		}()
-		wg.Go(func() {
-			for i := range 480 {
-				if err := thermo.Emit("tick", map[string]any{"seq": i, "word": "tick-live"}); err != nil {
-					t.Errorf("emit tick: %v", err)
-					return
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(250 * time.Millisecond):
-				}
-			}
-		})
+		defer ticking(t, thermo, 480, 250*time.Millisecond, "tick-live")()
 		b.run(t, map[string]any{"cmd": "seeText", "name": "event appears live", "testid": "event-log-tick", "text": "tick-live"})
 	})
 	t.Run("live property", func(t *testing.T) {
@@ -408,25 +390,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Run("hub figures", func(t *testing.T) {
 		// Ticks flow (20 a second, at most 2 minutes of them) while the
 		// page reads the broker's rate; the test hub runs without mDNS.
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		defer func() {
-			close(stop)
-			wg.Wait()
-		}()
-		wg.Go(func() {
-			for i := range 2400 {
-				if err := thermo.Emit("tick", map[string]any{"seq": i}); err != nil {
-					t.Errorf("emit tick: %v", err)
-					return
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		})
+		defer ticking(t, thermo, 2400, 50*time.Millisecond, "tick")()
 		b.run(t, map[string]any{"cmd": "hubFigures", "mdns": "off"})
 	})
 	t.Run("agent comes and goes", func(t *testing.T) {
@@ -705,24 +669,9 @@ func dashLoad(t *testing.T, b *browser, h *testHub, thermo *agent.Agent) {
 	// subscribes once it shows the log); the last must show, and the log
 	// stays bounded.
 	b.run(t, map[string]any{"cmd": "openHash", "id": dashThermo, "wait": []string{"event-log-tick"}})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := range 480 {
-			if err := thermo.Emit("tick", map[string]any{"seq": i, "word": "flood-warm"}); err != nil {
-				t.Errorf("emit tick: %v", err)
-				return
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
-	})
+	stop := ticking(t, thermo, 480, 250*time.Millisecond, "flood-warm")
 	b.run(t, map[string]any{"cmd": "seeText", "name": "event log live before the flood", "testid": "event-log-tick", "text": "flood-warm"})
-	close(stop)
-	wg.Wait()
+	stop()
 	b.run(t, map[string]any{"cmd": "floodStart"})
 	tick := time.NewTicker(10 * time.Millisecond)
 	for i := range 5000 {
@@ -802,6 +751,31 @@ func TestDashboardOverTLS(t *testing.T) {
 	})
 	t.Run("session", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "session"})
+	})
+}
+
+// ticking has the agent a emit up to n tick events carrying word, one every
+// gap, until the function it returns is called (which waits for the
+// emitter's end).
+func ticking(t *testing.T, a *agent.Agent, n int, gap time.Duration, word string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range n {
+			if err := a.Emit("tick", map[string]any{"seq": i, "word": word}); err != nil {
+				t.Errorf("emit tick: %v", err)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(gap):
+			}
+		}
+	})
+	return sync.OnceFunc(func() {
+		close(done)
+		wg.Wait()
 	})
 }
 
