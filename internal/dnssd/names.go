@@ -71,17 +71,6 @@ func splitFirstLabel(name string) (label, rest string, err error) {
 	return "", "", errBadName
 }
 
-// instanceOf splits "<instance>.<service>.local." into the unescaped
-// instance label and the service ("_wot._tcp.local."). ok is false for
-// names that are not a service instance of service.
-func instanceOf(name, service string) (instance string, ok bool) {
-	label, rest, err := splitFirstLabel(name)
-	if err != nil || label == "" || !strings.EqualFold(rest, service) {
-		return "", false
-	}
-	return label, true
-}
-
 // serviceName is "_wot._tcp.local." for typ "_wot._tcp".
 func serviceName(typ string) string { return strings.TrimSuffix(typ, ".") + "." + domain }
 

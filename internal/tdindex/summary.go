@@ -42,13 +42,7 @@ type Summary struct {
 	bloomAt             uint32
 }
 
-// Affordance kinds, in Summary.namesAt order.
-const (
-	kindProperties = iota
-	kindActions
-	kindEvents
-)
-
+// affordanceMembers are the affordance kinds in Summary.namesAt order.
 var affordanceMembers = [3]string{"properties", "actions", "events"}
 
 func kindOf(member string) int {

@@ -34,9 +34,6 @@ type testHub struct {
 	t *testing.T
 }
 
-// testConfig is the configuration of every test hub.
-func testConfig(dir string) Config { return hubtest.Config(dir) }
-
 // startHub starts a hub; edit changes the configuration first.
 func startHub(t *testing.T, edit func(*Config)) *testHub {
 	t.Helper()

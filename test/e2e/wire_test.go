@@ -249,16 +249,6 @@ func (w *wire) expect(conn, cmd string) *wirePacket {
 	return p
 }
 
-// expectReason is expect plus the reason code (-1: none on the wire).
-func (w *wire) expectReason(conn, cmd string, reason int) *wirePacket {
-	w.t.Helper()
-	p := w.expect(conn, cmd)
-	if p.reason() != reason {
-		w.t.Errorf("%s: %s reason %#x, want %#x (%s)", conn, cmd, p.reason(), reason, p)
-	}
-	return p
-}
-
 // take returns the first packet on conn, waiting or from the backlog,
 // that is a cmd and satisfies match (nil: any); packets read past wait in
 // the backlog. Acknowledgements and deliveries travel on different queues
