@@ -14,6 +14,6 @@
 // written here because neither github.com/grandcat/zeroconf v1.0.0 nor
 // github.com/brutella/dnssd v1.2.14 can deliver what the contract asks
 // through their APIs: they do not probe, do not keep the TXT order
-// (td, type, scheme), or do not report removals and updates (the README's
-// dependency table records why).
+// (td, type, scheme), or do not report removals and updates (the dependency
+// table in docs/DEVELOPING.md records why).
 package dnssd
