@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -493,6 +494,13 @@ func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot reach the broker: %w", err)
 	}
+	// paho writes one packet as several buffers from several goroutines
+	// (the caller's, its pinger's, its acknowledgements'); a tls.Conn
+	// writes each buffer as a record of its own, so without the lock
+	// paho takes on a conn that offers one, a PINGREQ or another packet
+	// could land inside a packet and the hub drop the connection as
+	// malformed.
+	conn = packets.NewThreadSafeConn(conn)
 	cli := paho.NewClient(paho.ClientConfig{
 		Conn:              conn,
 		PacketTimeout:     l.a.opts.Timeout,
