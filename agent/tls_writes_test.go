@@ -35,7 +35,7 @@ func TestConcurrentWritesOverTLS(t *testing.T) {
 	cli := l.cli
 	l.mu.Unlock()
 
-	const writers, each = 8, 100
+	const writers, each = 16, 200
 	payload := strings.Repeat("x", 300) // more than one buffer's worth of small pieces
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*each)
