@@ -20,7 +20,8 @@ import (
 // ErrClosed is returned by operations on a closed Agent.
 var ErrClosed = errors.New("the agent is closed")
 
-// ErrNotConnected is returned by Emit while the agent is reconnecting.
+// ErrNotConnected is returned by Emit while the agent is reconnecting, and
+// over MQTT when its connection ends before the hub acknowledged it.
 var ErrNotConnected = errors.New("the agent is not connected to the hub")
 
 // Options configure an Agent.

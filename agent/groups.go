@@ -92,8 +92,10 @@ func (l *mqttLink) groupPublish(ctx context.Context, group, topic string, v any)
 	if err != nil {
 		return err
 	}
-	pr, err := cli.Publish(ctx, &paho.Publish{Topic: lmos.GroupTopic(group, topic), Payload: payload, QoS: 1,
-		Properties: &paho.PublishProperties{ContentType: ct}})
+	pr, err := whileUp(ctx, cli, func(ctx context.Context) (*paho.PublishResponse, error) {
+		return cli.Publish(ctx, &paho.Publish{Topic: lmos.GroupTopic(group, topic), Payload: payload, QoS: 1,
+			Properties: &paho.PublishProperties{ContentType: ct}})
+	})
 	if pr != nil && pr.ReasonCode >= 0x80 {
 		return refusedByBroker("PUBACK", pr.ReasonCode)
 	}
@@ -158,7 +160,9 @@ func (l *mqttLink) groupUnsubscribe(w *groupWatch) {
 	if last && cli != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), l.a.opts.Timeout)
 		defer cancel()
-		if _, err := cli.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{w.full()}}); err != nil {
+		if _, err := whileUp(ctx, cli, func(ctx context.Context) (*paho.Unsuback, error) {
+			return cli.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{w.full()}})
+		}); err != nil {
 			l.a.log.Debug("cannot unsubscribe", "topic", w.full(), "err", err)
 		}
 	}
@@ -166,7 +170,9 @@ func (l *mqttLink) groupUnsubscribe(w *groupWatch) {
 
 // subscribeGroup subscribes one group filter, a refusal as a *Problem.
 func subscribeGroup(ctx context.Context, cli *paho.Client, full string) error {
-	sa, err := cli.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: full, QoS: 1}}})
+	sa, err := whileUp(ctx, cli, func(ctx context.Context) (*paho.Suback, error) {
+		return cli.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: full, QoS: 1}}})
+	})
 	if sa != nil && len(sa.Reasons) == 1 && sa.Reasons[0] >= 0x80 {
 		return refusedByBroker("SUBACK", sa.Reasons[0])
 	}

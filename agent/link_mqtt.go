@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -493,6 +494,13 @@ func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot reach the broker: %w", err)
 	}
+	// paho writes one packet as several buffers from several goroutines
+	// (the caller's, its pinger's, its acknowledgements'); a tls.Conn
+	// writes each buffer as a record of its own, so without the lock
+	// paho takes on a conn that offers one, a PINGREQ or another packet
+	// could land inside a packet and the hub drop the connection as
+	// malformed.
+	conn = packets.NewThreadSafeConn(conn)
 	cli := paho.NewClient(paho.ClientConfig{
 		Conn:              conn,
 		PacketTimeout:     l.a.opts.Timeout,
@@ -522,12 +530,40 @@ func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials
 	return cli, conn, nil
 }
 
+// errConnectionLost ends a wait for the hub's acknowledgement whose
+// connection ended first (whileUp).
+var errConnectionLost = fmt.Errorf("%w (the connection ended before the hub acknowledged)", ErrNotConnected)
+
+// whileUp runs call, a request of paho's that waits for the hub's
+// acknowledgement (SUBACK, UNSUBACK, PUBACK), with ctx ended also when
+// cli's connection ends. paho v0.22 forgets such a request when the
+// connection drops (it cleans its session state without answering it),
+// so it waited out PacketTimeout (Options.Timeout): an agent whose
+// connection dropped while it subscribed or published reconnected only
+// that much later, and an Emit hung as long.
+func whileUp[T any](ctx context.Context, cli *paho.Client, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-cli.Done():
+			cancel(errConnectionLost)
+		case <-ctx.Done():
+		}
+	}()
+	v, err := call(ctx)
+	if err != nil && errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), errConnectionLost) {
+		err = errConnectionLost
+	}
+	return v, err
+}
+
 func subscribe(ctx context.Context, cli *paho.Client, filters ...string) error {
 	s := &paho.Subscribe{}
 	for _, f := range filters {
 		s.Subscriptions = append(s.Subscriptions, paho.SubscribeOptions{Topic: f, QoS: 1})
 	}
-	if _, err := cli.Subscribe(ctx, s); err != nil {
+	if _, err := whileUp(ctx, cli, func(ctx context.Context) (*paho.Suback, error) { return cli.Subscribe(ctx, s) }); err != nil {
 		return fmt.Errorf("cannot subscribe to %s: %w", strings.Join(filters, ", "), err)
 	}
 	return nil
@@ -562,7 +598,7 @@ func (l *mqttLink) publish(ctx context.Context, p *paho.Publish) error {
 }
 
 func (l *mqttLink) publishOn(ctx context.Context, cli *paho.Client, p *paho.Publish) error {
-	if _, err := cli.Publish(ctx, p); err != nil {
+	if _, err := whileUp(ctx, cli, func(ctx context.Context) (*paho.PublishResponse, error) { return cli.Publish(ctx, p) }); err != nil {
 		return fmt.Errorf("cannot publish to %s: %w", p.Topic, err)
 	}
 	return nil
@@ -741,9 +777,11 @@ func (l *mqttLink) request(ctx context.Context, topic string, input any, cfg inv
 	if err != nil {
 		return Output{}, err
 	}
-	ack, err := cli.Publish(ctx, &paho.Publish{
-		Topic: topic, Payload: payload, QoS: 1,
-		Properties: &paho.PublishProperties{ContentType: cfg.contentType, ResponseTopic: l.inbox + "replies", CorrelationData: corr},
+	ack, err := whileUp(ctx, cli, func(ctx context.Context) (*paho.PublishResponse, error) {
+		return cli.Publish(ctx, &paho.Publish{
+			Topic: topic, Payload: payload, QoS: 1,
+			Properties: &paho.PublishProperties{ContentType: cfg.contentType, ResponseTopic: l.inbox + "replies", CorrelationData: corr},
+		})
 	})
 	if err != nil {
 		return Output{}, fmt.Errorf("cannot publish to %s: %w", topic, err)
@@ -862,7 +900,9 @@ func (l *mqttLink) unwatch(topic string, id uint64) {
 	if last && cli != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), l.a.opts.Timeout)
 		defer cancel()
-		if _, err := cli.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{topic}}); err != nil {
+		if _, err := whileUp(ctx, cli, func(ctx context.Context) (*paho.Unsuback, error) {
+			return cli.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{topic}})
+		}); err != nil {
 			l.a.log.Debug("cannot unsubscribe", "topic", topic, "err", err)
 		}
 	}

@@ -95,7 +95,8 @@ func (a *Agent) SetProperty(name string, value any) error {
 }
 
 // Emit publishes the event with data, encoded by its form's content type.
-// It fails with ErrNotConnected while the agent is reconnecting.
+// It fails with ErrNotConnected while the agent is reconnecting, or (over
+// MQTT) when its connection ends before the hub acknowledged the event.
 func (a *Agent) Emit(event string, data any) error {
 	return a.link.emit(event, data)
 }

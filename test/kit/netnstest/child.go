@@ -31,7 +31,19 @@ func StartChild(t *testing.T, env string) *Child {
 	if mode == "" {
 		t.Skip("child process of the namespace tests")
 	}
-	c := &Child{Mode: mode, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	// LMOS_TEST_LOG_LEVEL=debug, as for an in-process hub (hubtest.Logger),
+	// logs the child's debug lines to chase a failure (a hub child takes
+	// LMOS_HUB_LOG_LEVEL from the same environment). Never less than
+	// info: the parents wait for info lines.
+	level := slog.LevelInfo
+	if v := os.Getenv("LMOS_TEST_LOG_LEVEL"); v != "" {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(v)); err != nil {
+			t.Fatalf("LMOS_TEST_LOG_LEVEL: %v", err)
+		}
+		level = min(level, l)
+	}
+	c := &Child{Mode: mode, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		sigs: make(chan os.Signal, 1)}
 	signal.Notify(c.sigs, syscall.SIGTERM)
 	return c

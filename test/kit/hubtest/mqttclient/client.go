@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 )
 
@@ -60,7 +61,11 @@ func Connect(tb testing.TB, conn net.Conn, cp *paho.Connect) (*Client, *paho.Con
 	tb.Helper()
 	c := &Client{tb: tb, Conn: conn, Msgs: make(chan *paho.Publish, queue)}
 	c.C = paho.NewClient(paho.ClientConfig{
-		Conn: conn,
+		// paho writes a packet as several buffers, from the test's
+		// goroutine and its own (pinger, acknowledgements): on a pipe or a
+		// TLS connection another packet could land inside one unless it
+		// holds the lock paho takes on a connection offering one.
+		Conn: packets.NewThreadSafeConn(conn),
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			select {
 			case c.Msgs <- pr.Packet:
