@@ -170,3 +170,40 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// TestDebRefusesBinaryThatDoesNotRun: a package whose binary cannot run on
+// the machine (the armhf-armv7 one on a Pi Zero) stops in postinst with a
+// message naming the package to take, before it creates a user, a state
+// directory or a token.
+func TestDebRefusesBinaryThatDoesNotRun(t *testing.T) {
+	dir := debs(t)
+	need(t, "dpkg", "dpkg")
+	// A binary that runs nowhere: the first 4 KiB of the real one.
+	broken := t.TempDir()
+	data := mustRead(t, filepath.Join(dir, "lmos-hub-linux-amd64"))
+	if err := os.WriteFile(filepath.Join(broken, "lmos-hub-linux-amd64"), data[:4096], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(repoRoot(t), "packaging", "deb.sh"), nfpmPath(t), "amd64")
+	cmd.Env = append(os.Environ(), "DIST="+broken, "VERSION="+version)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("deb.sh: %v\n%s", err, b)
+	}
+	root := scratchRoot(t)
+	args := []string{"--root=" + root, "--force-script-chrootless", "--force-not-root", "--log=/dev/null", "--install", debFile(broken, "amd64")}
+	out, err := exec.Command("dpkg", args...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("dpkg --install succeeded with a binary that does not run:\n%s", out)
+	}
+	if !strings.Contains(string(out), "does not run on this machine") || !strings.Contains(string(out), "install lmos-hub_VERSION_armhf.deb") {
+		t.Errorf("the failure does not say which package to take:\n%s", out)
+	}
+	if a := account(t, root, "lmos-hub"); a != nil {
+		t.Errorf("a user was created: %v", a)
+	}
+	for _, p := range []string{"var/lib/lmos-hub", "etc/lmos-hub/initial-admin-token", "etc/systemd"} {
+		if _, err := os.Lstat(filepath.Join(root, p)); !os.IsNotExist(err) {
+			t.Errorf("/%s was created (%v)", p, err)
+		}
+	}
+}
