@@ -35,19 +35,28 @@ var System = Source{Meminfo: "/proc/meminfo", Cgroup: "/proc/self/cgroup", Cgrou
 // Limit returns Percent of the smaller of MemTotal and the lowest
 // memory.max of the process's cgroup v2 and its ancestors, and what bounded
 // it ("MemTotal" or the memory.max file). Without a cgroup v2 limit
-// (cgroup v1, "max" all the way up) MemTotal alone counts.
+// (cgroup v1, "max" all the way up) MemTotal alone counts; without
+// /proc/meminfo the cgroup limit alone.
 func (s Source) Limit() (limit int64, from string, err error) {
-	total, err := memTotal(s.Meminfo)
+	max, file, err := s.cgroupMax()
 	if err != nil {
 		return 0, "", err
 	}
-	bound, from := total, "MemTotal"
-	if max, file, err := s.cgroupMax(); err != nil {
+	total, err := memTotal(s.Meminfo)
+	switch {
+	case err != nil && max == 0:
 		return 0, "", err
-	} else if max > 0 && max < bound {
-		bound, from = max, file
+	case err != nil || (max > 0 && max < total):
+		// Under systemd's ProcSubset=pid /proc/meminfo is hidden; the
+		// cgroup's limit is then what counts.
+		return share(max), file, nil
 	}
-	return int64(float64(bound) * Percent / 100), from, nil
+	return share(total), "MemTotal", nil
+}
+
+// share is Percent of n, without overflowing near math.MaxInt64.
+func share(n int64) int64 {
+	return n/100*Percent + n%100*Percent/100
 }
 
 // memTotal reads MemTotal (in bytes) from a /proc/meminfo file.

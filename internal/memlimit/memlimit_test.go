@@ -1,6 +1,7 @@
 package memlimit
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,32 @@ func TestLimit(t *testing.T) {
 				t.Errorf("Limit() = %d from %q, want %d from …%s", got, from, c.want, c.from)
 			}
 		})
+	}
+}
+
+// TestLimitWithoutMeminfo: with /proc/meminfo hidden (ProcSubset=pid) the
+// cgroup's limit alone counts; with neither there is no limit.
+func TestLimitWithoutMeminfo(t *testing.T) {
+	s := fakeSystem(t, meminfo1G, "0::/a\n", map[string]string{"/a": "402653184\n"})
+	os.Remove(s.Meminfo)
+	got, from, err := s.Limit()
+	if err != nil || got != 402653184*85/100 || !strings.HasSuffix(from, "/a/memory.max") {
+		t.Errorf("Limit() = %d from %q, %v; want 85 %% of the cgroup's memory.max", got, from, err)
+	}
+	s = fakeSystem(t, meminfo1G, "0::/a\n", map[string]string{"/a": "max\n"})
+	os.Remove(s.Meminfo)
+	if got, _, err := s.Limit(); err == nil || !strings.Contains(err.Error(), "cannot read the machine's memory") || got != 0 {
+		t.Errorf("Limit() = %d, %v; want an error", got, err)
+	}
+}
+
+// TestShareOfHugeLimit: a memory.max near the largest int64 does not wrap.
+func TestShareOfHugeLimit(t *testing.T) {
+	if got := share(math.MaxInt64); got <= 0 || got > math.MaxInt64/100*Percent+100 {
+		t.Errorf("share(MaxInt64) = %d", got)
+	}
+	if got := share(402653184); got != 402653184*85/100 {
+		t.Errorf("share(402653184) = %d", got)
 	}
 }
 
