@@ -119,3 +119,17 @@ func TestUnitSettings(t *testing.T) {
 		t.Errorf("MemoryMax=%s GOMEMLIMIT=%s: want MiB figures with GOMEMLIMIT ~90 %% of MemoryMax", one("MemoryMax"), env["GOMEMLIMIT"])
 	}
 }
+
+// TestDefaultConfigLoads: the /etc/lmos-hub/config.yaml the package ships
+// is a valid configuration for the hub (a bad one would stop the service
+// with exit 2 and no restart), with the unit's data directory.
+func TestDefaultConfigLoads(t *testing.T) {
+	env := map[string]string{"LMOS_HUB_DATA_DIR": "/var/lib/lmos-hub"}
+	cfg, err := app.LoadConfig([]string{"--config", filepath.Join(repoRoot(t), "packaging", "config.yaml")}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("packaging/config.yaml: %v", err)
+	}
+	if cfg.DataDir != "/var/lib/lmos-hub" || cfg.Log.Format != "text" || cfg.HTTP.Addr != ":8080" {
+		t.Errorf("config: dataDir %q, log format %q, http %q", cfg.DataDir, cfg.Log.Format, cfg.HTTP.Addr)
+	}
+}
