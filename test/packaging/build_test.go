@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
+	if hubBin != "" {
+		os.RemoveAll(filepath.Dir(hubBin))
+	}
 	os.Exit(code)
 }
 
