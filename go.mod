@@ -6,6 +6,7 @@ require (
 	filippo.io/edwards25519 v1.2.0
 	github.com/VictoriaMetrics/metrics v1.40.2
 	github.com/coder/websocket v1.8.15
+	github.com/coreos/go-systemd/v22 v22.6.0
 	github.com/eclipse/paho.golang v0.22.0
 	github.com/fxamacker/cbor/v2 v2.9.0
 	github.com/go-json-experiment/json v1.27.2

@@ -136,6 +136,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	start := time.Now()
+	m.limitMemory()
 	for _, open := range []func(context.Context) error{
 		m.openStore,
 		m.openIdentity,
@@ -154,6 +155,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.Logger.Info("hub ready", "name", m.Config.Hub.Name, "id", m.DB.HubID(), "did", m.DID(), "things", m.Registry.Count(),
 		"data_dir", m.Config.DataDir, "startup", time.Since(start).Round(time.Millisecond))
+	m.notifyService()
 	return nil
 }
 

@@ -63,6 +63,14 @@ need_py paho.mqtt.client python3-paho-mqtt # Python paho-mqtt as an independent 
 # Chromium major that bookworm-security ships (1.64.1: Chromium 156); it
 # talks CDP to /usr/bin/chromium and downloads no browser of its own.
 need_deb chromium chromium
+# Packaging (test/packaging): make, dpkg-deb and dpkg for the .debs and an
+# install into a scratch root, useradd/userdel for its scripts,
+# systemd-analyze for the unit, qemu-aarch64-static to run the arm64 build.
+need_deb make make
+need_deb dpkg-deb dpkg
+need_deb useradd passwd
+need_deb systemd-analyze systemd
+need_deb qemu-aarch64-static qemu-user-static
 
 if ((${#MISSING_DEBS[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
@@ -93,6 +101,22 @@ if ((${#MISSING_DEBS[@]})); then
 		fi
 	done
 fi
+
+# ---- Go tools ----------------------------------------------------------------
+
+# need_go NAME MODULE/PATH VERSION: the command NAME built from PATH at
+# VERSION in .cache/bin (gitignored); `go version -m` tells the version.
+need_go() {
+	local name=$1 path=$2 ver=$3 bin=.cache/bin/$1
+	if [[ -x $bin ]] && go version -m "$bin" 2>/dev/null | grep -q "[[:space:]]$ver\b"; then
+		return 0
+	fi
+	log "go install $path@$ver into .cache/bin"
+	GOBIN=$PWD/.cache/bin go install "$path@$ver"
+}
+# nfpm builds the .debs (make deb); v2.45.2 and v2.44.0 install here, later
+# ones do not install here.
+need_go nfpm github.com/goreleaser/nfpm/v2/cmd/nfpm v2.45.2
 
 # ---- npm packages for test/interop -----------------------------------------
 
