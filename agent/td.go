@@ -54,7 +54,7 @@ func prepareTD(td any, hostport, contentType string) (*description, error) {
 		doc["id"] = id
 	}
 	if _, ok := doc["@context"]; !ok {
-		doc["@context"] = []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}}
+		doc["@context"] = []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": lmos.ContextLMOS}}
 	}
 	if _, ok := doc["securityDefinitions"]; !ok {
 		doc["securityDefinitions"] = map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}}

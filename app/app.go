@@ -405,6 +405,7 @@ func (m *Main) webConfig() web.Config {
 		WriteBurst:     cfg.HTTP.WriteBurst,
 		Access:         m.Access,
 		StoreSize:      db.Size,
+		Backup:         db.Backup,
 		MDNS:           m.mdnsStatus,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,

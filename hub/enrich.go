@@ -2,9 +2,12 @@ package hub
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // Context URIs the hub recognises or adds.
@@ -12,7 +15,7 @@ const (
 	ContextTD11      = "https://www.w3.org/2022/wot/td/v1.1"
 	ContextTD10      = "https://www.w3.org/2019/wot/td/v1"
 	ContextDiscovery = "https://www.w3.org/2022/wot/discovery"
-	ContextLMOS      = "https://eclipse.dev/lmos/protocol/v1"
+	ContextLMOS      = lmos.ContextLMOS
 )
 
 // Enriched returns doc, the Thing's document, as the directory serves it:
@@ -58,30 +61,50 @@ func (t *Thing) Enriched(doc map[string]any, now time.Time) map[string]any {
 }
 
 // lmosContext is the term definition that lets a JSON-LD processor expand
-// the lmos:* members the hub adds to every TD it serves.
-var lmosContext = map[string]any{"lmos": ContextLMOS}
+// the lmos:* members the hub adds to every TD it serves; legacyContext is
+// the one earlier versions added, which JSON-LD 1.1 does not use as a
+// prefix (lmos.ContextLMOSLegacy).
+var (
+	lmosContext   = map[string]any{"lmos": ContextLMOS}
+	legacyContext = map[string]any{"lmos": lmos.ContextLMOSLegacy}
+)
 
 // enrichedContext is ctx with what the hub's additions need: the discovery
 // context (registration) and the lmos prefix (lmos:presence, lmos:origin).
-// A context that already defines lmos keeps its own definition.
-func enrichedContext(ctx any) any {
+// A context that already defines lmos keeps its own definition, except
+// that the legacy IRI (no '#') becomes ContextLMOS, so that every served
+// TD's lmos:* terms expand; the proof's own @context keeps the signed one
+// (StripEnrichment).
+func enrichedContext(ctx any) any { return extendContext(ctx, lmosContext, true) }
+
+// legacyEnrichedContext is ctx as versions before the '#' served it: the
+// legacy lmos term added, an agent's own definition kept as it was.
+func legacyEnrichedContext(ctx any) any { return extendContext(ctx, legacyContext, false) }
+
+// extendContext adds the discovery context and term (unless an entry
+// defines lmos) to ctx; upgrade turns a legacy lmos definition into
+// ContextLMOS.
+func extendContext(ctx any, term map[string]any, upgrade bool) any {
 	switch c := ctx.(type) {
 	case string:
 		if c == ContextDiscovery {
-			return []any{c, lmosContext}
+			return []any{c, term}
 		}
-		return []any{c, ContextDiscovery, lmosContext}
+		return []any{c, ContextDiscovery, term}
 	case []any:
 		hasDiscovery := slices.Contains(c, any(ContextDiscovery))
-		hasLMOS := slices.ContainsFunc(c, func(e any) bool {
-			m, ok := e.(map[string]any)
-			if !ok {
-				return false
+		hasLMOS, legacyAt := false, -1
+		for i, e := range c {
+			if m, ok := e.(map[string]any); ok {
+				if v, ok := m["lmos"]; ok {
+					hasLMOS = true
+					if v == lmos.ContextLMOSLegacy && upgrade {
+						legacyAt = i
+					}
+				}
 			}
-			_, ok = m["lmos"]
-			return ok
-		})
-		if hasDiscovery && hasLMOS {
+		}
+		if hasDiscovery && hasLMOS && legacyAt < 0 {
 			return c
 		}
 		out := make([]any, 0, len(c)+2)
@@ -99,8 +122,14 @@ func enrichedContext(ctx any) any {
 			out = append(out, ContextDiscovery)
 		}
 		out = append(out, c[i:]...)
+		if legacyAt >= 0 {
+			at := legacyAt + len(out) - len(c) // shifted by the discovery context
+			m := maps.Clone(c[legacyAt].(map[string]any))
+			m["lmos"] = ContextLMOS
+			out[at] = m
+		}
 		if !hasLMOS {
-			out = append(out, lmosContext)
+			out = append(out, term)
 		}
 		return out
 	default:

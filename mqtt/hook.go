@@ -229,7 +229,10 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	// willKey is the hub's own carrier of will properties (will.go): a
 	// client's forged one would become a Response Topic no check saw.
 	pk.Properties.User = withoutWillKey(pk.Properties.User)
-	if rt := pk.Properties.ResponseTopic; rt != "" && !replyTopicOK(rt) {
+	if t, ok := parseThingTopic(pk.TopicName); ok && t.kind == kindTD && !joinResponseTopicOK(t.tid, pk.Properties.ResponseTopic) {
+		return h.refuseJoinResponseTopic(cl, t.tid, pk)
+	}
+	if rt := pk.Properties.ResponseTopic; rt != "" && !replyTopicOK(rt) && !isJoinResultOf(pk.TopicName, rt) {
 		// Whoever answers would publish there with its own rights: a reply
 		// could land on the agent's own td (an empty one deregistering it),
 		// status, properties or events (PROTOCOL §10).

@@ -53,6 +53,9 @@ type Config struct {
 	Checks map[string]func() error
 	// StoreSize reports the store's size in bytes for status and metrics.
 	StoreSize func() int64
+	// Backup writes a consistent snapshot of the store (POST /api/backup);
+	// nil answers 503 there.
+	Backup func(io.Writer) (int64, error)
 	// MDNS reports the state of mDNS for the status (nil: not shown); it
 	// is read per request, since mDNS opens after HTTP serves.
 	MDNS func() any
@@ -239,6 +242,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
 	m.HandleFunc("GET /api/log", s.admin(s.logTail))
+	m.HandleFunc("POST /api/backup", s.write(s.backup))
 	m.HandleFunc("GET /api/groups/{gid}/channel", s.identify(s.groupChannel))
 	s.joinRoutes()
 	s.groupRoutes()

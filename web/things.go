@@ -2,6 +2,8 @@ package web
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +51,10 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	)
 	for try := 0; ; try++ {
 		page = s.reg.Page(offset, limit)
+		// Before the documents are read: an unchanged page costs nothing.
+		if notModified(w, r, `W/"`+listTag(&page)+`"`) {
+			return
+		}
 		first, err2 = s.pageDocs(&page)
 		if !errors.Is(err2, hub.ErrStale) || try == staleRetries {
 			break
@@ -67,10 +73,9 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	things, total := page.Things, page.Total
-	etag := page.Tag()
-	w.Header().Add("Link", `</things>; rel="canonical"; etag="`+etag+`"`)
-	// Weak: registration.retrieved differs between bodies of one state.
-	w.Header().Set("ETag", `W/"`+etag+`"`)
+	// The collection's revision (TDD §7.3.2.1.2); the ETag (set by
+	// notModified) also covers what changes without one.
+	w.Header().Add("Link", `</things>; rel="canonical"; etag="`+page.Tag()+`"`)
 	next := ""
 	if limit > 0 && offset+len(things) < total {
 		next = "/things?offset=" + strconv.Itoa(offset+len(things)) + "&limit=" + strconv.Itoa(limit)
@@ -339,4 +344,18 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 	}
 	_, err := buf.ReadFrom(r)
 	return buf.Bytes(), err
+}
+
+// listTag is the opaque tag of a page of the listing: the collection state
+// (hub.Page.Tag) and the hub's metadata of the page's Things, since a
+// presence change is no new revision yet changes lmos:presence in the
+// body. It is weak (W/): registration.retrieved differs in every response.
+func listTag(p *hub.Page) string {
+	h := sha256.New()
+	for _, t := range p.Things {
+		meta, _ := json.Marshal(t.Meta)
+		h.Write(meta)
+		h.Write([]byte{0})
+	}
+	return p.Tag() + "-" + hex.EncodeToString(h.Sum(nil)[:8])
 }

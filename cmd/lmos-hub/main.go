@@ -50,6 +50,7 @@ usage:
                                    add an eddsa-jcs-2022 proof to a TD
   lmos-hub verify [-key FILE] TD.json|-
                                    check a TD's proof: print the signer's DID and created, or why not
+  lmos-hub backup|restore FILE     snapshot the store (of a running hub: --hub); put one back
   lmos-hub config print [flags]    print the effective configuration
   lmos-hub version [--tls]         print the version; --tls: the certificate's fingerprint
 `
@@ -76,6 +77,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return runToken(rest, stdout, stderr, getenv)
 	case "config":
 		return runConfig(rest, stdout, stderr, getenv)
+	case "backup":
+		return runBackup(rest, stdout, stderr, getenv)
+	case "restore":
+		return runRestore(rest, stdout, stderr, getenv)
 	case "discover":
 		return runDiscover(rest, stdout, stderr)
 	case "keygen":

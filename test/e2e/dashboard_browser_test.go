@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
+	"github.com/eclipse-lmos/lmos-hub/store"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 )
 
@@ -476,6 +478,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		if resp, body := h.do(http.MethodGet, "/api/groups/"+gid, "", nil, testToken); resp.StatusCode != http.StatusOK || json.Unmarshal(body, &g) != nil ||
 			strings.Join(g.Members, " ") != dashThermo+" "+dashLamp {
 			t.Errorf("GET /api/groups/%s after the page made it: %d %s", gid, resp.StatusCode, body)
+		}
+	})
+	t.Run("backup", func(t *testing.T) {
+		// The page's "Download backup" saves a whole store holding the
+		// hub's Things.
+		file := filepath.Join(t.TempDir(), "dashboard-backup.db")
+		b.run(t, map[string]any{"cmd": "backup", "path": file})
+		info, err := store.Check(file)
+		if err != nil || info.HubID != h.Main.DB.HubID() || info.Things == 0 {
+			t.Fatalf("the page's backup: %+v, %v; want the hub's store", info, err)
 		}
 	})
 	t.Run("token", func(t *testing.T) {

@@ -114,7 +114,7 @@ func TestTDD_things_list_pagination_header_canonicallink_Expiry(t *testing.T) {
 		if p2.etag == p1.etag {
 			t.Errorf("etag %s names the collection with and without urn:ex:b: a client walking the pages misses it", p1.etag)
 		}
-		if p2.header != `W/"`+p2.etag+`"` {
+		if !strings.HasPrefix(p2.header, `W/"`+p2.etag+"-") {
 			t.Errorf("ETag %q does not follow the canonical etag %s", p2.header, p2.etag)
 		}
 		return
@@ -189,7 +189,7 @@ func TestTDD_things_list_pagination_header_canonicallink_Concurrent(t *testing.T
 				if hasNext := off+len(p.Members) < p.Total; p.next != hasNext || (p.Next != "") != hasNext {
 					t.Errorf("offset %d: %d members of %d, next Link %v, next member %q", off, len(p.Members), p.Total, p.next, p.Next)
 				}
-				if p.header != `W/"`+p.etag+`"` {
+				if !strings.HasPrefix(p.header, `W/"`+p.etag+"-") {
 					t.Errorf("ETag %q, canonical etag %s", p.header, p.etag)
 				}
 				state := fmt.Sprintf("total %d: %s", p.Total, p.ids())

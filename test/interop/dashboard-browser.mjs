@@ -665,6 +665,26 @@ const handlers = {
     });
   },
 
+  // backup: the hub page's "Download backup" saves the store's snapshot
+  // (POST /api/backup with the page's admin token) as a file, to c.path.
+  async backup(c) {
+    await check("backup downloaded", async () => {
+      await reset();
+      await nav("hub");
+      await until("backup button", () => visible(T("backup-download")));
+      const saved = page.waitForEvent("download", { timeout: STEP });
+      await click(T("backup-download"), "backup-download");
+      const dl = await saved;
+      await dl.saveAs(c.path);
+      const info = await until("the backup's note", async () => {
+        const t = (await text(T("backup-info"))).trim();
+        if (!t.startsWith("Saved")) throw new Error(`backup-info is ${JSON.stringify(t)}`);
+        return t;
+      });
+      return `${dl.suggestedFilename()}: ${info}`;
+    });
+  },
+
   async tokenRevoke(c) {
     await check("token revoked", async () => {
       await reset();

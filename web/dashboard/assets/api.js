@@ -96,7 +96,8 @@ function headers(extra) {
 // and is sent again (a private hub's reads, a Thing that requires
 // security, an admin page), unless prompt is false. A refused token is
 // forgotten, so the next change asks again.
-export async function request(method, path, { body, type = 'application/json', accept = 'application/json', needsToken = false, prompt = true } = {}) {
+// With as 'blob' the answer is returned as a Blob (a backup's bytes).
+export async function request(method, path, { body, type = 'application/json', accept = 'application/json', needsToken = false, prompt = true, as } = {}) {
   if (needsToken && !token && !(await askToken('Changing the hub needs a token with the right scope.'))) {
     throw new ProblemError(401, { detail: 'no token given' });
   }
@@ -109,6 +110,7 @@ export async function request(method, path, { body, type = 'application/json', a
     const res = await fetch(path, init);
     if (res.ok) {
       if (res.status === 204) return null;
+      if (as === 'blob') return res.blob();
       const ct = res.headers.get('Content-Type') || '';
       return ct.includes('json') ? res.json() : res.text();
     }

@@ -1,5 +1,6 @@
 // The hub: status (/api/status), broker figures (/metrics), tokens
-// (create with scope and expiry, revoke) and the live log tail (/api/log).
+// (create with scope and expiry, revoke), a backup download (/api/backup)
+// and the live log tail (/api/log).
 import { h, clear, ago, copyButton, logList } from './dom.js';
 import { get, request, change, stream, enc, explain, showError, clearError, askToken, onToken, hasToken } from './api.js';
 
@@ -39,8 +40,31 @@ export function hubView(root) {
     } catch (err) { showError(explain(err)); }
   });
 
+  // A backup is the store's snapshot (POST /api/backup, admin token),
+  // saved as a file; `lmos-hub restore FILE` puts it back.
+  const backupInfo = h('span', { class: 'muted small', testid: 'backup-info', 'aria-live': 'polite' });
+  const backupButton = h('button', { type: 'button', testid: 'backup-download', text: 'Download backup', on: { click: async () => {
+    backupButton.disabled = true;
+    backupInfo.textContent = 'Taking a backup…';
+    try {
+      const blob = await change('POST', '/api/backup', { accept: 'application/octet-stream', as: 'blob' });
+      const name = 'lmos-hub-' + new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '') + '.db';
+      const a = h('a', { href: URL.createObjectURL(blob), download: name });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+      backupInfo.textContent = 'Saved ' + name + ' (' + blob.size + ' bytes); restore it with lmos-hub restore FILE.';
+      clearError();
+    } catch (err) {
+      backupInfo.textContent = '';
+      showError(explain(err));
+    } finally { backupButton.disabled = false; }
+  } } });
+
   root.append(
     h('h1', { text: 'Hub' }), status,
+    h('h2', { text: 'Backup' }), h('div', { class: 'row' }, backupButton, backupInfo),
     h('h2', { text: 'Broker' }), broker,
     h('h2', { text: 'Tokens' }), create, tokenValue, tokenInfo,
     h('div', { class: 'scroll' }, h('table', {},
