@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 
@@ -67,15 +66,6 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, code, lmos.MediaJSON, map[string]any{"status": status, "components": c})
-}
-
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.WritePrometheus(w)
-	for _, write := range s.cfg.Metrics {
-		write(w)
-	}
-	metrics.WriteProcessMetrics(w)
 }
 
 type tokenView struct {

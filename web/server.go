@@ -196,9 +196,12 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s.metrics.NewGauge("lmos_registry_revision", func() float64 { return float64(reg.Revision()) })
 	// Proof signatures checked, those checked in batches with concurrent
 	// writes' and the batches that failed (then checked one by one).
-	s.metrics.NewGauge("lmos_verify_signatures_total", func() float64 { return float64(reg.VerifyStats().Checks) })
-	s.metrics.NewGauge("lmos_verify_batched_total", func() float64 { return float64(reg.VerifyStats().Batched) })
-	s.metrics.NewGauge("lmos_verify_batch_failures_total", func() float64 { return float64(reg.VerifyStats().Failed) })
+	s.metrics.RegisterMetricsWriter(func(w io.Writer) {
+		vs := reg.VerifyStats()
+		metrics.WriteCounterUint64(w, "lmos_verify_signatures_total", vs.Checks)
+		metrics.WriteCounterUint64(w, "lmos_verify_batched_total", vs.Batched)
+		metrics.WriteCounterUint64(w, "lmos_verify_batch_failures_total", vs.Failed)
+	})
 	if cfg.StoreSize != nil {
 		s.metrics.NewGauge("lmos_store_size_bytes", func() float64 { return float64(cfg.StoreSize()) })
 	}
