@@ -57,6 +57,8 @@ func (s *Server) checks() map[string]string {
 	return out
 }
 
+// healthz answers 200 "up" when every component is up, 200 "degraded"
+// when only an optional one failed, else 503 "down".
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	c := s.checks()
 	status, code := "up", http.StatusOK
@@ -64,6 +66,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		if v != "up" {
 			status, code = "down", http.StatusServiceUnavailable
 		}
+	}
+	for name, check := range s.cfg.Optional {
+		state, err := check()
+		if err != nil {
+			state = err.Error()
+			if status == "up" {
+				status = "degraded"
+			}
+		}
+		c[name] = state
 	}
 	writeJSON(w, code, lmos.MediaJSON, map[string]any{"status": status, "components": c})
 }

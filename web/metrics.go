@@ -3,12 +3,17 @@ package web
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
 
 // metricHelp says what each family the HTTP adapter and the metrics
@@ -26,6 +31,12 @@ var metricHelp = map[string]string{
 	"lmos_store_size_bytes":            "Size of the hub's database file in bytes.",
 	"lmos_uptime_seconds":              "Seconds since the hub started serving HTTP.",
 	"lmos_join_pending":                "Join requests waiting for an administrator's approval.",
+	"lmos_presence_things":             "Things in the directory by presence (online, offline, unknown).",
+	// joins and interactions (Observer)
+	"lmos_joins_total":                  "Join requests of agents (MQTT, WebSocket) and announced Things (mDNS), by door and how they ended: accepted, pending (parked for approval), deleted (deregistered) or rejected.",
+	"lmos_joins_refused_total":          "Join requests refused, by door and reason (the limit's setting or the problem code).",
+	"lmos_interactions_total":           "Interactions routed to Things, by the consumer's door (http, ws, mqtt; hub for group actions), the Thing's transport (mqtt, ws; none when refused first) and outcome.",
+	"lmos_interaction_duration_seconds": "Time from routing an interaction to its final result or failure, by the Thing's transport (streams and refusals left out).",
 	// HTTP, SSE, WebSocket
 	"lmos_http_requests_total":           "HTTP requests answered, by route pattern and status code.",
 	"lmos_http_request_duration_seconds": "Time to answer an HTTP request, by route pattern (event streams until they close).",
@@ -137,6 +148,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	exposeMetadata.Do(func() { metrics.ExposeMetadata(true) })
 	var buf bytes.Buffer
 	s.metrics.WritePrometheus(&buf)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.WritePrometheus(&buf)
+	}
 	for _, write := range s.cfg.Metrics {
 		write(&buf)
 	}
@@ -184,3 +198,46 @@ func describeMetrics(dst io.Writer, src []byte) {
 	}
 	_ = out.Flush()
 }
+
+// Observer counts what the domain tells it (hub.Observer): joins and
+// routed interactions. app makes one before the hub admits anything and
+// gives it to the Router, the Admission and the Server (Config.Observer).
+type Observer struct {
+	set *metrics.Set
+}
+
+var _ hub.Observer = (*Observer)(nil)
+
+// NewObserver returns an Observer with nothing counted.
+func NewObserver() *Observer { return &Observer{set: metrics.NewSet()} }
+
+// interactionBuckets are the upper bounds of lmos_interaction_duration_seconds:
+// from a loopback round trip to the proxy's default timeout.
+var interactionBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// Joined counts a join by door and status, and a refused one by reason.
+func (o *Observer) Joined(door hub.Source, status, reason string) {
+	o.set.GetOrCreateCounter(fmt.Sprintf(`lmos_joins_total{door=%q,status=%q}`, door, status)).Inc()
+	if status == lmos.JoinRejected {
+		o.set.GetOrCreateCounter(fmt.Sprintf(`lmos_joins_refused_total{door=%q,reason=%q}`, door, reason)).Inc()
+	}
+}
+
+// Routed counts an interaction by the consumer's door, the Thing's
+// transport and the outcome, and times those that reached a Thing and
+// were not streams.
+func (o *Observer) Routed(door, transport hub.Source, outcome string, d time.Duration) {
+	if door == "" {
+		door = "hub"
+	}
+	if transport == "" {
+		transport = "none"
+	}
+	o.set.GetOrCreateCounter(fmt.Sprintf(`lmos_interactions_total{door=%q,transport=%q,outcome=%q}`, door, transport, outcome)).Inc()
+	if outcome != hub.OutcomeRefused && outcome != hub.OutcomeStreamed {
+		o.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`lmos_interaction_duration_seconds{transport=%q}`, transport), interactionBuckets).Update(d.Seconds())
+	}
+}
+
+// WritePrometheus writes the counts.
+func (o *Observer) WritePrometheus(w io.Writer) { o.set.WritePrometheus(w) }

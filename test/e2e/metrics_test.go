@@ -156,3 +156,103 @@ func TestMetricsPromtoolClean(t *testing.T) {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+// wantMetric fails unless series of /metrics reads want.
+func wantMetric(t *testing.T, h *testHub, series string, want int) {
+	t.Helper()
+	if got := metricValue(t, h, series); got != want {
+		t.Errorf("%s = %d, want %d", series, got, want)
+	}
+}
+
+// Each join is counted by door and how it ended, a refused one also by
+// reason; each routed interaction by the consumer's door, the Thing's
+// transport and its outcome, and timed; presence is counted by status.
+func TestMetricsCountJoinsAndInteractions(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.HTTP.ProxyTimeout = Duration(300 * time.Millisecond) })
+	accepted := `lmos_joins_total{door="mqtt",status="accepted"}`
+	wantMetric(t, h, accepted, 0)
+	wantMetric(t, h, `lmos_presence_things{status="online"}`, 0)
+	h.startAgent(agentID)
+	wantMetric(t, h, accepted, 1)
+	wantMetric(t, h, `lmos_presence_things{status="online"}`, 1)
+
+	c := h.MQTT(nil)
+	if p := c.Join("urn:example:metrics-bad", []byte(`{"title":`), ""); !bytes.Contains(p, []byte(`"rejected"`)) {
+		t.Fatalf("join of a broken TD: %s", p)
+	}
+	wantMetric(t, h, `lmos_joins_total{door="mqtt",status="rejected"}`, 1)
+	wantMetric(t, h, `lmos_joins_refused_total{door="mqtt",reason="invalid"}`, 1)
+	wantMetric(t, h, accepted, 1)
+
+	wsMember(t, h, "urn:example:metrics-ws")
+	wantMetric(t, h, `lmos_joins_total{door="ws",status="accepted"}`, 1)
+	wantMetric(t, h, `lmos_presence_things{status="online"}`, 2)
+
+	series := func(outcome string) string {
+		return `lmos_interactions_total{door="http",transport="mqtt",outcome="` + outcome + `"}`
+	}
+	timed := `lmos_interaction_duration_seconds_count{transport="mqtt"}`
+	for _, c := range []struct {
+		action, input, outcome string
+		status                 int
+	}{
+		{"addJSON", `{"a":1,"b":2}`, "completed", 200},
+		{"fail", `{}`, "failed", 502},
+		{"never", `{}`, "timeout", 504},
+	} {
+		wantMetric(t, h, series(c.outcome), 0)
+		if resp, body := h.request("POST", actionPath(agentID, c.action), "application/json", "", []byte(c.input), testToken); resp.StatusCode != c.status {
+			t.Fatalf("%s: %d %s", c.action, resp.StatusCode, body)
+		}
+		wantMetric(t, h, series(c.outcome), 1)
+	}
+	wantMetric(t, h, timed, 3)
+	// Refused before it reaches the Thing: counted, not timed.
+	refused := `lmos_interactions_total{door="http",transport="none",outcome="refused"}`
+	wantMetric(t, h, refused, 0)
+	if resp, body := h.request("POST", actionPath(agentID, "order"), "application/json", "", []byte(`{"code":"x"}`), testToken); resp.StatusCode != 400 {
+		t.Fatalf("order with a bad code: %d %s", resp.StatusCode, body)
+	}
+	wantMetric(t, h, refused, 1)
+	wantMetric(t, h, timed, 3)
+}
+
+// A join parked for approval is counted as pending.
+func TestMetricsCountPendingJoins(t *testing.T) {
+	h := startHub(t, func(c *Config) { c.Join.Mode = "approve" })
+	pending := `lmos_joins_total{door="mqtt",status="pending"}`
+	wantMetric(t, h, pending, 0)
+	wantMetric(t, h, "lmos_join_pending", 0)
+	c := h.MQTT(nil)
+	if p := c.Join("urn:example:metrics-wait", makeTD("urn:example:metrics-wait", "Wait"), ""); !bytes.Contains(p, []byte(`"pending"`)) {
+		t.Fatalf("join in approve mode: %s", p)
+	}
+	wantMetric(t, h, pending, 1)
+	wantMetric(t, h, "lmos_join_pending", 1)
+	wantMetric(t, h, `lmos_joins_total{door="mqtt",status="accepted"}`, 0)
+}
+
+// /healthz names mDNS among its components: "off" when turned off, "up"
+// once it advertises; either way the hub is up.
+func TestHealthzShowsMDNS(t *testing.T) {
+	var health struct {
+		Status     string
+		Components map[string]string
+	}
+	off := startHub(t, nil)
+	off.getJSON("/healthz", 200, &health)
+	if health.Status != "up" || health.Components["mdns"] != "off" || health.Components["store"] != "up" {
+		t.Fatalf("healthz with mdns off %+v", health)
+	}
+	// On an interface that does not exist nothing goes on the wire.
+	on := startHub(t, func(c *Config) { c.MDNS.Enabled, c.MDNS.Interfaces = true, []string{"lmos-none0"} })
+	waitFor(t, 10*time.Second, "mdns up on /healthz", func() bool {
+		on.getJSON("/healthz", 200, &health)
+		return health.Components["mdns"] == "up"
+	})
+	if health.Status != "up" {
+		t.Fatalf("healthz with mdns up %+v", health)
+	}
+	wantMetric(t, on, "lmos_mdns_announcements_total", 0) // no interface to send on
+}
