@@ -65,8 +65,13 @@ func (a *Admission) logJoin(r *JoinRequest, res JoinResult, err error) {
 		// An mDNS Thing announcing itself again, an agent rejoining
 		// with its description as stored: routine.
 		a.log.Debug("join accepted", append(attrs, "unchanged", true)...)
+	case res.Status == lmos.JoinAccepted && (res.ByKey || r.Takeover && !res.Created):
+		// A new connection took the Thing over: by its bound key's proof
+		// (the earlier credential stops working) or a WebSocket
+		// registration from another connection than the one that had it.
+		a.log.Info("thing taken over by a new connection", append(attrs, "byKey", res.ByKey)...)
 	case res.Status == lmos.JoinAccepted:
-		a.log.Info("join accepted", append(attrs, "created", res.Created, "byKey", res.ByKey)...)
+		a.log.Info("join accepted", append(attrs, "created", res.Created)...)
 	case res.Status == lmos.JoinPending:
 		a.log.Info("join waits for approval", attrs...)
 	case res.Status == lmos.JoinDeleted:
@@ -140,3 +145,7 @@ func (r *Registry) Presence() map[string]int {
 	}
 	return out
 }
+
+// Now is the registry's clock (RegistryOptions.Now): adapters time what
+// they rate-limit by it, so tests move it instead of waiting.
+func (r *Registry) Now() time.Time { return r.opts.Now() }

@@ -165,6 +165,7 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 	}
 	if !h.aclCheck(cl, topic, write) {
 		h.countGroupRefusal(cl, topic)
+		h.b.logRefusal(cl.ID, topic, write, "acl")
 		return false
 	}
 	return !h.refusedByPolicy(cl, topic, write)
