@@ -30,6 +30,10 @@ func busyHub(t *testing.T) *testHub {
 	h.put("urn:example:metrics-after", makeTD("urn:example:metrics-after", "After"))
 	s.next(10 * time.Second)
 	s.Close()
+	h.startAgent(agentID)
+	if resp, b := h.request("POST", actionPath(agentID, "addJSON"), "application/json", "", []byte(`{"a":1,"b":2}`), testToken); resp.StatusCode != 200 {
+		t.Fatalf("invoke: %d %s", resp.StatusCode, b)
+	}
 	body := `{"id":"metrics","title":"Metrics","members":["urn:example:metrics-lamp"]}`
 	if resp, b := h.do(http.MethodPost, "/api/groups", "application/json", []byte(body), testToken); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create group: %d %s", resp.StatusCode, b)
@@ -134,7 +138,9 @@ func TestMetricsEveryFamilyDescribed(t *testing.T) {
 		t.Error(b)
 	}
 	for _, want := range []string{"lmos_http_requests_total", "lmos_mqtt_refused_total", "lmos_ws_connections", "process_resident_memory_bytes",
-		"lmos_tls_handshake_failures_total", "lmos_group_channel_delivered_total", "go_goroutines"} {
+		"lmos_tls_handshake_failures_total", "lmos_group_channel_delivered_total", "go_goroutines", "lmos_joins_total", "lmos_joins_refused_total",
+		"lmos_interactions_total", "lmos_interaction_duration_seconds", "lmos_presence_things", "lmos_mdns_announcements_total", "lmos_mdns_things_total",
+		"process_open_fds", "lmos_verify_signatures_total"} {
 		if types[want] == "" {
 			t.Errorf("no family %s in /metrics", want)
 		}
