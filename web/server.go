@@ -54,7 +54,7 @@ type Config struct {
 	// Optional are components /healthz reports without being down when
 	// they fail, for the hub serves without them (mDNS): a check returns
 	// its state ("up", "off", "starting", …) or its error, which makes
-	// the status "degraded" (PROTOCOL §2).
+	// the status "degraded" (PROTOCOL §3.4).
 	Optional map[string]func() (string, error)
 	// StoreSize reports the store's size in bytes for status and metrics.
 	StoreSize func() int64
