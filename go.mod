@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	filippo.io/edwards25519 v1.2.0
-	github.com/VictoriaMetrics/metrics v1.40.2
+	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/coder/websocket v1.8.15
 	github.com/coreos/go-systemd/v22 v22.6.0
 	github.com/eclipse/paho.golang v0.22.0
@@ -22,7 +22,7 @@ require (
 	go.etcd.io/bbolt v1.4.3
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/net v0.33.0
-	golang.org/x/sys v0.29.0
+	golang.org/x/sys v0.38.0
 	golang.org/x/text v0.21.0
 	golang.org/x/time v0.14.0
 	gopkg.in/cenkalti/backoff.v1 v1.1.0

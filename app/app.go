@@ -97,6 +97,8 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
+	// observer counts joins and routed interactions for /metrics.
+	observer *web.Observer
 	// mdnsErr is why mDNS could not open (nil: it did, or is off).
 	mdnsErr atomic.Pointer[error]
 
@@ -204,6 +206,11 @@ func (m *Main) openRegistry(context.Context) error {
 	if err != nil {
 		return err
 	}
+	// /metrics counts joins and interactions; joins are logged at info.
+	m.observer = web.NewObserver()
+	m.Router.SetObserver(m.observer)
+	m.Admission.SetObserver(m.observer)
+	m.Admission.SetLogger(m.Logger.With("component", "join"))
 	// Joins parked for approval survive a restart (join mode approve),
 	// and expire join.pendingTTL after they were parked.
 	m.Admission.SetPendingTTL(time.Duration(cfg.Join.PendingTTL))
@@ -427,6 +434,7 @@ func (m *Main) webConfig() web.Config {
 		SSEWriteTimeout:     m.SSEWriteTimeout,
 		WriteTimeout:        m.HTTPWriteTimeout,
 		Metrics:             m.metrics(),
+		Observer:            m.observer,
 		BrokerPort:          portOf(m.MQTTAddr),
 		TLS:                 m.tlsInfo(),
 		// WebSocket agents reach MQTT consumers through the broker.
@@ -439,8 +447,9 @@ func (m *Main) webConfig() web.Config {
 			"registry": m.Registry.Err,
 			"broker":   b.Err,
 		},
-		Logger:  m.Logger.With("component", "http"),
-		LogTail: m.LogTail,
+		Optional: map[string]func() (string, error){"mdns": m.mdnsHealth},
+		Logger:   m.Logger.With("component", "http"),
+		LogTail:  m.LogTail,
 	}
 }
 
@@ -474,6 +483,21 @@ func (m *Main) mdnsStatus() any {
 		return mdns.Status{State: "failed", Error: (*err).Error(), Interfaces: []string{}}
 	}
 	return mdns.Status{State: "starting", Interfaces: []string{}}
+}
+
+// mdnsHealth is mDNS on /healthz: "up" once advertising, "off",
+// "starting" or "probing", or the error it failed with.
+func (m *Main) mdnsHealth() (string, error) {
+	st, ok := m.mdnsStatus().(mdns.Status)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("unknown mdns state %T", m.mdnsStatus())
+	case st.State == "advertising":
+		return "up", nil
+	case st.State == "failed":
+		return "", errors.New(st.Error)
+	}
+	return st.State, nil
 }
 
 // advertise opens the hub's mDNS responder and registrar.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
+	"github.com/eclipse-lmos/lmos-hub/mdns"
 	"github.com/eclipse-lmos/lmos-hub/web"
 )
 
@@ -77,6 +78,8 @@ func (m *Main) metrics() []func(io.Writer) {
 	if m.TLS != nil {
 		out = append(out, m.TLS.WritePrometheus)
 	}
+	// mDNS opens after the HTTP adapter, or not at all.
+	out = append(out, func(w io.Writer) { mdns.WritePrometheus(w, m.names.mdns.Load()) })
 	return out
 }
 

@@ -60,6 +60,9 @@ type Interaction struct {
 	// Traceparent and Tracestate are the consumer's W3C trace context,
 	// passed on where the transport can carry it.
 	Traceparent, Tracestate string
+	// Door is the door the consumer asked through (http, ws, mqtt; "" for
+	// the hub's own, group actions): metrics count interactions by it.
+	Door Source
 	// Thing is the registered Thing and Affordance its property, action or
 	// event description (parsed for this interaction); the Router fills
 	// them in.

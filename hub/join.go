@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -33,6 +34,12 @@ type Admission struct {
 
 	revokeMu  sync.Mutex
 	onRevoked []func(id string) // OnCredentialRevoked
+
+	obs Observer     // nil: none (SetObserver)
+	log *slog.Logger // joins at info (SetLogger); nil: none
+	// refusedLog holds back refused joins' lines beyond one per source
+	// address a minute.
+	refusedLog *ratelimit.Throttle
 }
 
 // NewAdmission returns the join policy for mode (open, approve or closed;
@@ -52,7 +59,8 @@ func NewAdmission(reg *Registry, creds CredentialStore, mode string, rate float6
 	if burst <= 0 {
 		burst = DefaultJoinBurst
 	}
-	a := &Admission{mode: mode, reg: reg, creds: creds, rate: ratelimit.New(max(rate, 0), burst, nil)}
+	a := &Admission{mode: mode, reg: reg, creds: creds, rate: ratelimit.New(max(rate, 0), burst, nil),
+		refusedLog: ratelimit.NewThrottle(RefusalLogPeriod, reg.opts.Now)}
 	a.pending.now = reg.opts.Now
 	a.pending.init()
 	return a, nil

@@ -58,9 +58,11 @@ func (a *Admission) Join(ctx context.Context, r JoinRequest) (JoinResult, error)
 		err = Errorf(EINTERNAL, "no door %q admits Things", r.Door)
 	}
 	if err != nil {
-		return JoinResult{Status: lmos.JoinRejected, ID: r.ID, Approval: res.Approval}, err
+		res = JoinResult{Status: lmos.JoinRejected, ID: r.ID, Approval: res.Approval}
 	}
-	return res, nil
+	a.joined(&r, res, err)
+	a.logJoin(&r, res, err)
+	return res, err
 }
 
 // PrepareJoin does the CPU-heavy part of r's join ahead, on the caller's

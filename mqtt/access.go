@@ -125,7 +125,7 @@ func (h *binding) refusedByPolicy(cl *mochi.Client, topic string, write bool) bo
 		return false
 	}
 	h.b.countRefusalReason(hub.RefusalReason(err))
-	h.b.log.Debug("access refused", "client", cl.ID, "topic", topic, "err", err)
+	h.b.logRefusal(cl.ID, topic, write, hub.RefusalReason(err))
 	return true
 }
 

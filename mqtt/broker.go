@@ -53,6 +53,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/brokerstate"
+	"github.com/eclipse-lmos/lmos-hub/internal/ratelimit"
 )
 
 // Limits of the broker. mochi serves each connection with two goroutines
@@ -202,6 +203,9 @@ type Broker struct {
 	slowCuts             atomic.Uint64
 	// refused counts refused joins and connections by reason.
 	refused refusals
+	// refusedLog holds back access refusals' log lines beyond one per
+	// client and hub.RefusalLogPeriod (metrics.go).
+	refusedLog *ratelimit.Throttle
 	// gates orders connections with the same client id; reuseTimeouts
 	// counts those that went ahead without waiting for the earlier one
 	// (sameclientid.go).
@@ -262,18 +266,19 @@ func New(reg *hub.Registry, bs brokerstate.Store, creds hub.CredentialStore, cfg
 		cfg.Access = hub.OpenAccess()
 	}
 	b := &Broker{
-		cfg:    cfg,
-		reg:    reg,
-		dec:    reg.Decoder(),
-		creds:  creds,
-		log:    log,
-		server: server,
-		inline: inline,
-		ctx:    ctx,
-		cancel: cancel,
-		stop:   make(chan struct{}),
-		adm:    adm,
-		access: cfg.Access,
+		refusedLog: ratelimit.NewThrottle(hub.RefusalLogPeriod, reg.Now),
+		cfg:        cfg,
+		reg:        reg,
+		dec:        reg.Decoder(),
+		creds:      creds,
+		log:        log,
+		server:     server,
+		inline:     inline,
+		ctx:        ctx,
+		cancel:     cancel,
+		stop:       make(chan struct{}),
+		adm:        adm,
+		access:     cfg.Access,
 
 		forwards: make(chan struct{}, maxForwards),
 	}

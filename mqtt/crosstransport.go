@@ -104,7 +104,7 @@ func (b *Broker) forward(id string, t thingTopic, pk packets.Packet) bool {
 		op = hub.OpWriteProperty
 	}
 	ct := lmos.MediaOf(pk.Properties.ContentType)
-	in := hub.Interaction{ThingID: id, Op: op, Name: t.name, Input: bytes.Clone(pk.Payload), ContentType: ct, Accept: ct}
+	in := hub.Interaction{ThingID: id, Op: op, Name: t.name, Input: bytes.Clone(pk.Payload), ContentType: ct, Accept: ct, Door: hub.SourceMQTT}
 	in.Traceparent, _ = userProperty(pk, "traceparent")
 	in.Tracestate, _ = userProperty(pk, "tracestate")
 	replyTo, corr := pk.Properties.ResponseTopic, pk.Properties.CorrelationData

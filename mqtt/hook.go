@@ -165,6 +165,7 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 	}
 	if !h.aclCheck(cl, topic, write) {
 		h.countGroupRefusal(cl, topic)
+		h.b.logRefusal(cl.ID, topic, write, "acl")
 		return false
 	}
 	return !h.refusedByPolicy(cl, topic, write)
@@ -220,6 +221,7 @@ func (h *binding) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 	if cl.Properties.ProtocolVersion < 5 {
 		if !h.aclCheck(cl, pk.TopicName, true) {
 			h.countGroupRefusal(cl, pk.TopicName)
+			h.b.logRefusal(cl.ID, pk.TopicName, true, "acl")
 			return pk, packets.CodeSuccessIgnore // acknowledged, dropped
 		}
 		if h.refusedByPolicy(cl, pk.TopicName, true) {

@@ -31,6 +31,25 @@ func (b *Broker) countRefusalReason(reason string) {
 	b.refused.n[reason]++
 }
 
+// logRefusal logs a SUBSCRIBE or PUBLISH the access rules refused, at most
+// one line per client and hub.RefusalLogPeriod: the next line says how
+// many were held back.
+func (b *Broker) logRefusal(client, topic string, write bool, reason string) {
+	ok, held := b.refusedLog.Allow(client)
+	if !ok {
+		return
+	}
+	op := "subscribe"
+	if write {
+		op = "publish"
+	}
+	attrs := []any{"client", client, "op", op, "topic", topic, "reason", reason}
+	if held > 0 {
+		attrs = append(attrs, "suppressed", held)
+	}
+	b.log.Info("mqtt access refused", attrs...)
+}
+
 // Refused returns how many requests were refused for reason.
 func (b *Broker) Refused(reason string) uint64 {
 	b.refused.mu.Lock()

@@ -140,6 +140,8 @@ func (h *binding) makeWay(cl *mochi.Client) {
 		return // a session restored from storage: nothing serves it
 	}
 	if !old.Closed() {
+		b.log.Info("mqtt client id taken over by a new connection", "client", cl.ID,
+			"remote", cl.Net.Remote, "previous", old.Net.Remote)
 		// As mochi's takeover does [MQTT-3.1.4-3]; a 3.1.1 client has no
 		// DISCONNECT from the server, its connection is just closed. The
 		// write may block on a client that does not read: not here.

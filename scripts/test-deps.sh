@@ -46,6 +46,7 @@ need_deb python3 python3 # serves the Avahi-published TD
 need_deb mosquitto_rr mosquitto-clients # mosquitto_pub/sub/rr: independent MQTT clients
 need_deb dig bind9-dnsutils # legacy unicast DNS queries to the hub's mDNS port
 need_deb openssl openssl # the TLS certificate's fingerprint as openssl prints it
+need_deb promtool prometheus # promtool check metrics on /metrics
 
 # need_py MODULE PACKAGE: Debian's python3 (/usr/bin/python3, not a pyenv or
 # venv one earlier on PATH) must import MODULE, else PACKAGE is installed.

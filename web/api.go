@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 
@@ -58,6 +57,8 @@ func (s *Server) checks() map[string]string {
 	return out
 }
 
+// healthz answers 200 "up" when every component is up, 200 "degraded"
+// when only an optional one failed, else 503 "down".
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	c := s.checks()
 	status, code := "up", http.StatusOK
@@ -66,16 +67,17 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 			status, code = "down", http.StatusServiceUnavailable
 		}
 	}
-	writeJSON(w, code, lmos.MediaJSON, map[string]any{"status": status, "components": c})
-}
-
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.metrics.WritePrometheus(w)
-	for _, write := range s.cfg.Metrics {
-		write(w)
+	for name, check := range s.cfg.Optional {
+		state, err := check()
+		if err != nil {
+			state = err.Error()
+			if status == "up" {
+				status = "degraded"
+			}
+		}
+		c[name] = state
 	}
-	metrics.WriteProcessMetrics(w)
+	writeJSON(w, code, lmos.MediaJSON, map[string]any{"status": status, "components": c})
 }
 
 type tokenView struct {

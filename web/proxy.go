@@ -51,7 +51,7 @@ func resultType(r *http.Request) string {
 
 // interaction builds the Interaction a proxy request stands for.
 func interaction(r *http.Request, op hub.Op) hub.Interaction {
-	return hub.Interaction{ThingID: r.PathValue("id"), Op: op, Name: r.PathValue("name"), Accept: resultType(r)}
+	return hub.Interaction{ThingID: r.PathValue("id"), Op: op, Name: r.PathValue("name"), Accept: resultType(r), Door: hub.SourceHTTP}
 }
 
 // proxyContext ends when the request does, after timeout (0: never), or

@@ -51,6 +51,11 @@ type Config struct {
 	Access *hub.Access
 	// Checks are the components /healthz reports; a nil error means up.
 	Checks map[string]func() error
+	// Optional are components /healthz reports without being down when
+	// they fail, for the hub serves without them (mDNS): a check returns
+	// its state ("up", "off", "starting", …) or its error, which makes
+	// the status "degraded" (PROTOCOL §3.4).
+	Optional map[string]func() (string, error)
 	// StoreSize reports the store's size in bytes for status and metrics.
 	StoreSize func() int64
 	// Backup writes a consistent snapshot of the store (POST /api/backup);
@@ -121,6 +126,9 @@ type Config struct {
 	Admission *hub.Admission
 	// WS tunes the WebSocket transport (web/ws).
 	WS ws.Options
+	// Observer counts joins and routed interactions for /metrics; nil:
+	// none.
+	Observer *Observer
 	// Metrics write other adapters' figures (Prometheus text format)
 	// after the HTTP ones on /metrics.
 	Metrics []func(io.Writer)
@@ -199,9 +207,12 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	s.metrics.NewGauge("lmos_registry_revision", func() float64 { return float64(reg.Revision()) })
 	// Proof signatures checked, those checked in batches with concurrent
 	// writes' and the batches that failed (then checked one by one).
-	s.metrics.NewGauge("lmos_verify_signatures_total", func() float64 { return float64(reg.VerifyStats().Checks) })
-	s.metrics.NewGauge("lmos_verify_batched_total", func() float64 { return float64(reg.VerifyStats().Batched) })
-	s.metrics.NewGauge("lmos_verify_batch_failures_total", func() float64 { return float64(reg.VerifyStats().Failed) })
+	s.metrics.RegisterMetricsWriter(func(w io.Writer) {
+		vs := reg.VerifyStats()
+		metrics.WriteCounterUint64(w, "lmos_verify_signatures_total", vs.Checks)
+		metrics.WriteCounterUint64(w, "lmos_verify_batched_total", vs.Batched)
+		metrics.WriteCounterUint64(w, "lmos_verify_batch_failures_total", vs.Failed)
+	})
 	if cfg.StoreSize != nil {
 		s.metrics.NewGauge("lmos_store_size_bytes", func() float64 { return float64(cfg.StoreSize()) })
 	}
@@ -210,6 +221,13 @@ func New(reg *hub.Registry, tokens *hub.Tokens, cfg Config) *Server {
 	if a := cfg.Admission; a != nil {
 		s.metrics.NewGauge("lmos_join_pending", func() float64 { return float64(a.PendingCount()) })
 	}
+	s.metrics.RegisterMetricsWriter(func(w io.Writer) {
+		by := reg.Presence()
+		metrics.WriteMetadataIfNeeded(w, "lmos_presence_things", "gauge")
+		for _, st := range []string{hub.PresenceOnline, hub.PresenceOffline, hub.PresenceUnknown} {
+			fmt.Fprintf(w, "lmos_presence_things{status=%q} %d\n", st, by[st])
+		}
+	})
 	s.streamsRefused = s.metrics.NewCounter("lmos_sse_refused_total")
 	s.groupListEncoded = s.metrics.NewCounter("lmos_http_group_list_encoded_total")
 	s.ws = ws.New(ws.Config{Options: cfg.WS, Registry: reg, Router: cfg.Router, ProxyTimeout: cfg.ProxyTimeout, GroupActions: cfg.GroupActions,

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"strings"
@@ -164,8 +165,16 @@ func newLogger(w io.Writer, cfg app.LogConfig) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Level)))
 	opts := &slog.HandlerOptions{Level: level}
+	var l *slog.Logger
 	if cfg.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		l = slog.New(slog.NewJSONHandler(w, opts))
+	} else {
+		l = slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	// Libraries that print through the standard log package (the metrics
+	// library when it cannot read /proc) log through l, so that JSON mode
+	// writes JSON only.
+	log.SetFlags(0)
+	log.SetOutput(slog.NewLogLogger(l.Handler(), slog.LevelWarn).Writer())
+	return l
 }

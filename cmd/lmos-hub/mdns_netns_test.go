@@ -200,6 +200,24 @@ func TestMDNSLAN(t *testing.T) {
 			s := getThing(t, c, base, "urn:test:a1")
 			return s.status == 200 && s.Origin.Source == "mdns" && s.Presence.Status == "online"
 		})
+		// Counted and logged: the hub's announcements, the registration,
+		// the join on the mDNS door; /healthz says mDNS is up.
+		for series, least := range map[string]float64{"lmos_mdns_announcements_total": 1,
+			`lmos_mdns_things_total{result="registered"}`: 1, `lmos_joins_total{door="mdns",status="accepted"}`: 1,
+			`lmos_presence_things{status="online"}`: 1} {
+			if v := metricIn(t, c, base, series); v < least {
+				t.Errorf("%s = %v, want at least %v", series, v, least)
+			}
+		}
+		hubProc.WaitContains(5*time.Second, "join accepted", "door=mdns", "urn:test:a1")
+		var health struct {
+			Status     string
+			Components map[string]string
+		}
+		getJSONIn(t, c, base+"/healthz", &health)
+		if health.Status != "up" || health.Components["mdns"] != "up" {
+			t.Errorf("/healthz %+v", health)
+		}
 	})
 	t.Run("TXT change re-fetches", func(t *testing.T) {
 		a1.Send("title Brighter")
@@ -477,8 +495,50 @@ a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); a.bind(("", 5353))
 b = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); b.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1); b.bind(("::", 5353))
 print("held", flush=True); time.sleep(60)`))
 	hold.WaitContains(10*time.Second, "held")
-	p, _ := mdnsHub(t, lan, "hub", "Blocked Hub") // serves /healthz
+	p, base := mdnsHub(t, lan, "hub", "Blocked Hub") // serves /healthz
 	p.WaitContains(5*time.Second, "mdns is off", "5353")
+	// Still up, but degraded: mDNS failed, the hub serves without it.
+	var health struct {
+		Status     string
+		Components map[string]string
+	}
+	if code := getJSONIn(t, lan.HTTPClient("hub"), base+"/healthz", &health); code != http.StatusOK ||
+		health.Status != "degraded" || !strings.Contains(health.Components["mdns"], "5353") || health.Components["broker"] != "up" {
+		t.Errorf("/healthz %d %+v", code, health)
+	}
+}
+
+// metricIn reads one series of the /metrics of the hub at base (0 when
+// absent).
+func metricIn(t *testing.T, c *http.Client, base, series string) float64 {
+	t.Helper()
+	resp, err := c.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// getJSONIn decodes the JSON answer of GET u into v and returns its status.
+func getJSONIn(t *testing.T, c *http.Client, u string, v any) int {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	return resp.StatusCode
 }
 
 // pemDecode returns the DER bytes of the first PEM block.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -69,6 +70,9 @@ type Advertiser struct {
 	// goodbyes go out for those that left even when another user of the
 	// shared conn refreshed its cache first.
 	announced map[int][]net.IP
+	// announcements counts the unsolicited announcements sent, one per
+	// interface and round (Announcements).
+	announcements atomic.Uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -502,9 +506,15 @@ func (a *Advertiser) announce() {
 		m.Answer = a.records(&ifi, false)
 		if err := a.conn.send(m, &ifi); err != nil {
 			a.log.Debug("cannot announce", "err", err)
+			continue
 		}
+		a.announcements.Add(1)
 	}
 }
+
+// Announcements returns how many unsolicited announcements were sent (one
+// per interface each time the records are announced).
+func (a *Advertiser) Announcements() uint64 { return a.announcements.Load() }
 
 func (a *Advertiser) run() {
 	defer close(a.done)

@@ -98,9 +98,10 @@ func (c *Cert) WritePrometheus(w io.Writer) {
 	var doors []string
 	c.failures.Range(func(k, _ any) bool { doors = append(doors, k.(string)); return true })
 	sort.Strings(doors)
+	fmt.Fprintf(w, "# HELP lmos_tls_handshake_failures_total TLS handshakes that failed, by door (https, mqtts).\n# TYPE lmos_tls_handshake_failures_total counter\n")
 	for _, d := range doors {
 		fmt.Fprintf(w, "lmos_tls_handshake_failures_total{door=%q} %d\n", d, c.HandshakeFailures(d))
 	}
-	fmt.Fprintf(w, "lmos_tls_cert_reloads_total %d\n", c.Reloads())
-	fmt.Fprintf(w, "lmos_tls_cert_not_after_seconds %d\n", c.NotAfter().Unix())
+	fmt.Fprintf(w, "# HELP lmos_tls_cert_reloads_total Times the TLS certificate was loaded again after its files changed.\n# TYPE lmos_tls_cert_reloads_total counter\nlmos_tls_cert_reloads_total %d\n", c.Reloads())
+	fmt.Fprintf(w, "# HELP lmos_tls_cert_not_after_seconds Expiry time of the TLS certificate, in seconds since the Unix epoch.\n# TYPE lmos_tls_cert_not_after_seconds gauge\nlmos_tls_cert_not_after_seconds %d\n", c.NotAfter().Unix())
 }

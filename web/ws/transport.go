@@ -798,7 +798,7 @@ func missing(m *wsMessage) error {
 
 // interaction builds the Interaction for a consumer's request.
 func (wc *wsConn) interaction(m *wsMessage, op hub.Op) (hub.Interaction, error) {
-	in := hub.Interaction{ThingID: m.ThingID, Op: op, Name: m.Name, Accept: m.Media, ContentType: m.Media,
+	in := hub.Interaction{ThingID: m.ThingID, Op: op, Name: m.Name, Accept: m.Media, ContentType: m.Media, Door: hub.SourceWS,
 		Traceparent: m.Traceparent, Tracestate: m.Tracestate}
 	if m.HasValue {
 		b, err := hub.EncodeValue(m.Value, m.Media)
@@ -947,7 +947,7 @@ func (wc *wsConn) subscribe(m *wsMessage, op hub.Op, name string, ackIt bool) {
 		wc.replyError(m, err)
 		return
 	}
-	in := hub.Interaction{ThingID: m.ThingID, Op: op, Name: name, Accept: m.Media}
+	in := hub.Interaction{ThingID: m.ThingID, Op: op, Name: name, Accept: m.Media, Door: hub.SourceWS}
 	_, t, err := rt.Check(in)
 	if err == nil {
 		err = wc.allow(op, &t)
