@@ -27,7 +27,7 @@ type loggedHub struct {
 
 func startLoggedHub(t *testing.T, edit func(*Config)) *loggedHub {
 	t.Helper()
-	cfg := testConfig(t.TempDir())
+	cfg := hubtest.Config(t.TempDir())
 	if edit != nil {
 		edit(&cfg)
 	}
