@@ -152,6 +152,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if err := m.firstToken(); err != nil {
+		return err
+	}
 	m.Logger.Info("hub ready", "name", m.Config.Hub.Name, "id", m.DB.HubID(), "did", m.DID(), "things", m.Registry.Count(),
 		"data_dir", m.Config.DataDir, "startup", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -212,7 +215,7 @@ func (m *Main) openRegistry(context.Context) error {
 	return nil
 }
 
-// openTokens opens the admin tokens and installs or creates the first one.
+// openTokens opens the admin tokens and installs --admin-token.
 func (m *Main) openTokens(context.Context) error {
 	m.Tokens = hub.NewTokens(m.DB, nil)
 	if m.Config.HTTP.Private {
@@ -581,24 +584,38 @@ func listenerURL(scheme string, addr net.Addr, path string) string {
 	return scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
-// bootstrapToken installs --admin-token, or on first start creates a token
-// and prints it once: only its hash is stored.
+// bootstrapToken installs --admin-token. The first token of a hub
+// without one is made by firstToken, once the hub serves.
 func (m *Main) bootstrapToken() error {
-	if tok := m.Config.AdminToken; tok != "" {
-		t, err := m.Tokens.Install(tok, "provisioned")
-		if err != nil {
-			return fmt.Errorf("cannot install adminToken: %w", err)
-		}
-		m.Logger.Info("admin token installed", "token_id", t.ID)
+	tok := m.Config.AdminToken
+	if tok == "" {
 		return nil
 	}
+	t, err := m.Tokens.Install(tok, "provisioned")
+	if err != nil {
+		return fmt.Errorf("cannot install adminToken: %w", err)
+	}
+	m.Logger.Info("admin token installed", "token_id", t.ID)
+	return nil
+}
+
+// firstToken runs once every listener is bound: a hub without an active
+// token creates one and prints it once (only its hash is stored), so a
+// start that fails, on a busy port say, neither makes nor shows one; a
+// hub with tokens says so and how to make another.
+func (m *Main) firstToken() error {
 	n, err := m.Tokens.ActiveCount()
-	if err != nil || n > 0 {
-		return err
+	if err != nil {
+		return fmt.Errorf("cannot count the admin tokens: %w", err)
+	}
+	if n > 0 {
+		m.Logger.Info("admin tokens exist; `lmos-hub token create` makes another", "active", n,
+			"how", "lmos-hub token create --hub URL --token TOKEN while the hub runs, --data-dir DIR while it is stopped")
+		return nil
 	}
 	secret, t, err := m.Tokens.Create("initial")
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot create the first admin token: %w", err)
 	}
 	m.Logger.Info("created the first admin token; it is printed once on stdout", "token_id", t.ID)
 	if m.Stdout != nil {
