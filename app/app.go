@@ -164,6 +164,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 // store.ErrLocked when another process holds it.
 func (m *Main) openStore(context.Context) error {
 	db, err := store.Open(m.Config.DataDir, store.Options{EventLogSize: m.Config.Registry.EventLogSize})
+	if err != nil && !errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("%w %s: %w", ErrDataDir, m.Config.DataDir, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -243,6 +246,33 @@ func OpenTokens(dataDir string) (tokens *hub.Tokens, close func() error, err err
 	return hub.NewTokens(db, nil), db.Close, nil
 }
 
+// ErrDataDir is matched (errors.Is) by the error of a start whose data
+// directory cannot be used: not a directory, not writable, not a store.
+// It is a configuration error (dataDir), not one a restart mends.
+var ErrDataDir = errors.New("unusable data directory")
+
+// A ListenError is a listener that could not bind: the setting that
+// names its address, and why.
+type ListenError struct {
+	Setting, Addr string // "http.addr", ":8080"
+	Err           error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("cannot listen on %s %s: %v", e.Setting, e.Addr, e.Err)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
+// listen binds addr for the listener setting names.
+func listen(setting, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &ListenError{Setting: setting, Addr: addr, Err: err}
+	}
+	return ln, nil
+}
+
 // openListeners binds the HTTP listeners (plain unless tls.only, HTTPS
 // when TLS is on): the broker announces the directory's address on
 // lmos/v1/hub/status, and the directory TD names it. The MQTT listeners
@@ -250,16 +280,16 @@ func OpenTokens(dataDir string) (tokens *hub.Tokens, close func() error, err err
 func (m *Main) openListeners(context.Context) error {
 	cfg := m.Config
 	if !cfg.TLS.Only {
-		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		ln, err := listen("http.addr", cfg.HTTP.Addr)
 		if err != nil {
-			return fmt.Errorf("cannot listen on http.addr %s: %w", cfg.HTTP.Addr, err)
+			return err
 		}
 		m.httpLn, m.HTTPAddr = ln, ln.Addr()
 	}
 	if m.TLS != nil {
-		ln, err := net.Listen("tcp", cfg.TLS.HTTPSAddr)
+		ln, err := listen("tls.httpsAddr", cfg.TLS.HTTPSAddr)
 		if err != nil {
-			return fmt.Errorf("cannot listen on tls.httpsAddr %s: %w", cfg.TLS.HTTPSAddr, err)
+			return err
 		}
 		m.httpsLn, m.HTTPSAddr = ln, ln.Addr()
 	}
@@ -300,14 +330,18 @@ func (m *Main) openBroker(context.Context) error {
 	}
 	m.onClose("mqtt", b.Close)
 	if !cfg.TLS.Only {
-		if m.MQTTAddr, err = b.Listen(cfg.MQTT.Addr); err != nil {
+		ln, err := listen("mqtt.addr", cfg.MQTT.Addr)
+		if err != nil {
+			return err
+		}
+		if m.MQTTAddr, err = b.Serves("tcp", ln); err != nil {
 			return err
 		}
 	}
 	if m.TLS != nil {
-		ln, err := net.Listen("tcp", cfg.TLS.MQTTSAddr)
+		ln, err := listen("tls.mqttsAddr", cfg.TLS.MQTTSAddr)
 		if err != nil {
-			return fmt.Errorf("cannot listen on tls.mqttsAddr %s: %w", cfg.TLS.MQTTSAddr, err)
+			return err
 		}
 		if m.MQTTSAddr, err = b.Serves("tls", m.TLS.Listener(ln, "mqtts")); err != nil {
 			return err

@@ -39,6 +39,10 @@ func hubBinary(t *testing.T) string {
 		if built.err != nil {
 			return
 		}
+		// Readable by every user: a test runs it as nobody.
+		if built.err = os.Chmod(built.dir, 0o755); built.err != nil {
+			return
+		}
 		built.bin = filepath.Join(built.dir, "lmos-hub")
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version="+testVersion, "-o", built.bin, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

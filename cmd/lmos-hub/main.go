@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -155,14 +157,7 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 	m.Version = version
 	if err := m.Run(context.Background()); err != nil {
 		logger.Error("cannot start", "err", err)
-		switch {
-		case errors.Is(err, store.ErrLocked):
-			return exitLocked
-		case errors.Is(err, syscall.EADDRINUSE):
-			fmt.Fprintln(stderr, "hint: another program already listens on that port (an MQTT broker such as mosquitto on 1883?);"+
-				" choose other ports with --http-addr and --mqtt-addr, e.g. --mqtt-addr :1884")
-		}
-		return exitFailure
+		return startFailed(stderr, err)
 	}
 	code := exitOK
 	select {
@@ -188,6 +183,45 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 		logger.Warn("second signal, aborting shutdown", "signal", s.String())
 		return exitAborted
 	}
+}
+
+// startFailed gives the exit status of a start that failed, and a hint
+// where the user can act: the busy port's flag, the data directory's.
+func startFailed(stderr io.Writer, err error) int {
+	var le *app.ListenError
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		return exitLocked
+	case errors.Is(err, app.ErrDataDir):
+		fmt.Fprintln(stderr, "hint: the data directory must be a directory the hub can create and write:"+
+			" choose another with --data-dir DIR (env LMOS_HUB_DATA_DIR, YAML dataDir); under systemd,"+
+			" StateDirectory=lmos-hub makes /var/lib/lmos-hub for the service's user")
+		return exitUsage
+	case errors.As(err, &le) && errors.Is(err, syscall.EADDRINUSE):
+		fmt.Fprintln(stderr, portHint(le))
+	}
+	return exitFailure
+}
+
+// portHint names the busy door and the flag that moves it.
+func portHint(le *app.ListenError) string {
+	flagName := le.Setting
+	for _, v := range app.EnvVars() {
+		if v.Setting == le.Setting && v.Flag != "" && !v.Alias {
+			flagName = v.Flag
+		}
+	}
+	who := "another program"
+	if le.Setting == "mqtt.addr" || le.Setting == "tls.mqttsAddr" {
+		who = "another program (an MQTT broker such as mosquitto?)"
+	}
+	example := ""
+	if host, port, err := net.SplitHostPort(le.Addr); err == nil {
+		if n, err := strconv.Atoi(port); err == nil && n > 0 && n < 65535 {
+			example = fmt.Sprintf(", e.g. %s %s", flagName, net.JoinHostPort(host, strconv.Itoa(n+1)))
+		}
+	}
+	return fmt.Sprintf("hint: %s already listens on %s, the address of %s; choose another with %s%s", who, le.Addr, le.Setting, flagName, example)
 }
 
 // configErr writes a bad configuration or command line: an error on one
