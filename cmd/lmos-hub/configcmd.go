@@ -53,6 +53,13 @@ func runConfig(args []string, stdout, stderr io.Writer, getenv func(string) stri
 	if err != nil {
 		return configErr(stderr, "config print", err)
 	}
+	for _, u := range app.UnknownEnvVars(environ()) {
+		fmt.Fprintf(stderr, "warning: unknown environment variable %s ignored: no setting has this name (lmos-hub config env lists them)", u.Name)
+		if u.Like != "" {
+			fmt.Fprintf(stderr, "; did you mean %s?", u.Like)
+		}
+		fmt.Fprintln(stderr)
+	}
 	var buf bytes.Buffer
 	buf.WriteString("# effective lmos-hub configuration (defaults < file < LMOS_HUB_* environment < flags)\n")
 	enc := yaml.NewEncoder(&buf)

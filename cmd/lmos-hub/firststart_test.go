@@ -21,9 +21,15 @@ type hubProcess struct {
 // logs "hub ready"; it fails the test if the hub exits first.
 func startBinary(t *testing.T, dir string, args ...string) *hubProcess {
 	t.Helper()
+	return startBinaryEnv(t, dir, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env (KEY=VALUE) in the environment.
+func startBinaryEnv(t *testing.T, dir string, env []string, args ...string) *hubProcess {
+	t.Helper()
 	p := &hubProcess{cmd: exec.Command(hubBinary(t), append([]string{"serve"}, args...)...), stdout: &cliSyncBuffer{}, stderr: &cliSyncBuffer{},
 		exited: make(chan error, 1)}
-	p.cmd.Dir, p.cmd.Env = dir, []string{"HOME=" + dir}
+	p.cmd.Dir, p.cmd.Env = dir, append([]string{"HOME=" + dir}, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

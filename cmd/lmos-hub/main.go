@@ -102,7 +102,12 @@ func lookupCommand(name string) *command {
 	return nil
 }
 
+// environ lists the process's environment for the warning about unknown
+// LMOS_HUB_* variables: os.Environ in main; none for run in-process.
+var environ = func() []string { return nil }
+
 func main() {
+	environ = os.Environ
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }
 
@@ -149,6 +154,13 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 		return configErr(stderr, "serve", err)
 	}
 	logger := newLogger(stderr, cfg.Log)
+	for _, u := range app.UnknownEnvVars(environ()) {
+		attrs := []any{"name", u.Name}
+		if u.Like != "" {
+			attrs = append(attrs, "did_you_mean", u.Like)
+		}
+		logger.Warn("unknown environment variable ignored: no setting has this name (lmos-hub config env lists them)", attrs...)
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
