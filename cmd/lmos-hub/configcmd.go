@@ -92,7 +92,11 @@ func runConfigEnv(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tSETTING\tFLAG")
 	for _, v := range app.EnvVars() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, v.Setting, dash(v.Flag))
+		setting := v.Setting
+		if v.Alias {
+			setting += " (older name; wins)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, setting, dash(v.Flag))
 	}
 	_ = tw.Flush()
 	return 0

@@ -89,3 +89,26 @@ func TestEnvUnknownVariableWarned(t *testing.T) {
 		t.Errorf("the hub's log does not warn about LMOS_HUB_REGISTRY_MAX_THINGS:\n%s", log)
 	}
 }
+
+// TestConfigEnvListsTheVariables: `config env` lists each setting's
+// variable beside its YAML name and flag.
+func TestConfigEnvListsTheVariables(t *testing.T) {
+	r := runBinary(t, t.TempDir(), nil, "config", "env")
+	if r.code != 0 {
+		t.Fatalf("config env: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, want := range [][]string{
+		{"LMOS_HUB_REGISTRY_MAXTHINGS", "registry.maxThings", "-"},
+		{"LMOS_HUB_HTTP_WEBSOCKET_IDLETIMEOUT", "http.webSocket.idleTimeout", "-"},
+		{"LMOS_HUB_HTTP_ADDR", "http.addr", "--http-addr"},
+		{"LMOS_HUB_DATA_DIR", "dataDir", "(older", "name;", "wins)", "--data-dir"},
+	} {
+		found := false
+		for _, line := range strings.Split(r.stdout, "\n") {
+			found = found || slices.Equal(strings.Fields(line), want)
+		}
+		if !found {
+			t.Errorf("config env has no line %q:\n%s", want, r.stdout)
+		}
+	}
+}
