@@ -112,3 +112,17 @@ func TestConfigEnvListsTheVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenCommandsReadTheDataDirVariable: the token commands find the
+// data directory by the variable the hub reads, under either name.
+func TestTokenCommandsReadTheDataDirVariable(t *testing.T) {
+	for _, name := range []string{"LMOS_HUB_DATADIR", "LMOS_HUB_DATA_DIR"} {
+		dir := t.TempDir()
+		r := cli(t, map[string]string{name: dir}, "", "token", "create", "--name", "by-env").want(t, 0, "token create with "+name)
+		id := tokenIDFrom(t, r.stderr)
+		list := cli(t, nil, "", "token", "list", "--data-dir", dir).want(t, 0, "token list")
+		if !strings.Contains(list.stdout, id) {
+			t.Errorf("%s=%s: the token %s is not in that data directory:\n%s", name, dir, id, list.stdout)
+		}
+	}
+}

@@ -32,7 +32,7 @@ group channels it is a member of (WebSocket, HTTP SSE) and reads that Thing's
 membership credentials, never manages groups, and has only the token's scope
 otherwise (default read for a bound token).
 
-Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR, default
+Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR or LMOS_HUB_DATADIR, default
 ./lmos-data), which works while the hub is stopped. While it runs, pass
 --hub URL and --token TOKEN (LMOS_HUB_URL, LMOS_HUB_TOKEN) to go through its API.
 `
@@ -67,7 +67,7 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	}
 	fs := flag.NewFlagSet("token "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), app.DefaultConfig().DataDir), "")
+	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), getenv("LMOS_HUB_DATADIR"), app.DefaultConfig().DataDir), "")
 	hubURL := fs.String("hub", getenv("LMOS_HUB_URL"), "")
 	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
 	name := fs.String("name", "", "")
