@@ -155,6 +155,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if err := m.firstToken(); err != nil {
+		return err
+	}
 	m.Logger.Info("hub ready", "name", m.Config.Hub.Name, "id", m.DB.HubID(), "did", m.DID(), "things", m.Registry.Count(),
 		"data_dir", m.Config.DataDir, "startup", time.Since(start).Round(time.Millisecond))
 	m.notifyService()
@@ -165,6 +168,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 // store.ErrLocked when another process holds it.
 func (m *Main) openStore(context.Context) error {
 	db, err := store.Open(m.Config.DataDir, store.Options{EventLogSize: m.Config.Registry.EventLogSize})
+	if err != nil && !errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("%w %s: %w", ErrDataDir, m.Config.DataDir, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -221,7 +227,7 @@ func (m *Main) openRegistry(context.Context) error {
 	return nil
 }
 
-// openTokens opens the admin tokens and installs or creates the first one.
+// openTokens opens the admin tokens and installs --admin-token.
 func (m *Main) openTokens(context.Context) error {
 	m.Tokens = hub.NewTokens(m.DB, nil)
 	if m.Config.HTTP.Private {
@@ -249,6 +255,33 @@ func OpenTokens(dataDir string) (tokens *hub.Tokens, close func() error, err err
 	return hub.NewTokens(db, nil), db.Close, nil
 }
 
+// ErrDataDir is matched (errors.Is) by the error of a start whose data
+// directory cannot be used: not a directory, not writable, not a store.
+// It is a configuration error (dataDir), not one a restart mends.
+var ErrDataDir = errors.New("unusable data directory")
+
+// A ListenError is a listener that could not bind: the setting that
+// names its address, and why.
+type ListenError struct {
+	Setting, Addr string // "http.addr", ":8080"
+	Err           error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("cannot listen on %s %s: %v", e.Setting, e.Addr, e.Err)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
+// listen binds addr for the listener setting names.
+func listen(setting, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &ListenError{Setting: setting, Addr: addr, Err: err}
+	}
+	return ln, nil
+}
+
 // openListeners binds the HTTP listeners (plain unless tls.only, HTTPS
 // when TLS is on): the broker announces the directory's address on
 // lmos/v1/hub/status, and the directory TD names it. The MQTT listeners
@@ -256,16 +289,16 @@ func OpenTokens(dataDir string) (tokens *hub.Tokens, close func() error, err err
 func (m *Main) openListeners(context.Context) error {
 	cfg := m.Config
 	if !cfg.TLS.Only {
-		ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+		ln, err := listen("http.addr", cfg.HTTP.Addr)
 		if err != nil {
-			return fmt.Errorf("cannot listen on http.addr %s: %w", cfg.HTTP.Addr, err)
+			return err
 		}
 		m.httpLn, m.HTTPAddr = ln, ln.Addr()
 	}
 	if m.TLS != nil {
-		ln, err := net.Listen("tcp", cfg.TLS.HTTPSAddr)
+		ln, err := listen("tls.httpsAddr", cfg.TLS.HTTPSAddr)
 		if err != nil {
-			return fmt.Errorf("cannot listen on tls.httpsAddr %s: %w", cfg.TLS.HTTPSAddr, err)
+			return err
 		}
 		m.httpsLn, m.HTTPSAddr = ln, ln.Addr()
 	}
@@ -306,14 +339,18 @@ func (m *Main) openBroker(context.Context) error {
 	}
 	m.onClose("mqtt", b.Close)
 	if !cfg.TLS.Only {
-		if m.MQTTAddr, err = b.Listen(cfg.MQTT.Addr); err != nil {
+		ln, err := listen("mqtt.addr", cfg.MQTT.Addr)
+		if err != nil {
+			return err
+		}
+		if m.MQTTAddr, err = b.Serves("tcp", ln); err != nil {
 			return err
 		}
 	}
 	if m.TLS != nil {
-		ln, err := net.Listen("tcp", cfg.TLS.MQTTSAddr)
+		ln, err := listen("tls.mqttsAddr", cfg.TLS.MQTTSAddr)
 		if err != nil {
-			return fmt.Errorf("cannot listen on tls.mqttsAddr %s: %w", cfg.TLS.MQTTSAddr, err)
+			return err
 		}
 		if m.MQTTSAddr, err = b.Serves("tls", m.TLS.Listener(ln, "mqtts")); err != nil {
 			return err
@@ -608,24 +645,38 @@ func listenerURL(scheme string, addr net.Addr, path string) string {
 	return scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
-// bootstrapToken installs --admin-token, or on first start creates a token
-// and prints it once: only its hash is stored.
+// bootstrapToken installs --admin-token. The first token of a hub
+// without one is made by firstToken, once the hub serves.
 func (m *Main) bootstrapToken() error {
-	if tok := m.Config.AdminToken; tok != "" {
-		t, err := m.Tokens.Install(tok, "provisioned")
-		if err != nil {
-			return fmt.Errorf("cannot install adminToken: %w", err)
-		}
-		m.Logger.Info("admin token installed", "token_id", t.ID)
+	tok := m.Config.AdminToken
+	if tok == "" {
 		return nil
 	}
+	t, err := m.Tokens.Install(tok, "provisioned")
+	if err != nil {
+		return fmt.Errorf("cannot install adminToken: %w", err)
+	}
+	m.Logger.Info("admin token installed", "token_id", t.ID)
+	return nil
+}
+
+// firstToken runs once every listener is bound: a hub without an active
+// token creates one and prints it once (only its hash is stored), so a
+// start that fails, on a busy port say, neither makes nor shows one; a
+// hub with tokens says so and how to make another.
+func (m *Main) firstToken() error {
 	n, err := m.Tokens.ActiveCount()
-	if err != nil || n > 0 {
-		return err
+	if err != nil {
+		return fmt.Errorf("cannot count the admin tokens: %w", err)
+	}
+	if n > 0 {
+		m.Logger.Info("admin tokens exist; `lmos-hub token create` makes another", "active", n,
+			"how", "lmos-hub token create --hub URL --token TOKEN while the hub runs, --data-dir DIR while it is stopped")
+		return nil
 	}
 	secret, t, err := m.Tokens.Create("initial")
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot create the first admin token: %w", err)
 	}
 	m.Logger.Info("created the first admin token; it is printed once on stdout", "token_id", t.ID)
 	if m.Stdout != nil {

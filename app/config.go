@@ -638,40 +638,43 @@ func checkAllowedHost(h string) error {
 	return nil
 }
 
-// A serveSetting is one setting that has a flag and an environment twin.
+// A serveSetting is one setting that has a flag, and the short name of
+// its environment variable it had before every setting had one (see
+// configenv.go).
 type serveSetting struct {
 	flag, env string
+	path      string // the YAML name
 	usage     string // flag.UnquoteUsage picks the `NAME` in back quotes
 	isBool    bool
 	set       func(c *Config, v string) error
 }
 
 var serveSettings = []serveSetting{
-	{flag: "data-dir", env: "LMOS_HUB_DATA_DIR", usage: "store the hub's data in `DIR` (default ./lmos-data)",
+	{flag: "data-dir", path: "dataDir", env: "LMOS_HUB_DATA_DIR", usage: "store the hub's data in `DIR` (default ./lmos-data)",
 		set: func(c *Config, v string) error { c.DataDir = v; return checkNonEmpty(v) }},
-	{flag: "http-addr", env: "LMOS_HUB_HTTP_ADDR", usage: "listen for HTTP on `HOST:PORT`; port 0 picks a free port (default :8080)",
+	{flag: "http-addr", path: "http.addr", env: "LMOS_HUB_HTTP_ADDR", usage: "listen for HTTP on `HOST:PORT`; port 0 picks a free port (default :8080)",
 		set: func(c *Config, v string) error { c.HTTP.Addr = v; return checkAddr(v) }},
-	{flag: "mqtt-addr", env: "LMOS_HUB_MQTT_ADDR", usage: "listen for MQTT on `HOST:PORT`; port 0 picks a free port (default :1883)",
+	{flag: "mqtt-addr", path: "mqtt.addr", env: "LMOS_HUB_MQTT_ADDR", usage: "listen for MQTT on `HOST:PORT`; port 0 picks a free port (default :1883)",
 		set: func(c *Config, v string) error { c.MQTT.Addr = v; return checkAddr(v) }},
-	{flag: "mdns", env: "LMOS_HUB_MDNS", isBool: true, usage: "advertise the hub and discover agents over mDNS: --mdns=true|false (default true)",
+	{flag: "mdns", path: "mdns.enabled", env: "LMOS_HUB_MDNS", isBool: true, usage: "advertise the hub and discover agents over mDNS: --mdns=true|false (default true)",
 		set: func(c *Config, v string) error {
 			return setBool(&c.MDNS.Enabled, v)
 		}},
-	{flag: "tls", env: "LMOS_HUB_TLS", isBool: true, usage: "serve HTTPS, WSS and MQTTS too: --tls=true|false (default false)",
+	{flag: "tls", path: "tls.enabled", env: "LMOS_HUB_TLS", isBool: true, usage: "serve HTTPS, WSS and MQTTS too: --tls=true|false (default false)",
 		set: func(c *Config, v string) error { return setBool(&c.TLS.Enabled, v) }},
-	{flag: "tls-only", env: "LMOS_HUB_TLS_ONLY", isBool: true, usage: "close the plain HTTP and MQTT listeners: --tls-only=true|false (default false)",
+	{flag: "tls-only", path: "tls.only", env: "LMOS_HUB_TLS_ONLY", isBool: true, usage: "close the plain HTTP and MQTT listeners: --tls-only=true|false (default false)",
 		set: func(c *Config, v string) error { return setBool(&c.TLS.Only, v) }},
-	{flag: "https-addr", env: "LMOS_HUB_HTTPS_ADDR", usage: "listen for HTTPS and WSS on `HOST:PORT` when TLS is on (default :8443)",
+	{flag: "https-addr", path: "tls.httpsAddr", env: "LMOS_HUB_HTTPS_ADDR", usage: "listen for HTTPS and WSS on `HOST:PORT` when TLS is on (default :8443)",
 		set: func(c *Config, v string) error { c.TLS.HTTPSAddr = v; return checkAddr(v) }},
-	{flag: "mqtts-addr", env: "LMOS_HUB_MQTTS_ADDR", usage: "listen for MQTT over TLS on `HOST:PORT` when TLS is on (default :8883)",
+	{flag: "mqtts-addr", path: "tls.mqttsAddr", env: "LMOS_HUB_MQTTS_ADDR", usage: "listen for MQTT over TLS on `HOST:PORT` when TLS is on (default :8883)",
 		set: func(c *Config, v string) error { c.TLS.MQTTSAddr = v; return checkAddr(v) }},
-	{flag: "tls-cert", env: "LMOS_HUB_TLS_CERT", usage: "serve the PEM certificate `FILE` (with --tls-key; default a self-signed one in the data dir)",
+	{flag: "tls-cert", path: "tls.cert", env: "LMOS_HUB_TLS_CERT", usage: "serve the PEM certificate `FILE` (with --tls-key; default a self-signed one in the data dir)",
 		set: func(c *Config, v string) error { c.TLS.Cert = v; return nil }},
-	{flag: "tls-key", env: "LMOS_HUB_TLS_KEY", usage: "the PEM private key `FILE` of --tls-cert",
+	{flag: "tls-key", path: "tls.key", env: "LMOS_HUB_TLS_KEY", usage: "the PEM private key `FILE` of --tls-cert",
 		set: func(c *Config, v string) error { c.TLS.Key = v; return nil }},
-	{flag: "join-mode", env: "LMOS_HUB_JOIN_MODE", usage: "admit new agents: `open|approve|closed` (default open)",
+	{flag: "join-mode", path: "join.mode", env: "LMOS_HUB_JOIN_MODE", usage: "admit new agents: `open|approve|closed` (default open)",
 		set: func(c *Config, v string) error { c.Join.Mode = v; return checkOneOf(v, joinModes) }},
-	{flag: "join-pending-ttl", env: "LMOS_HUB_JOIN_PENDING_TTL", usage: "let a join parked for approval wait `DURATION` for a decision, 1m to 365d (default 24h)",
+	{flag: "join-pending-ttl", path: "join.pendingTTL", env: "LMOS_HUB_JOIN_PENDING_TTL", usage: "let a join parked for approval wait `DURATION` for a decision, 1m to 365d (default 24h)",
 		set: func(c *Config, v string) error {
 			d, err := parseDuration(v)
 			if err != nil {
@@ -680,18 +683,18 @@ var serveSettings = []serveSetting{
 			c.Join.PendingTTL = d
 			return checkPendingTTL(d)
 		}},
-	{flag: "access-anonymous", env: "LMOS_HUB_ACCESS_ANONYMOUS", usage: "what clients without credentials may do: `none|read|operate` (default operate)",
+	{flag: "access-anonymous", path: "access.anonymous", env: "LMOS_HUB_ACCESS_ANONYMOUS", usage: "what clients without credentials may do: `none|read|operate` (default operate)",
 		set: func(c *Config, v string) error {
 			c.Access.Anonymous = v
 			return checkOneOf(v, hub.AnonymousLevels)
 		}},
-	{flag: "admin-token", env: "LMOS_HUB_ADMIN_TOKEN", usage: "install `TOKEN` as an admin token (for provisioning and automation)",
+	{flag: "admin-token", path: "adminToken", env: "LMOS_HUB_ADMIN_TOKEN", usage: "install `TOKEN` as an admin token (for provisioning and automation)",
 		set: func(c *Config, v string) error { c.AdminToken = v; return checkToken(v) }},
-	{flag: "log-format", env: "LMOS_HUB_LOG_FORMAT", usage: "log as `text|json` (default text)",
+	{flag: "log-format", path: "log.format", env: "LMOS_HUB_LOG_FORMAT", usage: "log as `text|json` (default text)",
 		set: func(c *Config, v string) error { c.Log.Format = v; return checkOneOf(v, logFormats) }},
-	{flag: "log-level", env: "LMOS_HUB_LOG_LEVEL", usage: "log at `debug|info|warn|error` (default info)",
+	{flag: "log-level", path: "log.level", env: "LMOS_HUB_LOG_LEVEL", usage: "log at `debug|info|warn|error` (default info)",
 		set: func(c *Config, v string) error { c.Log.Level = v; return checkOneOf(v, logLevels) }},
-	{flag: "hub-name", env: "LMOS_HUB_NAME", usage: "call the hub `NAME` (mDNS instance, dashboard; default the host name)",
+	{flag: "hub-name", path: "hub.name", env: "LMOS_HUB_NAME", usage: "call the hub `NAME` (mDNS instance, dashboard; default the host name)",
 		set: func(c *Config, v string) error { c.Hub.Name = v; return checkHubName(v) }},
 }
 
@@ -750,11 +753,14 @@ func PrintServeFlags(w io.Writer) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprintln(w, "\nPrecedence: defaults < YAML file < LMOS_HUB_* environment variables < flags.")
+	fmt.Fprintln(w, "Every setting of the YAML file has a variable (registry.maxThings: LMOS_HUB_REGISTRY_MAXTHINGS);")
+	fmt.Fprintln(w, "lmos-hub config env lists them.")
 }
 
 // LoadConfig builds the effective configuration for `lmos-hub [serve]` from,
 // in increasing precedence: defaults, the YAML file named by --config (or
-// LMOS_HUB_CONFIG), LMOS_HUB_* environment variables, flags. args are the
+// LMOS_HUB_CONFIG), LMOS_HUB_* environment variables (every setting has
+// one, EnvVars), flags. args are the
 // arguments after the subcommand; getenv is os.Getenv in production. Unknown
 // YAML keys are an error naming the key. The result is validated. With -h or
 // --help the error is flag.ErrHelp (print PrintServeFlags then).
@@ -792,27 +798,20 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 	}
 
-	var errs []error
-	for i := range serveSettings {
-		s := &serveSettings[i]
-		if v := getenv(s.env); v != "" {
-			if err := s.set(&cfg, v); err != nil {
-				errs = append(errs, fmt.Errorf("environment variable %s: %w", s.env, err))
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	fromEnv, err := applyEnv(&cfg, getenv)
+	if err != nil {
 		return Config{}, err
 	}
 
 	fs.Visit(func(f *flag.Flag) {
 		if sf, ok := f.Value.(*settingFlag); ok {
 			_ = sf.s.set(&cfg, sf.raw) // checked by Set during Parse
+			delete(fromEnv, sf.s.path)
 		}
 	})
 
 	if err := cfg.Validate(); err != nil {
-		return Config{}, err
+		return Config{}, nameEnvErrors(err, fromEnv)
 	}
 	return cfg, nil
 }

@@ -6,17 +6,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
+	"text/tabwriter"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eclipse-lmos/lmos-hub/app"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 )
 
 const configUsage = `usage: lmos-hub config print [serve flags]
+       lmos-hub config env
 
-Prints the effective configuration (defaults < YAML file < LMOS_HUB_*
+print: the effective configuration (defaults < YAML file < LMOS_HUB_*
 environment variables < flags) as YAML, with the admin token redacted.
+env: every setting's LMOS_HUB_* environment variable.
 
 Serve flags:
 `
@@ -24,24 +27,22 @@ Serve flags:
 // runConfig implements `lmos-hub config print [serve flags]`: it prints the
 // effective, redacted configuration as YAML. Exit 0, or 2 on a bad
 // configuration or usage.
+// configCommands are the subcommands of `lmos-hub config`.
+var configCommands = []string{"print", "env"}
+
 func runConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing subcommand: lmos-hub config print")
-		fmt.Fprint(stderr, configUsage)
-		app.PrintServeFlags(stderr)
-		return 2
+		return cliargs.UsageErr(stderr, "config", "missing command: print or env")
 	}
-	switch args[0] {
-	case "print":
-	case "help", "-h", "-help", "--help":
+	switch {
+	case cliargs.IsHelp(args[0]):
 		fmt.Fprint(stdout, configUsage)
 		app.PrintServeFlags(stdout)
 		return 0
-	default:
-		fmt.Fprintf(stderr, "error: unknown subcommand %q: lmos-hub config has only print\n", args[0])
-		fmt.Fprint(stderr, configUsage)
-		app.PrintServeFlags(stderr)
-		return 2
+	case args[0] == "env":
+		return runConfigEnv(args[1:], stdout, stderr)
+	case args[0] != "print":
+		return cliargs.UsageErr(stderr, "config", fmt.Sprintf("unknown command %q: use print or env", args[0]))
 	}
 	cfg, err := app.LoadConfig(args[1:], getenv)
 	if errors.Is(err, flag.ErrHelp) {
@@ -50,11 +51,14 @@ func runConfig(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		return 0
 	}
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(stderr, "error:", line)
+		return configErr(stderr, "config print", err)
+	}
+	for _, u := range app.UnknownEnvVars(environ()) {
+		fmt.Fprintf(stderr, "warning: unknown environment variable %s ignored: no setting has this name (lmos-hub config env lists them)", u.Name)
+		if u.Like != "" {
+			fmt.Fprintf(stderr, "; did you mean %s?", u.Like)
 		}
-		fmt.Fprintln(stderr, "run `lmos-hub config print --help` for the flags")
-		return 2
+		fmt.Fprintln(stderr)
 	}
 	var buf bytes.Buffer
 	buf.WriteString("# effective lmos-hub configuration (defaults < file < LMOS_HUB_* environment < flags)\n")
@@ -72,5 +76,28 @@ func runConfig(args []string, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintln(stderr, "error: cannot write the configuration:", err)
 		return 1
 	}
+	return 0
+}
+
+// runConfigEnv prints every setting's environment variable beside its
+// YAML name: the list app derives from the configuration's fields.
+func runConfigEnv(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if cliargs.IsHelp(args[0]) {
+			fmt.Fprint(stdout, configUsage)
+			return 0
+		}
+		return cliargs.UsageErr(stderr, "config env", fmt.Sprintf("config env takes no arguments, got %q", args[0]))
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tSETTING\tFLAG")
+	for _, v := range app.EnvVars() {
+		setting := v.Setting
+		if v.Alias {
+			setting += " (older name; wins)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, setting, dash(v.Flag))
+	}
+	_ = tw.Flush()
 	return 0
 }

@@ -68,8 +68,8 @@ func TestRunConfigErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{nil, nil, "missing subcommand"},
-		{[]string{"show"}, nil, `unknown subcommand "show"`},
+		{nil, nil, "missing command"},
+		{[]string{"show"}, nil, `unknown command "show"`},
 		{[]string{"print", "--join-mode", "maybe"}, nil, `"maybe" is not one of open, approve, closed`},
 		{[]string{"print"}, map[string]string{"LMOS_HUB_MDNS": "maybe"}, "LMOS_HUB_MDNS"},
 		{[]string{"print", "--bogus"}, nil, "flag provided but not defined: -bogus"},

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/internal/dnssd"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
@@ -19,26 +20,25 @@ import (
 // saw: a person's first tool when an agent does not show up.
 func runDiscover(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to listen")
 	ifaces := fs.String("interfaces", "", "comma-separated interfaces to browse on (default: every LAN interface)")
 	pin := fs.Bool("pin", false, "connect to each TLS hub, check that its certificate is the one its TXT record names, and pin it in --known-hubs (trust on first use, like ssh)")
 	known := fs.String("known-hubs", defaultKnownHubs(), "the `FILE` of pinned hub certificates")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: lmos-hub discover [--timeout 3s] [--interfaces eth0,wlan0] [--pin [--known-hubs FILE]]\n\n"+
-			"Browses mDNS (_wot._tcp, _mqtt._tcp, _secure-mqtt._tcp) and prints the hubs and Things on the LAN,\n"+
-			"with each TLS hub's certificate fingerprint (TXT tls=).\n\n")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() {} // the flag package calls it on every error
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
+			fmt.Fprint(stdout, "usage: lmos-hub discover [--timeout 3s] [--interfaces eth0,wlan0] [--pin [--known-hubs FILE]]\n\n"+
+				"Browses mDNS (_wot._tcp, _mqtt._tcp, _secure-mqtt._tcp) and prints the hubs and Things on the LAN,\n"+
+				"with each TLS hub's certificate fingerprint (TXT tls=).\n\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return exitOK
 		}
-		return exitUsage
+		return cliargs.UsageErr(stderr, "discover", err.Error())
 	}
 	if fs.NArg() > 0 || *timeout <= 0 {
-		fmt.Fprintln(stderr, "error: discover takes only --timeout (> 0), --interfaces, --pin and --known-hubs")
-		return exitUsage
+		return cliargs.UsageErr(stderr, "discover", "discover takes only --timeout (> 0), --interfaces, --pin and --known-hubs")
 	}
 	var names []string
 	for _, n := range strings.Split(*ifaces, ",") {

@@ -23,8 +23,8 @@ func TestDiscoverUsage(t *testing.T) {
 		}
 	}
 	r := cli(t, nil, "", "discover", "--help").want(t, exitOK, "discover --help")
-	if !strings.Contains(r.stderr, "_wot._tcp") {
-		t.Errorf("help: %q", r.stderr)
+	if !strings.Contains(r.stdout, "_wot._tcp") || !strings.Contains(r.stdout, "-timeout") {
+		t.Errorf("help: stdout %q", r.stdout)
 	}
 }
 

@@ -55,9 +55,23 @@ func keysFlags(cmd string) *flag.FlagSet {
 	return fs
 }
 
-func keysUsageErr(stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "error: "+format+"\n\n%s", append(args, keysUsage)...)
-	return exitUsage
+// keysArgs parses the flags of keygen, sign or verify; done with an exit
+// status when there is nothing to run (help asked for: the usage on
+// stdout; a mistake: one line on stderr).
+func keysArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (pos []string, code int, done bool) {
+	pos, err := cliargs.Parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, keysUsage)
+		return nil, exitOK, true
+	}
+	if err != nil {
+		return nil, keysUsageErr(stderr, fs.Name(), "%v", err), true
+	}
+	return pos, 0, false
+}
+
+func keysUsageErr(stderr io.Writer, cmd, format string, args ...any) int {
+	return cliargs.UsageErr(stderr, cmd, fmt.Sprintf(format, args...))
 }
 
 // runKeygen writes a new key file (0600; never over an existing one) and
@@ -65,12 +79,12 @@ func keysUsageErr(stderr io.Writer, format string, args ...any) int {
 func runKeygen(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := keysFlags("keygen")
 	out := fs.String("o", defaultKeyPath(getenv), "")
-	pos, err := cliargs.Parse(fs, args)
-	if err != nil {
-		return keysUsageErr(stderr, "%v", err)
+	pos, code, done := keysArgs(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
 	if len(pos) != 0 {
-		return keysUsageErr(stderr, "keygen takes no arguments, got %q", pos)
+		return keysUsageErr(stderr, "keygen", "keygen takes no arguments, got %q", pos)
 	}
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -95,12 +109,12 @@ func runSign(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 	fs := keysFlags("sign")
 	keyPath := fs.String("key", defaultKeyPath(getenv), "")
 	out := fs.String("o", "", "")
-	pos, err := cliargs.Parse(fs, args)
-	if err != nil {
-		return keysUsageErr(stderr, "%v", err)
+	pos, code, done := keysArgs(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
-		return keysUsageErr(stderr, "sign takes exactly one file (or - for stdin), got %d arguments", len(pos))
+		return keysUsageErr(stderr, "sign", "sign takes exactly one file (or - for stdin), got %d arguments", len(pos))
 	}
 	k, err := proof.ReadKeyFile(*keyPath)
 	if errors.Is(err, os.ErrNotExist) {
@@ -143,12 +157,12 @@ func runSign(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fu
 func runVerify(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := keysFlags("verify")
 	keyPath := fs.String("key", "", "")
-	pos, err := cliargs.Parse(fs, args)
-	if err != nil {
-		return keysUsageErr(stderr, "%v", err)
+	pos, code, done := keysArgs(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
-		return keysUsageErr(stderr, "verify takes exactly one file (or - for stdin), got %d arguments", len(pos))
+		return keysUsageErr(stderr, "verify", "verify takes exactly one file (or - for stdin), got %d arguments", len(pos))
 	}
 	var pub ed25519.PublicKey
 	if *keyPath != "" {

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"log/slog"
 
 	"github.com/eclipse-lmos/lmos-hub/app"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/groupscli"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/joincli"
 	"github.com/eclipse-lmos/lmos-hub/store"
@@ -38,8 +41,9 @@ const (
 const usage = `lmos-hub — the LMOS hub: a WoT Thing Description directory for agents on a LAN
 
 usage:
-  lmos-hub [serve] [flags]         run the hub (see lmos-hub serve --help)
-  lmos-hub things ls|get|put|rm    manage Things on a running hub
+  lmos-hub [serve] [flags]         run the hub (its flags: lmos-hub serve --help)
+  lmos-hub things ls|get|put|rm|reset-credential
+                                   manage Things on a running hub
   lmos-hub groups ls|create|add|rm|dissolve|rotate-credentials
                                    manage agent groups on a running hub
   lmos-hub join ls|approve|deny    decide on joins waiting for approval (deny --all: in bulk)
@@ -52,53 +56,93 @@ usage:
   lmos-hub verify [-key FILE] TD.json|-
                                    check a TD's proof: print the signer's DID and created, or why not
   lmos-hub backup|restore FILE     snapshot the store (of a running hub: --hub); put one back
-  lmos-hub config print [flags]    print the effective configuration
-  lmos-hub version [--tls]         print the version; --tls: the certificate's fingerprint
+  lmos-hub config print|env        print the effective configuration, or every LMOS_HUB_* variable
+  lmos-hub version [--tls]         print the version (also --version); --tls: the certificate's fingerprint
+  lmos-hub help [COMMAND]          this text, or a command's (as lmos-hub COMMAND --help)
+
+Exit status: 0 ok, 1 failure, 2 bad flags, arguments or configuration,
+3 the data directory is in use, 4 a second signal cut the shutdown short.
 `
 
+// cliIO is where a command reads and writes, and its environment.
+type cliIO struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// A command is one of lmos-hub's commands. Each answers --help and -h
+// with its usage on stdout (exit 0), and so does each of its subs.
+type command struct {
+	name string
+	subs []string
+	run  func(args []string, c cliIO) int
+}
+
+// commands is every command `lmos-hub COMMAND` runs; the tests walk it
+// to check that each, and each sub, answers --help.
+var commands = []command{
+	{name: "serve", run: func(a []string, c cliIO) int { return serve(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "things", subs: thingsCommands, run: func(a []string, c cliIO) int { return runThings(a, c.stdin, c.stdout, c.stderr, c.getenv) }},
+	{name: "groups", subs: groupscli.Commands, run: func(a []string, c cliIO) int { return groupscli.Run(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "join", subs: joincli.Commands, run: func(a []string, c cliIO) int { return joincli.Run(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "token", subs: tokenCommands, run: func(a []string, c cliIO) int { return runToken(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "config", subs: configCommands, run: func(a []string, c cliIO) int { return runConfig(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "backup", run: func(a []string, c cliIO) int { return runBackup(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "restore", run: func(a []string, c cliIO) int { return runRestore(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "discover", run: func(a []string, c cliIO) int { return runDiscover(a, c.stdout, c.stderr) }},
+	{name: "keygen", run: func(a []string, c cliIO) int { return runKeygen(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "sign", run: func(a []string, c cliIO) int { return runSign(a, c.stdin, c.stdout, c.stderr, c.getenv) }},
+	{name: "verify", run: func(a []string, c cliIO) int { return runVerify(a, c.stdin, c.stdout, c.stderr, c.getenv) }},
+	{name: "version", run: func(a []string, c cliIO) int { return runVersion(a, c.stdout, c.stderr, c.getenv) }},
+}
+
+func lookupCommand(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// environ lists the process's environment for the warning about unknown
+// LMOS_HUB_* variables: os.Environ in main; none for run in-process.
+var environ = func() []string { return nil }
+
 func main() {
+	environ = os.Environ
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	cmd, rest := "serve", args
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, rest = args[0], args[1:]
+	c := cliIO{stdin, stdout, stderr, getenv}
+	if len(args) == 0 {
+		return serve(nil, stdout, stderr, getenv)
 	}
-	switch cmd {
-	case "serve":
-		return serve(rest, stdout, stderr, getenv)
-	case "things":
-		return runThings(rest, stdin, stdout, stderr, getenv)
-	case "groups":
-		return groupscli.Run(rest, stdout, stderr, getenv)
-	case "join":
-		return joincli.Run(rest, stdout, stderr, getenv)
-	case "token":
-		return runToken(rest, stdout, stderr, getenv)
-	case "config":
-		return runConfig(rest, stdout, stderr, getenv)
-	case "backup":
-		return runBackup(rest, stdout, stderr, getenv)
-	case "restore":
-		return runRestore(rest, stdout, stderr, getenv)
-	case "discover":
-		return runDiscover(rest, stdout, stderr)
-	case "keygen":
-		return runKeygen(rest, stdout, stderr, getenv)
-	case "sign":
-		return runSign(rest, stdin, stdout, stderr, getenv)
-	case "verify":
-		return runVerify(rest, stdin, stdout, stderr, getenv)
-	case "version":
-		return runVersion(rest, stdout, stderr, getenv)
-	case "help":
+	switch args[0] {
+	case "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	default:
-		fmt.Fprintf(stderr, "error: unknown command %q\n\n%s", cmd, usage)
+	case "-version", "--version":
+		return runVersion(args[1:], stdout, stderr, getenv)
+	case "help":
+		// `help things get` is `things get --help`.
+		if len(args) > 1 {
+			return run(append(append([]string{}, args[1:]...), "--help"), stdin, stdout, stderr, getenv)
+		}
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	if strings.HasPrefix(args[0], "-") {
+		return serve(args, stdout, stderr, getenv)
+	}
+	cmd := lookupCommand(args[0])
+	if cmd == nil {
+		fmt.Fprintf(stderr, "error: unknown command %q (see: lmos-hub --help)\n", args[0])
 		return exitUsage
 	}
+	return cmd.run(args[1:], c)
 }
 
 // serve runs the hub until SIGINT or SIGTERM, then shuts down within
@@ -106,17 +150,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg, err := app.LoadConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, "usage: lmos-hub [serve] [flags]\n\n")
+		fmt.Fprint(stdout, "usage: lmos-hub [serve] [flags]\n\nRuns the hub until SIGINT or SIGTERM.\n\n")
 		app.PrintServeFlags(stdout)
 		return exitOK
 	}
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintln(stderr, "error:", line)
-		}
-		return exitUsage
+		return configErr(stderr, "serve", err)
 	}
 	logger := newLogger(stderr, cfg.Log)
+	for _, u := range app.UnknownEnvVars(environ()) {
+		attrs := []any{"name", u.Name}
+		if u.Like != "" {
+			attrs = append(attrs, "did_you_mean", u.Like)
+		}
+		logger.Warn("unknown environment variable ignored: no setting has this name (lmos-hub config env lists them)", attrs...)
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -125,14 +173,7 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 	m.Version = version
 	if err := m.Run(context.Background()); err != nil {
 		logger.Error("cannot start", "err", err)
-		switch {
-		case errors.Is(err, store.ErrLocked):
-			return exitLocked
-		case errors.Is(err, syscall.EADDRINUSE):
-			fmt.Fprintln(stderr, "hint: another program already listens on that port (an MQTT broker such as mosquitto on 1883?);"+
-				" choose other ports with --http-addr and --mqtt-addr, e.g. --mqtt-addr :1884")
-		}
-		return exitFailure
+		return startFailed(stderr, err)
 	}
 	code := exitOK
 	select {
@@ -158,6 +199,59 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 		logger.Warn("second signal, aborting shutdown", "signal", s.String())
 		return exitAborted
 	}
+}
+
+// startFailed gives the exit status of a start that failed, and a hint
+// where the user can act: the busy port's flag, the data directory's.
+func startFailed(stderr io.Writer, err error) int {
+	var le *app.ListenError
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		return exitLocked
+	case errors.Is(err, app.ErrDataDir):
+		fmt.Fprintln(stderr, "hint: the data directory must be a directory the hub can create and write:"+
+			" choose another with --data-dir DIR (env LMOS_HUB_DATA_DIR, YAML dataDir); under systemd,"+
+			" StateDirectory=lmos-hub makes /var/lib/lmos-hub for the service's user")
+		return exitUsage
+	case errors.As(err, &le) && errors.Is(err, syscall.EADDRINUSE):
+		fmt.Fprintln(stderr, portHint(le))
+	}
+	return exitFailure
+}
+
+// portHint names the busy door and the flag that moves it.
+func portHint(le *app.ListenError) string {
+	flagName := le.Setting
+	for _, v := range app.EnvVars() {
+		if v.Setting == le.Setting && v.Flag != "" && !v.Alias {
+			flagName = v.Flag
+		}
+	}
+	who := "another program"
+	if le.Setting == "mqtt.addr" || le.Setting == "tls.mqttsAddr" {
+		who = "another program (an MQTT broker such as mosquitto?)"
+	}
+	example := ""
+	if host, port, err := net.SplitHostPort(le.Addr); err == nil {
+		if n, err := strconv.Atoi(port); err == nil && n > 0 && n < 65535 {
+			example = fmt.Sprintf(", e.g. %s %s", flagName, net.JoinHostPort(host, strconv.Itoa(n+1)))
+		}
+	}
+	return fmt.Sprintf("hint: %s already listens on %s, the address of %s; choose another with %s%s", who, le.Addr, le.Setting, flagName, example)
+}
+
+// configErr writes a bad configuration or command line: an error on one
+// line points to path's --help; several are listed, then the pointer.
+func configErr(stderr io.Writer, path string, err error) int {
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) == 1 {
+		return cliargs.UsageErr(stderr, path, lines[0])
+	}
+	for _, line := range lines {
+		fmt.Fprintln(stderr, "error:", line)
+	}
+	fmt.Fprintf(stderr, "see: lmos-hub %s --help\n", path)
+	return exitUsage
 }
 
 // newLogger builds the process logger from the log settings.

@@ -43,6 +43,9 @@ Flags of every command:
 Exit status: 0 ok, 1 request failed, 2 usage error.
 `
 
+// thingsCommands are the subcommands of `lmos-hub things`.
+var thingsCommands = []string{"ls", "get", "put", "rm", "reset-credential"}
+
 // thingsDefaultHub is the hub URL used without --hub or LMOS_HUB_URL.
 const thingsDefaultHub = "http://localhost:8080"
 
@@ -62,15 +65,14 @@ func runThings(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 		getenv = func(string) string { return "" }
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing command: ls, get, put, rm or reset-credential")
-		fmt.Fprint(stderr, thingsUsage)
-		return 2
+		return cliargs.UsageErr(stderr, "things", "missing command: "+strings.Join(thingsCommands, ", "))
 	}
 	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "help", "-h", "-help", "--help":
+	if cliargs.IsHelp(cmd) {
 		fmt.Fprint(stdout, thingsUsage)
 		return 0
+	}
+	switch cmd {
 	case "ls":
 		return thingsLs(newThingsCmd(cmd, stdout, stderr, getenv), rest)
 	case "get":
@@ -82,9 +84,7 @@ func runThings(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv 
 	case "reset-credential":
 		return thingsResetCredential(newThingsCmd(cmd, stdout, stderr, getenv), rest)
 	default:
-		fmt.Fprintf(stderr, "error: unknown command %q: use ls, get, put, rm or reset-credential\n", cmd)
-		fmt.Fprint(stderr, thingsUsage)
-		return 2
+		return cliargs.UsageErr(stderr, "things", fmt.Sprintf("unknown command %q: use %s", cmd, strings.Join(thingsCommands, ", ")))
 	}
 }
 
@@ -124,16 +124,14 @@ func (t *thingsCmd) parse(rest []string) (pos []string, code int, done bool) {
 		return nil, 0, true
 	}
 	if err != nil {
-		return nil, t.usageErr("things %s: %v", t.name, err), true
+		return nil, t.usageErr("%v", err), true
 	}
 	return pos, 0, false
 }
 
 // usageErr writes a usage error and returns its exit code.
 func (t *thingsCmd) usageErr(format string, a ...any) int {
-	fmt.Fprintf(t.stderr, "error: "+format+"\n", a...)
-	fmt.Fprint(t.stderr, thingsUsage)
-	return 2
+	return cliargs.UsageErr(t.stderr, "things "+t.name, fmt.Sprintf(format, a...))
 }
 
 // checkCommon checks what every subcommand shares once its argument count
@@ -268,7 +266,7 @@ func thingsEach(t *thingsCmd, rest []string, name string, run func(*thingsClient
 		return code
 	}
 	if len(pos) == 0 {
-		return t.usageErr("things " + name + " needs at least one Thing id")
+		return t.usageErr("things %s needs at least one Thing id", name)
 	}
 	if code, ok := t.checkCommon(pos); !ok {
 		return code

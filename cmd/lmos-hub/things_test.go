@@ -45,8 +45,8 @@ func TestThingsUsageErrors(t *testing.T) {
 			if !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.want)
 			}
-			if !strings.Contains(stderr.String(), "usage: lmos-hub things") {
-				t.Errorf("stderr has no usage text: %q", stderr.String())
+			if !strings.Contains(stderr.String(), "(see: lmos-hub things") {
+				t.Errorf("stderr does not point to the usage: %q", stderr.String())
 			}
 			if stdout.Len() != 0 {
 				t.Errorf("stdout %q, want nothing", stdout.String())

@@ -32,7 +32,7 @@ group channels it is a member of (WebSocket, HTTP SSE) and reads that Thing's
 membership credentials, never manages groups, and has only the token's scope
 otherwise (default read for a bound token).
 
-Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR, default
+Tokens are kept in the data directory (--data-dir, LMOS_HUB_DATA_DIR or LMOS_HUB_DATADIR, default
 ./lmos-data), which works while the hub is stopped. While it runs, pass
 --hub URL and --token TOKEN (LMOS_HUB_URL, LMOS_HUB_TOKEN) to go through its API.
 `
@@ -49,20 +49,25 @@ type tokenRow struct {
 	Thing   string `json:"thing,omitempty"`
 }
 
+// tokenCommands are the subcommands of `lmos-hub token`.
+var tokenCommands = []string{"create", "list", "revoke"}
+
 func runToken(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, "error: missing command: create, list or revoke\n\n"+tokenUsage)
-		return exitUsage
+		return cliargs.UsageErr(stderr, "token", "missing command: create, list or revoke")
 	}
 	cmd := args[0]
+	if cliargs.IsHelp(cmd) {
+		fmt.Fprint(stdout, tokenUsage)
+		return exitOK
+	}
 	want, known := map[string]int{"create": 0, "list": 0, "revoke": 1}[cmd]
 	if !known {
-		fmt.Fprintf(stderr, "error: unknown command %q\n\n%s", cmd, tokenUsage)
-		return exitUsage
+		return cliargs.UsageErr(stderr, "token", fmt.Sprintf("unknown command %q: use create, list or revoke", cmd))
 	}
 	fs := flag.NewFlagSet("token "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), app.DefaultConfig().DataDir), "")
+	dataDir := fs.String("data-dir", firstNonEmpty(getenv("LMOS_HUB_DATA_DIR"), getenv("LMOS_HUB_DATADIR"), app.DefaultConfig().DataDir), "")
 	hubURL := fs.String("hub", getenv("LMOS_HUB_URL"), "")
 	token := fs.String("token", getenv("LMOS_HUB_TOKEN"), "")
 	name := fs.String("name", "", "")
@@ -70,13 +75,15 @@ func runToken(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	thing := fs.String("thing", "", "")
 	expires := fs.String("expires", "", "")
 	pos, err := cliargs.Parse(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, tokenUsage)
+		return exitOK
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n\n%s", err, tokenUsage)
-		return exitUsage
+		return cliargs.UsageErr(stderr, "token "+cmd, err.Error())
 	}
 	if len(pos) != want {
-		fmt.Fprint(stderr, "error: wrong number of arguments\n\n"+tokenUsage)
-		return exitUsage
+		return cliargs.UsageErr(stderr, "token "+cmd, fmt.Sprintf("token %s takes %d arguments, got %d", cmd, want, len(pos)))
 	}
 	t, closeTokens, err := openTokenAPI(*hubURL, *token, *dataDir)
 	if errors.Is(err, store.ErrLocked) {

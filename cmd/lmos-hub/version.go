@@ -3,8 +3,6 @@ package main
 import (
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,9 +11,18 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/app"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 )
+
+const versionUsage = `usage: lmos-hub version [--tls [--config FILE] [--data-dir DIR] [--tls-cert FILE]]
+       lmos-hub --version
+
+Prints the version. With --tls, also the TLS certificate the hub serves (or
+would serve) and its fingerprint, read from its file without starting a hub,
+to compare with what an agent or browser shows.
+`
 
 // runVersion prints the version; with --tls, the certificate the hub
 // serves (or would serve): the configured tls.cert, else the self-signed
@@ -29,24 +36,25 @@ func runVersion(args []string, stdout, stderr io.Writer, getenv func(string) str
 			withTLS = true
 			continue
 		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprint(stdout, versionUsage)
+			return exitOK
+		}
 		rest = append(rest, a)
+	}
+	if !withTLS && len(rest) > 0 {
+		return cliargs.UsageErr(stderr, "version", fmt.Sprintf("unexpected %q: version takes only --tls (and, with it, the serve flags that locate the certificate)", rest[0]))
+	}
+	var cfg app.Config
+	if withTLS {
+		var err error
+		if cfg, err = app.LoadConfig(rest, getenv); err != nil {
+			return configErr(stderr, "version", err)
+		}
 	}
 	fmt.Fprintln(stdout, "lmos-hub", version)
 	if !withTLS {
-		if len(rest) > 0 {
-			fmt.Fprintln(stderr, "error: version takes only --tls (and, with it, the serve flags that locate the certificate)")
-			return exitUsage
-		}
 		return exitOK
-	}
-	cfg, err := app.LoadConfig(rest, getenv)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "usage: lmos-hub version --tls [--config FILE] [--data-dir DIR] [--tls-cert FILE]")
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "error:", err)
-		return exitUsage
 	}
 	file := cfg.TLS.Cert
 	if file == "" {

@@ -7,6 +7,7 @@ package cliargs
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"unicode"
@@ -63,4 +64,17 @@ func Cell(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// UsageErr writes a mistake in the command line as one line naming the
+// command whose --help shows the usage, and returns exit status 2. path is
+// the command as typed after "lmos-hub" ("groups ls").
+func UsageErr(stderr io.Writer, path, msg string) int {
+	fmt.Fprintf(stderr, "error: %s (see: lmos-hub %s --help)\n", msg, path)
+	return 2
+}
+
+// IsHelp reports whether arg asks for help.
+func IsHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }

@@ -96,9 +96,7 @@ func (h *HubCommand) Run(c *Client, args []string, run func(pos []string) error)
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(c.Stderr, "error: %s: %v\n", h.Name, err)
-		fmt.Fprint(c.Stderr, h.Usage)
-		return 2
+		return UsageErr(c.Stderr, h.Name, err.Error())
 	}
 	c.Token, c.HTTP = *h.token, &http.Client{Timeout: *h.timeout}
 	err = run(pos)
@@ -107,9 +105,7 @@ func (h *HubCommand) Run(c *Client, args []string, run func(pos []string) error)
 	case err == nil:
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(c.Stderr, "error: %v\n", err)
-		fmt.Fprint(c.Stderr, h.Usage)
-		return 2
+		return UsageErr(c.Stderr, h.Name, err.Error())
 	case !errors.Is(err, ErrReported):
 		fmt.Fprintln(c.Stderr, "error:", err)
 	}
@@ -214,17 +210,16 @@ func (c *Client) Each(items []string, done string, req func(item string) (method
 }
 
 // Begin handles what every hub subcommand does before its own flags: no
-// command (the usage, exit 2) and help (the usage, exit 0). It returns
+// command (one line pointing to path's --help, exit 2) and help (the
+// usage on stdout, exit 0). It returns
 // the command's name, or ok false with the exit status when it is done.
 // commands lists the commands for the error ("ls, approve or deny").
-func Begin(args []string, stdout, stderr io.Writer, usage, commands string) (name string, code int, ok bool) {
+func Begin(args []string, stdout, stderr io.Writer, path, usage, commands string) (name string, code int, ok bool) {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "error: missing command: "+commands)
-		fmt.Fprint(stderr, usage)
-		return "", 2, false
+		return "", UsageErr(stderr, path, "missing command: "+commands), false
 	}
 	name = args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+	if IsHelp(name) {
 		fmt.Fprint(stdout, usage)
 		return "", 0, false
 	}

@@ -41,6 +41,9 @@ Flags of every command:
 Exit status: 0 ok, 1 request failed, 2 usage error.
 `
 
+// Commands are the subcommands of `lmos-hub groups`; each answers --help.
+var Commands = []string{"ls", "create", "add", "rm", "dissolve", "rotate-credentials"}
+
 // DefaultHub is the hub URL without --hub or LMOS_HUB_URL.
 const DefaultHub = cliargs.DefaultHub
 
@@ -49,7 +52,7 @@ var usageError = cliargs.Usagef
 // Run runs `lmos-hub groups` with args (the arguments after "groups");
 // getenv reads the environment (nil: none). It returns the exit status.
 func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	name, code, ok := cliargs.Begin(args, stdout, stderr, Usage, "ls, create, add, rm, dissolve or rotate-credentials")
+	name, code, ok := cliargs.Begin(args, stdout, stderr, "groups", Usage, "ls, create, add, rm, dissolve or rotate-credentials")
 	if !ok {
 		return code
 	}
@@ -107,9 +110,7 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return c.rotate()
 		}
 	default:
-		fmt.Fprintf(stderr, "error: unknown command %q: use ls, create, add, rm, dissolve or rotate-credentials\n", name)
-		fmt.Fprint(stderr, Usage)
-		return 2
+		return cliargs.UsageErr(stderr, "groups", fmt.Sprintf("unknown command %q: use %s", name, strings.Join(Commands, ", ")))
 	}
 	return h.Run(&c.Client, args[1:], run)
 }

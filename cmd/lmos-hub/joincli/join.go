@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -39,6 +40,9 @@ Flags of every command:
 Exit status: 0 ok, 1 request failed, 2 usage error.
 `
 
+// Commands are the subcommands of `lmos-hub join`; each answers --help.
+var Commands = []string{"ls", "approve", "deny"}
+
 // DefaultHub is the hub URL without --hub or LMOS_HUB_URL.
 const DefaultHub = cliargs.DefaultHub
 
@@ -47,7 +51,7 @@ var usageError = cliargs.Usagef
 // Run runs `lmos-hub join` with args (the arguments after "join"); getenv
 // reads the environment (nil: none). It returns the exit status.
 func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	name, code, ok := cliargs.Begin(args, stdout, stderr, Usage, "ls, approve or deny")
+	name, code, ok := cliargs.Begin(args, stdout, stderr, "join", Usage, "ls, approve or deny")
 	if !ok {
 		return code
 	}
@@ -102,9 +106,7 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			return c.denyAll(body)
 		}
 	default:
-		fmt.Fprintf(stderr, "error: unknown command %q: use ls, approve or deny\n", name)
-		fmt.Fprint(stderr, Usage)
-		return 2
+		return cliargs.UsageErr(stderr, "join", fmt.Sprintf("unknown command %q: use %s", name, strings.Join(Commands, ", ")))
 	}
 	return h.Run(&c.Client, args[1:], run)
 }
