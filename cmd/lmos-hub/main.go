@@ -55,7 +55,8 @@ usage:
                                    add an eddsa-jcs-2022 proof to a TD
   lmos-hub verify [-key FILE] TD.json|-
                                    check a TD's proof: print the signer's DID and created, or why not
-  lmos-hub backup|restore FILE     snapshot the store (of a running hub: --hub); put one back
+  lmos-hub backup [--hub URL] FILE a consistent snapshot of the store (of a running hub: --hub)
+  lmos-hub restore FILE            put a backup in place (the hub stopped)
   lmos-hub config print|env        print the effective configuration, or every LMOS_HUB_* variable
   lmos-hub version [--tls]         print the version (also --version); --tls: the certificate's fingerprint
   lmos-hub help [COMMAND]          this text, or a command's (as lmos-hub COMMAND --help)
