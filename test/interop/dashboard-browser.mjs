@@ -846,6 +846,17 @@ const handlers = {
         }
         const order = ["nav-things", "nav-hub", "search"].map((x) => reached.indexOf(x));
         if (!(order[0] < order[1] && order[1] < order[2])) throw new Error(`focus order: ${reached.join(" → ")}`);
+        // A live update redraws the list: the focus must stay where it was.
+        const title = `Renamed while focused ${Date.now()}`;
+        const res = await fetch(`${base}/things/${encodeURIComponent(c.poke)}`, {
+          method: "PATCH",
+          headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/merge-patch+json" },
+          body: JSON.stringify({ title }),
+        });
+        if (!res.ok) throw new Error(`PATCH ${c.poke}: ${res.status}`);
+        await until("the list redrawn with the new title", async () => (await p.locator("main").textContent()).includes(title));
+        const still = await p.evaluate(() => document.activeElement?.closest("[data-id]")?.dataset.id);
+        if (still !== c.id) throw new Error(`after a live update the focus is on ${still ?? "nothing"}, not ${c.id}'s link`);
         const outline = await p.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
         if (outline === "none") throw new Error("the focused link shows no outline");
         await p.keyboard.press("Enter");

@@ -127,7 +127,16 @@ export function thingsView(root) {
     const pages = Math.max(1, Math.ceil(list.length / PAGE));
     state.page = Math.min(state.page, pages - 1);
     const slice = list.slice(state.page * PAGE, (state.page + 1) * PAGE);
+    // A live update redraws the rows: the focus stays on the same Thing's
+    // control, so a keyboard user tabbing through the list keeps their place.
+    const had = tbody.contains(document.activeElement) ? document.activeElement : null;
+    const keep = had && had.closest('[data-id]') && [had.closest('[data-id]').dataset.id, had.dataset.testid];
     clear(tbody).append(...slice.map(row));
+    if (keep) {
+      const again = [...tbody.querySelectorAll('[data-id]')].find(r => r.dataset.id === keep[0]);
+      const el = again && (keep[1] ? again.querySelector(`[data-testid="${keep[1]}"]`) : null);
+      if (el) el.focus();
+    }
     if (!slice.length) {
       tbody.append(h('tr', {}, h('td', { colspan: 7, class: 'muted',
         text: !store.ready ? 'Loading…' : store.things.size ? 'No Thing matches.' : 'Nothing registered yet.' })));
