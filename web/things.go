@@ -52,7 +52,9 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 	for try := 0; ; try++ {
 		page = s.reg.Page(offset, limit)
 		// Before the documents are read: an unchanged page costs nothing.
-		if notModified(w, r, `W/"`+listTag(&page)+`"`) {
+		// Only then: the tag's work widens the window in which a write
+		// makes the page stale.
+		if r.Header.Get("If-None-Match") != "" && notModified(w, r, `W/"`+listTag(&page)+`"`) {
 			return
 		}
 		first, err2 = s.pageDocs(&page)
@@ -73,9 +75,10 @@ func (s *Server) listThings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	things, total := page.Things, page.Total
-	// The collection's revision (TDD §7.3.2.1.2); the ETag (set by
-	// notModified) also covers what changes without one.
+	// The collection's revision (TDD §7.3.2.1.2); the ETag also covers
+	// what changes without one.
 	w.Header().Add("Link", `</things>; rel="canonical"; etag="`+page.Tag()+`"`)
+	w.Header().Set("ETag", `W/"`+listTag(&page)+`"`)
 	next := ""
 	if limit > 0 && offset+len(things) < total {
 		next = "/things?offset=" + strconv.Itoa(offset+len(things)) + "&limit=" + strconv.Itoa(limit)
