@@ -52,9 +52,6 @@ const thingsDefaultHub = "http://localhost:8080"
 // thingsPageLimit is the page size `things ls` asks for.
 const thingsPageLimit = 100
 
-// errThingsUsage marks errors that are the user's invocation (exit 2).
-var errThingsUsage = errors.New("usage error")
-
 // errThingsReported marks a failure already written to stderr (exit 1).
 var errThingsReported = errors.New("reported")
 
