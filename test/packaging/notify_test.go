@@ -105,19 +105,7 @@ func TestServiceNotify(t *testing.T) {
 				env = append(env, "WATCHDOG_USEC=400000")
 			}
 			cmd.Env = env
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			defer func() {
-				if cmd.ProcessState == nil {
-					cmd.Process.Kill()
-					<-exited
-				}
-			}()
+			stderr, exited := startProc(t, cmd)
 
 			ready := next(t, msgs, "READY=1")
 			lines := strings.Split(ready, "\n")
@@ -178,4 +166,24 @@ func memoryLimitLogged(log string) bool {
 		}
 	}
 	return false
+}
+
+// startProc starts cmd keeping its stderr; exited gets its end. A process
+// still running when the test ends is killed.
+func startProc(t *testing.T, cmd *exec.Cmd) (stderr *bytes.Buffer, exited <-chan error) {
+	t.Helper()
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return stderr, done
 }

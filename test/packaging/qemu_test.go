@@ -1,7 +1,6 @@
 package packaging
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"os/exec"
@@ -26,19 +25,7 @@ func TestArm64UnderQemu(t *testing.T) {
 	sock, msgs := notifySocket(t)
 	cmd := exec.Command(qemu, bin, "serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--mqtt-addr", "127.0.0.1:0", "--mdns=false")
 	cmd.Env = []string{"NOTIFY_SOCKET=" + sock, "PATH=/usr/bin:/bin"}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	stderr, exited := startProc(t, cmd)
 	ready := next(t, msgs, "READY=1")
 	addr, ok := strings.CutPrefix(strings.TrimPrefix(ready, "READY=1\n"), "STATUS=serving on ")
 	if !ok {
