@@ -52,6 +52,7 @@ test-deps:
 ## test: full suite; LMOS_INTEROP=1 makes interop tests run instead of skipping
 test: test-deps
 	LMOS_INTEROP=1 $(GO) test -count=1 -timeout 14m ./...
+	$(GO) test -count=1 -tags otel -run 'Tracing' ./test/e2e
 
 ## test-short: quick tests only, no test dependencies needed
 test-short:

@@ -215,6 +215,11 @@ func (m *Main) openRegistry(context.Context) error {
 	// /metrics counts joins and interactions; joins are logged at info.
 	m.observer = web.NewObserver()
 	m.Router.SetObserver(m.observer)
+	// A span per routed interaction, in a binary built with the otel tag
+	// (app/otel.go); the default binary carries no tracing library.
+	if err := m.openTracing(); err != nil {
+		return err
+	}
 	m.Admission.SetObserver(m.observer)
 	m.Admission.SetLogger(m.Logger.With("component", "join"))
 	// Joins parked for approval survive a restart (join mode approve),

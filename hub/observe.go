@@ -29,6 +29,34 @@ type Observer interface {
 	Routed(door, transport Source, outcome string, d time.Duration)
 }
 
+// Tracer records a span per routed interaction (OpenTelemetry, in a
+// binary built with the otel tag: app/otel.go): the hub imports no tracing
+// library. Start is called before the interaction is checked, with the
+// consumer's trace context in in.Traceparent and in.Tracestate; it returns
+// the trace context to pass on to the Thing (the hub's span as its parent;
+// "" keeps the consumer's) and end, which gets the transport ("" when
+// refused first) and the outcome (an Outcome constant).
+type Tracer interface {
+	Start(in Interaction) (traceparent, tracestate string, end func(transport Source, outcome string))
+}
+
+// SetTracer makes t trace every routed interaction (nil: none). Call it
+// before the doors open.
+func (r *Router) SetTracer(t Tracer) { r.tracer = t }
+
+// trace starts in's span and hands in the trace context to pass on; it
+// returns the span's end (nil without a tracer).
+func (r *Router) trace(in *Interaction) func(Source, string) {
+	if r.tracer == nil {
+		return nil
+	}
+	tp, ts, end := r.tracer.Start(*in)
+	if tp != "" {
+		in.Traceparent, in.Tracestate = tp, ts
+	}
+	return end
+}
+
 // Outcomes of a routed interaction (Observer.Routed).
 const (
 	OutcomeCompleted = "completed" // a completed final result
@@ -90,11 +118,17 @@ func (a *Admission) logJoin(r *JoinRequest, res JoinResult, err error) {
 }
 
 // routed tells the observer how in ended.
-func (r *Router) routed(in Interaction, tr Source, start time.Time, final string, err error) {
-	if r.obs == nil {
+func (r *Router) routed(in Interaction, tr Source, start time.Time, final string, err error, end func(Source, string)) {
+	if r.obs == nil && end == nil {
 		return
 	}
-	r.obs.Routed(in.Door, tr, outcome(in, tr, final, err), time.Since(start))
+	out := outcome(in, tr, final, err)
+	if r.obs != nil {
+		r.obs.Routed(in.Door, tr, out, time.Since(start))
+	}
+	if end != nil {
+		end(tr, out)
+	}
 }
 
 // outcome names how an interaction delivered over tr ended: final is the

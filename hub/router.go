@@ -19,6 +19,7 @@ type Router struct {
 	mu         sync.RWMutex
 	transports map[Source]Transport
 	obs        Observer // nil: none (SetObserver)
+	tracer     Tracer   // nil: none (SetTracer)
 }
 
 var _ Transport = (*Router)(nil)
@@ -43,7 +44,7 @@ func (r *Router) Handle(src Source, t Transport) {
 func (r *Router) Check(in Interaction) (Transport, Thing, error) {
 	tr, _, t, err := r.lookup(in)
 	if err != nil {
-		r.routed(in, "", time.Now(), "", err) // the door answers this refusal
+		r.routed(in, "", time.Now(), "", err, r.trace(&in)) // the door answers this refusal
 	}
 	return tr, t, err
 }
@@ -83,9 +84,10 @@ func (r *Router) lookup(in Interaction) (Transport, Source, Thing, error) {
 // whose ctx ends returns nil.
 func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) error) error {
 	start := time.Now()
+	end := r.trace(&in)
 	tr, src, err := r.prepare(&in)
 	if err != nil {
-		r.routed(in, "", start, "", err)
+		r.routed(in, "", start, "", err, end)
 		return err
 	}
 	final := ""
@@ -96,7 +98,7 @@ func (r *Router) Deliver(ctx context.Context, in Interaction, emit func(Result) 
 		return emit(res)
 	})
 	err = r.delivered(ctx, in, final != "", err)
-	r.routed(in, src, start, final, err)
+	r.routed(in, src, start, final, err, end)
 	return err
 }
 
@@ -123,7 +125,7 @@ func (r *Router) delivered(ctx context.Context, in Interaction, final bool, err 
 func (r *Router) Validate(in Interaction) error {
 	_, _, err := r.prepare(&in)
 	if err != nil {
-		r.routed(in, "", time.Now(), "", err)
+		r.routed(in, "", time.Now(), "", err, r.trace(&in))
 	}
 	return err
 }

@@ -51,7 +51,8 @@ func resultType(r *http.Request) string {
 
 // interaction builds the Interaction a proxy request stands for.
 func interaction(r *http.Request, op hub.Op) hub.Interaction {
-	return hub.Interaction{ThingID: r.PathValue("id"), Op: op, Name: r.PathValue("name"), Accept: resultType(r), Door: hub.SourceHTTP}
+	return hub.Interaction{ThingID: r.PathValue("id"), Op: op, Name: r.PathValue("name"), Accept: resultType(r), Door: hub.SourceHTTP,
+		Traceparent: r.Header.Get("traceparent"), Tracestate: r.Header.Get("tracestate")}
 }
 
 // proxyContext ends when the request does, after timeout (0: never), or
