@@ -31,11 +31,14 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 // Prefix is the path the assets are served under.
 const Prefix = "/ui/"
 
-// asset is one embedded file, with its gzip form made once.
+// asset is one embedded file, with its gzip form made once, when first
+// asked for: a hub nobody visits never holds it, nor the compressor's
+// megabyte of state.
 type asset struct {
-	body, gz []byte
-	ctype    string
-	etag     string
+	body  []byte
+	gz    func() []byte
+	ctype string
+	etag  string
 }
 
 // Dashboard serves the page and its assets.
@@ -47,11 +50,12 @@ type Dashboard struct {
 	index   *asset
 }
 
-// Load returns the dashboard, its files loaded and compressed once per
-// process (every web.Server shares them).
+// Load returns the dashboard, its files loaded once per process (every
+// web.Server shares them).
 var Load = sync.OnceValues(New)
 
-// New loads and compresses the embedded assets.
+// New loads the embedded assets (each is compressed when first asked for
+// with gzip).
 func New() (*Dashboard, error) {
 	d := &Dashboard{files: map[string]*asset{}}
 	sum := sha256.New()
@@ -103,15 +107,15 @@ func (a *asset) prepare(name string) error {
 	if a.ctype == "" {
 		a.ctype = "application/octet-stream"
 	}
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if _, err := zw.Write(a.body); err != nil {
-		return fmt.Errorf("cannot compress %s: %w", name, err)
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("cannot compress %s: %w", name, err)
-	}
-	a.gz = buf.Bytes()
+	body := a.body
+	a.gz = sync.OnceValue(func() []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		// Writes to a bytes.Buffer do not fail.
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+		return buf.Bytes()
+	})
 	s := sha256.Sum256(a.body)
 	a.etag = `"` + hex.EncodeToString(s[:8]) + `"`
 	return nil
@@ -156,7 +160,7 @@ func (d *Dashboard) serve(w http.ResponseWriter, r *http.Request, a *asset) {
 	body, etag := a.body, a.etag
 	gz := acceptsGzip(r)
 	if gz {
-		body, etag = a.gz, strings.TrimSuffix(a.etag, `"`)+`-gz"`
+		body, etag = a.gz(), strings.TrimSuffix(a.etag, `"`)+`-gz"`
 	}
 	h.Set("ETag", etag)
 	if match := r.Header.Get("If-None-Match"); match != "" && strings.Contains(match, etag) {

@@ -17,7 +17,7 @@ func TestSize(t *testing.T) {
 	}
 	plain, zipped := 0, 0
 	for _, a := range d.files {
-		plain, zipped = plain+len(a.body), zipped+len(a.gz)
+		plain, zipped = plain+len(a.body), zipped+len(a.gz())
 	}
 	t.Logf("%d files, %d bytes, %d gzipped", len(d.files), plain, zipped)
 	if plain > 150_000 || zipped > 50_000 {
