@@ -174,7 +174,13 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 	m.Version = version
 	if err := m.Run(context.Background()); err != nil {
 		logger.Error("cannot start", "err", err)
-		return startFailed(stderr, err)
+		// A hint is a line of its own, in the log's format: a JSON log
+		// has no plain line.
+		hint := func(h string) { fmt.Fprintln(stderr, h) }
+		if cfg.Log.Format == "json" {
+			hint = func(h string) { logger.Info(h) }
+		}
+		return startFailed(hint, err)
 	}
 	code := exitOK
 	select {
@@ -204,18 +210,18 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 
 // startFailed gives the exit status of a start that failed, and a hint
 // where the user can act: the busy port's flag, the data directory's.
-func startFailed(stderr io.Writer, err error) int {
+func startFailed(hint func(string), err error) int {
 	var le *app.ListenError
 	switch {
 	case errors.Is(err, store.ErrLocked):
 		return exitLocked
 	case errors.Is(err, app.ErrDataDir):
-		fmt.Fprintln(stderr, "hint: the data directory must be a directory the hub can create and write:"+
-			" choose another with --data-dir DIR (env LMOS_HUB_DATA_DIR, YAML dataDir); under systemd,"+
+		hint("hint: the data directory must be a directory the hub can create and write:" +
+			" choose another with --data-dir DIR (env LMOS_HUB_DATA_DIR, YAML dataDir); under systemd," +
 			" StateDirectory=lmos-hub makes /var/lib/lmos-hub for the service's user")
 		return exitUsage
 	case errors.As(err, &le) && errors.Is(err, syscall.EADDRINUSE):
-		fmt.Fprintln(stderr, portHint(le))
+		hint(portHint(le))
 	}
 	return exitFailure
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +61,30 @@ func TestPortInUseNamesTheDoor(t *testing.T) {
 				t.Errorf("busy %s: token list after the failed start: exit %d, want only the header:\n%s%s", tc.setting, list.code, list.stdout, list.stderr)
 			}
 		})
+	}
+}
+
+// TestPortInUseHintInJSON: with --log-format json the hint is a log
+// record too; no line of stderr is anything but JSON.
+func TestPortInUseHintInJSON(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	r := runBinary(t, t.TempDir(), nil, "serve", "--data-dir", t.TempDir(), "--mdns=false", "--log-format", "json",
+		"--http-addr", busy.Addr().String(), "--mqtt-addr", "127.0.0.1:0")
+	hinted := false
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var rec struct{ Msg string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("a stderr line is not JSON: %q", l)
+			continue
+		}
+		hinted = hinted || strings.HasPrefix(rec.Msg, "hint:") && strings.Contains(rec.Msg, "--http-addr")
+	}
+	if r.code != exitFailure || !hinted {
+		t.Fatalf("exit %d, hint in the JSON log %v; want %d and a hint naming --http-addr:\n%s", r.code, hinted, exitFailure, r.stderr)
 	}
 }
 
