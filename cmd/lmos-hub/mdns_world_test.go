@@ -54,12 +54,40 @@ func runZeroconfAgent(c *netnstest.Child, args []string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// zeroconf announces twice, a second apart, from a goroutine its
+	// Shutdown does not stop: a goodbye sent before the second went out is
+	// followed by it, and the hub rightly takes that answer as a refresh
+	// (RFC 6762 §10.1). So "registered" is said once both were seen on
+	// the link (multicast loops back to this host).
+	heard, err := net.ListenMulticastUDP("udp4", eth0, &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	start := time.Now()
 	srv, err := zeroconf.Register(args[1], "_wot._tcp", "local.", port, []string{"td=/td", "type=Thing"}, []net.Interface{*eth0})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	buf := make([]byte, 9000)
+	for announced := 0; announced < 2; {
+		n, _, err := heard.ReadFromUDP(buf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		var m dns.Msg
+		if m.Unpack(buf[:n]) == nil && m.Response {
+			for _, rr := range m.Answer {
+				if ptr, ok := rr.(*dns.PTR); ok && strings.HasPrefix(ptr.Ptr, strings.ReplaceAll(args[1], " ", "\\ ")+".") {
+					announced++
+					break
+				}
+			}
+		}
+	}
+	heard.Close()
 	fmt.Println("registered", start.UnixNano())
 	c.Serve(nil, func() {
 		t := time.Now()
