@@ -72,6 +72,9 @@ need_deb dpkg-deb dpkg
 need_deb useradd passwd
 need_deb systemd-analyze systemd
 need_deb qemu-aarch64-static qemu-user-static
+need_deb systemd-nspawn systemd-container # boots Debian with systemd to run the unit for real
+need_deb debootstrap debootstrap # that Debian's tree (cached in .cache/nspawn-bookworm)
+need_deb nsenter util-linux
 
 if ((${#MISSING_DEBS[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
