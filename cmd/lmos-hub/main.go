@@ -156,6 +156,14 @@ func serve(args []string, stdout, stderr io.Writer, getenv func(string) string) 
 		return exitOK
 	}
 	if err != nil {
+		if jsonAsked(args, getenv) {
+			// No plain line in a JSON log: each error is a record.
+			l := newLogger(stderr, app.LogConfig{Format: "json", Level: "info"})
+			for _, line := range strings.Split(err.Error(), "\n") {
+				l.Error(line, "see", "lmos-hub serve --help")
+			}
+			return exitUsage
+		}
 		return configErr(stderr, "serve", err)
 	}
 	logger := newLogger(stderr, cfg.Log)
@@ -259,6 +267,18 @@ func configErr(stderr io.Writer, path string, err error) int {
 	}
 	fmt.Fprintf(stderr, "see: lmos-hub %s --help\n", path)
 	return exitUsage
+}
+
+// jsonAsked reports whether the command line or the environment asks for
+// a JSON log (what a configuration that failed to load would have said).
+func jsonAsked(args []string, getenv func(string) string) bool {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if a == "log-format=json" || a == "log-format" && i+1 < len(args) && args[i+1] == "json" {
+			return true
+		}
+	}
+	return getenv("LMOS_HUB_LOG_FORMAT") == "json"
 }
 
 // newLogger builds the process logger from the log settings.

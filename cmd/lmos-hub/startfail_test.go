@@ -88,6 +88,24 @@ func TestPortInUseHintInJSON(t *testing.T) {
 	}
 }
 
+// TestConfigErrorInJSON: a configuration refused with --log-format json
+// asked is told as JSON records too (exit 2), naming the setting.
+func TestConfigErrorInJSON(t *testing.T) {
+	r := runBinary(t, t.TempDir(), nil, "serve", "--log-format", "json", "--join-mode", "maybe")
+	named := false
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var rec struct{ Msg string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("a stderr line is not JSON: %q", l)
+			continue
+		}
+		named = named || strings.Contains(rec.Msg, "join-mode")
+	}
+	if r.code != exitUsage || !named {
+		t.Fatalf("exit %d, join-mode named %v; want %d:\n%s", r.code, named, exitUsage, r.stderr)
+	}
+}
+
 // dataDirRefused checks a start on an unusable data directory: exit 2, a
 // hint naming --data-dir and the systemd StateDirectory, no token.
 func dataDirRefused(t *testing.T, r binResult) {
