@@ -455,7 +455,7 @@ func (m *Main) webConfig() web.Config {
 		Access:         m.Access,
 		StoreSize:      db.Size,
 		Backup:         db.Backup,
-		MDNS:           m.mdnsStatus,
+		MDNS:           func() any { return m.mdnsStatus() },
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
@@ -514,7 +514,7 @@ func (m *Main) openMDNS(context.Context) error {
 }
 
 // mdnsStatus is the state of mDNS for GET /api/status.
-func (m *Main) mdnsStatus() any {
+func (m *Main) mdnsStatus() mdns.Status {
 	if h := m.names.mdns.Load(); h != nil {
 		return h.Status()
 	}
@@ -530,13 +530,11 @@ func (m *Main) mdnsStatus() any {
 // mdnsHealth is mDNS on /healthz: "up" once advertising, "off",
 // "starting" or "probing", or the error it failed with.
 func (m *Main) mdnsHealth() (string, error) {
-	st, ok := m.mdnsStatus().(mdns.Status)
-	switch {
-	case !ok:
-		return "", fmt.Errorf("unknown mdns state %T", m.mdnsStatus())
-	case st.State == "advertising":
+	st := m.mdnsStatus()
+	switch st.State {
+	case "advertising":
 		return "up", nil
-	case st.State == "failed":
+	case "failed":
 		return "", errors.New(st.Error)
 	}
 	return st.State, nil

@@ -19,10 +19,6 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// TracingBuilt reports whether this binary can export OpenTelemetry
-// spans: this one can (built with the otel tag).
-const TracingBuilt = true
-
 // openTracing exports a span per routed interaction over OTLP/HTTP when
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set
 // (the exporter reads those and the other OTEL_EXPORTER_OTLP_* variables
