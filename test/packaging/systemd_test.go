@@ -76,31 +76,41 @@ func bootContainer(t *testing.T, root, ns, deb string) *container {
 		<-done
 	})
 	c := &container{t: t, out: out}
-	testwait.Eventually(t, 2*time.Minute, "the container's systemd", func() bool {
-		c.init = childOf(cmd.Process.Pid)
-		return c.init != 0
-	})
-	// Booted: multi-user.target reached (the state of the whole system
-	// may stay "starting" for a unit of the image that does not matter).
+	// nspawn forks a process of its own, whose child is the container's
+	// systemd: the init is looked up until it runs.
 	testwait.Eventually(t, 2*time.Minute, "the container booted", func() bool {
+		pid := containerInit(cmd.Process.Pid)
+		if pid == 0 {
+			return false
+		}
+		c.init = pid
+		// multi-user.target reached (the state of the whole system may
+		// stay "starting" for a unit of the image that does not matter).
 		o, _ := c.exec("systemctl", "is-active", "multi-user.target")
 		return strings.TrimSpace(o) == "active"
 	})
 	return c
 }
 
-// childOf is the first child process of pid, 0 while there is none.
-func childOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return 0
+// containerInit is the container's PID 1 as the host sees it: the first
+// process named systemd below nspawn's pid (0 while there is none).
+func containerInit(pid int) int {
+	level := []int{pid}
+	for depth := 0; depth < 3 && len(level) > 0; depth++ {
+		var next []int
+		for _, p := range level {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
+			for _, f := range strings.Fields(string(b)) {
+				n, _ := strconv.Atoi(f)
+				if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n)); strings.TrimSpace(string(comm)) == "systemd" {
+					return n
+				}
+				next = append(next, n)
+			}
+		}
+		level = next
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[0])
-	return n
+	return 0
 }
 
 // exec runs argv inside the container (its namespaces, PID 1's root).
