@@ -3,6 +3,7 @@ package federation_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -10,18 +11,26 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
-// mirrored waits until at lists id as a mirror of from's Thing.
+// mirrored copies from's description of id to at as a mirror, as at's
+// mirror of from would, once the agent is online at from: the forwarding
+// is tested apart from the mirrors.
 func mirrored(t *testing.T, at, from *hubtest.Hub, id string) {
 	t.Helper()
-	waitUntil(t, id+" mirrored at "+at.URL, func() bool {
-		th, err := at.Main.Registry.Get(id)
-		return err == nil && th.Meta.Origin.Source == hub.SourceRemote && th.Meta.Origin.Hub == from.URL
-	})
+	waitUntil(t, id+" online at "+from.URL, func() bool { s, _ := from.Presence(id); return s == hub.PresenceOnline })
+	resp, raw := from.Do(http.MethodGet, lmos.ThingPath(id), "", nil, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s at %s: %d %s", id, from.URL, resp.StatusCode, raw)
+	}
+	if _, err := at.Main.Registry.Mirror(context.Background(), id, raw, from.URL); err != nil {
+		t.Fatalf("mirror %s: %v", id, err)
+	}
 }
 
 // TestInvocationsReachAnAgentOnThePeer: agents connected to hub B over
@@ -120,7 +129,7 @@ func observeThroughA(t *testing.T, a *hubtest.Hub, ag *agent.Agent, id string) {
 // Thing mirrored from B is refused 503 at once (the connection is
 // refused), not after the proxy's timeout.
 func TestHomeHubDownIsUnavailable(t *testing.T) {
-	hubs := startHubs(t, 2, func(c *hubtest.Config) { c.HTTP.ProxyTimeout = hubtest.Duration(5 * time.Minute) })
+	hubs := startHubs(t, 2, func(c *app.Config) { c.HTTP.ProxyTimeout = app.Duration(5 * time.Minute) })
 	a, b := hubs[0], hubs[1]
 	pairAll(t, a, b)
 	id := "urn:example:fed-gone"
@@ -138,9 +147,45 @@ func TestHomeHubDownIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	p := lmos.Problem{}
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("invoke with the home hub down: %d, want 503", resp.StatusCode)
+	var p lmos.Problem
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+		p.Type != lmos.ErrorTypeBase+hub.EUNAVAILABLE || !strings.Contains(p.Detail, b.URL) {
+		t.Fatalf("invoke with the home hub down: %d %+v (%v), want 503 naming %s", resp.StatusCode, p, err, b.URL)
 	}
-	_ = p
+}
+
+// TestForwardedRequestsAreSignedAsThePeer: B lets anonymous clients only
+// read, so A's forwarded invocation passes there only as a paired peer's;
+// unpaired at B, A's requests have anonymous rights and the invocation is
+// refused, saying A may not be paired there. A Thing mirrored from a
+// directory that is no paired hub is not forwarded at all.
+func TestForwardedRequestsAreSignedAsThePeer(t *testing.T) {
+	a := hubtest.Start(t, nil)
+	b := hubtest.Start(t, func(c *app.Config) { c.Access.Anonymous = hub.AnonymousRead })
+	pairAll(t, a, b)
+	id := "urn:example:fed-signed"
+	serveCounter(t, mqttURL(b), id)
+	mirrored(t, a, b, id)
+	if resp, body := b.Do(http.MethodPost, "/proxy/"+id+"/actions/count", "", nil, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous invoke at B: %d %s, want 401", resp.StatusCode, body)
+	}
+	if resp, body := a.Do(http.MethodPost, "/proxy/"+id+"/actions/count", "", nil, ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("invoke through A, paired at B: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := b.Do(http.MethodDelete, "/api/peers/"+a.Main.DID(), "", nil, hubtest.Token); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("unpair A at B: %d %s", resp.StatusCode, body)
+	}
+	resp, body := a.Do(http.MethodPost, "/proxy/"+id+"/actions/count", "", nil, "")
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "is this hub paired there?") {
+		t.Fatalf("invoke through A, unpaired at B: %d %s, want 503 saying A is not paired", resp.StatusCode, body)
+	}
+	// A mirror from a directory that is not a paired hub.
+	other := "urn:example:fed-elsewhere"
+	if _, err := a.Main.Registry.Mirror(context.Background(), other, tdgen.MakeTD(other, "elsewhere"), "http://127.0.0.1:9"); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = a.Do(http.MethodPost, "/proxy/"+other+"/actions/run", "", nil, "")
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "not a paired hub") {
+		t.Fatalf("invoke a mirror of an unpaired directory: %d %s", resp.StatusCode, body)
+	}
 }
