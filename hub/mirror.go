@@ -33,8 +33,9 @@ func (r *Registry) Mirror(ctx context.Context, id string, raw []byte, from strin
 	if from == "" {
 		return false, Errorf(EINVALID, "a mirrored Thing must name the directory it comes from")
 	}
-	if err := r.checkSize(len(raw)); err != nil {
-		return false, err
+	if len(raw) > r.opts.MaxTDBytes+MirrorEnrichmentSlack {
+		// The stripped copy is held to the limit itself (prepareFrom).
+		return false, TooLarge(len(raw), r.opts.MaxTDBytes)
 	}
 	status, expires := remoteRegistration(raw)
 	doc, err := StripEnrichment(raw)
@@ -79,6 +80,10 @@ func (r *Registry) mirrorUnchanged(ctx context.Context, id string, raw []byte, f
 	}
 	return true, err
 }
+
+// MirrorEnrichmentSlack is how much larger than registry.maxTDBytes a
+// remote Thing may be as served, with the enrichment Mirror strips.
+const MirrorEnrichmentSlack = 64 << 10
 
 // remoteRegistration reads the presence and expiry a remote directory
 // serves with a Thing: lmos:presence.status (unknown when absent or not
