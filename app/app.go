@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/federation"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
@@ -73,8 +74,10 @@ type Main struct {
 	Router *hub.Router
 	// GroupActions runs group actions on every door (after Access).
 	GroupActions *hub.GroupActions
-	// Peers are the paired hubs of the federation.
-	Peers *hub.Peers
+	// Peers are the paired hubs of the federation; Federation mirrors
+	// their Things.
+	Peers      *hub.Peers
+	Federation *federation.Federation
 	// Admission is the join policy both doors that admit Things (MQTT,
 	// WebSocket) apply, with one join rate per source.
 	Admission *hub.Admission
@@ -467,6 +470,8 @@ func (m *Main) webConfig() web.Config {
 		HostNames:      m.names.get,
 		Admission:      m.Admission,
 		Peers:          m.Peers,
+		PeerStates:     m.Federation.States,
+		PeerMQTT:       m.Federation.MQTT,
 		WS: ws.Options{
 			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
 			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),

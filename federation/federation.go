@@ -29,8 +29,10 @@ type Mirror interface {
 type MirrorFactory func(peer hub.Peer, authorize func(*http.Request), own func(doc map[string]any) bool) (Mirror, error)
 
 // Registry is what the federation needs of the local registry
-// (hub.Registry): an unpaired peer's mirrors leave.
+// (hub.Registry): an unpaired peer's mirrors leave, the presence of its
+// Things follows its hub feed.
 type Registry interface {
+	PresenceSetter
 	MirroredFrom(from string) []string
 	Unmirror(ctx context.Context, id, from string) error
 }
@@ -122,7 +124,15 @@ func (f *Federation) start(p hub.Peer) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stop = cancel
-	go f.learnBroker(ctx, l, authorize)
+	go func() {
+		defer close(l.done)
+		var wg sync.WaitGroup
+		wg.Go(func() { f.learnBroker(ctx, l, authorize) })
+		if l.mirror != nil {
+			wg.Go(func() { f.followPresence(ctx, l, authorize) })
+		}
+		wg.Wait()
+	}()
 	f.links[p.DID] = l
 	f.log.Info("mirroring a peer", "peer", p.DID, "url", p.URL)
 }
@@ -197,7 +207,6 @@ func (f *Federation) MQTT(did string) string {
 // learnBroker reads the peer's directory TD until it has its MQTT
 // broker's URL (lmos:broker), for the lmos:peers agents fail over with.
 func (f *Federation) learnBroker(ctx context.Context, l *link, authorize func(*http.Request)) {
-	defer close(l.done)
 	wait := time.Second
 	for {
 		if u := f.brokerOf(ctx, l.peer, authorize); u != "" {
