@@ -23,9 +23,9 @@ func (m *Main) openPeers(context.Context) error {
 	m.Router.Handle(hub.SourceRemote, federation.NewForwarder(m.Key, peers))
 	log := m.Logger.With("component", "federation")
 	m.Federation = federation.New(federation.Config{Key: m.Key, Peers: peers, Registry: m.Registry, Logger: log,
-		NewMirror: func(p hub.Peer, authorize func(*http.Request), own func(map[string]any) bool) (federation.Mirror, error) {
+		NewMirror: func(p hub.Peer, authorize func(*http.Request), own func(map[string]any) bool, reg federation.MirrorRegistry) (federation.Mirror, error) {
 			return dirsync.NewPuller(dirsync.PullConfig{URL: p.URL, From: p.URL, Authorize: authorize, Filter: own,
-				Registry: m.Registry, Logger: log.With("peer", p.DID)})
+				Registry: reg, Logger: log.With("peer", p.DID)})
 		}})
 	m.Federation.Start()
 	m.onClose("federation", func(context.Context) error { return m.Federation.Close() })

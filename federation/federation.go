@@ -24,17 +24,24 @@ type Mirror interface {
 	State() hub.LinkState
 }
 
-// MirrorFactory makes the mirror of the Things of peer that own accepts
-// (the TD as the peer serves it), whose every request authorize signs.
-type MirrorFactory func(peer hub.Peer, authorize func(*http.Request), own func(doc map[string]any) bool) (Mirror, error)
+// MirrorFactory makes the mirror into reg of the Things of peer that own
+// accepts (the TD as the peer serves it), whose every request authorize
+// signs.
+type MirrorFactory func(peer hub.Peer, authorize func(*http.Request), own func(doc map[string]any) bool, reg MirrorRegistry) (Mirror, error)
+
+// MirrorRegistry is what a mirror writes to (dirsync.Registry).
+type MirrorRegistry interface {
+	Mirror(ctx context.Context, id string, raw []byte, from string) (created bool, err error)
+	Unmirror(ctx context.Context, id, from string) error
+	MirroredFrom(from string) []string
+}
 
 // Registry is what the federation needs of the local registry
 // (hub.Registry): an unpaired peer's mirrors leave, the presence of its
 // Things follows its hub feed.
 type Registry interface {
 	PresenceSetter
-	MirroredFrom(from string) []string
-	Unmirror(ctx context.Context, id, from string) error
+	MirrorRegistry
 }
 
 // Config configures a Federation; every member is required but Logger.
@@ -67,6 +74,10 @@ type link struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	mqtt   string // the peer's broker, from its directory TD
+	// known is the presence of the peer's Things as its hub feed last
+	// told (by id): a mirror written after the event that told it gets it
+	// too, whichever of the two connections was faster.
+	known map[string]string
 }
 
 // New returns a Federation; Start starts its mirrors.
@@ -114,9 +125,9 @@ func (f *Federation) start(p hub.Peer) {
 	if f.closed || f.links[p.DID] != nil {
 		return
 	}
-	l := &link{peer: p, done: make(chan struct{})}
+	l := &link{peer: p, done: make(chan struct{}), known: map[string]string{}}
 	authorize := func(r *http.Request) { lmos.SignPeerRequest(r, f.cfg.Key, time.Now()) }
-	l.mirror, l.err = f.cfg.NewMirror(p, authorize, OwnThing)
+	l.mirror, l.err = f.cfg.NewMirror(p, authorize, OwnThing, &linkRegistry{f: f, l: l})
 	if l.err != nil {
 		f.log.Error("cannot mirror a peer", "peer", p.DID, "url", p.URL, "err", l.err)
 	} else {

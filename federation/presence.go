@@ -90,14 +90,28 @@ func (f *Federation) presenceSession(ctx context.Context, l *link, authorize fun
 		if json.Unmarshal([]byte(ev.data), &e) != nil || e.Presence == nil {
 			return nil
 		}
-		f.setPresence(ctx, l.peer, e.ID, e.Presence.Status)
+		f.setPresence(ctx, l, e.ID, e.Presence.Status)
 		return nil
 	})
 }
 
-// setPresence sets the presence of id if it is a Thing mirrored from
-// peer (the peer's presence of another hub's Thing is not its say).
-func (f *Federation) setPresence(ctx context.Context, peer hub.Peer, id, status string) {
+// maxKnown bounds the presences a link remembers (a peer holds at most
+// its registry.maxThings).
+const maxKnown = 100_000
+
+// setPresence records the peer's word on id's presence and sets it if id
+// is a Thing mirrored from peer (the peer's presence of another hub's
+// Thing is not its say).
+func (f *Federation) setPresence(ctx context.Context, l *link, id, status string) {
+	l.mu.Lock()
+	if _, ok := l.known[id]; ok || len(l.known) < maxKnown {
+		l.known[id] = status
+	}
+	l.mu.Unlock()
+	f.applyPresence(ctx, l.peer, id, status)
+}
+
+func (f *Federation) applyPresence(ctx context.Context, peer hub.Peer, id, status string) {
 	t, err := f.cfg.Registry.Get(id)
 	if err != nil || t.Meta.Origin.Source != hub.SourceRemote || t.Meta.Origin.Hub != peer.URL || t.Meta.Presence.Status == status {
 		return
@@ -106,6 +120,35 @@ func (f *Federation) setPresence(ctx context.Context, peer hub.Peer, id, status 
 		f.log.Debug("cannot set a mirror's presence", "id", id, "peer", peer.DID, "err", err)
 	}
 }
+
+// linkRegistry is the registry a peer's mirror writes to: after each
+// write the presence the peer's feed told is applied again.
+type linkRegistry struct {
+	f *Federation
+	l *link
+}
+
+func (r *linkRegistry) Mirror(ctx context.Context, id string, raw []byte, from string) (bool, error) {
+	created, err := r.f.cfg.Registry.Mirror(ctx, id, raw, from)
+	if err == nil {
+		r.l.mu.Lock()
+		status, ok := r.l.known[id]
+		r.l.mu.Unlock()
+		if ok {
+			r.f.applyPresence(ctx, r.l.peer, id, status)
+		}
+	}
+	return created, err
+}
+
+func (r *linkRegistry) Unmirror(ctx context.Context, id, from string) error {
+	r.l.mu.Lock()
+	delete(r.l.known, id)
+	r.l.mu.Unlock()
+	return r.f.cfg.Registry.Unmirror(ctx, id, from)
+}
+
+func (r *linkRegistry) MirroredFrom(from string) []string { return r.f.cfg.Registry.MirroredFrom(from) }
 
 // maxPresencePages bounds the pages one presence read takes (of 100).
 const maxPresencePages = 200
@@ -138,7 +181,7 @@ func (f *Federation) readPresences(ctx context.Context, l *link, authorize func(
 		}
 		for _, t := range page {
 			if t.Presence.Status != "" {
-				f.setPresence(ctx, l.peer, t.ID, t.Presence.Status)
+				f.setPresence(ctx, l, t.ID, t.Presence.Status)
 			}
 		}
 		if next = nextLink(l.peer.URL, links); next == "" {
