@@ -93,7 +93,33 @@ func TestInvocationsReachAnAgentOnThePeer(t *testing.T) {
 				t.Errorf("%s consumer invokes %s: %d partial results, want 3", door, id, partials)
 			}
 		}
+		if door == wsURL(a) {
+			subscribeThroughA(ctx, t, c, mq, mqID)
+		}
 		c.Close()
+	}
+}
+
+// subscribeThroughA subscribes a WebSocket consumer of A to the event
+// alarm of id, which B's agent ag then emits.
+func subscribeThroughA(ctx context.Context, t *testing.T, c, ag *agent.Agent, id string) {
+	t.Helper()
+	events := make(chan string, 4)
+	stop, err := c.Subscribe(ctx, id, "alarm", func(v agent.Value) { j, _ := v.JSON(); events <- string(j) })
+	if err != nil {
+		t.Fatalf("subscribe through A: %v", err)
+	}
+	defer stop()
+	if err := ag.Emit("alarm", map[string]string{"at": "B"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-events:
+		if compact([]byte(e)) != `{"at":"B"}` {
+			t.Fatalf("event through A: %s", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("no event through A")
 	}
 }
 
