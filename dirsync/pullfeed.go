@@ -311,4 +311,3 @@ func (p *Puller) fetch(ctx context.Context, id string) ([]byte, error) {
 	}
 	return raw, nil
 }
-
