@@ -325,3 +325,13 @@ func TestPullPollsARemoteWithoutAFeed(t *testing.T) {
 		t.Fatalf("state %+v", st)
 	}
 }
+
+// httptestClosedURL is the URL of a server that was started and closed:
+// nothing listens there.
+func httptestClosedURL(t *testing.T) string {
+	t.Helper()
+	s := httptest.NewServer(http.NotFoundHandler())
+	u := s.URL
+	s.Close()
+	return u
+}
