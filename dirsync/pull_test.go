@@ -335,3 +335,22 @@ func httptestClosedURL(t *testing.T) string {
 	s.Close()
 	return u
 }
+
+// A filter that selects nothing drops every mirror of the remote: how an
+// operator removes the mirrors of a pull (README).
+func TestPullFilterSelectingNothingDropsTheMirrors(t *testing.T) {
+	remote := hubtest.Start(t, nil)
+	remote.Put("urn:r:d1", hubtest.BareTD("urn:r:d1", "D"))
+	reg, _ := regtest.Open(t, hub.RegistryOptions{})
+	p := startPuller(t, remote.URL, reg, func(c *dirsync.PullConfig) { c.JSONPath = "$" })
+	<-p.Synced()
+	p.Close()
+	if got := reg.MirroredFrom(remote.URL); len(got) != 1 {
+		t.Fatalf("mirrored %v", got)
+	}
+	p = startPuller(t, remote.URL, reg, func(c *dirsync.PullConfig) { c.JSONPath = "$.none" })
+	<-p.Synced()
+	if got := reg.MirroredFrom(remote.URL); len(got) != 0 {
+		t.Fatalf("still mirrored %v", got)
+	}
+}
