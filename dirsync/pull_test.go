@@ -354,3 +354,27 @@ func TestPullFilterSelectingNothingDropsTheMirrors(t *testing.T) {
 		t.Fatalf("still mirrored %v", got)
 	}
 }
+
+// A feed silent for IdleTimeout (a connection dead without a word) is
+// reopened from the last change applied.
+func TestPullReopensASilentFeed(t *testing.T) {
+	remote := hubtest.Start(t, nil)
+	f := newFront(t, remote.URL)
+	reg, _ := regtest.Open(t, hub.RegistryOptions{})
+	p := startPuller(t, f.srv.URL, reg, func(c *dirsync.PullConfig) { c.IdleTimeout = 100 * time.Millisecond })
+	<-p.Synced()
+	remote.Put("urn:r:s", hubtest.BareTD("urn:r:s", "S"))
+	eventually(t, "s", func() bool { return titleOf(t, reg, "urn:r:s") == "S" })
+	seq := fmt.Sprint(remote.Main.Registry.Revision())
+	eventually(t, "the feed reopened from the change", func() bool {
+		_, resumes := f.counts()
+		return len(resumes) >= 2 && resumes[len(resumes)-1] == seq
+	})
+	before, _ := f.counts()
+	remote.Put("urn:r:s2", hubtest.BareTD("urn:r:s2", "S2"))
+	eventually(t, "s2", func() bool { return titleOf(t, reg, "urn:r:s2") == "S2" })
+	eventually(t, "another reopening", func() bool { _, resumes := f.counts(); return len(resumes) >= 4 })
+	if lists, _ := f.counts(); lists != before {
+		t.Fatalf("%d full reads, %d before: a reopened feed read everything again", lists, before)
+	}
+}
