@@ -112,6 +112,8 @@ type Main struct {
 	names   *hostNames
 	errc    chan error
 	closers []closer
+	// links report the state of sync, pull, bridge and peer links.
+	links links
 }
 
 // NewMain returns a Main for cfg; a nil logger is slog.Default().
@@ -154,6 +156,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openWeb,
 		m.openMDNS,
 		m.openPull,
+		m.openLinkWatch,
 	} {
 		if err := open(ctx); err != nil {
 			return err
@@ -460,6 +463,7 @@ func (m *Main) webConfig() web.Config {
 		StoreSize:      db.Size,
 		Backup:         db.Backup,
 		MDNS:           func() any { return m.mdnsStatus() },
+		Links:          m.Links,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/dirsync"
+	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
 // openPull starts mirroring the remote directory's Things (sync.url,
@@ -30,6 +31,7 @@ func (m *Main) openPull(context.Context) error {
 		return err
 	}
 	m.Pull = p
+	m.addLinks(func() []hub.LinkState { return []hub.LinkState{p.State()} })
 	p.Start()
 	m.onClose("sync pull", func(context.Context) error { return p.Close() })
 	return nil

@@ -44,6 +44,13 @@ func TestSyncPullMirrorsARemoteHub(t *testing.T) {
 	if st := local.Main.Pull.State(); st.Kind != hub.LinkPull || st.URL != remote.URL || st.State != hub.LinkConnected || st.Things != 1 {
 		t.Fatalf("state %+v", st)
 	}
+	// The link in the hub's status.
+	resp, body = local.Do(http.MethodGet, "/api/status", "", nil, hubtest.Token)
+	var status struct{ Links []hub.LinkState }
+	if err := json.Unmarshal(body, &status); err != nil || resp.StatusCode != http.StatusOK || len(status.Links) != 1 ||
+		status.Links[0].Kind != hub.LinkPull || status.Links[0].Name != remote.URL || status.Links[0].Things != 1 {
+		t.Fatalf("/api/status links: %d %s", resp.StatusCode, body)
+	}
 	// Without sync.pull there is no Puller.
 	if plain := hubtest.Start(t, func(c *app.Config) { c.Sync.URL = remote.URL }); plain.Main.Pull != nil {
 		t.Fatal("a Puller without sync.pull")
