@@ -196,6 +196,11 @@ func TestPullMirrorsAndFollowsTheFeed(t *testing.T) {
 	if err != nil || th.Meta.Origin != (hub.Origin{Source: hub.SourceRemote, Hub: f.srv.URL}) {
 		t.Fatalf("mirror %+v: %v", th.Meta, err)
 	}
+	// Served here, a mirror of a served TD carries each context once.
+	doc, _, _, err := reg.EnrichedTagged("urn:r:05")
+	if err != nil || strings.Count(string(doc), hub.ContextDiscovery) != 1 || strings.Count(string(doc), `"lmos"`) != 1 {
+		t.Fatalf("mirror as served here: %s %v", doc, err)
+	}
 	st := p.State()
 	if st.Kind != hub.LinkPull || st.Name != f.srv.URL || st.URL != f.srv.URL || st.State != hub.LinkConnected || st.Things != 20 || st.LastSuccess.IsZero() {
 		t.Fatalf("state %+v", st)
