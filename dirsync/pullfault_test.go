@@ -169,12 +169,20 @@ func TestPullRefusesAKeyBoundID(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote.Put("urn:r:bound", theirs)
-	remote.Put("urn:r:free", hubtest.BareTD("urn:r:free", "Free"))
+	// A signed Thing still verifies here, read from the remote enriched.
+	free, err := proof.Sign(hubtest.BareTD("urn:r:free", "Free"), other, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote.Put("urn:r:free", free)
 	rev := reg.Revision()
 	p := startPuller(t, remote.URL, reg, nil)
 	<-p.Synced()
 	if got := reg.MirroredFrom(remote.URL); len(got) != 1 || got[0] != "urn:r:free" {
 		t.Fatalf("mirrored %v", got)
+	}
+	if th, _ := reg.Get("urn:r:free"); th.Meta.Verified != proof.DID(other.Public().(ed25519.PublicKey)) {
+		t.Fatalf("the signed mirror is not verified: %+v", th.Meta)
 	}
 	if reg.Revision() != rev+1 {
 		t.Fatalf("revision %d → %d: more than the free Thing was written", rev, reg.Revision())
