@@ -28,6 +28,7 @@ func (m *Main) openPeers(context.Context) error {
 				Registry: reg, Logger: log.With("peer", p.DID)})
 		}})
 	m.Federation.Start()
+	m.addLinks(m.Federation.States)
 	m.onClose("federation", func(context.Context) error { return m.Federation.Close() })
 	return nil
 }

@@ -46,7 +46,7 @@ func (p *Puller) session(ctx context.Context) (progressed bool, err error) {
 	if p.needFull {
 		// Changes during the read wait in the open feed and are applied
 		// after it: the mirrors end as the remote is.
-		if err := p.fullRead(ctx); err != nil {
+		if err := p.fullReadBeside(ctx, feed); err != nil {
 			return false, err
 		}
 	}
@@ -84,6 +84,14 @@ func (f *feed) close() {
 	f.idle.Stop()
 	f.cancel()
 	f.body.Close()
+}
+
+// fullReadBeside is fullRead while the feed f waits unread: its idle
+// timeout does not run meanwhile, since a long read is no silent feed.
+func (p *Puller) fullReadBeside(ctx context.Context, f *feed) error {
+	f.idle.Stop()
+	defer f.idle.Reset(f.wait)
+	return p.fullRead(ctx)
 }
 
 // openFeed opens GET /events (?diff=true unless the remote refused it),
@@ -221,7 +229,7 @@ func (p *Puller) follow(ctx context.Context, f *feed) error {
 			// The remote's log no longer holds what was missed.
 			p.log.Info("remote change feed has a gap; reading it again", "data", string(ev.data))
 			p.lastID, p.needFull = ev.id, true
-			if err := p.fullRead(ctx); err != nil {
+			if err := p.fullReadBeside(ctx, f); err != nil {
 				return err
 			}
 			continue
@@ -234,7 +242,7 @@ func (p *Puller) follow(ctx context.Context, f *feed) error {
 		if ev.big {
 			// Too large to take: read everything again, which reports it.
 			p.needFull = true
-			if err := p.fullRead(ctx); err != nil {
+			if err := p.fullReadBeside(ctx, f); err != nil {
 				return err
 			}
 		} else if err := p.change(ctx, ev); err != nil {
@@ -314,4 +322,3 @@ func (p *Puller) fetch(ctx context.Context, id string) ([]byte, error) {
 	}
 	return raw, nil
 }
-

@@ -226,6 +226,10 @@ func (r *Registry) judgeMirror(o *op, old *Thing) error {
 		return Errorf(ECONFLICT, "the Thing %q is online here: its copy from %s does not replace it", o.id, from)
 	case !byKey:
 		return Errorf(ECONFLICT, "the Thing %q is registered here: a copy from %s replaces it only when its id is bound to a key and the copy carries that key's proof (the agent moved there)", o.id, from)
+	case !s.Created.After(b.Created):
+		// The description accepted here, come back (this hub's own Thing
+		// pushed to the remote): an agent that moved signed anew.
+		return Errorf(ECONFLICT, "the Thing %q is registered here, and its copy from %s is no newer than the description accepted here", o.id, from)
 	}
 	return nil
 }
