@@ -102,6 +102,12 @@ func TestPairedHubsMirrorEachOther(t *testing.T) {
 	if len(peers) != 1 || peers[0].DID != a.Main.DID() || peers[0].Link == nil || peers[0].Link.Kind != hub.LinkPeer || peers[0].Link.State != hub.LinkConnected || peers[0].Link.Things == 0 {
 		t.Fatalf("B's peers: %+v", peers)
 	}
+	// The peer's link is among B's links in /api/status.
+	var status struct{ Links []hub.LinkState }
+	b.GetJSON("/api/status", http.StatusOK, &status)
+	if n := len(status.Links); n != 1 || status.Links[0].Kind != hub.LinkPeer || status.Links[0].Name != a.Main.DID() || status.Links[0].URL != a.URL {
+		t.Fatalf("B's links in /api/status: %+v", status.Links)
+	}
 	// A's directory TD lists B, with the broker B's own TD names.
 	waitUntil(t, "lmos:peers at A with B's broker", func() bool {
 		var td struct {
