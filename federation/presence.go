@@ -38,9 +38,17 @@ const feedIdle = 60 * time.Second
 func (f *Federation) followPresence(ctx context.Context, l *link, authorize func(*http.Request)) {
 	wait := time.Second
 	for ctx.Err() == nil {
-		err := f.presenceSession(ctx, l, authorize)
+		reached, err := f.presenceSession(ctx, l, authorize)
 		if ctx.Err() != nil {
 			return
+		}
+		if reached {
+			wait = time.Second
+		} else {
+			// The peer cannot be reached: neither can its Things from
+			// here (and a copy of one that moved to another hub may take
+			// the place of its mirror).
+			f.markOffline(ctx, l)
 		}
 		f.log.Debug("the peer's presence feed ended", "peer", l.peer.DID, "err", err, "retry_in", wait)
 		select {
@@ -53,31 +61,32 @@ func (f *Federation) followPresence(ctx context.Context, l *link, authorize func
 }
 
 // presenceSession opens the feed, reads every mirror's presence again and
-// applies the feed's presence events until it ends.
-func (f *Federation) presenceSession(ctx context.Context, l *link, authorize func(*http.Request)) error {
+// applies the feed's presence events until it ends; reached says whether
+// the peer answered at all.
+func (f *Federation) presenceSession(ctx context.Context, l *link, authorize func(*http.Request)) (reached bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.peer.URL+"/api/events", nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	authorize(req)
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the peer's hub feed answered %d", resp.StatusCode)
+		return true, fmt.Errorf("the peer's hub feed answered %d", resp.StatusCode)
 	}
 	idle := time.AfterFunc(feedIdle, cancel)
 	defer idle.Stop()
 	if err := f.readPresences(ctx, l, authorize); err != nil {
-		return err
+		return true, err
 	}
 	body := &activity{r: resp.Body, touch: func() { idle.Reset(feedIdle) }}
-	return readEvents(body, func(ev sseEvent) error {
+	return true, readEvents(body, func(ev sseEvent) error {
 		if ev.name != string(hub.EventPresence) {
 			return nil
 		}
@@ -149,6 +158,13 @@ func (r *linkRegistry) Unmirror(ctx context.Context, id, from string) error {
 }
 
 func (r *linkRegistry) MirroredFrom(from string) []string { return r.f.cfg.Registry.MirroredFrom(from) }
+
+// markOffline sets every Thing mirrored from the peer offline.
+func (f *Federation) markOffline(ctx context.Context, l *link) {
+	for _, id := range f.cfg.Registry.MirroredFrom(l.peer.URL) {
+		f.setPresence(ctx, l, id, hub.PresenceOffline)
+	}
+}
 
 // maxPresencePages bounds the pages one presence read takes (of 100).
 const maxPresencePages = 200
