@@ -47,6 +47,9 @@ type Peers struct {
 	max   int
 	now   func() time.Time
 
+	// changing orders pairings and their watchers' calls: a pairing and
+	// an unpairing at once reach the watchers in the order they happened.
+	changing sync.Mutex
 	mu       sync.RWMutex
 	byDID    map[string]Peer
 	watchers []func(Peer, bool)
@@ -112,6 +115,8 @@ func (p *Peers) Add(rawURL, did string) (Peer, bool, error) {
 	if err != nil {
 		return Peer{}, false, err
 	}
+	p.changing.Lock()
+	defer p.changing.Unlock()
 	p.mu.Lock()
 	if old, ok := p.byDID[peer.DID]; ok {
 		p.mu.Unlock()
@@ -148,6 +153,8 @@ func (p *Peers) Add(rawURL, did string) (Peer, bool, error) {
 
 // Remove unpairs the peer did (ENOTFOUND when it is not paired).
 func (p *Peers) Remove(did string) (Peer, error) {
+	p.changing.Lock()
+	defer p.changing.Unlock()
 	p.mu.Lock()
 	peer, ok := p.byDID[did]
 	if !ok {
@@ -196,9 +203,11 @@ func (p *Peers) Paired(did string) bool {
 }
 
 // Watch calls fn after each pairing (paired true) and unpairing, in the
-// goroutine that made the change. It returns the peers paired when it
-// was called, so a watcher misses none.
+// goroutine that made the change, one change at a time. It returns the
+// peers paired when it was called, so a watcher misses none.
 func (p *Peers) Watch(fn func(peer Peer, paired bool)) []Peer {
+	p.changing.Lock()
+	defer p.changing.Unlock()
 	p.mu.Lock()
 	p.watchers = append(p.watchers, fn)
 	p.mu.Unlock()
