@@ -93,8 +93,12 @@ func (f *Forwarder) Deliver(ctx context.Context, in hub.Interaction, emit func(h
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusBadGateway {
-		// The Thing itself failed: its problem is the result.
+		// The Thing itself failed: its problem is the result (a write
+		// has none: its failure is the error).
 		p := readProblem(resp)
+		if in.Op == hub.OpWriteProperty {
+			return hub.Errorf(hub.EFAILED, "%s", p.Detail)
+		}
 		return emit(hub.Result{Status: hub.StatusFailed, Problem: &p})
 	}
 	if resp.StatusCode >= 300 {
