@@ -3,6 +3,7 @@ package dirsync
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -219,13 +221,38 @@ func (f *feed) line() (line []byte, big bool, err error) {
 
 // follow applies the feed's changes until it ends.
 func (p *Puller) follow(ctx context.Context, f *feed) error {
+	var batch []event
 	for {
 		ev, err := f.next()
 		if err != nil {
+			if len(batch) > 0 {
+				if aerr := p.applyBatch(ctx, batch); aerr != nil {
+					return aerr
+				}
+			}
 			return err
 		}
-		switch ev.typ {
-		case "lmos_resync":
+		isChange := !ev.big && (ev.typ == string(hub.EventCreated) || ev.typ == string(hub.EventUpdated) || ev.typ == string(hub.EventDeleted))
+		if isChange {
+			batch = append(batch, ev)
+			// Changes already received are applied together: a burst
+			// (10k Things registered at the remote) commits in batches
+			// here instead of one write per change.
+			if f.rd.Buffered() > 0 && len(batch) < feedBatch {
+				continue
+			}
+		}
+		if len(batch) > 0 {
+			if err := p.applyBatch(ctx, batch); err != nil {
+				return err // not applied: resumed from before the batch
+			}
+			batch = batch[:0]
+		}
+		if isChange {
+			continue
+		}
+		switch {
+		case ev.typ == "lmos_resync":
 			// The remote's log no longer holds what was missed.
 			p.log.Info("remote change feed has a gap; reading it again", "data", string(ev.data))
 			p.lastID, p.needFull = ev.id, true
@@ -233,26 +260,80 @@ func (p *Puller) follow(ctx context.Context, f *feed) error {
 				return err
 			}
 			continue
-		case "error":
+		case ev.typ == "error":
 			return fmt.Errorf("the remote ended its change feed: %s", ev.data)
-		case string(hub.EventCreated), string(hub.EventUpdated), string(hub.EventDeleted):
-		default:
-			continue
-		}
-		if ev.big {
+		case ev.big && (ev.typ == string(hub.EventCreated) || ev.typ == string(hub.EventUpdated) || ev.typ == string(hub.EventDeleted)):
 			// Too large to take: read everything again, which reports it.
 			p.needFull = true
 			if err := p.fullReadBeside(ctx, f); err != nil {
 				return err
 			}
-		} else if err := p.change(ctx, ev); err != nil {
-			return err // not applied: resumed from before it
+			if ev.id != "" {
+				p.lastID = ev.id
+			}
+			p.connected()
 		}
+	}
+}
+
+// feedBatch is how many received changes are applied together at most.
+const feedBatch = 256
+
+// applyBatch applies changes in feed order per Thing, different Things
+// applyConcurrency at once, then records the last one's id; on an error
+// nothing is recorded, so the feed resumes from before the batch (a change
+// applied twice changes nothing the second time).
+func (p *Puller) applyBatch(ctx context.Context, batch []event) error {
+	var order []string
+	perThing := make(map[string][]event)
+	for _, ev := range batch {
+		id := changeID(ev)
+		if _, ok := perThing[id]; !ok {
+			order = append(order, id)
+		}
+		perThing[id] = append(perThing[id], ev)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		fail error
+	)
+	sem := make(chan struct{}, applyConcurrency)
+	for _, id := range order {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for _, ev := range perThing[id] {
+				if err := p.change(ctx, ev); err != nil {
+					mu.Lock()
+					fail = cmp.Or(fail, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if fail != nil {
+		return fail
+	}
+	for _, ev := range batch {
 		if ev.id != "" {
 			p.lastID = ev.id
 		}
-		p.connected()
 	}
+	p.connected()
+	return nil
+}
+
+// changeID is the Thing a change names ("" when it names none: change
+// reports it).
+func changeID(ev event) string {
+	var data struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(ev.data, &data)
+	return data.ID
 }
 
 // change applies one change: a creation's TD as the feed sent it, an

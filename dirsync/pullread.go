@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -99,18 +100,12 @@ func (p *Puller) fullRead(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		repeated := false
-		for _, raw := range items {
-			if count >= p.cfg.MaxThings {
-				truncated = true
-				p.reject("", fmt.Errorf("the remote lists more than %d Things; only the first are mirrored", p.cfg.MaxThings))
-				break
-			}
-			count++
-			if _, again := p.applyTD(ctx, raw, seen); again {
-				repeated = true // a remote ignoring offset: the same page again
-			}
+		if room := p.cfg.MaxThings - count; len(items) > room {
+			items, truncated = items[:room], true
+			p.reject("", fmt.Errorf("the remote lists more than %d Things; only the first are mirrored", p.cfg.MaxThings))
 		}
+		count += len(items)
+		repeated := p.applyPage(ctx, items, seen)
 		offset += len(items)
 		next = link
 		if next == "" && len(items) == p.cfg.PageSize && !repeated {
@@ -224,11 +219,43 @@ func slicesContainsFold(list []string, s string) bool {
 	return false
 }
 
+// applyConcurrency is how many remote Things are mirrored at once: the
+// registry commits concurrent writes together, so 10k Things take a few
+// hundred commits instead of 10k (one fsync each).
+const applyConcurrency = 16
+
+// applyPage mirrors a page's TDs, applyConcurrency at once (a page lists
+// each Thing once); it reports whether any was read before (a remote
+// that ignores offset serves the same page again).
+func (p *Puller) applyPage(ctx context.Context, items []json.RawMessage, seen map[string]bool) (repeated bool) {
+	var mu sync.Mutex // guards seen and repeated
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, applyConcurrency)
+	for _, raw := range items {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, again := p.applyTDSeen(ctx, raw, seen, &mu); again {
+				mu.Lock()
+				repeated = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return repeated
+}
+
 // applyTD mirrors one remote TD when it is wanted, or deletes its mirror
 // when it is not (any more); seen records the ids wanted (and, with a
 // NUL suffix, every id read, to notice a page served twice). It returns
 // the TD's id ("" when it has none) and whether it was read before.
 func (p *Puller) applyTD(ctx context.Context, raw []byte, seen map[string]bool) (id string, again bool) {
+	return p.applyTDSeen(ctx, raw, seen, new(sync.Mutex))
+}
+
+// applyTDSeen is applyTD with seen guarded by mu.
+func (p *Puller) applyTDSeen(ctx context.Context, raw []byte, seen map[string]bool, mu *sync.Mutex) (id string, again bool) {
 	if len(raw) > p.cfg.MaxTDBytes+enrichmentSlack {
 		p.reject("", fmt.Errorf("a remote Thing Description of %d bytes is over the limit (registry.maxTDBytes = %d)", len(raw), p.cfg.MaxTDBytes))
 		return "", false
@@ -243,18 +270,21 @@ func (p *Puller) applyTD(ctx context.Context, raw []byte, seen map[string]bool) 
 		p.reject("", errors.New("a remote Thing Description has no id"))
 		return "", false
 	}
+	wanted := p.wanted(doc)
+	mu.Lock()
 	again = seen != nil && seen[id+"\x00"]
 	if seen != nil {
 		seen[id+"\x00"] = true
+		if wanted {
+			seen[id] = true
+		}
 	}
-	if !p.wanted(doc) {
+	mu.Unlock()
+	if !wanted {
 		if err := p.cfg.Registry.Unmirror(ctx, id, p.from); err == nil {
 			p.received()
 		}
 		return id, false
-	}
-	if seen != nil {
-		seen[id] = true
 	}
 	if again {
 		return id, true
