@@ -358,3 +358,22 @@ func TestPushHourOutageTwoRestarts(t *testing.T) {
 		t.Fatalf("remote holds %d Things: %v", len(got), got)
 	}
 }
+
+// TestPushDeletionWhileStopped: a Thing deleted while no pusher ran, with
+// nothing pending for it, is deleted on the remote at the next start: the
+// outbox remembers what it claimed there.
+func TestPushDeletionWhileStopped(t *testing.T) {
+	local := hubtest.Start(t, nil)
+	remote := hubtest.Start(t, nil)
+	put(t, local, "urn:w:a", td("urn:w:a", "A"))
+	put(t, local, "urn:w:b", td("urn:w:b", "B"))
+	p := startPusher(t, local, dirsync.PushConfig{URL: remote.URL})
+	converged(t, local, remote, p)
+	stopPusher(t, p)
+	del(t, local, "urn:w:b")
+	p = startPusher(t, local, dirsync.PushConfig{URL: remote.URL})
+	converged(t, local, remote, p)
+	if got := titles(t, remote); got["urn:w:b"] != "" || got["urn:w:a"] != "A" {
+		t.Fatalf("remote = %v", got)
+	}
+}
