@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/dirsync"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
@@ -97,6 +98,8 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
+	// Sync pushes the local Things to sync.url; nil while it is off.
+	Sync *dirsync.Pusher
 	// observer counts joins and routed interactions for /metrics.
 	observer *web.Observer
 	// mdnsErr is why mDNS could not open (nil: it did, or is off).
@@ -150,6 +153,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openBroker,
 		m.openWeb,
 		m.openMDNS,
+		m.openSync,
 	} {
 		if err := open(ctx); err != nil {
 			return err

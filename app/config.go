@@ -97,6 +97,7 @@ type Config struct {
 	Registry        RegistryConfig `yaml:"registry"`
 	Search          SearchConfig   `yaml:"search"`
 	Groups          GroupsConfig   `yaml:"groups"`
+	Sync            SyncConfig     `yaml:"sync"`
 	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
 }
 
@@ -276,6 +277,37 @@ type GroupsConfig struct {
 	ActionOutputBytes int `yaml:"actionOutputBytes"`
 }
 
+// SyncConfig configures the push of the local Things to a remote W3C WoT
+// directory (PROTOCOL §9); off while URL is empty.
+type SyncConfig struct {
+	URL   string `yaml:"url"`   // the remote directory's base URL
+	Token string `yaml:"token"` // its bearer token (admin scope on an lmos-hub)
+	// Interval is how often the remote copies are refreshed; default 60s.
+	Interval Duration `yaml:"interval"`
+	// TTL is the registration.ttl of the remote copies; 0: 3 × interval.
+	TTL Duration `yaml:"ttl"`
+}
+
+// validateSync checks the sync settings; bad records a bad one.
+func (c Config) validateSync(bad func(string, error)) {
+	if c.Sync.URL != "" {
+		u, err := url.Parse(c.Sync.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			bad("sync.url", fmt.Errorf("must be the http(s) base URL of a directory such as \"https://tdd.example:8080\" (got %q)", c.Sync.URL))
+		}
+	}
+	if c.Sync.Interval < Duration(time.Second) {
+		bad("sync.interval", fmt.Errorf("must be a duration of at least 1s such as \"60s\" (got %s)", c.Sync.Interval))
+	}
+	if c.Sync.TTL != 0 && c.Sync.TTL < 2*c.Sync.Interval {
+		bad("sync.ttl", fmt.Errorf("must be 0 (3 × sync.interval) or at least twice sync.interval, %s, so a copy is refreshed before it expires (got %s)",
+			2*c.Sync.Interval, c.Sync.TTL))
+	}
+	if time.Duration(c.Sync.TTL) > time.Duration(hub.MaxTTLSeconds)*time.Second {
+		bad("sync.ttl", fmt.Errorf("must be at most 3650d (got %s)", c.Sync.TTL))
+	}
+}
+
 type SearchConfig struct {
 	MaxNodes       int64    `yaml:"maxNodes"`       // nodes one query visits, default 10000000
 	MaxResultBytes int64    `yaml:"maxResultBytes"` // default 16 MiB
@@ -327,6 +359,7 @@ func DefaultConfig() Config {
 		StatusListValidity: Duration(hub.DefaultStatusListValidity),
 		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst,
 		ActionOutputBytes: hub.DefaultGroupActionHeld}
+	c.Sync = SyncConfig{Interval: Duration(60 * time.Second)}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -353,6 +386,13 @@ func defaultHubName() string {
 func (c Config) Redacted() Config {
 	if c.AdminToken != "" {
 		c.AdminToken = "<redacted>"
+	}
+	if c.Sync.Token != "" {
+		c.Sync.Token = "<redacted>"
+	}
+	if u, err := url.Parse(c.Sync.URL); err == nil && u.User != nil {
+		u.User = url.User("redacted")
+		c.Sync.URL = u.String()
 	}
 	if c.HTTP.AllowedOrigins != nil {
 		c.HTTP.AllowedOrigins = append([]string{}, c.HTTP.AllowedOrigins...)
@@ -406,6 +446,7 @@ func (c Config) Validate() error {
 	bad("log.level", checkOneOf(c.Log.Level, logLevels))
 	c.validateLimits(bad)
 	c.validateGroups(bad)
+	c.validateSync(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
 	}

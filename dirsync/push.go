@@ -345,8 +345,9 @@ func (p *Pusher) changesOf(events []hub.Event) []hub.OutboxChange {
 	return out
 }
 
-// refresh queues, every Interval, the Things whose remote copy has lived
-// half its TTL, so the remote never ages out a Thing that is still here.
+// refresh queues, every Interval, the Things whose remote copy would
+// expire within two Intervals: one to be sent, one to spare for retries,
+// so the remote never ages out a Thing that is still here.
 func (p *Pusher) refresh(ctx context.Context) {
 	for {
 		select {
@@ -358,7 +359,7 @@ func (p *Pusher) refresh(ctx context.Context) {
 		var changes []hub.OutboxChange
 		p.mu.Lock()
 		for id, s := range p.pushed {
-			if s.ttl > 0 && now.Sub(s.at) >= s.ttl/2 {
+			if s.ttl > 0 && now.Sub(s.at) >= s.ttl-2*p.cfg.Interval {
 				changes = append(changes, hub.OutboxChange{ID: id})
 			}
 		}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,135 +78,6 @@ func (c *fakeClock) Asked() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.asked)
-}
-
-// fault is what the proxy answers instead of the remote (status 0: pass).
-type fault struct {
-	status int
-	header map[string]string
-	hang   bool // hold the request until the client gives up
-}
-
-// faultProxy stands in front of a real remote directory and injects
-// faults; Down closes its listener, Up opens it again on the same port.
-type faultProxy struct {
-	t      *testing.T
-	rp     *httputil.ReverseProxy
-	addr   string
-	mu     sync.Mutex
-	srv    *http.Server
-	inject func(r *http.Request) fault
-	log    []string // "PUT id", "DELETE id" the remote answered 2xx
-	seen   int      // requests that reached the proxy
-}
-
-func newFaultProxy(t *testing.T, target string) *faultProxy {
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{t: t, rp: httputil.NewSingleHostReverseProxy(u)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.Down)
-	return p
-}
-
-func (p *faultProxy) URL() string { return "http://" + p.addr }
-
-func (p *faultProxy) serve(ln net.Listener) {
-	srv := &http.Server{Handler: http.HandlerFunc(p.handle)}
-	p.mu.Lock()
-	p.srv = srv
-	p.mu.Unlock()
-	go srv.Serve(ln)
-}
-
-func (p *faultProxy) handle(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	p.seen++
-	inject := p.inject
-	p.mu.Unlock()
-	if inject != nil {
-		if f := inject(r); f.status != 0 || f.hang {
-			if f.hang {
-				select {
-				case <-r.Context().Done():
-				case <-time.After(wait):
-				}
-				return
-			}
-			for k, v := range f.header {
-				w.Header().Set(k, v)
-			}
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(f.status)
-			fmt.Fprintf(w, `{"title":"injected","status":%d,"detail":"injected fault %d"}`, f.status, f.status)
-			return
-		}
-	}
-	rec := &statusRecorder{ResponseWriter: w}
-	p.rp.ServeHTTP(rec, r)
-	if rec.status >= 200 && rec.status < 300 && strings.HasPrefix(r.URL.Path, "/things/") {
-		id, _ := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/things/"))
-		p.mu.Lock()
-		p.log = append(p.log, r.Method+" "+id)
-		p.mu.Unlock()
-	}
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (p *faultProxy) Inject(f func(r *http.Request) fault) {
-	p.mu.Lock()
-	p.inject = f
-	p.mu.Unlock()
-}
-
-func (p *faultProxy) Log() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.log)
-}
-
-func (p *faultProxy) Seen() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.seen
-}
-
-// Down closes the listener and every connection: the remote is gone.
-func (p *faultProxy) Down() {
-	p.mu.Lock()
-	srv := p.srv
-	p.srv = nil
-	p.mu.Unlock()
-	if srv != nil {
-		srv.Close()
-	}
-}
-
-// Up listens again on the same address.
-func (p *faultProxy) Up() {
-	var ln net.Listener
-	testwait.Eventually(p.t, wait, "listen again on "+p.addr, func() bool {
-		var err error
-		ln, err = net.Listen("tcp", p.addr)
-		return err == nil
-	})
-	p.serve(ln)
 }
 
 // td is a small valid Thing Description of id.

@@ -18,6 +18,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/dirsync"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/faultproxy"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
@@ -89,21 +90,44 @@ func TestPushThingsEditsDeletesAndTTL(t *testing.T) {
 func TestPushRefreshesBeforeTTL(t *testing.T) {
 	local := hubtest.Start(t, nil)
 	remote := hubtest.Start(t, nil)
-	proxy := newFaultProxy(t, remote.URL)
+	proxy := faultproxy.New(t, remote.URL)
 	clock := newFakeClock()
 	put(t, local, "urn:r:a", td("urn:r:a", "A"))
-	p := startPusher(t, local, dirsync.PushConfig{URL: proxy.URL(), Interval: time.Minute, Clock: clock})
+	p := startPusher(t, local, dirsync.PushConfig{URL: proxy.URL(), Interval: time.Minute, TTL: 10 * time.Minute, Clock: clock})
 	converged(t, local, remote, p)
-	if ttl, _ := registration(t, remote, "urn:r:a"); ttl != 180 {
-		t.Fatalf("default ttl = %v, want 3 × interval = 180", ttl)
+	if ttl, _ := registration(t, remote, "urn:r:a"); ttl != 600 {
+		t.Fatalf("ttl = %v, want 600", ttl)
 	}
 	n := len(proxy.Log())
-	clock.Advance(time.Minute) // 60 s < ttl/2: no refresh yet
-	clock.Advance(time.Minute) // 120 s ≥ 90 s: refreshed
+	ticks := func() int { return countOf(clock.Asked(), time.Minute) }
+	// Refreshed once the copy would expire within two intervals: not
+	// before 8 minutes, at 8.
+	for minute := 1; minute <= 7; minute++ {
+		before := ticks()
+		clock.Advance(time.Minute)
+		testwait.Eventually(t, wait, "the refresh tick ran", func() bool { return ticks() > before })
+		if got := proxy.Log()[n:]; len(got) != 0 || p.State().Outbox != 0 {
+			t.Fatalf("after %d minutes sent %v; the copy has %d minutes left", minute, got, 10-minute)
+		}
+	}
+	clock.Advance(time.Minute)
 	testwait.Eventually(t, wait, "a refresh", func() bool { return len(proxy.Log()) > n })
 	if got := proxy.Log()[n]; got != "PUT urn:r:a" {
 		t.Fatalf("refresh sent %q", got)
 	}
+	if ttl, _ := registration(t, remote, "urn:r:a"); ttl != 600 {
+		t.Fatalf("refreshed ttl = %v, want 600", ttl)
+	}
+}
+
+func countOf(ds []time.Duration, d time.Duration) int {
+	n := 0
+	for _, x := range ds {
+		if x == d {
+			n++
+		}
+	}
+	return n
 }
 
 // TestPushSignedStaysVerifiable: a signed TD is pushed exactly as signed,
@@ -154,7 +178,7 @@ func TestPushSignedStaysVerifiable(t *testing.T) {
 func TestPushRemoteDownThenUpReplaysInOrder(t *testing.T) {
 	local := hubtest.Start(t, nil)
 	remote := hubtest.Start(t, nil)
-	proxy := newFaultProxy(t, remote.URL)
+	proxy := faultproxy.New(t, remote.URL)
 	p := startPusher(t, local, dirsync.PushConfig{URL: proxy.URL(), Concurrency: 1})
 	put(t, local, "urn:d:0", td("urn:d:0", "zero"))
 	converged(t, local, remote, p)
@@ -194,16 +218,16 @@ func TestPushRemoteDownThenUpReplaysInOrder(t *testing.T) {
 func TestPushRetriesServerErrorsAndTimeouts(t *testing.T) {
 	local := hubtest.Start(t, nil)
 	remote := hubtest.Start(t, nil)
-	proxy := newFaultProxy(t, remote.URL)
+	proxy := faultproxy.New(t, remote.URL)
 	var failures atomic.Int32
-	proxy.Inject(func(r *http.Request) fault {
+	proxy.Inject(func(r *http.Request) faultproxy.Fault {
 		switch n := failures.Add(1); {
 		case n <= 3:
-			return fault{status: http.StatusInternalServerError}
+			return faultproxy.Fault{Status: http.StatusInternalServerError}
 		case n <= 5:
-			return fault{hang: true} // longer than the client's timeout
+			return faultproxy.Fault{Hang: true} // longer than the client's timeout
 		}
-		return fault{}
+		return faultproxy.Fault{}
 	})
 	for i := range 3 {
 		id := fmt.Sprintf("urn:e:%d", i)
@@ -223,10 +247,10 @@ func TestPushRetriesServerErrorsAndTimeouts(t *testing.T) {
 func TestPushHonoursRetryAfter(t *testing.T) {
 	local := hubtest.Start(t, nil)
 	remote := hubtest.Start(t, nil)
-	proxy := newFaultProxy(t, remote.URL)
+	proxy := faultproxy.New(t, remote.URL)
 	clock := newFakeClock()
-	proxy.Inject(func(r *http.Request) fault {
-		return fault{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "120"}}
+	proxy.Inject(func(r *http.Request) faultproxy.Fault {
+		return faultproxy.Fault{Status: http.StatusTooManyRequests, Header: map[string]string{"Retry-After": "120"}}
 	})
 	put(t, local, "urn:l:a", td("urn:l:a", "A"))
 	p := startPusher(t, local, dirsync.PushConfig{URL: proxy.URL(), Clock: clock, Interval: time.Hour,
@@ -295,7 +319,7 @@ func TestPushRemoteRejectsOneThing(t *testing.T) {
 // the local Things.
 func TestPushHourOutageTwoRestarts(t *testing.T) {
 	remote := hubtest.Start(t, nil)
-	proxy := newFaultProxy(t, remote.URL)
+	proxy := faultproxy.New(t, remote.URL)
 	dir := t.TempDir()
 	clock := newFakeClock()
 	cfg := dirsync.PushConfig{URL: proxy.URL(), Clock: clock, Interval: time.Minute, MinBackoff: time.Second, MaxBackoff: time.Minute}
