@@ -113,7 +113,9 @@ type Pusher struct {
 	mu       sync.Mutex
 	claimed  map[string]struct{}  // mirror of the outbox's claimed ids
 	pushed   map[string]pushState // what the remote holds from us
-	inflight map[string]bool
+	inflight map[string]bool // sent, or sent and not yet removed
+	acks     []hub.OutboxAck // sent, to remove from the outbox
+	ackc     chan struct{}
 	st       hub.LinkState
 	pause    time.Time // no request before this (backoff, Retry-After)
 	failures int       // consecutive failures, for the backoff
@@ -140,7 +142,7 @@ func NewPusher(reg Registry, box hub.Outbox, cfg PushConfig) (*Pusher, error) {
 	shown := u.String()
 	p := &Pusher{cfg: cfg, reg: reg, box: box, base: base, shown: shown,
 		log:  cfg.Logger.With("component", "sync", "url", shown),
-		wake: make(chan struct{}, 1), claimed: map[string]struct{}{}, pushed: map[string]pushState{},
+		wake: make(chan struct{}, 1), ackc: make(chan struct{}, 1), claimed: map[string]struct{}{}, pushed: map[string]pushState{},
 		inflight: map[string]bool{}}
 	p.st = hub.LinkState{Kind: hub.LinkSync, Name: shown, URL: shown, State: hub.LinkConnecting}
 	return p, nil
@@ -163,8 +165,9 @@ func (p *Pusher) Start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	p.wg.Add(3)
+	p.wg.Add(4)
 	go func() { defer p.wg.Done(); p.follow(ctx, sub) }()
+	go func() { defer p.wg.Done(); p.commit(ctx) }()
 	go func() { defer p.wg.Done(); p.send(ctx) }()
 	go func() { defer p.wg.Done(); p.refresh(ctx) }()
 	return nil
@@ -180,6 +183,7 @@ func (p *Pusher) Close(ctx context.Context) error {
 	go func() { p.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		p.flush() // the acks of the last requests
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("cannot stop the sync pusher: %w", ctx.Err())

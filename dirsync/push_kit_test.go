@@ -151,7 +151,7 @@ func localTitles(t *testing.T, h *hubtest.Hub) map[string]string {
 
 // startPusher starts a Pusher of local's Things to url through local's
 // store, outbox "sync", stopped when the test ends.
-func startPusher(t *testing.T, local *hubtest.Hub, cfg dirsync.PushConfig) *dirsync.Pusher {
+func startPusher(t testing.TB, local *hubtest.Hub, cfg dirsync.PushConfig) *dirsync.Pusher {
 	t.Helper()
 	if cfg.Token == "" {
 		cfg.Token = hubtest.Token
@@ -173,7 +173,7 @@ func startPusher(t *testing.T, local *hubtest.Hub, cfg dirsync.PushConfig) *dirs
 	return p
 }
 
-func stopPusher(t *testing.T, p *dirsync.Pusher) {
+func stopPusher(t testing.TB, p *dirsync.Pusher) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Close(ctx); err != nil {

@@ -146,17 +146,21 @@ func (p *Pusher) backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// finish records what came of op.
+// finish records what came of op. A sent or rejected op stays in flight
+// until commit has removed it from the outbox, so it is not sent twice.
 func (p *Pusher) finish(op hub.OutboxOp, r result) {
-	if r.outcome == sent || r.outcome == rejected {
-		if err := p.box.Done(op.ID, op.Version, r.release); err != nil {
-			p.log.Error("cannot remove a sent change from the outbox; it will be sent again", "id", op.ID, "err", err)
-		}
-	}
 	now := p.cfg.Clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.inflight, op.ID)
+	if r.outcome == sent || r.outcome == rejected {
+		p.acks = append(p.acks, hub.OutboxAck{ID: op.ID, Version: op.Version, Release: r.release})
+		select {
+		case p.ackc <- struct{}{}:
+		default:
+		}
+	} else {
+		delete(p.inflight, op.ID)
+	}
 	switch r.outcome {
 	case sent:
 		if r.release {
@@ -192,6 +196,39 @@ func (p *Pusher) finish(op hub.OutboxOp, r result) {
 		p.pause = now.Add(wait)
 		p.log.Warn("cannot push to the remote directory; retrying", "id", op.ID, "err", r.err, "retry_in", wait.Round(time.Millisecond))
 	}
+}
+
+// commit removes the ops sent from the outbox, every ack waiting in one
+// commit (the requests go on meanwhile), until ctx ends.
+func (p *Pusher) commit(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.ackc:
+			p.flush()
+		}
+	}
+}
+
+// flush commits the acks waiting.
+func (p *Pusher) flush() {
+	p.mu.Lock()
+	acks := p.acks
+	p.acks = nil
+	p.mu.Unlock()
+	if len(acks) == 0 {
+		return
+	}
+	if err := p.box.Done(acks...); err != nil {
+		p.log.Error("cannot remove sent changes from the outbox; they will be sent again", "changes", len(acks), "err", err)
+	}
+	p.mu.Lock()
+	for _, a := range acks {
+		delete(p.inflight, a.ID)
+	}
+	p.mu.Unlock()
+	p.poke()
 }
 
 // failed counts an error; p.mu is held.

@@ -27,6 +27,15 @@ type OutboxChange struct {
 	Delete bool
 }
 
+// OutboxAck says that version Version of the op of ID was sent (or
+// dropped); Release also lets the id go from the claimed set (a deletion
+// was sent, or the Thing is no longer this hub's to push).
+type OutboxAck struct {
+	ID      string
+	Version uint64
+	Release bool
+}
+
 // Outbox is a durable queue of changes for one remote directory. Every
 // method that changes it commits before returning, so what it returned
 // survives a crash. Besides the ops it keeps the set of ids that may exist
@@ -40,10 +49,9 @@ type Outbox interface {
 	Enqueue(now time.Time, changes ...OutboxChange) error
 	// Pending returns up to limit ops with Pos > after, in order.
 	Pending(after uint64, limit int) ([]OutboxOp, error)
-	// Done removes the op of id if its version is still version; with
-	// release it also lets id go from the claimed set (a deletion was
-	// sent, or the Thing is no longer this hub's to push).
-	Done(id string, version uint64, release bool) error
+	// Done applies acks in one commit: each removes the op of its id if
+	// its version is still the one sent.
+	Done(acks ...OutboxAck) error
 	// Claimed calls fn with every claimed id, in id order.
 	Claimed(fn func(id string) error) error
 	// Stats reports how many ops wait and when the oldest was enqueued

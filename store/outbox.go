@@ -170,36 +170,49 @@ func (o *Outbox) Pending(after uint64, limit int) ([]hub.OutboxOp, error) {
 	return out, nil
 }
 
-// Done removes a sent op (hub.Outbox).
-func (o *Outbox) Done(id string, version uint64, release bool) error {
+// Done applies acks of sent ops in one commit (hub.Outbox).
+func (o *Outbox) Done(acks ...hub.OutboxAck) error {
+	if len(acks) == 0 {
+		return nil
+	}
 	err := o.db.Update(func(tx *bolt.Tx) error {
 		top, q, ops, claimed, err := o.buckets(tx, false)
 		if err != nil || top == nil {
 			return err
 		}
-		key := []byte(id)
-		if raw := ops.Get(key); raw != nil {
-			op, err := decodeOp(id, raw)
-			if err != nil {
+		for _, a := range acks {
+			if err := done(q, ops, claimed, a); err != nil {
 				return err
 			}
-			if op.Version != version {
-				return nil // changed again while being sent: it goes again
-			}
-			if err := q.Delete(u64(op.Pos)); err != nil {
-				return err
-			}
-			if err := ops.Delete(key); err != nil {
-				return err
-			}
-		}
-		if release {
-			return claimed.Delete(key)
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("cannot remove %q from outbox %q: %w", id, o.name, err)
+		return fmt.Errorf("cannot remove %d sent changes from outbox %q: %w", len(acks), o.name, err)
+	}
+	return nil
+}
+
+// done removes the op a acknowledges unless it changed since it was sent.
+func done(q, ops, claimed *bolt.Bucket, a hub.OutboxAck) error {
+	key := []byte(a.ID)
+	if raw := ops.Get(key); raw != nil {
+		op, err := decodeOp(a.ID, raw)
+		if err != nil {
+			return err
+		}
+		if op.Version != a.Version {
+			return nil // changed again while being sent: it goes again
+		}
+		if err := q.Delete(u64(op.Pos)); err != nil {
+			return err
+		}
+		if err := ops.Delete(key); err != nil {
+			return err
+		}
+	}
+	if a.Release {
+		return claimed.Delete(key)
 	}
 	return nil
 }

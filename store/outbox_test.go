@@ -84,7 +84,7 @@ func TestOutboxDoneKeepsAChangeMadeWhileSending(t *testing.T) {
 	// urn:a changes again while its op is on the wire: the ack of the
 	// older version must not remove the newer one.
 	enqueueT(t, o, t0.Add(time.Second), hub.OutboxChange{ID: "urn:a", Delete: true})
-	if err := o.Done(sent.ID, sent.Version, true); err != nil {
+	if err := o.Done(hub.OutboxAck{ID: sent.ID, Version: sent.Version, Release: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := pendingIDs(t, o), []string{"-urn:a", "urn:b"}; !slices.Equal(got, want) {
@@ -94,14 +94,12 @@ func TestOutboxDoneKeepsAChangeMadeWhileSending(t *testing.T) {
 		t.Fatalf("claimed = %v, want %v (a stale ack releases nothing)", got, want)
 	}
 	ops, _ = o.Pending(0, 0)
-	if err := o.Done(ops[0].ID, ops[0].Version, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Done(ops[1].ID, ops[1].Version, false); err != nil {
+	if err := o.Done(hub.OutboxAck{ID: ops[0].ID, Version: ops[0].Version, Release: true},
+		hub.OutboxAck{ID: ops[1].ID, Version: ops[1].Version}); err != nil {
 		t.Fatal(err)
 	}
 	// Done is idempotent: a repeat changes nothing.
-	if err := o.Done(ops[1].ID, ops[1].Version, false); err != nil {
+	if err := o.Done(hub.OutboxAck{ID: ops[1].ID, Version: ops[1].Version}); err != nil {
 		t.Fatal(err)
 	}
 	if got := pendingIDs(t, o); len(got) != 0 {
