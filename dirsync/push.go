@@ -113,9 +113,10 @@ type Pusher struct {
 	mu       sync.Mutex
 	claimed  map[string]struct{}  // mirror of the outbox's claimed ids
 	pushed   map[string]pushState // what the remote holds from us
-	inflight map[string]bool // sent, or sent and not yet removed
-	acks     []hub.OutboxAck // sent, to remove from the outbox
+	inflight map[string]bool      // sent, or sent and not yet removed
+	acks     []hub.OutboxAck      // sent, to remove from the outbox
 	ackc     chan struct{}
+	epoch    uint64 // flushes so far: a snapshot of the outbox older is stale
 	st       hub.LinkState
 	pause    time.Time // no request before this (backoff, Retry-After)
 	failures int       // consecutive failures, for the backoff

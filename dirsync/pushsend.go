@@ -51,6 +51,7 @@ func (p *Pusher) send(ctx context.Context) {
 		if !p.waitPause(ctx) {
 			return
 		}
+		epoch := p.epochNow()
 		ops, err := p.box.Pending(0, window)
 		if err != nil {
 			p.log.Error("cannot read the outbox", "err", err)
@@ -64,9 +65,10 @@ func (p *Pusher) send(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			}
-			if !p.claim(op.ID) {
+			ok, stale := p.claim(op.ID, epoch)
+			if !ok {
 				<-sem
-				if p.paused() {
+				if stale || p.paused() {
 					break
 				}
 				continue
@@ -93,15 +95,26 @@ func (p *Pusher) send(ctx context.Context) {
 	}
 }
 
-// claim marks id in flight; false when it already is or a pause began.
-func (p *Pusher) claim(id string) bool {
+// claim marks id in flight; false when it already is or a pause began,
+// and stale when ops were removed from the outbox since the snapshot of
+// epoch was read (it may list them: read it again).
+func (p *Pusher) claim(id string, epoch uint64) (ok, stale bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.epoch != epoch {
+		return false, true
+	}
 	if p.inflight[id] || p.cfg.Clock.Now().Before(p.pause) {
-		return false
+		return false, false
 	}
 	p.inflight[id] = true
-	return true
+	return true, false
+}
+
+func (p *Pusher) epochNow() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.epoch
 }
 
 func (p *Pusher) paused() bool {
@@ -227,6 +240,7 @@ func (p *Pusher) flush() {
 	for _, a := range acks {
 		delete(p.inflight, a.ID)
 	}
+	p.epoch++
 	p.mu.Unlock()
 	p.poke()
 }
