@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/dirsync"
@@ -25,7 +24,7 @@ func (m *Main) openSync(context.Context) error {
 	}
 	p, err := dirsync.NewPusher(m.Registry, m.DB.Outbox(syncOutbox), dirsync.PushConfig{
 		URL: cfg.URL, Token: cfg.Token, Interval: time.Duration(cfg.Interval), TTL: time.Duration(cfg.TTL),
-		Client: &http.Client{}, Logger: m.Logger,
+		Logger: m.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("sync.url: %w", err)

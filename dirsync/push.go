@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,7 +88,10 @@ func (c PushConfig) withDefaults() PushConfig {
 		c.MaxBackoff = max(DefaultMaxBackoff, c.MinBackoff)
 	}
 	if c.Client == nil {
-		c.Client = &http.Client{}
+		// Keep a connection per request in flight: the default keeps two.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = c.Concurrency
+		c.Client = &http.Client{Transport: tr}
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}
@@ -140,7 +144,7 @@ func NewPusher(reg Registry, box hub.Outbox, cfg PushConfig) (*Pusher, error) {
 		base = base[:len(base)-1]
 	}
 	u.User = nil
-	shown := u.String()
+	shown := strings.TrimRight(u.String(), "/")
 	p := &Pusher{cfg: cfg, reg: reg, box: box, base: base, shown: shown,
 		log:  cfg.Logger.With("component", "sync", "url", shown),
 		wake: make(chan struct{}, 1), ackc: make(chan struct{}, 1), claimed: map[string]struct{}{}, pushed: map[string]pushState{},

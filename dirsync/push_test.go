@@ -401,3 +401,22 @@ func TestPushDeletionWhileStopped(t *testing.T) {
 		t.Fatalf("remote = %v", got)
 	}
 }
+
+// TestPushStartedByTheHub: sync.url and sync.token in the configuration
+// start a Pusher with the hub (app), whose state the hub reports.
+func TestPushStartedByTheHub(t *testing.T) {
+	remote := hubtest.Start(t, nil)
+	local := hubtest.Start(t, func(c *app.Config) { c.Sync.URL, c.Sync.Token = remote.URL+"/", hubtest.Token })
+	if links := hubtest.Start(t, nil).Main.SyncLinks(); links != nil {
+		t.Fatalf("a hub without sync.url reports %+v", links)
+	}
+	put(t, local, "urn:a:one", td("urn:a:one", "One"))
+	testwait.Eventually(t, wait, "urn:a:one on the remote", func() bool { return titles(t, remote)["urn:a:one"] == "One" })
+	testwait.Eventually(t, wait, "the link's state", func() bool {
+		links := local.Main.SyncLinks()
+		return len(links) == 1 && links[0].State == hub.LinkConnected && links[0].Sent >= 1 && links[0].Outbox == 0
+	})
+	if ttl, _ := registration(t, remote, "urn:a:one"); ttl != 180 {
+		t.Fatalf("ttl = %v, want 3 × the default sync.interval", ttl)
+	}
+}
