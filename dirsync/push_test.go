@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/dirsync"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+	"github.com/eclipse-lmos/lmos-hub/store"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/faultproxy"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
@@ -419,4 +421,65 @@ func TestPushStartedByTheHub(t *testing.T) {
 	if ttl, _ := registration(t, remote, "urn:a:one"); ttl != 180 {
 		t.Fatalf("ttl = %v, want 3 × the default sync.interval", ttl)
 	}
+}
+
+// gatedOutbox is the store's outbox with Enqueue held while the gate is
+// closed: the pusher then stops reading the change feed and falls behind.
+type gatedOutbox struct {
+	hub.Outbox
+	mu   sync.Mutex
+	gate chan struct{} // nil: open
+}
+
+func (g *gatedOutbox) Enqueue(now time.Time, changes ...hub.OutboxChange) error {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return g.Outbox.Enqueue(now, changes...)
+}
+
+// TestPushResyncsAfterFallingBehind: a pusher the change feed drops for
+// falling behind reconciles, so the changes it missed are pushed too.
+func TestPushResyncsAfterFallingBehind(t *testing.T) {
+	remote := hubtest.Start(t, nil)
+	db, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	reg, err := hub.NewRegistry(db, hub.RegistryOptions{SubscriberBuffer: 2, Logger: hubtest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	box := &gatedOutbox{Outbox: db.Outbox("sync")}
+	p, err := dirsync.NewPusher(reg, box, dirsync.PushConfig{URL: remote.URL, Token: hubtest.Token, Logger: hubtest.Logger(t),
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopPusher(t, p) })
+	gate := make(chan struct{})
+	box.mu.Lock()
+	box.gate = gate
+	box.mu.Unlock()
+	want := map[string]string{}
+	for i := range 20 {
+		id := fmt.Sprintf("urn:f:%d", i)
+		if _, err := reg.Put(context.Background(), id, td(id, "T"), hub.Origin{Source: hub.SourceHTTP, Admin: true}); err != nil {
+			t.Fatal(err)
+		}
+		want[id] = "T"
+	}
+	box.mu.Lock()
+	box.gate = nil
+	box.mu.Unlock()
+	close(gate)
+	testwait.Eventually(t, wait, "every Thing on the remote", func() bool { return equalMaps(titles(t, remote), want) })
 }
