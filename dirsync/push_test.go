@@ -166,6 +166,14 @@ func TestPushSignedStaysVerifiable(t *testing.T) {
 	if doc["lmos:verified"] != proof.DID(priv.Public().(ed25519.PublicKey)) {
 		t.Fatalf("remote lmos:verified = %v", doc["lmos:verified"])
 	}
+	// A restart sends it again (the reconciliation): the remote takes the
+	// same signed document again, no error.
+	stopPusher(t, p)
+	p = startPusher(t, local, dirsync.PushConfig{URL: remote.URL})
+	testwait.Eventually(t, wait, "the signed TD sent again", func() bool { return p.State().Sent == 1 })
+	if st := p.State(); st.Errors != 0 || st.Outbox != 0 {
+		t.Fatalf("State after sending the signed TD again = %+v", st)
+	}
 	// Why no ttl is added: the remote refuses the signed TD with one.
 	var m map[string]any
 	json.Unmarshal(signed, &m)
