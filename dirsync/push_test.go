@@ -491,3 +491,20 @@ func TestPushResyncsAfterFallingBehind(t *testing.T) {
 	close(gate)
 	testwait.Eventually(t, wait, "every Thing on the remote", func() bool { return equalMaps(titles(t, remote), want) })
 }
+
+// TestPushThroughTheRemotesRateLimit: an lmos-hub remote that limits the
+// writes of one client answers 429 with Retry-After; the pusher waits it
+// out and everything arrives.
+func TestPushThroughTheRemotesRateLimit(t *testing.T) {
+	local := hubtest.Start(t, nil)
+	remote := hubtest.Start(t, func(c *app.Config) { c.HTTP.WriteRate, c.HTTP.WriteBurst = 5, 2 })
+	for i := range 6 {
+		id := fmt.Sprintf("urn:q:%d", i)
+		put(t, local, id, td(id, "T"))
+	}
+	p := startPusher(t, local, dirsync.PushConfig{URL: remote.URL})
+	converged(t, local, remote, p)
+	if st := p.State(); st.Errors == 0 || !strings.Contains(st.LastError, "429") {
+		t.Fatalf("State = %+v, want the remote's 429s counted", st)
+	}
+}
