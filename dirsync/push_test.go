@@ -200,13 +200,10 @@ func TestPushRemoteDownThenUpReplaysInOrder(t *testing.T) {
 	put(t, local, "urn:d:2", td("urn:d:2", "v2")) // coalesces with its creation
 	del(t, local, "urn:d:0")
 	del(t, local, "urn:d:4") // created and deleted while down: only a deletion
-	testwait.Eventually(t, wait, "the outbox holds the changes, the link down", func() bool {
+	testwait.Eventually(t, wait, "the outbox holds the changes, the link down with a refused connection", func() bool {
 		st := p.State()
-		return st.Outbox == 6 && st.State == hub.LinkDown && st.Errors > 0
+		return st.Outbox == 6 && st.State == hub.LinkDown && strings.Contains(st.LastError, "connection refused") && st.Lag > 0
 	})
-	if st := p.State(); !strings.Contains(st.LastError, "connect") || st.Lag <= 0 {
-		t.Fatalf("State = %+v, want a connection error and a lag", st)
-	}
 	before := len(proxy.Log())
 	proxy.Up()
 	converged(t, local, remote, p)
@@ -497,8 +494,10 @@ func TestPushResyncsAfterFallingBehind(t *testing.T) {
 // out and everything arrives.
 func TestPushThroughTheRemotesRateLimit(t *testing.T) {
 	local := hubtest.Start(t, nil)
-	remote := hubtest.Start(t, func(c *app.Config) { c.HTTP.WriteRate, c.HTTP.WriteBurst = 5, 2 })
-	for i := range 6 {
+	// One write a second, two at once: the third of four comes too soon
+	// however slow the machine.
+	remote := hubtest.Start(t, func(c *app.Config) { c.HTTP.WriteRate, c.HTTP.WriteBurst = 1, 2 })
+	for i := range 4 {
 		id := fmt.Sprintf("urn:q:%d", i)
 		put(t, local, id, td(id, "T"))
 	}

@@ -365,6 +365,10 @@ func (p *Pusher) do(ctx context.Context, method, id string, body []byte) result 
 	if p.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
 	}
+	// PUT and DELETE are idempotent: net/http may then send the request
+	// again on a new connection when a kept-alive one turns out closed
+	// (a nil value marks it so without sending the header).
+	req.Header["Idempotency-Key"] = nil
 	resp, err := p.cfg.Client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
