@@ -100,6 +100,8 @@ type Main struct {
 	MDNS *mdns.Hub
 	// Sync pushes the local Things to sync.url; nil while it is off.
 	Sync *dirsync.Pusher
+	// Pull mirrors a remote directory's Things (sync.pull); nil when off.
+	Pull *dirsync.Puller
 	// observer counts joins and routed interactions for /metrics.
 	observer *web.Observer
 	// mdnsErr is why mDNS could not open (nil: it did, or is off).
@@ -112,6 +114,8 @@ type Main struct {
 	names   *hostNames
 	errc    chan error
 	closers []closer
+	// links report the state of sync, pull, bridge and peer links.
+	links links
 }
 
 // NewMain returns a Main for cfg; a nil logger is slog.Default().
@@ -154,6 +158,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openWeb,
 		m.openMDNS,
 		m.openSync,
+		m.openPull,
+		m.openLinkWatch,
 	} {
 		if err := open(ctx); err != nil {
 			return err
@@ -460,6 +466,7 @@ func (m *Main) webConfig() web.Config {
 		StoreSize:      db.Size,
 		Backup:         db.Backup,
 		MDNS:           func() any { return m.mdnsStatus() },
+		Links:          m.Links,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),

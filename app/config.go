@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/theory/jsonpath"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -99,6 +100,26 @@ type Config struct {
 	Groups          GroupsConfig   `yaml:"groups"`
 	Sync            SyncConfig     `yaml:"sync"`
 	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
+}
+
+// SyncConfig is the sync with a remote Thing Description Directory
+// (PROTOCOL §9): any W3C WoT directory, another lmos-hub included.
+type SyncConfig struct {
+	// URL is the remote directory's base URL; "" syncs nothing.
+	URL string `yaml:"url"`
+	// Token is sent to it as a bearer token ("" sends none).
+	Token string `yaml:"token"`
+	// Pull is a JSONPath query (RFC 9535) over the array [TD] of each
+	// remote Thing: the Things it selects anything from are mirrored here
+	// read-only ("$" mirrors all); "" mirrors none.
+	Pull string `yaml:"pull"`
+	// Interval is how often a remote without a change feed is read
+	// again, and how often the pushed copies are looked at for a refresh;
+	// default 30s.
+	Interval Duration `yaml:"interval"`
+	// TTL is the registration.ttl of the copies pushed to URL; 0: 3 ×
+	// Interval.
+	TTL Duration `yaml:"ttl"`
 }
 
 // HTTPConfig configures the HTTP listener (directory API, proxy, dashboard).
@@ -277,37 +298,6 @@ type GroupsConfig struct {
 	ActionOutputBytes int `yaml:"actionOutputBytes"`
 }
 
-// SyncConfig configures the push of the local Things to a remote W3C WoT
-// directory (PROTOCOL §9); off while URL is empty.
-type SyncConfig struct {
-	URL   string `yaml:"url"`   // the remote directory's base URL
-	Token string `yaml:"token"` // its bearer token (admin scope on an lmos-hub)
-	// Interval is how often the remote copies are refreshed; default 60s.
-	Interval Duration `yaml:"interval"`
-	// TTL is the registration.ttl of the remote copies; 0: 3 × interval.
-	TTL Duration `yaml:"ttl"`
-}
-
-// validateSync checks the sync settings; bad records a bad one.
-func (c Config) validateSync(bad func(string, error)) {
-	if c.Sync.URL != "" {
-		u, err := url.Parse(c.Sync.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			bad("sync.url", fmt.Errorf("must be the http(s) base URL of a directory such as \"https://tdd.example:8080\" (got %q)", c.Sync.URL))
-		}
-	}
-	if c.Sync.Interval < Duration(time.Second) {
-		bad("sync.interval", fmt.Errorf("must be a duration of at least 1s such as \"60s\" (got %s)", c.Sync.Interval))
-	}
-	if c.Sync.TTL != 0 && c.Sync.TTL < 2*c.Sync.Interval {
-		bad("sync.ttl", fmt.Errorf("must be 0 (3 × sync.interval) or at least twice sync.interval, %s, so a copy is refreshed before it expires (got %s)",
-			2*c.Sync.Interval, c.Sync.TTL))
-	}
-	if time.Duration(c.Sync.TTL) > time.Duration(hub.MaxTTLSeconds)*time.Second {
-		bad("sync.ttl", fmt.Errorf("must be at most 3650d (got %s)", c.Sync.TTL))
-	}
-}
-
 type SearchConfig struct {
 	MaxNodes       int64    `yaml:"maxNodes"`       // nodes one query visits, default 10000000
 	MaxResultBytes int64    `yaml:"maxResultBytes"` // default 16 MiB
@@ -359,7 +349,7 @@ func DefaultConfig() Config {
 		StatusListValidity: Duration(hub.DefaultStatusListValidity),
 		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst,
 		ActionOutputBytes: hub.DefaultGroupActionHeld}
-	c.Sync = SyncConfig{Interval: Duration(60 * time.Second)}
+	c.Sync = SyncConfig{Interval: Duration(30 * time.Second)}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -387,9 +377,6 @@ func (c Config) Redacted() Config {
 	if c.AdminToken != "" {
 		c.AdminToken = "<redacted>"
 	}
-	if c.Sync.Token != "" {
-		c.Sync.Token = "<redacted>"
-	}
 	if u, err := url.Parse(c.Sync.URL); err == nil && u.User != nil {
 		u.User = url.User("redacted")
 		c.Sync.URL = u.String()
@@ -402,6 +389,9 @@ func (c Config) Redacted() Config {
 	}
 	if c.MDNS.Interfaces != nil {
 		c.MDNS.Interfaces = append([]string{}, c.MDNS.Interfaces...)
+	}
+	if c.Sync.Token != "" {
+		c.Sync.Token = "<redacted>"
 	}
 	return c
 }
@@ -475,6 +465,37 @@ func (c Config) validateGroups(bad func(string, error)) {
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.Fragment != "" {
 			bad("groups.statusListURL", fmt.Errorf("must be an absolute http or https URL without a fragment (got %q)", u))
 		}
+	}
+}
+
+// validateSync checks the sync settings; bad records a bad one.
+func (c Config) validateSync(bad func(string, error)) {
+	if u := c.Sync.URL; u != "" {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
+			bad("sync.url", fmt.Errorf("must be the http or https base URL of a Thing Description Directory such as \"http://hub-2:8080\" (got %q)", u))
+		}
+	}
+	if c.Sync.Pull != "" {
+		if c.Sync.URL == "" {
+			bad("sync.pull", errors.New("needs sync.url: the directory to pull from"))
+		}
+		if _, err := jsonpath.Parse(c.Sync.Pull); err != nil {
+			bad("sync.pull", fmt.Errorf("is not a JSONPath query such as \"$[?@.title == 'Lamp']\" (\"$\" pulls every Thing): %w", err))
+		}
+	}
+	if strings.IndexFunc(c.Sync.Token, func(r rune) bool { return r <= ' ' || r == 0x7f || r > unicode.MaxASCII }) >= 0 {
+		bad("sync.token", errors.New("must be printable ASCII without spaces (it travels in an Authorization: Bearer header)"))
+	}
+	if time.Duration(c.Sync.Interval) < time.Second {
+		bad("sync.interval", fmt.Errorf("must be a duration of at least 1s such as \"30s\" (got %s)", c.Sync.Interval))
+	}
+	if c.Sync.TTL != 0 && c.Sync.TTL < 2*c.Sync.Interval {
+		bad("sync.ttl", fmt.Errorf("must be 0 (3 × sync.interval) or at least twice sync.interval, %s, so a copy is refreshed before it expires (got %s)",
+			2*c.Sync.Interval, c.Sync.TTL))
+	}
+	if time.Duration(c.Sync.TTL) > time.Duration(hub.MaxTTLSeconds)*time.Second {
+		bad("sync.ttl", fmt.Errorf("must be at most 3650d (got %s)", c.Sync.TTL))
 	}
 }
 

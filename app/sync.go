@@ -33,15 +33,7 @@ func (m *Main) openSync(context.Context) error {
 		return fmt.Errorf("cannot start sync to %s: %w", cfg.URL, err)
 	}
 	m.Sync = p
-	m.onClose("sync", p.Close)
+	m.addLinks(func() []hub.LinkState { return []hub.LinkState{p.State()} })
+	m.onClose("sync push", p.Close)
 	return nil
-}
-
-// SyncLinks is the state of the push to sync.url (none while it is off),
-// for /api/status and /metrics.
-func (m *Main) SyncLinks() []hub.LinkState {
-	if m.Sync == nil {
-		return nil
-	}
-	return []hub.LinkState{m.Sync.State()}
 }

@@ -8,8 +8,8 @@ import (
 
 func TestSyncSettings(t *testing.T) {
 	c, err := LoadConfig(nil, nil)
-	if err != nil || c.Sync.URL != "" || c.Sync.Interval != Duration(time.Minute) || c.Sync.TTL != 0 {
-		t.Fatalf("defaults: %+v %v; want off, 60s, ttl 0 (3 × interval)", c.Sync, err)
+	if err != nil || c.Sync.URL != "" || c.Sync.Interval != Duration(30*time.Second) || c.Sync.TTL != 0 {
+		t.Fatalf("defaults: %+v %v; want off, 30s, ttl 0 (3 × interval)", c.Sync, err)
 	}
 	path := writeConfigFile(t, "sync:\n  url: http://tdd.example:8080/dir\n  token: secret-0123456789\n  interval: 30s\n  ttl: 2m\n")
 	c, err = LoadConfig([]string{"--config", path}, nil)
@@ -36,11 +36,11 @@ func TestSyncSettings(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{"LMOS_HUB_SYNC_URL": "ftp://x"}, "sync.url: must be the http(s) base URL"},
+		{map[string]string{"LMOS_HUB_SYNC_URL": "ftp://x"}, "sync.url: must be the http or https base URL"},
 		{map[string]string{"LMOS_HUB_SYNC_URL": "tdd.example:8080"}, "sync.url"},
 		{map[string]string{"LMOS_HUB_SYNC_URL": "http://x/?q=1"}, "sync.url"},
 		{map[string]string{"LMOS_HUB_SYNC_INTERVAL": "500ms"}, "sync.interval: must be a duration of at least 1s"},
-		{map[string]string{"LMOS_HUB_SYNC_TTL": "90s"}, "sync.ttl: must be 0 (3 × sync.interval) or at least twice sync.interval, 2m0s"},
+		{map[string]string{"LMOS_HUB_SYNC_TTL": "50s"}, "sync.ttl: must be 0 (3 × sync.interval) or at least twice sync.interval, 1m0s"},
 		{map[string]string{"LMOS_HUB_SYNC_TTL": "4000d"}, "sync.ttl: must be at most 3650d"},
 		{map[string]string{"LMOS_HUB_SYNC_INTERVAL": "soon"}, "LMOS_HUB_SYNC_INTERVAL"},
 	} {

@@ -1,7 +1,10 @@
 // Package dirsync keeps this hub's registry and a remote W3C WoT Thing
-// Description Directory in step (PROTOCOL §9). It speaks only the standard
-// directory API (GET /things, GET/PUT/DELETE /things/{id}, GET /events),
-// so the remote may be any directory, another lmos-hub included.
+// Description Directory in step (PROTOCOL §9) over the standard W3C WoT
+// Discovery directory API only (GET /things paged, GET/PUT/DELETE
+// /things/{id}, GET /events as server-sent events with Last-Event-ID), so
+// that the remote may be any directory, another lmos-hub included.
+//
+// Puller (pull.go) mirrors a remote directory's Things here.
 //
 // Pusher (push.go) sends the local Things to the remote: it subscribes to
 // the registry's change feed like every other consumer, queues each change

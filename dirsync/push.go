@@ -14,8 +14,8 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/hub"
 )
 
-// Registry is what a Pusher reads of the local registry.
-type Registry interface {
+// PushRegistry is what a Pusher reads of the local registry.
+type PushRegistry interface {
 	Subscribe(after uint64, replay bool) (*hub.Subscription, []hub.Event, error)
 	List(offset, limit int) ([]*hub.Thing, int)
 	Get(id string) (hub.Thing, error)
@@ -105,7 +105,7 @@ func (c PushConfig) withDefaults() PushConfig {
 // Pusher pushes the local Things to a remote directory (PROTOCOL §9).
 type Pusher struct {
 	cfg    PushConfig
-	reg    Registry
+	reg    PushRegistry
 	box    hub.Outbox
 	base   string // URL without a trailing slash
 	shown  string // URL without credentials
@@ -133,7 +133,7 @@ type pushState struct {
 }
 
 // NewPusher returns a Pusher of reg's Things to cfg.URL through box.
-func NewPusher(reg Registry, box hub.Outbox, cfg PushConfig) (*Pusher, error) {
+func NewPusher(reg PushRegistry, box hub.Outbox, cfg PushConfig) (*Pusher, error) {
 	cfg = cfg.withDefaults()
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -146,7 +146,7 @@ func NewPusher(reg Registry, box hub.Outbox, cfg PushConfig) (*Pusher, error) {
 	u.User = nil
 	shown := strings.TrimRight(u.String(), "/")
 	p := &Pusher{cfg: cfg, reg: reg, box: box, base: base, shown: shown,
-		log:  cfg.Logger.With("component", "sync", "url", shown),
+		log:  cfg.Logger.With("component", "sync", "push", shown),
 		wake: make(chan struct{}, 1), ackc: make(chan struct{}, 1), claimed: map[string]struct{}{}, pushed: map[string]pushState{},
 		inflight: map[string]bool{}}
 	p.st = hub.LinkState{Kind: hub.LinkSync, Name: shown, URL: shown, State: hub.LinkConnecting}

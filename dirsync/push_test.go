@@ -43,8 +43,7 @@ func TestPushThingsEditsDeletesAndTTL(t *testing.T) {
 	remote := hubtest.Start(t, nil)
 	put(t, local, "urn:p:a", td("urn:p:a", "A"))
 	// A mirror of another directory's Thing is never pushed.
-	if _, err := local.Main.Registry.Put(context.Background(), "urn:p:mirror", td("urn:p:mirror", "M"),
-		hub.Origin{Source: hub.SourceRemote, Hub: "http://elsewhere"}); err != nil {
+	if _, err := local.Main.Registry.Mirror(context.Background(), "urn:p:mirror", td("urn:p:mirror", "M"), "http://elsewhere"); err != nil {
 		t.Fatal(err)
 	}
 	p := startPusher(t, local, dirsync.PushConfig{URL: remote.URL, TTL: 90 * time.Second})
@@ -79,7 +78,7 @@ func TestPushThingsEditsDeletesAndTTL(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("PUT on remote: %d", resp.StatusCode)
 	}
-	if err := local.Main.Registry.Delete(context.Background(), "urn:p:mirror"); err != nil {
+	if err := local.Main.Registry.Unmirror(context.Background(), "urn:p:mirror", "http://elsewhere"); err != nil {
 		t.Fatal(err)
 	}
 	put(t, local, "urn:p:c", td("urn:p:c", "C")) // a later change: the mirror's deletion went before it
@@ -410,21 +409,22 @@ func TestPushDeletionWhileStopped(t *testing.T) {
 }
 
 // TestPushStartedByTheHub: sync.url and sync.token in the configuration
-// start a Pusher with the hub (app), whose state the hub reports.
+// start a Pusher with the hub (app), whose link the hub reports.
 func TestPushStartedByTheHub(t *testing.T) {
 	remote := hubtest.Start(t, nil)
 	local := hubtest.Start(t, func(c *app.Config) { c.Sync.URL, c.Sync.Token = remote.URL+"/", hubtest.Token })
-	if links := hubtest.Start(t, nil).Main.SyncLinks(); links != nil {
+	if links := hubtest.Start(t, nil).Main.Links(); len(links) != 0 {
 		t.Fatalf("a hub without sync.url reports %+v", links)
 	}
 	put(t, local, "urn:a:one", td("urn:a:one", "One"))
 	testwait.Eventually(t, wait, "urn:a:one on the remote", func() bool { return titles(t, remote)["urn:a:one"] == "One" })
 	testwait.Eventually(t, wait, "the link's state", func() bool {
-		links := local.Main.SyncLinks()
-		return len(links) == 1 && links[0].State == hub.LinkConnected && links[0].Sent >= 1 && links[0].Outbox == 0
+		links := local.Main.Links()
+		return len(links) == 1 && links[0].Kind == hub.LinkSync && links[0].URL == remote.URL &&
+			links[0].State == hub.LinkConnected && links[0].Sent >= 1 && links[0].Outbox == 0
 	})
-	if ttl, _ := registration(t, remote, "urn:a:one"); ttl != 180 {
-		t.Fatalf("ttl = %v, want 3 × the default sync.interval", ttl)
+	if ttl, _ := registration(t, remote, "urn:a:one"); ttl != 90 {
+		t.Fatalf("ttl = %v, want 3 × the default sync.interval (30 s)", ttl)
 	}
 }
 
@@ -505,5 +505,39 @@ func TestPushThroughTheRemotesRateLimit(t *testing.T) {
 	converged(t, local, remote, p)
 	if st := p.State(); st.Errors == 0 || !strings.Contains(st.LastError, "429") {
 		t.Fatalf("State = %+v, want the remote's 429s counted", st)
+	}
+}
+
+// TestPushAndPullTogether: a hub that pushes to a remote and pulls all of
+// it back (sync.pull "$") holds its own Things and mirrors of the remote's
+// own, and pushes none of the mirrors: no loop, no duplicate.
+func TestPushAndPullTogether(t *testing.T) {
+	remote := hubtest.Start(t, nil)
+	proxy := faultproxy.New(t, remote.URL)
+	put(t, remote, "urn:x:remote", td("urn:x:remote", "R"))
+	local := hubtest.Start(t, func(c *app.Config) {
+		c.Sync.URL, c.Sync.Token, c.Sync.Pull = proxy.URL(), hubtest.Token, "$"
+	})
+	put(t, local, "urn:x:local", td("urn:x:local", "L"))
+	want := map[string]string{"urn:x:remote": "R", "urn:x:local": "L"}
+	testwait.Eventually(t, wait, "both hubs hold both Things", func() bool {
+		return equalMaps(titles(t, remote), want) && equalMaps(titles(t, local), want)
+	})
+	if th, err := local.Main.Registry.Get("urn:x:remote"); err != nil || th.Meta.Origin.Source != hub.SourceRemote {
+		t.Fatalf("urn:x:remote here: %+v %v, want a mirror", th.Meta.Origin, err)
+	}
+	if th, err := local.Main.Registry.Get("urn:x:local"); err != nil || th.Meta.Origin.Source == hub.SourceRemote {
+		t.Fatalf("urn:x:local here: %+v %v, want the local Thing", th.Meta.Origin, err)
+	}
+	// A change of the remote's Thing comes back as a mirror update, and
+	// is not pushed to where it came from.
+	put(t, remote, "urn:x:remote", td("urn:x:remote", "R2"))
+	testwait.Eventually(t, wait, "the mirror updated", func() bool { return titles(t, local)["urn:x:remote"] == "R2" })
+	put(t, local, "urn:x:local", td("urn:x:local", "L2")) // a later push: the mirror's went before, if any
+	testwait.Eventually(t, wait, "the edit pushed", func() bool { return titles(t, remote)["urn:x:local"] == "L2" })
+	for _, l := range proxy.Log() {
+		if l == "PUT urn:x:remote" || l == "DELETE urn:x:remote" {
+			t.Fatalf("the mirror was pushed back: %v", proxy.Log())
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -403,25 +402,6 @@ func (p *Pusher) judge(method string, resp *http.Response) result {
 	default: // 400, 409, 413, 415, 422 …: this document
 		return result{outcome: rejected}
 	}
-}
-
-// retryAfter reads a Retry-After header (seconds or an HTTP date); 0 when
-// absent or unreadable.
-func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		return time.Duration(min(n, int64(maxRetryAfter/time.Second))) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // problemDetail is ": <detail>" of an RFC 9457 problem body, or "".

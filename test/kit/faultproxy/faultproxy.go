@@ -113,7 +113,15 @@ type statusRecorder struct {
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
+	if strings.HasPrefix(s.Header().Get("Content-Type"), "text/event-stream") {
+		// An event stream's head goes at once, as the remote sent it,
+		// not with its first event.
+		_ = http.NewResponseController(s.ResponseWriter).Flush()
+	}
 }
+
+// Unwrap lets the reverse proxy flush the stream it copies.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Inject sets what the proxy answers each request with (nil: pass all).
 func (p *Proxy) Inject(f func(r *http.Request) Fault) {
