@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/dirsync"
+	"github.com/eclipse-lmos/lmos-hub/federation"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
@@ -74,6 +75,10 @@ type Main struct {
 	Router *hub.Router
 	// GroupActions runs group actions on every door (after Access).
 	GroupActions *hub.GroupActions
+	// Peers are the paired hubs of the federation; Federation mirrors
+	// their Things.
+	Peers      *hub.Peers
+	Federation *federation.Federation
 	// Admission is the join policy both doors that admit Things (MQTT,
 	// WebSocket) apply, with one join rate per source.
 	Admission *hub.Admission
@@ -151,6 +156,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openIdentity,
 		m.openRegistry,
 		m.openTokens,
+		m.openPeers,
 		m.openTLS,
 		m.openListeners,
 		m.openCredentials,
@@ -474,6 +480,9 @@ func (m *Main) webConfig() web.Config {
 		AllowedHosts:   cfg.HTTP.AllowedHosts,
 		HostNames:      m.names.get,
 		Admission:      m.Admission,
+		Peers:          m.Peers,
+		PeerStates:     m.Federation.States,
+		PeerMQTT:       m.Federation.MQTT,
 		WS: ws.Options{
 			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
 			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),

@@ -86,20 +86,21 @@ type Config struct {
 	Hub     struct {
 		Name string `yaml:"name"`
 	} `yaml:"hub"` // default os.Hostname()
-	HTTP            HTTPConfig     `yaml:"http"`
-	MQTT            MQTTConfig     `yaml:"mqtt"`
-	MDNS            MDNSConfig     `yaml:"mdns"`
-	Join            JoinConfig     `yaml:"join"`
-	Security        SecurityConfig `yaml:"security"`
-	Access          AccessConfig   `yaml:"access"`
-	TLS             TLSConfig      `yaml:"tls"`
-	AdminToken      string         `yaml:"adminToken"`
-	Log             LogConfig      `yaml:"log"`
-	Registry        RegistryConfig `yaml:"registry"`
-	Search          SearchConfig   `yaml:"search"`
-	Groups          GroupsConfig   `yaml:"groups"`
-	Sync            SyncConfig     `yaml:"sync"`
-	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
+	HTTP            HTTPConfig       `yaml:"http"`
+	MQTT            MQTTConfig       `yaml:"mqtt"`
+	MDNS            MDNSConfig       `yaml:"mdns"`
+	Join            JoinConfig       `yaml:"join"`
+	Security        SecurityConfig   `yaml:"security"`
+	Access          AccessConfig     `yaml:"access"`
+	TLS             TLSConfig        `yaml:"tls"`
+	AdminToken      string           `yaml:"adminToken"`
+	Log             LogConfig        `yaml:"log"`
+	Registry        RegistryConfig   `yaml:"registry"`
+	Search          SearchConfig     `yaml:"search"`
+	Groups          GroupsConfig     `yaml:"groups"`
+	Sync            SyncConfig       `yaml:"sync"`
+	Federation      FederationConfig `yaml:"federation"`
+	ShutdownTimeout Duration         `yaml:"shutdownTimeout"` // default 10s
 }
 
 // SyncConfig is the sync with a remote Thing Description Directory
@@ -271,6 +272,14 @@ type RegistryConfig struct {
 
 // SearchConfig bounds what one search costs (PROTOCOL §10, "Limits:
 // search"); see hub.SearchLimits for why each default.
+// FederationConfig configures the paired hubs of the LAN (PROTOCOL §9
+// "Federation"); the peers themselves are paired through /api/peers.
+type FederationConfig struct {
+	// MaxPeers bounds the hubs this one may be paired with; default 32.
+	// Each holds a mirror (a change feed) open here.
+	MaxPeers int `yaml:"maxPeers"`
+}
+
 // GroupsConfig configures agent groups (PROTOCOL §7).
 type GroupsConfig struct {
 	// CredentialValidity is how long a membership credential is valid
@@ -350,6 +359,7 @@ func DefaultConfig() Config {
 		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst,
 		ActionOutputBytes: hub.DefaultGroupActionHeld}
 	c.Sync = SyncConfig{Interval: Duration(30 * time.Second)}
+	c.Federation = FederationConfig{MaxPeers: hub.DefaultMaxPeers}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -437,6 +447,9 @@ func (c Config) Validate() error {
 	c.validateLimits(bad)
 	c.validateGroups(bad)
 	c.validateSync(bad)
+	if n := c.Federation.MaxPeers; n < 1 || n > 1024 {
+		bad("federation.maxPeers", fmt.Errorf("must be from 1 to 1024 (got %d)", n))
+	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
 	}

@@ -275,7 +275,10 @@ func (p *Puller) change(ctx context.Context, ev event) error {
 		}
 		return nil
 	}
-	if _, isTD := data["title"]; ev.typ == string(hub.EventCreated) && isTD {
+	// A creation's TD as the feed sent it lacks the enrichment the remote
+	// serves (lmos:origin, lmos:presence), which a Filter may judge by: a
+	// filtered Puller reads the Thing as served instead.
+	if _, isTD := data["title"]; ev.typ == string(hub.EventCreated) && isTD && p.cfg.Filter == nil {
 		p.applyTD(ctx, ev.data, nil)
 		return nil
 	}
