@@ -170,6 +170,12 @@ func (p *Pusher) Start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
+	if depth, _, err := p.box.Stats(); err == nil && depth == 0 {
+		// Nothing to send: one read tells whether the remote answers
+		// (and takes the token), so the link's state is known.
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.probe(ctx) }()
+	}
 	p.wg.Add(4)
 	go func() { defer p.wg.Done(); p.follow(ctx, sub) }()
 	go func() { defer p.wg.Done(); p.commit(ctx) }()

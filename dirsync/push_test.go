@@ -541,3 +541,21 @@ func TestPushAndPullTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestPushIdleHubShowsTheRemote: with nothing to push, one read of the
+// remote tells the link's state: connected, or down with a refused token.
+func TestPushIdleHubShowsTheRemote(t *testing.T) {
+	local := hubtest.Start(t, nil)
+	remote := hubtest.Start(t, nil)
+	p := startPusher(t, local, dirsync.PushConfig{URL: remote.URL})
+	testwait.Eventually(t, wait, "connected", func() bool { return p.State().State == hub.LinkConnected })
+	if st := p.State(); st.LastSuccess.IsZero() || st.Sent != 0 || st.Errors != 0 {
+		t.Fatalf("State = %+v", st)
+	}
+	stopPusher(t, p)
+	p = startPusher(t, local, dirsync.PushConfig{URL: remote.URL, Token: "not-the-token-0123456789"})
+	testwait.Eventually(t, wait, "down", func() bool { return p.State().State == hub.LinkDown })
+	if st := p.State(); !strings.Contains(st.LastError, "401") || st.Errors != 1 {
+		t.Fatalf("State = %+v, want the 401", st)
+	}
+}

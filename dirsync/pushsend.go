@@ -385,6 +385,45 @@ func (p *Pusher) do(ctx context.Context, method, id string, body []byte) result 
 	return r
 }
 
+// probe reads GET {url}/things?limit=1 once, for the link's state alone:
+// connected when it answers 2xx, down with the error otherwise. Nothing
+// is retried: the next change is.
+func (p *Pusher) probe(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, p.base+"/things?limit=1", nil)
+	if err != nil {
+		return
+	}
+	if p.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
+	}
+	resp, err := p.cfg.Client.Do(req)
+	if ctx.Err() != nil {
+		return
+	}
+	now := p.cfg.Clock.Now()
+	if err == nil {
+		defer resp.Body.Close()
+		detail := problemDetail(resp.Body)
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			err = fmt.Errorf("GET /things: the remote answered %s%s", resp.Status, detail)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.State != hub.LinkConnecting {
+		return // a push answered first
+	}
+	if err != nil {
+		p.failed(err, now)
+		p.st.State = hub.LinkDown
+		p.log.Warn("cannot reach the remote directory", "err", err)
+		return
+	}
+	p.st.State, p.st.LastSuccess = hub.LinkConnected, now
+}
+
 // judge maps the remote's status to an outcome.
 func (p *Pusher) judge(method string, resp *http.Response) result {
 	code := resp.StatusCode
