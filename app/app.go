@@ -103,6 +103,8 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
+	// Sync pushes the local Things to sync.url; nil while it is off.
+	Sync *dirsync.Pusher
 	// Pull mirrors a remote directory's Things (sync.pull); nil when off.
 	Pull *dirsync.Puller
 	// observer counts joins and routed interactions for /metrics.
@@ -161,6 +163,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openBroker,
 		m.openWeb,
 		m.openMDNS,
+		m.openSync,
 		m.openPull,
 		m.openLinkWatch,
 	} {

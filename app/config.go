@@ -115,8 +115,12 @@ type SyncConfig struct {
 	// read-only ("$" mirrors all); "" mirrors none.
 	Pull string `yaml:"pull"`
 	// Interval is how often a remote without a change feed is read
-	// again; default 30s.
+	// again, and how often the pushed copies are looked at for a refresh;
+	// default 30s.
 	Interval Duration `yaml:"interval"`
+	// TTL is the registration.ttl of the copies pushed to URL; 0: 3 ×
+	// Interval.
+	TTL Duration `yaml:"ttl"`
 }
 
 // HTTPConfig configures the HTTP listener (directory API, proxy, dashboard).
@@ -383,6 +387,10 @@ func (c Config) Redacted() Config {
 	if c.AdminToken != "" {
 		c.AdminToken = "<redacted>"
 	}
+	if u, err := url.Parse(c.Sync.URL); err == nil && u.User != nil {
+		u.User = url.User("redacted")
+		c.Sync.URL = u.String()
+	}
 	if c.HTTP.AllowedOrigins != nil {
 		c.HTTP.AllowedOrigins = append([]string{}, c.HTTP.AllowedOrigins...)
 	}
@@ -494,6 +502,13 @@ func (c Config) validateSync(bad func(string, error)) {
 	}
 	if time.Duration(c.Sync.Interval) < time.Second {
 		bad("sync.interval", fmt.Errorf("must be a duration of at least 1s such as \"30s\" (got %s)", c.Sync.Interval))
+	}
+	if c.Sync.TTL != 0 && c.Sync.TTL < 2*c.Sync.Interval {
+		bad("sync.ttl", fmt.Errorf("must be 0 (3 × sync.interval) or at least twice sync.interval, %s, so a copy is refreshed before it expires (got %s)",
+			2*c.Sync.Interval, c.Sync.TTL))
+	}
+	if time.Duration(c.Sync.TTL) > time.Duration(hub.MaxTTLSeconds)*time.Second {
+		bad("sync.ttl", fmt.Errorf("must be at most 3650d (got %s)", c.Sync.TTL))
 	}
 }
 

@@ -47,8 +47,10 @@ func TestSyncPullMirrorsARemoteHub(t *testing.T) {
 	// The link in the hub's status.
 	resp, body = local.Do(http.MethodGet, "/api/status", "", nil, hubtest.Token)
 	var status struct{ Links []hub.LinkState }
-	if err := json.Unmarshal(body, &status); err != nil || resp.StatusCode != http.StatusOK || len(status.Links) != 1 ||
-		status.Links[0].Kind != hub.LinkPull || status.Links[0].Name != remote.URL || status.Links[0].Things != 1 {
+	// Two links: the pull, and the push sync.url starts too.
+	if err := json.Unmarshal(body, &status); err != nil || resp.StatusCode != http.StatusOK || len(status.Links) != 2 ||
+		status.Links[0].Kind != hub.LinkPull || status.Links[0].Name != remote.URL || status.Links[0].Things != 1 ||
+		status.Links[1].Kind != hub.LinkSync {
 		t.Fatalf("/api/status links: %d %s", resp.StatusCode, body)
 	}
 	// Without sync.pull there is no Puller.

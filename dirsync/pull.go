@@ -1,8 +1,3 @@
-// Package dirsync syncs the hub's registry with a remote Thing Description
-// Directory over the standard W3C WoT Discovery directory API only (GET
-// /things paged, GET /things/{id}, GET /events as server-sent events with
-// Last-Event-ID), so that the remote may be any directory, another lmos-hub
-// included. The Puller mirrors a remote directory's Things here.
 package dirsync
 
 import (
