@@ -97,6 +97,7 @@ type Config struct {
 	Registry        RegistryConfig `yaml:"registry"`
 	Search          SearchConfig   `yaml:"search"`
 	Groups          GroupsConfig   `yaml:"groups"`
+	Bridge          BridgeConfig   `yaml:"bridge"`          // the MQTT bridge (app/bridge.go)
 	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
 }
 
@@ -327,6 +328,7 @@ func DefaultConfig() Config {
 		StatusListValidity: Duration(hub.DefaultStatusListValidity),
 		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst,
 		ActionOutputBytes: hub.DefaultGroupActionHeld}
+	c.Bridge = defaultBridgeConfig()
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -363,6 +365,7 @@ func (c Config) Redacted() Config {
 	if c.MDNS.Interfaces != nil {
 		c.MDNS.Interfaces = append([]string{}, c.MDNS.Interfaces...)
 	}
+	c.Bridge = c.Bridge.redacted()
 	return c
 }
 
@@ -406,6 +409,7 @@ func (c Config) Validate() error {
 	bad("log.level", checkOneOf(c.Log.Level, logLevels))
 	c.validateLimits(bad)
 	c.validateGroups(bad)
+	c.validateBridge(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
 	}

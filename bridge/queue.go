@@ -1,0 +1,168 @@
+package bridge
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/eclipse/paho.golang/autopaho/queue"
+)
+
+// fileQueue is the durable outbox of QoS 1/2 messages for the upstream
+// (autopaho's queue.Queue): one file per message in a directory, named by
+// a sequence number, so it is taken in the order it was put. autopaho's
+// own file queue orders by modification time, which the file system
+// records at a coarse resolution: a burst of messages queued within one
+// tick would go out in any order. A message is written to a temporary
+// name and renamed, so a crash leaves no half message behind; files are
+// not synced (a killed process loses nothing, a power cut may).
+type fileQueue struct {
+	dir  string
+	mu   sync.Mutex
+	seqs []uint64 // queued, oldest first
+	next uint64
+	wait []chan struct{}
+	// sent is called for each message removed once sent (nil: none).
+	sent func()
+}
+
+const queueExt = ".msg"
+
+// openQueue opens (creating it) the queue in dir and counts what an
+// earlier run left there.
+func openQueue(dir string) (*fileQueue, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cannot create the bridge queue %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the bridge queue %s: %w", dir, err)
+	}
+	q := &fileQueue{dir: dir}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, ".tmp") {
+			_ = os.Remove(filepath.Join(dir, name)) // a write a crash cut short
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(name, queueExt), 10, 64)
+		if err != nil || !strings.HasSuffix(name, queueExt) {
+			continue
+		}
+		q.seqs = append(q.seqs, n)
+		q.next = max(q.next, n+1)
+	}
+	slices.Sort(q.seqs)
+	return q, nil
+}
+
+func (q *fileQueue) path(seq uint64) string {
+	return filepath.Join(q.dir, fmt.Sprintf("%020d%s", seq, queueExt))
+}
+
+// Len is the number of queued messages.
+func (q *fileQueue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.seqs)
+}
+
+// Wait returns a channel closed once the queue holds something.
+func (q *fileQueue) Wait() chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := make(chan struct{})
+	if len(q.seqs) > 0 {
+		close(c)
+		return c
+	}
+	q.wait = append(q.wait, c)
+	return c
+}
+
+// Enqueue writes p as the newest message.
+func (q *fileQueue) Enqueue(p io.Reader) error {
+	data, err := io.ReadAll(p)
+	if err != nil {
+		return fmt.Errorf("cannot read a message to queue: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	seq := q.next
+	name := q.path(seq)
+	if err := os.WriteFile(name+".tmp", data, 0o600); err != nil {
+		return fmt.Errorf("cannot queue a message: %w", err)
+	}
+	if err := os.Rename(name+".tmp", name); err != nil {
+		return fmt.Errorf("cannot queue a message: %w", err)
+	}
+	q.next++
+	q.seqs = append(q.seqs, seq)
+	for _, c := range q.wait {
+		close(c)
+	}
+	q.wait = nil
+	return nil
+}
+
+// Peek returns the oldest message, queue.ErrEmpty when there is none.
+func (q *fileQueue) Peek() (queue.Entry, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.seqs) > 0 {
+		seq := q.seqs[0]
+		data, err := os.ReadFile(q.path(seq))
+		if errors.Is(err, os.ErrNotExist) {
+			q.seqs = q.seqs[1:]
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the bridge queue: %w", err)
+		}
+		return &queueEntry{q: q, seq: seq, data: data}, nil
+	}
+	return nil, queue.ErrEmpty
+}
+
+// remove deletes message seq (renamed aside first when quarantined).
+func (q *fileQueue) remove(seq uint64, quarantine bool) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var err error
+	if quarantine {
+		err = os.Rename(q.path(seq), q.path(seq)+".corrupt")
+	} else {
+		err = os.Remove(q.path(seq))
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cannot remove a message from the bridge queue: %w", err)
+	}
+	if i := slices.Index(q.seqs, seq); i >= 0 {
+		q.seqs = slices.Delete(q.seqs, i, i+1)
+		if !quarantine && q.sent != nil {
+			q.sent()
+		}
+	}
+	if len(q.seqs) == 0 {
+		return queue.ErrEmpty
+	}
+	return nil
+}
+
+type queueEntry struct {
+	q    *fileQueue
+	seq  uint64
+	data []byte
+}
+
+func (e *queueEntry) Reader() (io.Reader, error) { return bytes.NewReader(e.data), nil }
+func (e *queueEntry) Leave() error               { return nil }
+func (e *queueEntry) Remove() error              { return e.q.remove(e.seq, false) }
+func (e *queueEntry) Quarantine() error          { return e.q.remove(e.seq, true) }

@@ -1,0 +1,344 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+)
+
+// The MQTT bridge (PROTOCOL §9) against a real Debian mosquitto started by
+// the test on a loopback port; the local and remote clients are
+// mosquitto_pub and mosquitto_sub.
+
+// upstream is a mosquitto broker process on a fixed loopback port, which
+// the test may kill and start again (with its persistence file).
+type upstream struct {
+	t    *testing.T
+	dir  string
+	port string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs *hubtest.SyncBuffer
+}
+
+// mosquittoBroker returns the broker binary, skipping without it unless
+// CI or LMOS_INTEROP=1 is set (then it fails).
+func mosquittoBroker(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(mosquittoBin); err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("LMOS_INTEROP") == "1" {
+			t.Fatalf("%s not installed (run scripts/test-deps.sh): %v", mosquittoBin, err)
+		}
+		t.Skipf("%s not installed; `make test` installs it (Debian mosquitto)", mosquittoBin)
+	}
+	return mosquittoBin
+}
+
+// newUpstream picks a free loopback port and writes mosquitto's
+// configuration (persistence in its own directory); start runs it.
+func newUpstream(t *testing.T) *upstream {
+	t.Helper()
+	mosquittoBroker(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	dir := t.TempDir()
+	// Run as root, mosquitto drops to the user mosquitto: let it write.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\nautosave_interval 1\nmax_queued_messages 0\n", port, dir)
+	if err := os.WriteFile(filepath.Join(dir, "mosquitto.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{t: t, dir: dir, port: port, logs: &hubtest.SyncBuffer{}}
+	t.Cleanup(func() { u.kill() })
+	return u
+}
+
+func (u *upstream) addr() string { return "127.0.0.1:" + u.port }
+func (u *upstream) url() string  { return "mqtt://" + u.addr() }
+
+// start runs mosquitto and waits until it accepts connections.
+func (u *upstream) start() {
+	u.t.Helper()
+	cmd := exec.Command(mosquittoBin, "-c", filepath.Join(u.dir, "mosquitto.conf"))
+	cmd.Stdout, cmd.Stderr = u.logs, u.logs
+	if err := cmd.Start(); err != nil {
+		u.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	u.mu.Lock()
+	u.cmd, u.done = cmd, done
+	u.mu.Unlock()
+	waitFor(u.t, 10*time.Second, "mosquitto listening on "+u.addr(), func() bool {
+		select {
+		case <-done:
+			u.t.Fatalf("mosquitto exited: %s", u.logs.String())
+		default:
+		}
+		c, err := net.Dial("tcp", u.addr())
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// kill ends mosquitto with SIGKILL (nothing saved beyond its last autosave).
+func (u *upstream) kill() {
+	u.mu.Lock()
+	cmd, done := u.cmd, u.done
+	u.cmd = nil
+	u.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// stop ends mosquitto with SIGTERM: it saves its persistence file first.
+func (u *upstream) stop() {
+	u.mu.Lock()
+	cmd, done := u.cmd, u.done
+	u.cmd = nil
+	u.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+	}
+}
+
+// lineSub is a running mosquitto_sub printing "topic payload" lines.
+type lineSub struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	err   bytes.Buffer
+}
+
+// startSub runs mosquitto_sub (MQTT 5, -v) against addr with args.
+func startSub(t *testing.T, addr string, args ...string) *lineSub {
+	t.Helper()
+	bin := mosquittoTool(t, "mosquitto_sub")
+	host, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, append([]string{"-h", host, "-p", port, "-V", "5", "-v"}, args...)...)
+	s := &lineSub{t: t, cmd: cmd, done: make(chan struct{})}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &syncWriter{mu: &s.mu, w: &s.err}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			s.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(s.stop)
+	return s
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+func (s *lineSub) stop() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// count is how many lines equal line.
+func (s *lineSub) count(line string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.lines {
+		if l == line {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *lineSub) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.lines...)
+}
+
+// ready publishes probe on topic through addr until the subscriber has
+// printed it: its subscription is in place.
+func (s *lineSub) ready(addr, topic string) {
+	s.t.Helper()
+	probe := "probe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	waitFor(s.t, 10*time.Second, "mosquitto_sub subscribed to "+topic, func() bool {
+		mosqPub(s.t, addr, "-t", topic, "-m", probe)
+		for range 20 {
+			if s.count(topic+" "+probe) > 0 {
+				return true
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return false
+	})
+}
+
+// mosqPub runs mosquitto_pub (MQTT 5) and returns its stderr; a non-zero
+// exit fails the test.
+func mosqPub(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	out, err := mosqPubErr(t, addr, args...)
+	if err != nil {
+		t.Fatalf("mosquitto_pub %v: %v: %s", args, err, out)
+	}
+	return out
+}
+
+func mosqPubErr(t *testing.T, addr string, args ...string) (string, error) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mosquittoTool(t, "mosquitto_pub"), append([]string{"-h", host, "-p", port, "-V", "5"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	return stderr.String(), err
+}
+
+// bridgeTopics are the bridged topics of the tests: out from the hub's
+// status and from a local area, in to a local area, and both ways.
+func bridgeHub(up *upstream, topics string, edit func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.Bridge.URL = up.url()
+		c.Bridge.RetryMin = Duration(100 * time.Millisecond)
+		c.Bridge.RetryMax = Duration(500 * time.Millisecond)
+		if err := c.Bridge.Topics.UnmarshalText([]byte(topics)); err != nil {
+			panic(err)
+		}
+		if edit != nil {
+			edit(c)
+		}
+	}
+}
+
+// The three directions with prefixes, each QoS 1 message counted on the
+// other side: out (from a local area and from the hub's own retained
+// status), in, and both; a message bridged both ways crosses once, so
+// each side's subscriber sees every message exactly once: none comes
+// back (no loop), none is doubled.
+func TestBridgeDirectionsAndPrefixes(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	const topics = "hub/status out 1 lmos/v1/ site/a/;" +
+		"cmd/# in 1 up/ cloud/;" +
+		"shared/# both 1 loc/ rem/;" +
+		"tele/# out 1 dev/ site/a/"
+	h := startHub(t, bridgeHub(up, topics, func(c *Config) {
+		c.Bridge.LocalAccess.Publish = "operate" // anonymous clients operate by default
+	}))
+	local := h.MQTTAddr()
+	waitFor(t, 10*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+
+	// The hub's retained status crossed out, retained, mapped.
+	status := startSub(t, up.addr(), "-q", "1", "-t", "site/a/hub/status", "-C", "1", "-W", "20")
+	<-status.done
+	if got := status.all(); len(got) != 1 || !strings.Contains(got[0], `"status":"online"`) {
+		t.Fatalf("upstream site/a/hub/status = %q (stderr %s)", got, status.err.String())
+	}
+
+	remote := startSub(t, up.addr(), "-q", "1", "-t", "rem/#", "-t", "site/a/tele/#")
+	remote.ready(up.addr(), "rem/shared/probe")
+	near := startSub(t, local, "-q", "1", "-t", "loc/shared/#", "-t", "up/cmd/#")
+	near.ready(local, "loc/shared/probe")
+	// The probes crossed too (and are counted in the link's state).
+
+	const n = 20
+	for i := range n {
+		mosqPub(t, local, "-q", "1", "-t", "loc/shared/out", "-m", fmt.Sprint("l", i))
+		mosqPub(t, up.addr(), "-q", "1", "-t", "rem/shared/in", "-m", fmt.Sprint("r", i))
+		mosqPub(t, up.addr(), "-q", "1", "-t", "cloud/cmd/x", "-m", fmt.Sprint("c", i))
+		mosqPub(t, local, "-q", "1", "-t", "dev/tele/t1", "-m", fmt.Sprint("d", i))
+	}
+	// Sentinels last on each path: QoS 1 in order, so once they arrived
+	// everything before them has.
+	mosqPub(t, local, "-q", "1", "-t", "loc/shared/out", "-m", "end")
+	mosqPub(t, up.addr(), "-q", "1", "-t", "rem/shared/in", "-m", "end")
+	mosqPub(t, up.addr(), "-q", "1", "-t", "cloud/cmd/x", "-m", "end")
+	mosqPub(t, local, "-q", "1", "-t", "dev/tele/t1", "-m", "end")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("upstream saw %q\nlocal saw %q\nstate %+v", remote.all(), near.all(), h.Main.Bridge.State())
+		}
+	})
+	waitFor(t, 30*time.Second, "every sentinel across", func() bool {
+		return remote.count("rem/shared/out end") == 1 && near.count("loc/shared/in end") == 1 &&
+			near.count("up/cmd/x end") == 1 && remote.count("site/a/tele/t1 end") == 1
+	})
+	for i := range n {
+		for _, c := range []struct {
+			s    *lineSub
+			line string
+		}{
+			{remote, fmt.Sprint("rem/shared/out l", i)}, // out through both
+			{near, fmt.Sprint("loc/shared/out l", i)},   // its own publish, once: not echoed back
+			{near, fmt.Sprint("loc/shared/in r", i)},    // in through both
+			{remote, fmt.Sprint("rem/shared/in r", i)},  // the upstream's own, once
+			{near, fmt.Sprint("up/cmd/x c", i)},         // in
+			{remote, fmt.Sprint("site/a/tele/t1 d", i)}, // out
+		} {
+			if got := c.s.count(c.line); got != 1 {
+				t.Errorf("%q seen %d times, want exactly once", c.line, got)
+			}
+		}
+	}
+	for _, l := range append(remote.all(), near.all()...) {
+		if strings.HasPrefix(l, "rem/shared/in l") || strings.HasPrefix(l, "loc/shared/out r") ||
+			strings.HasPrefix(l, "cloud/") || strings.HasPrefix(l, "dev/") {
+			t.Errorf("a message looped or leaked: %q", l)
+		}
+	}
+	st := h.Main.Bridge.State()
+	if st.Kind != "bridge" || st.Name != "upstream" || st.URL != up.url() || st.State != "connected" {
+		t.Errorf("state %+v", st)
+	}
+		if st.Sent < 2*(n+1) || st.Received < 2*(n+1) || st.LastSuccess.IsZero() {
+		t.Errorf("state counts %+v", st)
+	}
+}
