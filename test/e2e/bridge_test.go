@@ -59,8 +59,13 @@ func newUpstream(t *testing.T) *upstream {
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	ln.Close()
-	dir := t.TempDir()
-	// Run as root, mosquitto drops to the user mosquitto: let it write.
+	// Run as root, mosquitto drops to the user mosquitto, which must reach
+	// its persistence directory: not below t.TempDir's private parent.
+	dir, err := os.MkdirTemp("", "lmos-bridge-upstream-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +343,141 @@ func TestBridgeDirectionsAndPrefixes(t *testing.T) {
 	if st.Kind != "bridge" || st.Name != "upstream" || st.URL != up.url() || st.State != "connected" {
 		t.Errorf("state %+v", st)
 	}
-		if st.Sent < 2*(n+1) || st.Received < 2*(n+1) || st.LastSuccess.IsZero() {
+	if st.Sent < 2*(n+1) || st.Received < 2*(n+1) || st.LastSuccess.IsZero() {
 		t.Errorf("state counts %+v", st)
+	}
+}
+
+// dbSaved waits until mosquitto has written its persistence file after
+// since (autosave_interval 1).
+func (u *upstream) dbSaved(since time.Time) {
+	u.t.Helper()
+	waitFor(u.t, 20*time.Second, "mosquitto persisted its state", func() bool {
+		fi, err := os.Stat(filepath.Join(u.dir, "mosquitto.db"))
+		return err == nil && fi.ModTime().After(since)
+	})
+}
+
+// stateTopic reads the bridge's retained state topic from the hub.
+func stateTopic(t *testing.T, h *testHub) string {
+	t.Helper()
+	s := startSub(t, h.MQTTAddr(), "-t", "lmos/v1/hub/bridge/upstream/state", "-C", "1", "-W", "20")
+	<-s.done
+	got := s.all()
+	if len(got) != 1 {
+		t.Fatalf("state topic: %q (stderr %s)", got, s.err.String())
+	}
+	return strings.TrimPrefix(got[0], "lmos/v1/hub/bridge/upstream/state ")
+}
+
+// The upstream killed (SIGKILL) and started again on the same port with
+// its persistence file: the messages published here meanwhile wait in
+// the outbox and all reach the upstream subscriber's persistent session,
+// each once. Then the upstream loses its state altogether: the bridge
+// reconnects and subscribes again, so what comes in flows again.
+func TestBridgeUpstreamRestart(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	h := startHub(t, bridgeHub(up, "data/# out 1 loc/ rem/;cmd/# in 1 up/ cloud/", func(c *Config) {
+		c.Bridge.LocalAccess.Publish = "operate"
+	}))
+	local := h.MQTTAddr()
+	waitFor(t, 10*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+	if got := stateTopic(t, h); got != "1" {
+		t.Fatalf("state topic %q while connected, want 1", got)
+	}
+	sub := startSub(t, up.addr(), "-c", "-i", "upsub", "-q", "1", "-t", "rem/data/#")
+	sub.ready(up.addr(), "rem/data/probe")
+	subscribed := time.Now()
+	for i := range 10 {
+		mosqPub(t, local, "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("before", i))
+	}
+	waitFor(t, 20*time.Second, "the first messages across", func() bool { return sub.count("rem/data/x before9") == 1 })
+	sub.stop() // its session, with the subscription, stays upstream
+	up.dbSaved(subscribed)
+	up.kill()
+
+	waitFor(t, 20*time.Second, "bridge down", func() bool { return h.Main.Bridge.State().State != "connected" })
+	if got := stateTopic(t, h); got != "0" {
+		t.Fatalf("state topic %q while down, want 0", got)
+	}
+	const n = 30
+	for i := range n {
+		mosqPub(t, local, "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("during", i))
+	}
+	waitFor(t, 20*time.Second, "the outbox holding every message", func() bool { return h.Main.Bridge.State().Outbox == n })
+	if st := h.Main.Bridge.State(); st.LastError == "" || st.Errors == 0 {
+		t.Errorf("no error reported while down: %+v", st)
+	}
+
+	up.start()
+	waitFor(t, 30*time.Second, "outbox drained", func() bool {
+		st := h.Main.Bridge.State()
+		return st.State == "connected" && st.Outbox == 0
+	})
+	again := startSub(t, up.addr(), "-c", "-i", "upsub", "-q", "1", "-t", "rem/data/#")
+	mosqPub(t, local, "-q", "1", "-t", "loc/data/x", "-m", "end")
+	waitFor(t, 30*time.Second, "the queued messages upstream", func() bool { return again.count("rem/data/x end") == 1 })
+	for i := range n {
+		if got := again.count(fmt.Sprint("rem/data/x during", i)); got != 1 {
+			t.Errorf("queued message %d arrived %d times, want once (upstream saw %q)", i, got, again.all())
+		}
+	}
+
+	// An upstream that lost every session: the bridge subscribes again.
+	up.stop()
+	if err := os.Remove(filepath.Join(up.dir, "mosquitto.db")); err != nil {
+		t.Fatal(err)
+	}
+	up.start()
+	near := startSub(t, local, "-q", "1", "-t", "up/cmd/#")
+	waitFor(t, 30*time.Second, "incoming messages after the upstream lost its state", func() bool {
+		mosqPub(t, up.addr(), "-q", "1", "-t", "cloud/cmd/z", "-m", "after")
+		time.Sleep(100 * time.Millisecond)
+		return near.count("up/cmd/z after") > 0
+	})
+}
+
+// The hub restarted while the uplink is down: the outbox is on disk
+// (dataDir/bridge-queue) and the next run sends all of it, in order.
+func TestBridgeOutboxSurvivesHubRestart(t *testing.T) {
+	up := newUpstream(t) // not started: the uplink is down
+	dir := t.TempDir()
+	edit := bridgeHub(up, "data/# out 1 loc/ rem/", func(c *Config) { c.Bridge.LocalAccess.Publish = "operate" })
+	h := startHubIn(t, dir, edit)
+	const n = 25
+	for i := range n {
+		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("m", i))
+	}
+	waitFor(t, 20*time.Second, "the outbox holding every message", func() bool { return h.Main.Bridge.State().Outbox == n })
+	if st := h.Main.Bridge.State(); st.State == "connected" || st.Sent != 0 {
+		t.Fatalf("state with the uplink down: %+v", st)
+	}
+	h.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "bridge-queue", "upstream", "queue", "*.msg"))
+	if len(files) != n {
+		t.Fatalf("%d queued files on disk after the hub stopped, want %d", len(files), n)
+	}
+
+	up.start()
+	sub := startSub(t, up.addr(), "-q", "1", "-t", "rem/data/#")
+	sub.ready(up.addr(), "rem/data/probe")
+	h2 := startHubIn(t, dir, edit)
+	waitFor(t, 30*time.Second, "every queued message upstream", func() bool { return sub.count(fmt.Sprint("rem/data/x m", n-1)) == 1 })
+	var got []string
+	for _, l := range sub.all() {
+		if strings.HasPrefix(l, "rem/data/x ") {
+			got = append(got, strings.TrimPrefix(l, "rem/data/x "))
+		}
+	}
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprint("m", i))
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("upstream got %q, want %q in order", got, want)
+	}
+	if st := h2.Main.Bridge.State(); st.Sent != n || st.Outbox != 0 {
+		t.Errorf("state after the replay: %+v", st)
 	}
 }
