@@ -481,3 +481,128 @@ func TestBridgeOutboxSurvivesHubRestart(t *testing.T) {
 		t.Errorf("state after the replay: %+v", st)
 	}
 }
+
+// subRefused runs mosquitto_sub with args and returns its exit code and
+// stderr: a SUBSCRIBE the hub refuses ends it.
+func subRefused(t *testing.T, addr string, args ...string) (int, string) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mosquittoTool(t, "mosquitto_sub"), append([]string{"-h", host, "-p", port, "-V", "5", "-W", "5"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String()
+}
+
+// Who may use the local side of bridged topics (PROTOCOL §4.4): reading
+// follows events (access.anonymous none: anonymous clients are refused,
+// tokens read), a topic can ask for an authenticated reader, publishing
+// is nobody's but the bridge's unless the configuration says so, and no
+// filter reaches beyond the bridged areas. Each refusal is the strict
+// client's error, and nothing refused is delivered on either side.
+func TestBridgeLocalAccess(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	h := startHub(t, bridgeHub(up, "cmd/# in 1 up/ cloud/;shared/# both 1 loc/ rem/", func(c *Config) {
+		c.Access.Anonymous = "none"
+		c.Bridge.Topics[1].Subscribe = "authenticated"
+		c.Bridge.Topics[1].Publish = "authenticated"
+	}))
+	local := h.MQTTAddr()
+	waitFor(t, 10*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+	operate, _ := createToken(t, h, "operate", "")
+	read, _ := createToken(t, h, "read", "")
+	asToken := func(secret string) []string { return []string{"-u", "token", "-P", secret} }
+
+	// Refused subscriptions: SUBACK 0x87, mosquitto_sub says so and gives
+	// up at once (mosquitto_sub 2.0.11 exits 0 then; -W 5 would exit 27).
+	for _, c := range []struct {
+		who  string
+		args []string
+	}{
+		{"anonymous on an in topic", []string{"-t", "up/cmd/#"}},
+		{"a read token where authenticated readers are asked", append(asToken(read), "-t", "loc/shared/#")},
+		{"an operate token beyond the area", append(asToken(operate), "-t", "up/#")},
+		{"an operate token with a wildcard first level", append(asToken(operate), "-t", "+/cmd/#")},
+		{"an operate token outside every area", append(asToken(operate), "-t", "elsewhere/#")},
+	} {
+		code, out := subRefused(t, local, c.args...)
+		if code == 27 || !strings.Contains(out, "All subscription requests were denied") {
+			t.Errorf("%s: mosquitto_sub exited %d: %s", c.who, code, out)
+		}
+	}
+	// Allowed readers: a read token on the in topic, an operate token on
+	// the authenticated one.
+	reader := startSub(t, local, append(asToken(read), "-q", "1", "-t", "up/cmd/#")...)
+	both := startSub(t, local, append(asToken(operate), "-q", "1", "-t", "loc/shared/#")...)
+	remote := startSub(t, up.addr(), "-q", "1", "-t", "rem/shared/#", "-t", "cloud/cmd/#")
+	remote.ready(up.addr(), "cloud/cmd/probe")
+	waitFor(t, 20*time.Second, "readers subscribed", func() bool {
+		mosqPub(t, up.addr(), "-q", "1", "-t", "cloud/cmd/probe", "-m", "p")
+		mosqPub(t, up.addr(), "-q", "1", "-t", "rem/shared/probe", "-m", "p")
+		time.Sleep(100 * time.Millisecond)
+		return reader.count("up/cmd/probe p") > 0 && both.count("loc/shared/probe p") > 0
+	})
+
+	// Refused publishes: PUBACK 0x87 (mosquitto_pub says Not authorized).
+	for _, c := range []struct {
+		who  string
+		args []string
+	}{
+		{"an operate token on an in topic (publish: none)", append(asToken(operate), "-q", "1", "-t", "up/cmd/x", "-m", "refused")},
+		{"a read token on the both topic (publish: authenticated)", append(asToken(read), "-q", "1", "-t", "loc/shared/x", "-m", "refused")},
+		{"an operate token outside every area", append(asToken(operate), "-q", "1", "-t", "elsewhere/x", "-m", "refused")},
+	} {
+		out, err := mosqPubErr(t, local, c.args...)
+		if !strings.Contains(out, "Not authorized") {
+			t.Errorf("%s: mosquitto_pub (%v) said %q, want Not authorized", c.who, err, out)
+		}
+	}
+	// The operate token may publish on the both topic: it goes up; after
+	// it, nothing refused arrived anywhere.
+	mosqPub(t, local, append(asToken(operate), "-q", "1", "-t", "loc/shared/x", "-m", "allowed")...)
+	waitFor(t, 20*time.Second, "the allowed publish upstream", func() bool { return remote.count("rem/shared/x allowed") == 1 })
+	mosqPub(t, up.addr(), "-q", "1", "-t", "cloud/cmd/end", "-m", "end")
+	waitFor(t, 20*time.Second, "the in sentinel", func() bool { return reader.count("up/cmd/end end") == 1 })
+	for _, s := range []*lineSub{reader, both, remote} {
+		for _, l := range s.all() {
+			if strings.HasSuffix(l, " refused") {
+				t.Errorf("a refused publish was delivered: %q", l)
+			}
+		}
+	}
+	if both.count("loc/shared/x allowed") != 1 {
+		t.Errorf("the local reader saw %q", both.all())
+	}
+}
+
+// With access.anonymous read, anonymous clients read the bridged topics
+// (and still may not publish there).
+func TestBridgeAnonymousRead(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	h := startHub(t, bridgeHub(up, "cmd/# in 1 up/ cloud/", func(c *Config) { c.Access.Anonymous = "read" }))
+	waitFor(t, 10*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+	sub := startSub(t, h.MQTTAddr(), "-q", "1", "-t", "up/cmd/#")
+	waitFor(t, 20*time.Second, "an anonymous reader served", func() bool {
+		mosqPub(t, up.addr(), "-q", "1", "-t", "cloud/cmd/a", "-m", "in")
+		time.Sleep(100 * time.Millisecond)
+		return sub.count("up/cmd/a in") > 0
+	})
+	if out, _ := mosqPubErr(t, h.MQTTAddr(), "-q", "1", "-t", "up/cmd/a", "-m", "refused"); !strings.Contains(out, "Not authorized") {
+		t.Errorf("anonymous publish: %q, want Not authorized", out)
+	}
+	mosqPub(t, up.addr(), "-q", "1", "-t", "cloud/cmd/a", "-m", "end")
+	waitFor(t, 20*time.Second, "the sentinel", func() bool { return sub.count("up/cmd/a end") == 1 })
+	if sub.count("up/cmd/a refused") != 0 {
+		t.Errorf("a refused publish was delivered: %q", sub.all())
+	}
+}
