@@ -50,7 +50,7 @@ func mosquittoBroker(t *testing.T) string {
 
 // newUpstream picks a free loopback port and writes mosquitto's
 // configuration (persistence in its own directory); start runs it.
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t *testing.T, conf ...string) *upstream {
 	t.Helper()
 	mosquittoBroker(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -69,8 +69,11 @@ func newUpstream(t *testing.T) *upstream {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	conf := fmt.Sprintf("listener %s 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\nautosave_interval 1\nmax_queued_messages 0\n", port, dir)
-	if err := os.WriteFile(filepath.Join(dir, "mosquitto.conf"), []byte(conf), 0o644); err != nil {
+	text := fmt.Sprintf("per_listener_settings false\nallow_anonymous true\npersistence true\npersistence_location %s/\nautosave_interval 1\nmax_queued_messages 0\nlistener %s 127.0.0.1\n", dir, port)
+	for _, l := range conf {
+		text += strings.ReplaceAll(l, "{dir}", dir) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mosquitto.conf"), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	u := &upstream{t: t, dir: dir, port: port, logs: &hubtest.SyncBuffer{}}
