@@ -30,7 +30,6 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session/state"
-	filestore "github.com/eclipse/paho.golang/paho/store/file"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -230,13 +229,13 @@ func (b *Bridge) Start() error {
 	}
 	q.sent = b.queueSent
 	b.queue = q
-	cs, err := filestore.New(filepath.Join(b.cfg.QueueDir, "session", "client"), "c", ".pkt")
+	cs, err := openSessionStore(filepath.Join(b.cfg.QueueDir, "session", "client"))
 	if err != nil {
-		return fmt.Errorf("cannot open the bridge session: %w", err)
+		return err
 	}
-	ss, err := filestore.New(filepath.Join(b.cfg.QueueDir, "session", "server"), "s", ".pkt")
+	ss, err := openSessionStore(filepath.Join(b.cfg.QueueDir, "session", "server"))
 	if err != nil {
-		return fmt.Errorf("cannot open the bridge session: %w", err)
+		return err
 	}
 	b.sess = state.New(cs, ss)
 	cc, err := b.clientConfig()

@@ -20,9 +20,12 @@ import (
 // a sequence number, so it is taken in the order it was put. autopaho's
 // own file queue orders by modification time, which the file system
 // records at a coarse resolution: a burst of messages queued within one
-// tick would go out in any order. A message is written to a temporary
-// name and renamed, so a crash leaves no half message behind; files are
-// not synced (a killed process loses nothing, a power cut may).
+// tick would go out in any order. Files are neither synced nor written
+// under a temporary name and renamed (on ext4 a rename forces the data
+// out, ~0.4 ms a message here): a killed process loses nothing it
+// acknowledged, a power cut may. A message cut short by a crash was never
+// acknowledged to its publisher; it fails to decode and is set aside
+// (Quarantine, *.corrupt).
 type fileQueue struct {
 	dir  string
 	mu   sync.Mutex
@@ -48,10 +51,6 @@ func openQueue(dir string) (*fileQueue, error) {
 	q := &fileQueue{dir: dir}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, ".tmp") {
-			_ = os.Remove(filepath.Join(dir, name)) // a write a crash cut short
-			continue
-		}
 		n, err := strconv.ParseUint(strings.TrimSuffix(name, queueExt), 10, 64)
 		if err != nil || !strings.HasSuffix(name, queueExt) {
 			continue
@@ -96,11 +95,8 @@ func (q *fileQueue) Enqueue(p io.Reader) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	seq := q.next
-	name := q.path(seq)
-	if err := os.WriteFile(name+".tmp", data, 0o600); err != nil {
-		return fmt.Errorf("cannot queue a message: %w", err)
-	}
-	if err := os.Rename(name+".tmp", name); err != nil {
+	if err := os.WriteFile(q.path(seq), data, 0o600); err != nil {
+		_ = os.Remove(q.path(seq))
 		return fmt.Errorf("cannot queue a message: %w", err)
 	}
 	q.next++
