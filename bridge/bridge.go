@@ -290,7 +290,7 @@ func (b *Bridge) clientConfig() (autopaho.ClientConfig, error) {
 		ConnectPassword:               []byte(b.cfg.Password),
 		OnConnectionUp:                b.connectionUp,
 		OnConnectionDown:              b.connectionDown,
-		OnConnectError:                func(err error) { b.failed("cannot connect", err) },
+		OnConnectError:                b.connectError,
 		ClientConfig: paho.ClientConfig{
 			ClientID:          b.cfg.ClientID,
 			Session:           b.sess,

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -198,15 +199,49 @@ func (b *Bridge) connectionDown() bool {
 	return true
 }
 
+// connackReasons name the CONNACK refusals (MQTT 5 §3.2.2.2) a user can
+// act on.
+var connackReasons = map[byte]string{
+	0x80: "unspecified error", 0x84: "unsupported protocol version (the upstream must speak MQTT 5)",
+	0x85: "client identifier not valid (bridge.clientId)", 0x86: "bad user name or password (bridge.username, bridge.password)",
+	0x87: "not authorized (bridge.username, bridge.password)", 0x88: "server unavailable", 0x89: "server busy",
+	0x8A: "banned", 0x8C: "bad authentication method", 0x95: "packet too large", 0x97: "quota exceeded",
+	0x9F: "connection rate exceeded",
+}
+
+// connectError notes a failed connection attempt, naming what the upstream
+// refused.
+func (b *Bridge) connectError(err error) {
+	var ce *autopaho.ConnackError
+	if errors.As(err, &ce) {
+		why := connackReasons[ce.ReasonCode]
+		if why == "" {
+			why = "refused"
+		}
+		if ce.Reason != "" {
+			why += ": " + ce.Reason
+		}
+		err = fmt.Errorf("the upstream refused the connection: %s (reason code 0x%02x)", why, ce.ReasonCode)
+	}
+	b.failed("cannot connect", err)
+}
+
 // failed notes a failure (a connection attempt, an error of the link).
+// The first failure after a success (or at start) is logged as a
+// warning, the retries after it at debug level.
 func (b *Bridge) failed(what string, err error) {
 	b.mu.Lock()
+	first := b.lastErrAt.IsZero() || b.lastOK.After(b.lastErrAt)
 	if b.state != hub.LinkConnected {
 		b.state = hub.LinkDown
 	}
 	b.mu.Unlock()
 	b.noteError(what + ": " + err.Error())
-	b.log.Debug("mqtt bridge: "+what, "err", err)
+	if first {
+		b.log.Warn("mqtt bridge: "+what, "url", b.redactedURL(), "err", err)
+	} else {
+		b.log.Debug("mqtt bridge: "+what, "err", err)
+	}
 }
 
 func (b *Bridge) noteError(msg string) {

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,6 +119,60 @@ func TestBridgeTLSAndWebSocket(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 				return sub.count("up/tls/x hello") > 0
 			})
+		})
+	}
+}
+
+// Upstream credentials: the right ones connect and carry messages; wrong
+// ones are refused by the upstream (CONNACK "not authorized"), which the
+// link reports while it keeps retrying.
+func TestBridgeCredentials(t *testing.T) {
+	passwd, err := exec.LookPath("mosquitto_passwd")
+	if err != nil {
+		mosquittoBroker(t) // skips or fails as for the broker
+		t.Fatalf("mosquitto_passwd missing beside %s: %v", mosquittoBin, err)
+	}
+	dir, err := os.MkdirTemp("", "lmos-bridge-auth-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "passwd")
+	if out, err := exec.Command(passwd, "-b", "-c", file, "site-a", "s3cret").CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_passwd: %v %s", err, out)
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := newUpstream(t, "allow_anonymous false", "password_file "+file)
+	up.start()
+	for _, c := range []struct {
+		pass string
+		ok   bool
+	}{{"s3cret", true}, {"wrong", false}} {
+		h := startHub(t, bridgeHub(up, `auth/# in 1 up/ ""`, func(cfg *Config) {
+			cfg.Bridge.Username, cfg.Bridge.Password = "site-a", c.pass
+			cfg.Bridge.ClientID = "hub-" + c.pass
+		}))
+		if !c.ok {
+			waitFor(t, 20*time.Second, "the refusal reported", func() bool {
+				st := h.Main.Bridge.State()
+				return st.Errors > 0 && strings.Contains(st.LastError, "the upstream refused the connection: not authorized (bridge.username, bridge.password) (reason code 0x87)")
+			})
+			if st := h.Main.Bridge.State(); st.State == "connected" || st.URL != up.url() {
+				t.Errorf("state with wrong credentials: %+v", st)
+			}
+			continue
+		}
+		waitFor(t, 20*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+		sub := startSub(t, h.MQTTAddr(), "-q", "1", "-t", "up/auth/#")
+		waitFor(t, 20*time.Second, "a message across", func() bool {
+			mosqPub(t, up.addr(), "-u", "site-a", "-P", "s3cret", "-q", "1", "-t", "auth/x", "-m", "hello")
+			time.Sleep(100 * time.Millisecond)
+			return sub.count("up/auth/x hello") > 0
 		})
 	}
 }
