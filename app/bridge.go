@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/bridge"
+	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
 )
 
@@ -213,4 +214,13 @@ func (m *Main) openBridge(context.Context) error {
 	m.Bridge = b
 	m.onClose("bridge", b.Close)
 	return nil
+}
+
+// BridgeStates is the bridge's link for /api/status, /metrics and the
+// dashboard (none while bridge.url is empty).
+func (m *Main) BridgeStates() []hub.LinkState {
+	if m.Bridge == nil {
+		return nil
+	}
+	return []hub.LinkState{m.Bridge.State()}
 }

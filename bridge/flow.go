@@ -282,8 +282,13 @@ func (b *Bridge) publishState(v string) {
 // waiting in the queue, what crossed each way, the last error and success.
 func (b *Bridge) State() hub.LinkState {
 	outbox := len(b.qos0)
+	var lag time.Duration
 	if b.queue != nil {
-		outbox += b.queue.Len() // before b.mu: the queue calls queueSent under its lock
+		// Before b.mu: the queue calls queueSent under its lock.
+		outbox += b.queue.Len()
+		if t := b.queue.Oldest(); !t.IsZero() {
+			lag = max(time.Since(t), 0)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -299,5 +304,6 @@ func (b *Bridge) State() hub.LinkState {
 		LastErrorAt: b.lastErrAt,
 		LastSuccess: b.lastOK,
 		Outbox:      outbox,
+		Lag:         lag,
 	}
 }

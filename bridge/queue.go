@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/eclipse/paho.golang/autopaho/queue"
 )
@@ -30,8 +32,11 @@ type fileQueue struct {
 	dir  string
 	mu   sync.Mutex
 	seqs []uint64 // queued, oldest first
-	next uint64
-	wait []chan struct{}
+	// since is when each message of seqs was queued (its file's
+	// modification time after a restart).
+	since []time.Time
+	next  uint64
+	wait  []chan struct{}
 	// sent is called for each message removed once sent (nil: none).
 	sent func()
 }
@@ -55,10 +60,24 @@ func openQueue(dir string) (*fileQueue, error) {
 		if err != nil || !strings.HasSuffix(name, queueExt) {
 			continue
 		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
 		q.seqs = append(q.seqs, n)
+		q.since = append(q.since, info.ModTime())
 		q.next = max(q.next, n+1)
 	}
-	slices.Sort(q.seqs)
+	order := make([]int, len(q.seqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(q.seqs[a], q.seqs[b]) })
+	seqs, since := make([]uint64, len(order)), make([]time.Time, len(order))
+	for i, j := range order {
+		seqs[i], since[i] = q.seqs[j], q.since[j]
+	}
+	q.seqs, q.since = seqs, since
 	return q, nil
 }
 
@@ -71,6 +90,16 @@ func (q *fileQueue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.seqs)
+}
+
+// Oldest is when the oldest queued message was queued (zero: none).
+func (q *fileQueue) Oldest() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.since) == 0 {
+		return time.Time{}
+	}
+	return q.since[0]
 }
 
 // Wait returns a channel closed once the queue holds something.
@@ -101,6 +130,7 @@ func (q *fileQueue) Enqueue(p io.Reader) error {
 	}
 	q.next++
 	q.seqs = append(q.seqs, seq)
+	q.since = append(q.since, time.Now())
 	for _, c := range q.wait {
 		close(c)
 	}
@@ -116,7 +146,7 @@ func (q *fileQueue) Peek() (queue.Entry, error) {
 		seq := q.seqs[0]
 		data, err := os.ReadFile(q.path(seq))
 		if errors.Is(err, os.ErrNotExist) {
-			q.seqs = q.seqs[1:]
+			q.seqs, q.since = q.seqs[1:], q.since[1:]
 			continue
 		}
 		if err != nil {
@@ -142,6 +172,7 @@ func (q *fileQueue) remove(seq uint64, quarantine bool) error {
 	}
 	if i := slices.Index(q.seqs, seq); i >= 0 {
 		q.seqs = slices.Delete(q.seqs, i, i+1)
+		q.since = slices.Delete(q.since, i, i+1)
 		if !quarantine && q.sent != nil {
 			q.sent()
 		}

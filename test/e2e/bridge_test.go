@@ -342,7 +342,11 @@ func TestBridgeDirectionsAndPrefixes(t *testing.T) {
 			t.Errorf("a message looped or leaked: %q", l)
 		}
 	}
-	st := h.Main.Bridge.State()
+	states := h.Main.BridgeStates()
+	if len(states) != 1 {
+		t.Fatalf("BridgeStates() = %+v", states)
+	}
+	st := states[0]
 	if st.Kind != "bridge" || st.Name != "upstream" || st.URL != up.url() || st.State != "connected" {
 		t.Errorf("state %+v", st)
 	}
@@ -453,7 +457,7 @@ func TestBridgeOutboxSurvivesHubRestart(t *testing.T) {
 		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("m", i))
 	}
 	waitFor(t, 20*time.Second, "the outbox holding every message", func() bool { return h.Main.Bridge.State().Outbox == n })
-	if st := h.Main.Bridge.State(); st.State == "connected" || st.Sent != 0 {
+	if st := h.Main.Bridge.State(); st.State == "connected" || st.Sent != 0 || st.Lag <= 0 {
 		t.Fatalf("state with the uplink down: %+v", st)
 	}
 	h.Close()
@@ -480,7 +484,7 @@ func TestBridgeOutboxSurvivesHubRestart(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("upstream got %q, want %q in order", got, want)
 	}
-	if st := h2.Main.Bridge.State(); st.Sent != n || st.Outbox != 0 {
+	if st := h2.Main.Bridge.State(); st.Sent != n || st.Outbox != 0 || st.Lag != 0 {
 		t.Errorf("state after the replay: %+v", st)
 	}
 }
