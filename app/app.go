@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/bridge"
+	"github.com/eclipse-lmos/lmos-hub/dirsync"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
@@ -101,6 +102,8 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
+	// Pull mirrors a remote directory's Things (sync.pull); nil when off.
+	Pull *dirsync.Puller
 	// observer counts joins and routed interactions for /metrics.
 	observer *web.Observer
 	// mdnsErr is why mDNS could not open (nil: it did, or is off).
@@ -113,6 +116,8 @@ type Main struct {
 	names   *hostNames
 	errc    chan error
 	closers []closer
+	// links report the state of sync, pull, bridge and peer links.
+	links links
 }
 
 // NewMain returns a Main for cfg; a nil logger is slog.Default().
@@ -155,6 +160,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openBridge,
 		m.openWeb,
 		m.openMDNS,
+		m.openPull,
+		m.openLinkWatch,
 	} {
 		if err := open(ctx); err != nil {
 			return err
@@ -462,6 +469,7 @@ func (m *Main) webConfig() web.Config {
 		StoreSize:      db.Size,
 		Backup:         db.Backup,
 		MDNS:           func() any { return m.mdnsStatus() },
+		Links:          m.Links,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),

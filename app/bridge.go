@@ -212,6 +212,7 @@ func (m *Main) openBridge(context.Context) error {
 		return err
 	}
 	m.Bridge = b
+	m.addLinks(m.BridgeStates)
 	m.onClose("bridge", b.Close)
 	return nil
 }

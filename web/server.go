@@ -64,6 +64,9 @@ type Config struct {
 	// MDNS reports the state of mDNS for the status (nil: not shown); it
 	// is read per request, since mDNS opens after HTTP serves.
 	MDNS func() any
+	// Links reports the hub's links beyond itself: remote registry sync,
+	// pulls, the MQTT bridge, federation peers (nil: none).
+	Links func() []hub.LinkState
 	// Router carries proxied interactions (PROTOCOL §3.3) to the Things;
 	// nil answers 503 there.
 	Router *hub.Router

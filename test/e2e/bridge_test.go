@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -352,6 +353,22 @@ func TestBridgeDirectionsAndPrefixes(t *testing.T) {
 	}
 	if st.Sent < 2*(n+1) || st.Received < 2*(n+1) || st.LastSuccess.IsZero() {
 		t.Errorf("state counts %+v", st)
+	}
+	// The same link in /api/status and /metrics.
+	var api struct {
+		Links []struct {
+			Kind, Name, State string
+			Sent, Received    uint64
+		}
+	}
+	h.getJSON("/api/status", http.StatusOK, &api)
+	if len(api.Links) != 1 || api.Links[0].Kind != "bridge" || api.Links[0].Name != "upstream" ||
+		api.Links[0].State != "connected" || api.Links[0].Sent < st.Sent || api.Links[0].Received < st.Received {
+		t.Errorf("/api/status links %+v, state %+v", api.Links, st)
+	}
+	_, metrics := h.do(http.MethodGet, "/metrics", "", nil, "")
+	if !strings.Contains(string(metrics), `lmos_link_up{kind="bridge",name="upstream"} 1`) {
+		t.Errorf("/metrics has no connected bridge link")
 	}
 }
 
