@@ -630,3 +630,44 @@ func TestBridgeAnonymousRead(t *testing.T) {
 		t.Errorf("a refused publish was delivered: %q", sub.all())
 	}
 }
+
+// A full outbox (bridge.maxQueued) drops what comes after, counting it
+// and saying why; what it holds still goes up once the uplink is back.
+func TestBridgeOutboxFull(t *testing.T) {
+	up := newUpstream(t)
+	// A persistent subscriber session upstream, then the upstream stops
+	// (SIGTERM: its state saved) before the hub starts.
+	up.start()
+	sub := startSub(t, up.addr(), "-c", "-i", "fullsub", "-q", "1", "-t", "rem/data/#")
+	sub.ready(up.addr(), "rem/data/probe")
+	sub.stop()
+	up.stop()
+	h := startHub(t, bridgeHub(up, "data/# out 1 loc/ rem/", func(c *Config) {
+		c.Bridge.LocalAccess.Publish = "operate"
+		c.Bridge.MaxQueued = 5
+	}))
+	for i := range 8 {
+		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("m", i))
+	}
+	waitFor(t, 20*time.Second, "the outbox full and the drops counted", func() bool {
+		st := h.Main.Bridge.State()
+		return st.Outbox == 5 && strings.Contains(st.LastError, "message dropped: the queue holds bridge.maxQueued (5) messages")
+	})
+	up.start()
+	waitFor(t, 30*time.Second, "outbox drained", func() bool {
+		st := h.Main.Bridge.State()
+		return st.State == "connected" && st.Outbox == 0
+	})
+	again := startSub(t, up.addr(), "-c", "-i", "fullsub", "-q", "1", "-t", "rem/data/#")
+	mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", "end")
+	waitFor(t, 20*time.Second, "the sentinel upstream", func() bool { return again.count("rem/data/x end") == 1 })
+	for i := range 8 {
+		want := 1
+		if i >= 5 {
+			want = 0 // dropped
+		}
+		if got := again.count(fmt.Sprint("rem/data/x m", i)); got != want {
+			t.Errorf("m%d arrived %d times, want %d (upstream saw %q)", i, got, want, again.all())
+		}
+	}
+}
