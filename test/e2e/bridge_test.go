@@ -671,3 +671,36 @@ func TestBridgeOutboxFull(t *testing.T) {
 		}
 	}
 }
+
+// A retained message that came in on a topic bridged both ways stays the
+// bridge's own across a hub restart: the restarted bridge, handed the
+// retained messages as it subscribes here again, does not send it back
+// up (no loop through the retained store).
+func TestBridgeRetainedNotSentBackAfterRestart(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	dir := t.TempDir()
+	edit := bridgeHub(up, "shared/# both 1 loc/ rem/", func(c *Config) { c.Bridge.LocalAccess.Publish = "operate" })
+	h := startHubIn(t, dir, edit)
+	waitFor(t, 10*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+	remote := startSub(t, up.addr(), "-q", "1", "-t", "rem/shared/#")
+	remote.ready(up.addr(), "rem/shared/probe")
+	mosqPub(t, up.addr(), "-q", "1", "-r", "-t", "rem/shared/kept", "-m", "retained")
+	local := startSub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/shared/kept")
+	waitFor(t, 20*time.Second, "the retained message here", func() bool { return local.count("loc/shared/kept retained") == 1 })
+	local.stop()
+	h.Close()
+
+	h2 := startHubIn(t, dir, edit)
+	waitFor(t, 10*time.Second, "bridge connected again", func() bool { return h2.Main.Bridge.State().State == "connected" })
+	again := startSub(t, h2.MQTTAddr(), "-q", "1", "-t", "loc/shared/kept", "-C", "1", "-W", "20")
+	<-again.done
+	if got := again.all(); len(got) != 1 || got[0] != "loc/shared/kept retained" {
+		t.Fatalf("retained here after the restart: %q", got)
+	}
+	mosqPub(t, h2.MQTTAddr(), "-q", "1", "-t", "loc/shared/end", "-m", "end")
+	waitFor(t, 20*time.Second, "the sentinel upstream", func() bool { return remote.count("rem/shared/end end") == 1 })
+	if got := remote.count("rem/shared/kept retained"); got != 1 {
+		t.Errorf("upstream saw its retained message %d times, want once (it came back: %q)", got, remote.all())
+	}
+}
