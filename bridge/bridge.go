@@ -193,11 +193,11 @@ type Bridge struct {
 	wg     sync.WaitGroup
 	unsubs []func()
 
-	sent, received, dropped, errs atomic.Uint64
-	mu                            sync.Mutex
-	state                         string
-	lastErr                       string
-	lastErrAt, lastOK             time.Time
+	sent, received, errs atomic.Uint64
+	mu                   sync.Mutex
+	state                string
+	lastErr              string
+	lastErrAt, lastOK    time.Time
 }
 
 // New checks cfg and returns a bridge over port; Start connects it.
@@ -242,6 +242,7 @@ func (b *Bridge) Start() error {
 	if err != nil {
 		return err
 	}
+	b.publishState(stateDisconnected) // before the connection can say 1
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	cm, err := autopaho.NewConnection(ctx, cc)
@@ -250,7 +251,6 @@ func (b *Bridge) Start() error {
 		return fmt.Errorf("cannot start the mqtt bridge: %w", err)
 	}
 	b.cm = cm
-	b.publishState(stateDisconnected)
 	b.wg.Go(func() { b.sendQoS0(ctx) })
 	for i, t := range b.cfg.Topics {
 		if !t.out() {

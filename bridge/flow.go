@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,8 +24,8 @@ func (b *Bridge) outgoing(i int, pk packets.Packet, own bool) {
 	if own {
 		return
 	}
-	for j, t := range b.cfg.Topics[:i] {
-		if t.out() && lmos.TopicMatch(t.LocalFilter(), pk.TopicName) && j < i {
+	for _, t := range b.cfg.Topics[:i] {
+		if t.out() && lmos.TopicMatch(t.LocalFilter(), pk.TopicName) {
 			return // an earlier topic forwards it
 		}
 	}
@@ -37,7 +38,9 @@ func (b *Bridge) outgoing(i int, pk packets.Packet, own bool) {
 	}
 	pub.Properties = upstreamProperties(pk)
 	if pub.QoS == 0 {
-		pub.Payload = append([]byte(nil), pk.Payload...) // the publisher's memory
+		// Sent later, from another goroutine: not the publisher's memory.
+		pub.Payload = bytes.Clone(pk.Payload)
+		pub.Properties.CorrelationData = bytes.Clone(pk.Properties.CorrelationData)
 		select {
 		case b.qos0 <- pub:
 		default:
@@ -60,9 +63,9 @@ func (b *Bridge) queueSent() {
 	b.noteSuccess()
 }
 
-// drop counts a message the bridge could not take upstream.
+// drop counts a message the bridge could not take upstream as an error
+// of the link.
 func (b *Bridge) drop(why string) {
-	b.dropped.Add(1)
 	b.noteError("message dropped: " + why)
 }
 
