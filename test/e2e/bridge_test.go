@@ -704,3 +704,44 @@ func TestBridgeRetainedNotSentBackAfterRestart(t *testing.T) {
 		t.Errorf("upstream saw its retained message %d times, want once (it came back: %q)", got, remote.all())
 	}
 }
+
+// QoS 0 crosses both ways while connected, at QoS 0 (mosquitto_sub -F
+// prints the QoS it received); while the uplink is down it is dropped,
+// counted as the link's error, and never queued.
+func TestBridgeQoS0(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	h := startHub(t, bridgeHub(up, "q/# both 1 loc/ rem/", func(c *Config) {
+		c.Bridge.LocalAccess.Publish = "operate"
+		// After the upstream goes, one attempt at once, the next no
+		// sooner than 30 s: its error does not hide the drop below.
+		c.Bridge.RetryMin, c.Bridge.RetryMax = Duration(30*time.Second), Duration(time.Minute)
+	}))
+	waitFor(t, 10*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+	remote := startSub(t, up.addr(), "-q", "1", "-t", "rem/q/#", "-F", "%t %q %p")
+	near := startSub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/q/#", "-F", "%t %q %p")
+	waitFor(t, 20*time.Second, "QoS 0 out", func() bool {
+		mosqPub(t, h.MQTTAddr(), "-q", "0", "-t", "loc/q/out", "-m", "zero")
+		time.Sleep(50 * time.Millisecond)
+		return remote.count("rem/q/out 0 zero") > 0
+	})
+	waitFor(t, 20*time.Second, "QoS 0 in", func() bool {
+		mosqPub(t, up.addr(), "-q", "0", "-t", "rem/q/in", "-m", "zero")
+		time.Sleep(50 * time.Millisecond)
+		return near.count("loc/q/in 0 zero") > 0
+	})
+	up.kill()
+	waitFor(t, 20*time.Second, "bridge down and its reconnection refused", func() bool {
+		st := h.Main.Bridge.State()
+		return st.State != "connected" && strings.Contains(st.LastError, "cannot connect")
+	})
+	before := h.Main.Bridge.State().Errors
+	mosqPub(t, h.MQTTAddr(), "-q", "0", "-t", "loc/q/out", "-m", "lost")
+	waitFor(t, 20*time.Second, "the drop counted", func() bool {
+		st := h.Main.Bridge.State()
+		return st.Errors > before && strings.Contains(st.LastError, "message dropped")
+	})
+	if st := h.Main.Bridge.State(); st.Outbox != 0 {
+		t.Errorf("a QoS 0 message was queued: %+v", st)
+	}
+}
