@@ -228,6 +228,7 @@ func (b *Bridge) Start() error {
 		return err
 	}
 	q.sent = b.queueSent
+	q.expired = func() { b.drop("its Message Expiry Interval passed while it waited in the queue") }
 	b.queue = q
 	cs, err := openSessionStore(filepath.Join(b.cfg.QueueDir, "session", "client"))
 	if err != nil {

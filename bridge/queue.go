@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho/queue"
+	"github.com/eclipse/paho.golang/packets"
 )
 
 // fileQueue is the durable outbox of QoS 1/2 messages for the upstream
@@ -37,8 +38,9 @@ type fileQueue struct {
 	since []time.Time
 	next  uint64
 	wait  []chan struct{}
-	// sent is called for each message removed once sent (nil: none).
-	sent func()
+	// sent is called for each message removed once sent, expired for
+	// each dropped because its Message Expiry Interval passed (nil: none).
+	sent, expired func()
 }
 
 const queueExt = ".msg"
@@ -152,9 +154,47 @@ func (q *fileQueue) Peek() (queue.Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot read the bridge queue: %w", err)
 		}
+		data, live := expire(data, time.Since(q.since[0]))
+		if !live {
+			_ = os.Remove(q.path(seq))
+			q.seqs, q.since = q.seqs[1:], q.since[1:]
+			if q.expired != nil {
+				q.expired()
+			}
+			continue
+		}
 		return &queueEntry{q: q, seq: seq, data: data}, nil
 	}
 	return nil, queue.ErrEmpty
+}
+
+// expire applies a queued PUBLISH's Message Expiry Interval after age in
+// the queue: an expired message is not sent (live false), another goes
+// with what is left of its interval, as a server forwards it (MQTT 5
+// §3.3.2.3.3). What does not decode is left to autopaho (Quarantine).
+func expire(data []byte, age time.Duration) (out []byte, live bool) {
+	cp, err := packets.ReadPacket(bytes.NewReader(data))
+	if err != nil {
+		return data, true
+	}
+	pub, ok := cp.Content.(*packets.Publish)
+	if !ok || pub.Properties == nil || pub.Properties.MessageExpiry == nil {
+		return data, true
+	}
+	left := int64(*pub.Properties.MessageExpiry) - int64(age/time.Second)
+	if left <= 0 {
+		return nil, false
+	}
+	if left == int64(*pub.Properties.MessageExpiry) {
+		return data, true
+	}
+	e := uint32(left)
+	pub.Properties.MessageExpiry = &e
+	var b bytes.Buffer
+	if _, err := pub.ToControlPacket().WriteTo(&b); err != nil {
+		return data, true
+	}
+	return b.Bytes(), true
 }
 
 // remove deletes message seq (renamed aside first when quarantined).

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eclipse/paho.golang/autopaho/queue"
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
 )
 
 // The outbox keeps its order within one tick of the file system's clock
@@ -124,4 +127,47 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// A queued message whose Message Expiry Interval passed while it waited
+// is not sent; one still alive goes with what is left of its interval.
+func TestQueueExpiry(t *testing.T) {
+	q, err := openQueue(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := 0
+	q.expired = func() { expired++ }
+	put := func(topic string, expiry uint32) {
+		t.Helper()
+		p := &paho.Publish{QoS: 1, Topic: topic, Payload: []byte("x"), Properties: &paho.PublishProperties{MessageExpiry: &expiry}}
+		var b bytes.Buffer
+		if _, err := p.Packet().WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Enqueue(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("old", 2)
+	put("young", 10)
+	for i := range q.since {
+		q.since[i] = time.Now().Add(-3 * time.Second) // both waited 3 s
+	}
+	e, err := q.Peek()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := e.Reader()
+	cp, err := packets.ReadPacket(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := cp.Content.(*packets.Publish)
+	if pub.Topic != "young" || pub.Properties.MessageExpiry == nil || *pub.Properties.MessageExpiry != 7 {
+		t.Fatalf("peeked %s with expiry %v, want young with 7 s left", pub.Topic, pub.Properties.MessageExpiry)
+	}
+	if expired != 1 || q.Len() != 1 {
+		t.Errorf("expired %d, left %d; want 1 and 1", expired, q.Len())
+	}
 }
