@@ -7,7 +7,7 @@ require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/coder/websocket v1.8.15
 	github.com/coreos/go-systemd/v22 v22.6.0
-	github.com/eclipse/paho.golang v0.22.0
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/fxamacker/cbor/v2 v2.9.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/google/uuid v1.6.0

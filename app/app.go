@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/bridge"
 	"github.com/eclipse-lmos/lmos-hub/dirsync"
 	"github.com/eclipse-lmos/lmos-hub/federation"
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -93,6 +94,9 @@ type Main struct {
 	// Groups carries group channels between the doors (WebSocket and SSE
 	// members reach MQTT members through the broker).
 	Groups *mqtt.GroupBus
+	// Bridge is the MQTT bridge to an upstream broker (State reports its
+	// link); nil while bridge.url is empty.
+	Bridge *bridge.Bridge
 	// MQTTAddr is the address the MQTT listener actually bound; nil when
 	// tls.only closed it.
 	MQTTAddr net.Addr
@@ -161,6 +165,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openListeners,
 		m.openCredentials,
 		m.openBroker,
+		m.openBridge,
 		m.openWeb,
 		m.openMDNS,
 		m.openSync,
@@ -354,6 +359,7 @@ func (m *Main) openBroker(context.Context) error {
 		MaxQueuedBytes:    cfg.MQTT.MaxQueuedBytes,
 		SlowClientTimeout: time.Duration(cfg.MQTT.SlowClientTimeout),
 		ConnectTimeout:    time.Duration(cfg.MQTT.ConnectTimeout),
+		Bridged:           cfg.bridgedAreas(),
 	})
 	if err != nil {
 		return err

@@ -100,6 +100,7 @@ type Config struct {
 	Groups          GroupsConfig     `yaml:"groups"`
 	Sync            SyncConfig       `yaml:"sync"`
 	Federation      FederationConfig `yaml:"federation"`
+	Bridge          BridgeConfig     `yaml:"bridge"`          // the MQTT bridge (app/bridge.go)
 	ShutdownTimeout Duration         `yaml:"shutdownTimeout"` // default 10s
 }
 
@@ -360,6 +361,7 @@ func DefaultConfig() Config {
 		ActionOutputBytes: hub.DefaultGroupActionHeld}
 	c.Sync = SyncConfig{Interval: Duration(30 * time.Second)}
 	c.Federation = FederationConfig{MaxPeers: hub.DefaultMaxPeers}
+	c.Bridge = defaultBridgeConfig()
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -403,6 +405,7 @@ func (c Config) Redacted() Config {
 	if c.Sync.Token != "" {
 		c.Sync.Token = "<redacted>"
 	}
+	c.Bridge = c.Bridge.redacted()
 	return c
 }
 
@@ -450,6 +453,7 @@ func (c Config) Validate() error {
 	if n := c.Federation.MaxPeers; n < 1 || n > 1024 {
 		bad("federation.maxPeers", fmt.Errorf("must be from 1 to 1024 (got %d)", n))
 	}
+	c.validateBridge(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
 	}

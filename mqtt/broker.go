@@ -161,6 +161,9 @@ type Config struct {
 	// CONNECT (default DefaultConnectTimeout); then it is closed and
 	// counted (mqtt.connectTimeout).
 	ConnectTimeout time.Duration
+	// Bridged are the local areas of the MQTT bridge's topics outside
+	// lmos/, opened by the topic ACL to whom each says (bridgeport.go).
+	Bridged []BridgedArea
 	// Logger is the parent logger (slog.Default when nil).
 	Logger *slog.Logger
 }

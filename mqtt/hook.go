@@ -119,8 +119,9 @@ func (h *binding) sessionOfOther(clientID string, user []byte) bool {
 // clients whose username is a Thing's topic key and whose password is the
 // credential issued to it at join.
 func (h *binding) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
-	if cl.ID == mochi.InlineClientId {
-		// The hub's own id: taking it would take over its reply inbox.
+	if cl.ID == mochi.InlineClientId || cl.ID == BridgeClientID {
+		// The hub's own ids: taking one would take over its reply inbox,
+		// or make the bridge take the client's messages for its own.
 		return false
 	}
 	user := pk.Connect.Username
@@ -177,6 +178,9 @@ func (h *binding) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 func (h *binding) aclCheck(cl *mochi.Client, topic string, write bool) bool {
 	if cl.Net.Inline {
 		return true
+	}
+	if decided, ok := h.bridgeACL(cl, topic, write); decided {
+		return ok // a bridged area (bridgeport.go)
 	}
 	if write {
 		return mayPublish(self(cl), topic) && h.groupAllowed(cl, topic)

@@ -44,6 +44,7 @@ need_deb avahi-browse avahi-utils
 need_deb dbus-daemon dbus
 need_deb python3 python3 # serves the Avahi-published TD
 need_deb mosquitto_rr mosquitto-clients # mosquitto_pub/sub/rr: independent MQTT clients
+need_deb /usr/sbin/mosquitto mosquitto # the upstream broker of the MQTT bridge tests (each test runs its own on a loopback port)
 need_deb dig bind9-dnsutils # legacy unicast DNS queries to the hub's mDNS port
 need_deb openssl openssl # the TLS certificate's fingerprint as openssl prints it
 need_deb promtool prometheus # promtool check metrics on /metrics

@@ -4,7 +4,8 @@
 // or mosquitto — never shares a Go runtime (scheduler, GC) with the clients
 // that load it.
 //
-// It connects -subs MQTT 5 subscribers (paho.golang; anonymous, or each a
+// It connects -subs MQTT 5 subscribers (to -subaddr when given: a bridge
+// between two brokers is measured so) (paho.golang; anonymous, or each a
 // Thing with its credentials from -subcreds) to -topic at -qos,
 // then -pubs publishers send -n messages of -size bytes in all to it at
 // -qos (each an equal share; QoS 1/2 pipelined up to the broker's Receive
@@ -51,6 +52,7 @@ type result struct {
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:1883", "broker address")
+	subAddr := flag.String("subaddr", "", "the subscribers' broker address (empty: -addr); another broker measures a bridge between them")
 	topic := flag.String("topic", "bench/fanout", "topic")
 	subs := flag.Int("subs", 50, "subscribers")
 	pubs := flag.Int("pubs", 1, "publishers")
@@ -80,7 +82,10 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	res, err := run(*addr, *topic, *subs, *pubs, byte(*qos), *n, *size, *window, *user, *pass, creds)
+	if *subAddr == "" {
+		*subAddr = *addr
+	}
+	res, err := run(*addr, *subAddr, *topic, *subs, *pubs, byte(*qos), *n, *size, *window, *user, *pass, creds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mqttload:", err)
 		os.Exit(1)
@@ -102,10 +107,10 @@ func connect(addr, id, user, pass string, onMsg func(*paho.Publish)) (*paho.Clie
 }
 
 // run connects the subscribers and the publishers, then measures.
-func run(addr, topic string, subs, pubs int, qos byte, n, size, window int, user, pass string, creds []credentials) (result, error) {
+func run(addr, subAddr, topic string, subs, pubs int, qos byte, n, size, window int, user, pass string, creds []credentials) (result, error) {
 	l := &load{counts: make([]atomic.Int64, subs), progress: make(chan struct{}, 1), qos: qos, creds: creds}
 	defer l.disconnect()
-	if err := l.subscribe(addr, topic); err != nil {
+	if err := l.subscribe(subAddr, topic); err != nil {
 		return result{}, err
 	}
 	var all []*paho.Client
