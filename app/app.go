@@ -456,6 +456,7 @@ func (m *Main) webConfig() web.Config {
 		StoreSize:      db.Size,
 		Backup:         db.Backup,
 		MDNS:           func() any { return m.mdnsStatus() },
+		PeerCandidates: func() any { return m.peerCandidates() },
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
@@ -527,6 +528,15 @@ func (m *Main) mdnsStatus() mdns.Status {
 	return mdns.Status{State: "starting", Interfaces: []string{}}
 }
 
+// peerCandidates are the other lmos-hubs mDNS sees on the LAN (none
+// while mDNS is off).
+func (m *Main) peerCandidates() []mdns.Candidate {
+	if h := m.names.mdns.Load(); h != nil {
+		return h.Candidates.List()
+	}
+	return []mdns.Candidate{}
+}
+
 // mdnsHealth is mDNS on /healthz: "up" once advertising, "off",
 // "starting" or "probing", or the error it failed with.
 func (m *Main) mdnsHealth() (string, error) {
@@ -568,6 +578,7 @@ func (m *Main) advertise() error {
 		TLSFingerprint: fp,
 		ForgetAfter:    time.Duration(cfg.MDNS.ForgetAfter),
 		Admission:      m.Admission,
+		DID:            m.DID(),
 		Logger:         m.Logger.With("component", "mdns"),
 	})
 	if err != nil {
