@@ -92,6 +92,26 @@ type Options struct {
 	TLSPinFile     string
 	TLSConfig      *tls.Config
 
+	// Failover lists other hubs' brokers (mqtt://, mqtts://), paired with
+	// the hub of URL (PROTOCOL §9): when the connection to the hub is lost
+	// and it does not come back within FailoverGrace, the agent connects
+	// to the next of them and re-joins there (by its key's proof; the
+	// credentials a hub issued are kept per hub, in memory), and so on
+	// round the list. The agent's own requests (Invoke, Observe …) go
+	// through whichever hub it is on. Only for mqtt:// and mqtts:// URLs.
+	Failover []string
+	// FailoverGrace is how long the agent tries its lost hub again before
+	// it tries another; default 2 s.
+	FailoverGrace time.Duration
+	// Directory is the hub's HTTP base URL (or its /.well-known/wot): the
+	// agent reads the hub's paired peers (lmos:peers) from its directory
+	// TD after each join and adds their brokers to Failover. Set when the
+	// hub was found over mDNS.
+	Directory string
+	// NoPeerFailover: the agent does not learn failover hubs from
+	// lmos:peers (Failover alone).
+	NoPeerFailover bool
+
 	// HubDID is the hub's did:key (/api/status "did"), the issuer
 	// VerifyMembership trusts; "": the issuer of the first membership
 	// credential the hub sends the agent (credentials.go).
@@ -166,6 +186,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	if opts.ContentType == "" {
 		opts.ContentType = JSON
 	}
+	if opts.FailoverGrace <= 0 {
+		opts.FailoverGrace = defaultFailoverGrace
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -181,6 +204,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 			return nil, err
 		}
 		opts.URL = h.BrokerURL
+		if opts.Directory == "" {
+			opts.Directory = h.DirectoryURL
+		}
 		if filter != nil {
 			opts.URL = h.SecureBrokerURL // only TLS when the agent knows whom to trust
 		} else if strings.HasPrefix(opts.URL, "mqtts://") {
@@ -191,6 +217,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	if pinned(opts) && !secureURL(opts.URL) {
 		return nil, fmt.Errorf("cannot connect to %s: the agent is pinned to a certificate (Options.TLSFingerprint, TLSPinFile) and connects only over TLS (mqtts://, wss://)", opts.URL)
+	}
+	if isWS(opts.URL) && len(opts.Failover) > 0 {
+		return nil, fmt.Errorf("cannot connect to %s: failover is for mqtt:// and mqtts:// agents (Options.Failover)", opts.URL)
 	}
 	// The URL's scheme picks the link; nothing after this depends on it.
 	newLinked := newMQTTAgent

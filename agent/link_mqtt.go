@@ -27,19 +27,23 @@ import (
 // Topic.
 type mqttLink struct {
 	a     *Agent
-	addr  string      // host:port of the broker
-	tls   *tls.Config // mqtts://; nil: plain MQTT
-	inbox string      // lmos/v1/clients/{clientID}/
+	inbox string // lmos/v1/clients/{clientID}/
 
-	mu      sync.Mutex
-	cli     *paho.Client // nil while disconnected
-	conn    net.Conn
-	up      chan struct{} // closed while cli != nil
-	joinCh  chan joinResult
-	watches map[string]map[uint64]func(Value) // topic → observers
-	nextID  uint64
-	pending map[string]*request  // correlation data → an Invoke waiting
-	groups  map[*groupWatch]bool // GroupSubscribe's watches (groups.go)
+	mu sync.Mutex
+	// targets are the hubs the agent may be on: Options.URL's first, then
+	// the failover hubs (failover.go); cur is the one used now.
+	targets []*brokerTarget
+	cur     int
+	// directory is the hub's directory TD URL, read for lmos:peers.
+	directory string
+	cli       *paho.Client // nil while disconnected
+	conn      net.Conn
+	up        chan struct{} // closed while cli != nil
+	joinCh    chan joinResult
+	watches   map[string]map[uint64]func(Value) // topic → observers
+	nextID    uint64
+	pending   map[string]*request  // correlation data → an Invoke waiting
+	groups    map[*groupWatch]bool // GroupSubscribe's watches (groups.go)
 
 	subMu sync.Mutex // orders SUBSCRIBE/UNSUBSCRIBE of watched topics
 }
@@ -47,20 +51,21 @@ type mqttLink struct {
 // newMQTTAgent is the Agent of Connect for an mqtt:// URL, not connected
 // yet.
 func newMQTTAgent(opts Options) (*Agent, error) {
-	addr, secure, err := brokerAddr(opts.URL)
+	first, err := newTarget(opts.URL, opts)
 	if err != nil {
 		return nil, err
 	}
-	var tlsCfg *tls.Config
-	base := addr
-	if secure {
-		if tlsCfg, err = clientTLS(opts, opts.Logger); err != nil {
-			return nil, err
-		}
-		if tlsCfg.ServerName == "" {
-			tlsCfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		base = "mqtts://" + addr
+	targets, err := failoverTargets(opts, first)
+	if err != nil {
+		return nil, err
+	}
+	directory, err := directoryOf(opts.Directory)
+	if err != nil {
+		return nil, err
+	}
+	base := first.addr
+	if first.tls != nil {
+		base = "mqtts://" + first.addr
 	}
 	if opts.ClientID == "" {
 		opts.ClientID = randomClientID()
@@ -82,13 +87,13 @@ func newMQTTAgent(opts Options) (*Agent, error) {
 		}
 	}
 	a.link = &mqttLink{
-		a:       a,
-		addr:    addr,
-		tls:     tlsCfg,
-		inbox:   lmos.ClientsPrefix + opts.ClientID + "/",
-		up:      make(chan struct{}),
-		watches: make(map[string]map[uint64]func(Value)),
-		pending: make(map[string]*request),
+		a:         a,
+		targets:   targets,
+		directory: directory,
+		inbox:     lmos.ClientsPrefix + opts.ClientID + "/",
+		up:        make(chan struct{}),
+		watches:   make(map[string]map[uint64]func(Value)),
+		pending:   make(map[string]*request),
 	}
 	return a, nil
 }
@@ -240,13 +245,32 @@ func (l *mqttLink) run(cli *paho.Client) {
 // (a rejection, a refused connection) end it at once.
 func (l *mqttLink) establishRetry(initial bool) (*paho.Client, error) {
 	var last error
+	lost := time.Now()
+	rounds, switched := 0, false
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 || !initial {
+		moved := false
+		if attempt > 0 && l.failoverDue(lost) {
+			// Failover: each failed attempt after the grace tries the
+			// next hub at once; a round of the whole list backs off.
+			if l.nextHub() {
+				rounds++
+			} else {
+				moved = true
+			}
+			switched = true
+		}
+		if (attempt > 0 || !initial) && !moved {
 			n := attempt
 			if initial {
 				n--
 			}
+			if switched {
+				n = rounds
+			}
 			d := backoff(n, l.a.opts.MaxBackoff)
+			if until := time.Until(lost.Add(l.a.opts.FailoverGrace)); !switched && len(l.targetsNow()) > 1 && until > 0 && d > until {
+				d = until // the next hub is tried once the grace is over
+			}
 			if last != nil {
 				l.a.log.Warn("cannot connect to the hub; retrying", "err", last, "in", d.Round(time.Millisecond))
 			}
@@ -333,7 +357,8 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 		_ = cli.Disconnect(&paho.Disconnect{})
 		return nil, err
 	}
-	l.a.log.Info("joined the hub", "broker", l.addr, "client_id", l.a.clientID)
+	l.a.log.Info("joined the hub", "broker", l.target().addr, "client_id", l.a.clientID)
+	go l.learnPeers(l.a.ctx)
 	return cli, nil
 }
 
@@ -416,6 +441,11 @@ func (l *mqttLink) joinAnonymously(ctx context.Context) (*Credentials, error) {
 	l.a.mu.Lock()
 	l.a.creds = res.Credentials
 	l.a.mu.Unlock()
+	if !l.onPrimary() {
+		// A failover hub's credentials are kept in memory only: the
+		// agent starts again on the hub of Options.URL.
+		return res.Credentials, nil
+	}
 	if dir := l.a.opts.StateDir; dir != "" {
 		if err := saveCredentials(dir, *res.Credentials); err != nil {
 			// This run goes on; the next start joins again, which the hub
@@ -484,12 +514,17 @@ func (l *mqttLink) join(ctx context.Context, cli *paho.Client, anonymous bool) (
 func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials, will *paho.WillMessage) (*paho.Client, net.Conn, error) {
 	var conn net.Conn
 	var err error
-	if l.tls != nil {
-		d := tls.Dialer{Config: l.tls}
-		conn, err = d.DialContext(ctx, "tcp", l.addr)
+	t := l.target()
+	// Reaching the broker and its CONNACK are bounded by dialTimeout: an
+	// unplugged hub must not hold an agent that has others to go to.
+	ctx, cancel := context.WithTimeout(ctx, l.dialTimeout())
+	defer cancel()
+	if t.tls != nil {
+		d := tls.Dialer{Config: t.tls}
+		conn, err = d.DialContext(ctx, "tcp", t.addr)
 	} else {
 		var d net.Dialer
-		conn, err = d.DialContext(ctx, "tcp", l.addr)
+		conn, err = d.DialContext(ctx, "tcp", t.addr)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot reach the broker: %w", err)

@@ -1,0 +1,235 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos"
+)
+
+// defaultFailoverGrace is Options.FailoverGrace when not set.
+const defaultFailoverGrace = 2 * time.Second
+
+// brokerTarget is one hub the MQTT link may connect to: the hub of
+// Options.URL first, then the failover hubs (PROTOCOL §9 "Failover").
+type brokerTarget struct {
+	url  string
+	addr string      // host:port of the broker
+	tls  *tls.Config // mqtts://; nil: plain MQTT
+	// creds are the credentials this hub issued, kept while the agent is
+	// on another hub (each hub issues its own).
+	creds *Credentials
+}
+
+// newTarget reads an mqtt:// or mqtts:// URL; base is the TLS
+// configuration of the agent (nil: built when needed).
+func newTarget(raw string, opts Options) (*brokerTarget, error) {
+	addr, secure, err := brokerAddr(raw)
+	if err != nil {
+		return nil, err
+	}
+	t := &brokerTarget{url: raw, addr: addr}
+	if secure {
+		if t.tls, err = clientTLS(opts, opts.Logger); err != nil {
+			return nil, err
+		}
+		if t.tls.ServerName == "" {
+			t.tls.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+	}
+	return t, nil
+}
+
+// failoverTargets are the hubs of Options.Failover, in order, without the
+// hub of Options.URL and duplicates.
+func failoverTargets(opts Options, first *brokerTarget) ([]*brokerTarget, error) {
+	out := []*brokerTarget{first}
+	for _, u := range opts.Failover {
+		if isWS(u) {
+			return nil, fmt.Errorf("invalid failover hub %q: an MQTT agent fails over to mqtt:// or mqtts:// hubs", u)
+		}
+		t, err := newTarget(u, opts)
+		if err != nil {
+			return nil, fmt.Errorf("invalid failover hub: %w", err)
+		}
+		if pinned(opts) && t.tls == nil {
+			return nil, fmt.Errorf("invalid failover hub %q: the agent is pinned to a certificate and connects only over TLS", u)
+		}
+		if !hasTarget(out, t.addr) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func hasTarget(ts []*brokerTarget, addr string) bool {
+	for _, t := range ts {
+		if t.addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// target is the hub the link connects to now.
+func (l *mqttLink) target() *brokerTarget {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.targets[l.cur]
+}
+
+// Hub returns the broker URL of the hub the agent is on (or trying to
+// reach): Options.URL, or a failover hub after its hub went away.
+func (a *Agent) Hub() string {
+	if l, ok := a.link.(*mqttLink); ok {
+		return l.target().url
+	}
+	return a.opts.URL
+}
+
+// failoverDue reports whether the link should try the next hub: it has
+// more than one, and its hub has been unreachable since lost for longer
+// than the grace.
+func (l *mqttLink) failoverDue(lost time.Time) bool {
+	l.mu.Lock()
+	n := len(l.targets)
+	l.mu.Unlock()
+	return n > 1 && time.Since(lost) >= l.a.opts.FailoverGrace
+}
+
+// nextHub moves to the next hub in the list, keeping the credentials of
+// the one left (each hub issues its own) and taking the next one's. It
+// reports whether the list wrapped around to its first hub.
+func (l *mqttLink) nextHub() (wrapped bool) {
+	l.mu.Lock()
+	from := l.targets[l.cur]
+	l.cur = (l.cur + 1) % len(l.targets)
+	to := l.targets[l.cur]
+	l.mu.Unlock()
+	l.a.mu.Lock()
+	from.creds, l.a.creds = l.a.creds, to.creds
+	l.a.mu.Unlock()
+	l.a.log.Warn("the hub is unreachable; trying another hub", "from", from.url, "to", to.url)
+	return to == l.targets[0]
+}
+
+// onPrimary reports whether the link is on the hub of Options.URL: only
+// its credentials are kept in StateDir and passed to OnCredentials.
+func (l *mqttLink) onPrimary() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur == 0
+}
+
+// dialTimeout bounds reaching a broker: with failover hubs, an unplugged
+// hub (whose address no longer answers) must not hold the agent longer
+// than the grace; otherwise the agent's Timeout.
+func (l *mqttLink) dialTimeout() time.Duration {
+	l.mu.Lock()
+	n := len(l.targets)
+	l.mu.Unlock()
+	if n > 1 {
+		return max(l.a.opts.FailoverGrace, time.Second)
+	}
+	return l.a.opts.Timeout
+}
+
+// maxPeers bounds the failover hubs learnt from a directory TD.
+const maxPeers = 16
+
+// learnPeers reads the lmos:peers of the hub's directory TD (PROTOCOL §9)
+// and adds their brokers to the failover hubs. It runs after each join;
+// a hub without a directory URL (Options.Directory, or found over mDNS)
+// teaches nothing.
+func (l *mqttLink) learnPeers(ctx context.Context) {
+	l.mu.Lock()
+	dir := l.directory
+	l.mu.Unlock()
+	if dir == "" || l.a.opts.NoPeerFailover {
+		return
+	}
+	peers, err := readPeers(ctx, dir, l.target().tls)
+	if err != nil {
+		l.a.log.Debug("cannot read the hub's peers", "directory", dir, "err", err)
+		return
+	}
+	for _, p := range peers {
+		t, err := newTarget(p, l.a.opts)
+		if err != nil || (pinned(l.a.opts) && t.tls == nil) {
+			continue
+		}
+		l.mu.Lock()
+		if !hasTarget(l.targets, t.addr) && len(l.targets) < 1+len(l.a.opts.Failover)+maxPeers {
+			l.targets = append(l.targets, t)
+			l.a.log.Info("learnt a failover hub from the hub's peers", "broker", t.url)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// readPeers returns the brokers (mqtt) of the lmos:peers of the directory
+// TD at dir.
+func readPeers(ctx context.Context, dir string, tlsCfg *tls.Config) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: tlsCfg}, Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("directory TD: %s", resp.Status)
+	}
+	var td struct {
+		Peers []struct {
+			MQTT string `json:"mqtt"`
+		} `json:"lmos:peers"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&td); err != nil {
+		return nil, fmt.Errorf("directory TD: %w", err)
+	}
+	var out []string
+	for _, p := range td.Peers {
+		if p.MQTT != "" && len(out) < maxPeers {
+			out = append(out, p.MQTT)
+		}
+	}
+	return out, nil
+}
+
+// directoryOf is the directory TD URL of Options.Directory (a hub's base
+// URL or its /.well-known/wot).
+func directoryOf(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("invalid Options.Directory %q: an http:// or https:// URL of the hub", raw)
+	}
+	if !strings.HasSuffix(u.Path, lmos.DirectoryPath) {
+		u.Path = strings.TrimSuffix(u.Path, "/") + lmos.DirectoryPath
+	}
+	return u.String(), nil
+}
+
+// targetsNow returns the hubs the agent may be on.
+func (l *mqttLink) targetsNow() []*brokerTarget {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*brokerTarget(nil), l.targets...)
+}
