@@ -73,6 +73,8 @@ type Main struct {
 	Router *hub.Router
 	// GroupActions runs group actions on every door (after Access).
 	GroupActions *hub.GroupActions
+	// Peers are the paired hubs of the federation.
+	Peers *hub.Peers
 	// Admission is the join policy both doors that admit Things (MQTT,
 	// WebSocket) apply, with one join rate per source.
 	Admission *hub.Admission
@@ -144,6 +146,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openIdentity,
 		m.openRegistry,
 		m.openTokens,
+		m.openPeers,
 		m.openTLS,
 		m.openListeners,
 		m.openCredentials,
@@ -464,6 +467,7 @@ func (m *Main) webConfig() web.Config {
 		AllowedHosts:   cfg.HTTP.AllowedHosts,
 		HostNames:      m.names.get,
 		Admission:      m.Admission,
+		Peers:          m.Peers,
 		WS: ws.Options{
 			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
 			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),

@@ -85,19 +85,20 @@ type Config struct {
 	Hub     struct {
 		Name string `yaml:"name"`
 	} `yaml:"hub"` // default os.Hostname()
-	HTTP            HTTPConfig     `yaml:"http"`
-	MQTT            MQTTConfig     `yaml:"mqtt"`
-	MDNS            MDNSConfig     `yaml:"mdns"`
-	Join            JoinConfig     `yaml:"join"`
-	Security        SecurityConfig `yaml:"security"`
-	Access          AccessConfig   `yaml:"access"`
-	TLS             TLSConfig      `yaml:"tls"`
-	AdminToken      string         `yaml:"adminToken"`
-	Log             LogConfig      `yaml:"log"`
-	Registry        RegistryConfig `yaml:"registry"`
-	Search          SearchConfig   `yaml:"search"`
-	Groups          GroupsConfig   `yaml:"groups"`
-	ShutdownTimeout Duration       `yaml:"shutdownTimeout"` // default 10s
+	HTTP            HTTPConfig       `yaml:"http"`
+	MQTT            MQTTConfig       `yaml:"mqtt"`
+	MDNS            MDNSConfig       `yaml:"mdns"`
+	Join            JoinConfig       `yaml:"join"`
+	Security        SecurityConfig   `yaml:"security"`
+	Access          AccessConfig     `yaml:"access"`
+	TLS             TLSConfig        `yaml:"tls"`
+	AdminToken      string           `yaml:"adminToken"`
+	Log             LogConfig        `yaml:"log"`
+	Registry        RegistryConfig   `yaml:"registry"`
+	Search          SearchConfig     `yaml:"search"`
+	Groups          GroupsConfig     `yaml:"groups"`
+	Federation      FederationConfig `yaml:"federation"`
+	ShutdownTimeout Duration         `yaml:"shutdownTimeout"` // default 10s
 }
 
 // HTTPConfig configures the HTTP listener (directory API, proxy, dashboard).
@@ -249,6 +250,14 @@ type RegistryConfig struct {
 
 // SearchConfig bounds what one search costs (PROTOCOL §10, "Limits:
 // search"); see hub.SearchLimits for why each default.
+// FederationConfig configures the paired hubs of the LAN (PROTOCOL §9
+// "Federation"); the peers themselves are paired through /api/peers.
+type FederationConfig struct {
+	// MaxPeers bounds the hubs this one may be paired with; default 32.
+	// Each holds a mirror (a change feed) open here.
+	MaxPeers int `yaml:"maxPeers"`
+}
+
 // GroupsConfig configures agent groups (PROTOCOL §7).
 type GroupsConfig struct {
 	// CredentialValidity is how long a membership credential is valid
@@ -327,6 +336,7 @@ func DefaultConfig() Config {
 		StatusListValidity: Duration(hub.DefaultStatusListValidity),
 		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst,
 		ActionOutputBytes: hub.DefaultGroupActionHeld}
+	c.Federation = FederationConfig{MaxPeers: hub.DefaultMaxPeers}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -406,6 +416,9 @@ func (c Config) Validate() error {
 	bad("log.level", checkOneOf(c.Log.Level, logLevels))
 	c.validateLimits(bad)
 	c.validateGroups(bad)
+	if n := c.Federation.MaxPeers; n < 1 || n > 1024 {
+		bad("federation.maxPeers", fmt.Errorf("must be from 1 to 1024 (got %d)", n))
+	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
 	}

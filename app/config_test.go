@@ -48,7 +48,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.TLS != (TLSConfig{HTTPSAddr: ":8443", MQTTSAddr: ":8883", ReloadInterval: Duration(10 * time.Second)}) ||
 		c.HTTP.MaxStreamQueueBytes != 1<<20 ||
 		c.Groups != (GroupsConfig{CredentialValidity: Duration(7 * 24 * time.Hour), StatusListValidity: Duration(10 * time.Minute),
-			IssueRate: 128, IssueBurst: 1024, ActionOutputBytes: 32 << 20}) {
+			IssueRate: 128, IssueBurst: 1024, ActionOutputBytes: 32 << 20}) ||
+		c.Federation != (FederationConfig{MaxPeers: 32}) {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if host, err := os.Hostname(); err == nil && len(host) <= maxHubNameBytes && host != "" && c.Hub.Name != host {
@@ -341,6 +342,8 @@ func TestConfigValidateNamesSetting(t *testing.T) {
 		{"groups.issueRate", func(c *Config) { c.Groups.IssueRate = -1 }, "groups.issueRate: must be a number of credentials per hour"},
 		{"groups.issueBurst", func(c *Config) { c.Groups.IssueBurst = 0 }, "groups.issueBurst: must be from 1"},
 		{"groups.actionOutputBytes", func(c *Config) { c.Groups.ActionOutputBytes = 0 }, "groups.actionOutputBytes: must be at least 1 byte"},
+		{"federation.maxPeers", func(c *Config) { c.Federation.MaxPeers = 0 }, "federation.maxPeers: must be from 1 to 1024"},
+		{"federation.maxPeers", func(c *Config) { c.Federation.MaxPeers = 1025 }, "federation.maxPeers: must be from 1 to 1024"},
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "/credentials/status" }, "groups.statusListURL: must be an absolute"},
 		{"groups.statusListURL", func(c *Config) { c.Groups.StatusListURL = "ftp://hub/x" }, "groups.statusListURL: must be an absolute"},
 		{"join.mode", func(c *Config) { c.Join.Mode = "maybe" }, `join.mode: "maybe" is not one of open, approve, closed`},

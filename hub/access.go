@@ -98,6 +98,10 @@ const (
 	// one that joined itself while anyone could join has the rights of an
 	// anonymous client. No Thing manages the hub.
 	ByThing
+	// ByPeer: a paired hub of the federation, by its signed request
+	// (Principal.PeerDID; lmos.VerifyPeer): the rights of an operate
+	// token, never more.
+	ByPeer
 )
 
 // Principal is who asks: the consumer behind a request, connection or
@@ -113,8 +117,15 @@ type Principal struct {
 	// admin. Under join.mode open anyone may join, so a Thing that joined
 	// itself proves no more than an anonymous client does.
 	Admitted bool
+	// PeerDID is the paired hub it authenticated as (ByPeer).
+	PeerDID string
 	// Source is the client's address (hub.SourceOf), for logs.
 	Source string
+}
+
+// PeerPrincipal is a paired hub whose signed request verified as did.
+func PeerPrincipal(did, source string) Principal {
+	return Principal{Kind: ByPeer, PeerDID: did, Source: source}
 }
 
 // AnonymousFrom is an anonymous principal at source.
@@ -136,7 +147,7 @@ func ThingPrincipal(id, source string, admitted bool) Principal {
 // consumer: a token, or a Thing the hub picked. A Thing that joined itself
 // under join.mode open presented credentials the hub gave to anyone.
 func (p Principal) Authenticated() bool {
-	return p.Kind == ByToken || p.Kind == ByThing && p.Admitted
+	return p.Kind == ByToken || p.Kind == ByPeer || p.Kind == ByThing && p.Admitted
 }
 
 // MemberOf is the Thing a principal speaks for on group channels: a Thing
@@ -159,6 +170,8 @@ func (p Principal) String() string {
 		return fmt.Sprintf("token %s (%s)", p.Token.ID, p.Token.EffectiveScope())
 	case ByThing:
 		return "thing " + p.ThingID
+	case ByPeer:
+		return "peer " + p.PeerDID
 	}
 	return "anonymous"
 }
@@ -245,7 +258,7 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 	if p.Kind == Anonymous && a.anon >= need && !mustAuth {
 		return nil // the common case on a LAN, without allocating
 	}
-	if op == OpManageGroups && p.Kind == ByThing {
+	if op == OpManageGroups && (p.Kind == ByThing || p.Kind == ByPeer) {
 		return Errorf(EFORBIDDEN, "managing groups needs a token of scope operate or admin; %s may not", p)
 	}
 	var have level
@@ -270,6 +283,8 @@ func (a *Access) Allow(p Principal, op Op, thing *Thing) error {
 			return Errorf(EFORBIDDEN, "managing groups needs a token of scope operate or admin bound to no Thing; %s speaks for Thing %q, which joins or leaves only by its signed statement", p, p.Token.Thing)
 		}
 		have = p.Token.EffectiveScope().level()
+	case ByPeer:
+		have = levelOperate
 	case ByThing:
 		have = levelOperate
 		if !p.Admitted {

@@ -33,6 +33,9 @@ func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
 	if p, ok := r.Context().Value(principalKey{}).(hub.Principal); ok {
 		return p, nil
 	}
+	if h := r.Header.Get("Authorization"); lmos.IsPeerAuthorization(h) {
+		return s.peerPrincipal(r)
+	}
 	secret := bearer(r)
 	if secret == "" && r.URL.Path == "/ws" && r.Header.Get("Authorization") == "" {
 		// A browser cannot set headers on a WebSocket: /ws takes the token
@@ -42,7 +45,7 @@ func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
 	}
 	if secret == "" {
 		if r.Header.Get("Authorization") != "" {
-			return hub.Principal{}, hub.Errorf(hub.EUNAUTHORIZED, "the Authorization header must be \"Bearer <token>\"")
+			return hub.Principal{}, hub.Errorf(hub.EUNAUTHORIZED, "the Authorization header must be \"Bearer <token>\" (or LMOS-Peer from a paired hub)")
 		}
 		return hub.AnonymousFrom(clientAddr(r)), nil
 	}
@@ -51,6 +54,21 @@ func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
 		return hub.Principal{}, err
 	}
 	return hub.TokenPrincipal(t, clientAddr(r)), nil
+}
+
+// peerPrincipal is the principal of a request signed by a hub
+// (lmos.VerifyPeer): a paired peer, or anonymous for a hub this one is not
+// paired with (PROTOCOL §9). A signature that does not verify is refused
+// like a dead token.
+func (s *Server) peerPrincipal(r *http.Request) (hub.Principal, error) {
+	did, err := lmos.VerifyPeerRequest(r, s.cfg.Now())
+	if err != nil {
+		return hub.Principal{}, hub.Errorf(hub.EUNAUTHORIZED, "the LMOS-Peer authorization is refused: %v", err)
+	}
+	if s.cfg.Peers != nil && s.cfg.Peers.Paired(did) {
+		return hub.PeerPrincipal(did, clientAddr(r)), nil
+	}
+	return hub.AnonymousFrom(clientAddr(r)), nil
 }
 
 // allow guards a route with op on no particular Thing; the principal is
@@ -158,6 +176,9 @@ func (s *Server) stillAllowed(r *http.Request, op hub.Op, thing *hub.Thing) erro
 	p, err := s.principalOf(r)
 	if err != nil {
 		return err
+	}
+	if p.Kind == hub.ByPeer && (s.cfg.Peers == nil || !s.cfg.Peers.Paired(p.PeerDID)) {
+		return hub.Errorf(hub.EUNAUTHORIZED, "%s was unpaired", p)
 	}
 	return s.access().Allow(p, op, thing)
 }

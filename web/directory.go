@@ -60,6 +60,9 @@ func (s *Server) directoryTD(w http.ResponseWriter, r *http.Request) {
 		td["links"] = append(td["links"].([]any), map[string]any{"rel": "lmos:statusList",
 			"href": strings.TrimPrefix(statusListPath(s.reg.StatusListGeneration()), "/"), "type": vc.MediaType})
 	}
+	if peers := s.peerLinks(); peers != nil {
+		td["lmos:peers"] = peers
+	}
 	if s.cfg.Key == nil {
 		writeJSON(w, http.StatusOK, mtTD, td)
 		return

@@ -135,6 +135,15 @@ type Config struct {
 	// Metrics write other adapters' figures (Prometheus text format)
 	// after the HTTP ones on /metrics.
 	Metrics []func(io.Writer)
+	// Peers are the paired hubs (PROTOCOL §9): their LMOS-Peer requests
+	// have operate rights, /api/peers manages them and the directory TD
+	// lists them; nil: no federation (peer requests are anonymous, the
+	// API answers 503). PeerStates reports each peer's link (nil: none).
+	Peers      *hub.Peers
+	PeerStates func() []hub.LinkState
+	// PeerMQTT returns the MQTT URL a peer announces in its directory TD
+	// ("" while unknown), for lmos:peers.
+	PeerMQTT func(did string) string
 	// LogTail keeps the hub's recent log records for GET /api/log; nil
 	// answers 503 there.
 	LogTail *LogTail
@@ -270,6 +279,7 @@ func (s *Server) routes() {
 	s.groupRoutes()
 	s.hubEventRoutes()
 	s.credentialRoutes()
+	s.peerRoutes()
 	m.HandleFunc("GET /api/things/{id}/binding", s.read(s.getBinding))
 	m.HandleFunc("PUT /api/things/{id}/binding", s.write(s.putBinding))
 	m.HandleFunc("DELETE /api/things/{id}/binding", s.write(s.deleteBinding))

@@ -23,6 +23,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/groupscli"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/joincli"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/peerscli"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
 
@@ -46,6 +47,7 @@ usage:
                                    manage Things on a running hub
   lmos-hub groups ls|create|add|rm|dissolve|rotate-credentials
                                    manage agent groups on a running hub
+  lmos-hub peers ls|add|rm         pair this hub with other hubs (federation) on a running hub
   lmos-hub join ls|approve|deny    decide on joins waiting for approval (deny --all: in bulk)
   lmos-hub token create|list|revoke
                                    manage admin tokens
@@ -86,6 +88,7 @@ var commands = []command{
 	{name: "serve", run: func(a []string, c cliIO) int { return serve(a, c.stdout, c.stderr, c.getenv) }},
 	{name: "things", subs: thingsCommands, run: func(a []string, c cliIO) int { return runThings(a, c.stdin, c.stdout, c.stderr, c.getenv) }},
 	{name: "groups", subs: groupscli.Commands, run: func(a []string, c cliIO) int { return groupscli.Run(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "peers", subs: peerscli.Commands, run: func(a []string, c cliIO) int { return peerscli.Run(a, c.stdout, c.stderr, c.getenv) }},
 	{name: "join", subs: joincli.Commands, run: func(a []string, c cliIO) int { return joincli.Run(a, c.stdout, c.stderr, c.getenv) }},
 	{name: "token", subs: tokenCommands, run: func(a []string, c cliIO) int { return runToken(a, c.stdout, c.stderr, c.getenv) }},
 	{name: "config", subs: configCommands, run: func(a []string, c cliIO) int { return runConfig(a, c.stdout, c.stderr, c.getenv) }},

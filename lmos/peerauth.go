@@ -1,0 +1,167 @@
+package lmos
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
+)
+
+// Hub-to-hub authentication (PROTOCOL §9 "Federation"). A request from a
+// paired hub carries
+//
+//	Authorization: LMOS-Peer keyId="did:key:…",created=<unix seconds>,signature="<base64url>"
+//
+// where the signature is Ed25519, by the hub's own key, over
+// "lmos-peer\n" + METHOD + "\n" + host + "\n" + path?query + "\n" + created.
+// It covers the method, the host and the request target, so a signed
+// request cannot be replayed against another resource or hub; created
+// bounds its replay in time (PeerSkew either way).
+
+// PeerScheme is the Authorization scheme of hub-to-hub requests.
+const PeerScheme = "LMOS-Peer"
+
+// PeerSkew is how far created may lie from the receiver's clock.
+const PeerSkew = 300 * time.Second
+
+// maxPeerHeader bounds the header before it is parsed: a did:key is under
+// 60 characters, a signature 86.
+const maxPeerHeader = 512
+
+// The kinds of refusal of a peer header; every error of VerifyPeer wraps
+// one of them.
+var (
+	ErrPeerMalformed = errors.New("malformed LMOS-Peer authorization")
+	ErrPeerStale     = errors.New("LMOS-Peer authorization outside the allowed clock skew")
+	ErrPeerSignature = errors.New("LMOS-Peer signature does not verify")
+)
+
+// PeerAuth is a parsed LMOS-Peer authorization.
+type PeerAuth struct {
+	KeyID     string // the signing hub's did:key
+	Created   int64  // unix seconds
+	Signature []byte
+}
+
+// PeerSigningInput is the byte string a peer signs.
+func PeerSigningInput(method, host, target string, created int64) []byte {
+	return []byte("lmos-peer\n" + method + "\n" + host + "\n" + target + "\n" + strconv.FormatInt(created, 10))
+}
+
+// IsPeerAuthorization reports whether an Authorization header value uses
+// the LMOS-Peer scheme.
+func IsPeerAuthorization(h string) bool {
+	return len(h) > len(PeerScheme) && strings.EqualFold(h[:len(PeerScheme)], PeerScheme) && h[len(PeerScheme)] == ' '
+}
+
+// SignPeer returns the Authorization header value for a request with
+// method to host and target (path and query, as sent) at now.
+func SignPeer(priv ed25519.PrivateKey, method, host, target string, now time.Time) string {
+	created := now.Unix()
+	sig := ed25519.Sign(priv, PeerSigningInput(method, host, target, created))
+	did := proof.DID(priv.Public().(ed25519.PublicKey))
+	return fmt.Sprintf(`%s keyId=%q,created=%d,signature=%q`, PeerScheme, did, created, base64.RawURLEncoding.EncodeToString(sig))
+}
+
+// SignPeerRequest sets r's Authorization to an LMOS-Peer signature by
+// priv, over the host and target r will be sent with.
+func SignPeerRequest(r *http.Request, priv ed25519.PrivateKey, now time.Time) {
+	host := r.Host
+	if host == "" {
+		host = r.URL.Host
+	}
+	r.Header.Set("Authorization", SignPeer(priv, r.Method, host, r.URL.RequestURI(), now))
+}
+
+// ParsePeerAuth reads an LMOS-Peer Authorization header value. Each of
+// keyId, created and signature must appear exactly once; nothing else may.
+func ParsePeerAuth(h string) (PeerAuth, error) {
+	var a PeerAuth
+	if len(h) > maxPeerHeader {
+		return a, fmt.Errorf("%w: the header is %d bytes long, more than %d", ErrPeerMalformed, len(h), maxPeerHeader)
+	}
+	if !IsPeerAuthorization(h) {
+		return a, fmt.Errorf("%w: the scheme is not %s", ErrPeerMalformed, PeerScheme)
+	}
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(strings.TrimSpace(h[len(PeerScheme)+1:]), ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || seen[name] {
+			return a, fmt.Errorf("%w: expected keyId=\"…\",created=…,signature=\"…\" each once, got %q", ErrPeerMalformed, Truncate(part, 64))
+		}
+		seen[name] = true
+		if err := a.set(name, value); err != nil {
+			return a, err
+		}
+	}
+	if !seen["keyId"] || !seen["created"] || !seen["signature"] {
+		return a, fmt.Errorf("%w: keyId, created and signature are all required", ErrPeerMalformed)
+	}
+	return a, nil
+}
+
+func (a *PeerAuth) set(name, value string) error {
+	unquote := func() (string, error) {
+		if len(value) < 2 || value[0] != '"' || value[len(value)-1] != '"' {
+			return "", fmt.Errorf("%w: %s must be a quoted string", ErrPeerMalformed, name)
+		}
+		return value[1 : len(value)-1], nil
+	}
+	var err error
+	switch name {
+	case "keyId":
+		a.KeyID, err = unquote()
+	case "created":
+		a.Created, err = strconv.ParseInt(value, 10, 64)
+		if err != nil || a.Created < 0 {
+			err = fmt.Errorf("%w: created must be unix seconds, got %q", ErrPeerMalformed, Truncate(value, 32))
+		}
+	case "signature":
+		var s string
+		if s, err = unquote(); err == nil {
+			a.Signature, err = base64.RawURLEncoding.DecodeString(s)
+			if err != nil || len(a.Signature) != ed25519.SignatureSize {
+				err = fmt.Errorf("%w: the signature must be %d bytes in unpadded base64url", ErrPeerMalformed, ed25519.SignatureSize)
+			}
+		}
+	default:
+		err = fmt.Errorf("%w: unknown parameter %q", ErrPeerMalformed, Truncate(name, 32))
+	}
+	return err
+}
+
+// VerifyPeer checks an LMOS-Peer header value for a request with method,
+// host and target received at now, and returns the signing hub's DID.
+// Whether that hub is paired is the caller's decision.
+func VerifyPeer(h, method, host, target string, now time.Time) (string, error) {
+	a, err := ParsePeerAuth(h)
+	if err != nil {
+		return "", err
+	}
+	did, pub, err := proof.ParseDID(a.KeyID)
+	if err != nil || did != a.KeyID {
+		return "", fmt.Errorf("%w: keyId %q is not an Ed25519 did:key", ErrPeerMalformed, Truncate(a.KeyID, 80))
+	}
+	if d := now.Sub(time.Unix(a.Created, 0)); d > PeerSkew || d < -PeerSkew {
+		return "", fmt.Errorf("%w: created is %s away from this hub's clock, more than %s", ErrPeerStale, d.Round(time.Second), PeerSkew)
+	}
+	if !proof.CheckSignature(pub, PeerSigningInput(method, host, target, a.Created), a.Signature) {
+		return "", fmt.Errorf("%w: not a signature by %s of %s %s%s", ErrPeerSignature, did, method, host, Truncate(target, 128))
+	}
+	return did, nil
+}
+
+// VerifyPeerRequest is VerifyPeer for a request a server received.
+func VerifyPeerRequest(r *http.Request, now time.Time) (string, error) {
+	target := r.RequestURI
+	if target == "" {
+		target = r.URL.RequestURI()
+	}
+	return VerifyPeer(r.Header.Get("Authorization"), r.Method, r.Host, target, now)
+}
