@@ -175,40 +175,67 @@ func (l *mqttLink) learnPeers(ctx context.Context) {
 	}
 }
 
-// readPeers returns the brokers (mqtt) of the lmos:peers of the directory
-// TD at dir.
+// readPeers returns the brokers of the lmos:peers of the directory TD at
+// dir: a peer's mqtt member, else the lmos:broker link of its own
+// directory TD (at its url).
 func readPeers(ctx context.Context, dir string, tlsCfg *tls.Config) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, dir, nil)
-	if err != nil {
-		return nil, err
-	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: tlsCfg}, Timeout: 5 * time.Second}
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("directory TD: %s", resp.Status)
-	}
 	var td struct {
 		Peers []struct {
+			URL  string `json:"url"`
 			MQTT string `json:"mqtt"`
 		} `json:"lmos:peers"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&td); err != nil {
-		return nil, fmt.Errorf("directory TD: %w", err)
+	if err := getJSON(ctx, dir, tlsCfg, &td); err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, p := range td.Peers {
-		if p.MQTT != "" && len(out) < maxPeers {
+		if len(out) == maxPeers {
+			break
+		}
+		if p.MQTT == "" && p.URL != "" {
+			pdir, err := directoryOf(p.URL)
+			if err != nil {
+				continue
+			}
+			plain, secure, err := brokerLinks(ctx, pdir, "")
+			if err != nil {
+				continue
+			}
+			p.MQTT = plain
+			if plain == "" {
+				p.MQTT = secure
+			}
+		}
+		if p.MQTT != "" {
 			out = append(out, p.MQTT)
 		}
 	}
 	return out, nil
+}
+
+// getJSON reads the JSON document at u (at most 1 MiB) into v.
+func getJSON(ctx context.Context, u string, tlsCfg *tls.Config, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: tlsCfg}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", u, err)
+	}
+	return nil
 }
 
 // directoryOf is the directory TD URL of Options.Directory (a hub's base

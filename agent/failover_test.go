@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 	"net/http"
 	"net/url"
 	"strings"
@@ -91,5 +92,45 @@ func TestFailoverOptionsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.opts.Failover, err, c.want)
 		}
+	}
+}
+
+// pair pairs the hub h with the hub peer through h's API (POST /api/peers).
+func pair(t *testing.T, h, peer *testHub) {
+	t.Helper()
+	var st struct{ DID string }
+	peer.GetJSON("/api/status", http.StatusOK, &st)
+	body := `{"url":"http://` + peer.httpAddr + `","did":"` + st.DID + `"}`
+	resp, out := h.Do(http.MethodPost, "/api/peers", "application/json", []byte(body), hubtest.Token)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("pair: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestFailoverLearnsPeers: an agent given its hub's directory (and no
+// failover hub) learns the brokers of the hub's paired peers from its
+// directory TD's lmos:peers, and fails over to one when its hub goes
+// away. With NoPeerFailover it learns nothing.
+func TestFailoverLearnsPeers(t *testing.T) {
+	a, b := startHub(t), startHub(t)
+	pair(t, a, b)
+	const id = "urn:test:learns"
+	srv := a.connect(id, func(o *Options) {
+		o.Directory, o.FailoverGrace, o.StateDir = "http://"+a.httpAddr, 500*time.Millisecond, t.TempDir()
+	})
+	serveTestActions(srv)
+	l := srv.link.(*mqttLink)
+	waitFor(t, 10*time.Second, "the paired hub learnt", func() bool { return len(l.targetsNow()) == 2 })
+	if got := l.targetsNow()[1].addr; got != b.addr {
+		t.Fatalf("learnt %s, want %s", got, b.addr)
+	}
+	deaf := a.connect("urn:test:deaf", func(o *Options) {
+		o.Directory, o.NoPeerFailover = "http://"+a.httpAddr, true
+	})
+	a.Close()
+	waitFor(t, 20*time.Second, "the agent online at the peer", func() bool { return b.presence(id) == "online" })
+	waitFor(t, 10*time.Second, "the peer's proxy reaches the agent", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
+	if n := len(deaf.link.(*mqttLink).targetsNow()); n != 1 {
+		t.Errorf("NoPeerFailover learnt %d hubs", n-1)
 	}
 }
