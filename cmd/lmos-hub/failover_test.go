@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
+)
+
+// hubProc is a hub running as a process of its own (the test binary
+// re-executed as TestCrashChild runs it: `lmos-hub serve` as main does).
+type hubProc struct {
+	t          testing.TB
+	cmd        *exec.Cmd
+	stderr     *cliSyncBuffer
+	exited     chan error
+	http, mqtt string // bound addresses
+}
+
+var (
+	httpListening = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+	mqttListening = regexp.MustCompile(`msg="mqtt listening" addr=(\S+)`)
+)
+
+// startHubProc starts a hub on dir listening on the given addresses
+// (127.0.0.1:0: any port) and waits until it listens.
+func startHubProc(t testing.TB, dir, httpAddr, mqttAddr string) *hubProc {
+	t.Helper()
+	args := strings.Join([]string{"serve", "--data-dir", dir, "--http-addr", httpAddr, "--mqtt-addr", mqttAddr,
+		"--mdns=false", "--admin-token", testToken, "--log-level", "info"}, " ")
+	p := &hubProc{t: t, stderr: &cliSyncBuffer{}, exited: make(chan error, 1)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	p.cmd.Env = append(os.Environ(), "LMOS_HUB_CRASH_CHILD=1", "LMOS_HUB_CHILD_ARGS="+args)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(p.kill)
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		h, m := httpListening.FindStringSubmatch(p.stderr.String()), mqttListening.FindStringSubmatch(p.stderr.String())
+		if h != nil && m != nil {
+			p.http, p.mqtt = h[1], m[1]
+			return p
+		}
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			t.Fatalf("the hub process exited (%v) before listening:\n%s", err, p.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub process did not listen within 15s:\n%s", p.stderr.String())
+		}
+	}
+}
+
+// kill sends SIGKILL and reaps the process; calling it twice is fine.
+func (p *hubProc) kill() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+	case <-time.After(10 * time.Second):
+		p.t.Errorf("the hub process did not exit within 10s of SIGKILL")
+	}
+}
+
+// thingAt reads the Thing id at the hub: its HTTP status, presence and
+// origin (lmos:origin.source, and the home hub of a mirror).
+type thingView struct {
+	status   int
+	Presence struct{ Status string } `json:"lmos:presence"`
+	Origin   struct{ Source, Hub string } `json:"lmos:origin"`
+}
+
+func thingAt(t testing.TB, base, id string) thingView {
+	var v thingView
+	resp, err := http.Get(base + "/things/" + url.PathEscape(id))
+	if err != nil {
+		return v
+	}
+	defer resp.Body.Close()
+	v.status = resp.StatusCode
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v
+}
+
+// proxyInvoke invokes add of id through the HTTP proxy at base.
+func proxyInvoke(base, id string) bool {
+	resp, err := http.Post(base+"/proxy/"+url.PathEscape(id)+"/actions/add", "application/json", strings.NewReader(`{"a":1,"b":2}`))
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var out struct{ Sum float64 }
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&out) == nil && out.Sum == 3
+}
+
+// failoverAgent connects an agent with a key, serving add, to the hub at
+// mqtt with the other hubs as failover.
+func failoverAgent(t testing.TB, id, mqtt string, failover ...string) *agent.Agent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	a, err := agent.Connect(ctx, agent.Options{URL: "mqtt://" + mqtt, TD: map[string]any{"id": id, "title": "Mover",
+		"actions": map[string]any{"add": map[string]any{}}}, StateDir: t.TempDir(), Failover: failover,
+		Timeout: 5 * time.Second, MaxBackoff: 2 * time.Second, Logger: hubtest.Logger(t)})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	a.HandleAction("add", func(ctx context.Context, in agent.Input) (any, error) {
+		var s struct{ A, B float64 }
+		if err := in.Decode(&s); err != nil {
+			return nil, err
+		}
+		return map[string]any{"sum": s.A + s.B}, nil
+	})
+	return a
+}
+
+// TestFailoverHubKilled: a hub process killed with SIGKILL while a
+// consumer invokes an agent on it: the agent re-joins the other hub
+// (real process) with its key and invocations through that hub's proxy
+// resume. The killed hub restarted on its own data and ports does not
+// take the agent back or show it online: one hub serves it.
+func TestFailoverHubKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a hub process")
+	}
+	dirA := t.TempDir()
+	a := startHubProc(t, dirA, "127.0.0.1:0", "127.0.0.1:0")
+	b := startHubProc(t, t.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
+	baseA, baseB := "http://"+a.http, "http://"+b.http
+	const id = "urn:test:mover"
+	mover := failoverAgent(t, id, a.mqtt, "mqtt://"+b.mqtt)
+	testwait.Eventually(t, 10*time.Second, "invocations through hub A", func() bool { return proxyInvoke(baseA, id) })
+
+	a.kill()
+	testwait.Eventually(t, 20*time.Second, "the agent online at hub B", func() bool {
+		v := thingAt(t, baseB, id)
+		return v.status == http.StatusOK && v.Presence.Status == "online"
+	})
+	if mover.Hub() != "mqtt://"+b.mqtt {
+		t.Errorf("the agent is on %s, want hub B", mover.Hub())
+	}
+	testwait.Eventually(t, 10*time.Second, "invocations through hub B", func() bool { return proxyInvoke(baseB, id) })
+
+	a = startHubProc(t, dirA, a.http, a.mqtt)
+	// A's copy, stored while the agent was there, is not online: the
+	// agent's will came with the killed broker's end or its restart.
+	testwait.Eventually(t, 10*time.Second, "hub A shows the agent offline", func() bool {
+		return thingAt(t, baseA, id).Presence.Status == "offline"
+	})
+	if !proxyInvoke(baseB, id) || mover.Hub() != "mqtt://"+b.mqtt {
+		t.Errorf("after A's restart the agent is on %s", mover.Hub())
+	}
+}
