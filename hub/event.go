@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 )
@@ -101,7 +102,12 @@ func (e Event) Feed() Event {
 // from its last sequence and loses nothing that is still in the store's
 // event log).
 type Subscription struct {
-	C       <-chan Event
+	C <-chan Event
+	// Gap is set when a replay was asked for from a sequence the event
+	// log no longer covers (older than its oldest event, or newer than the
+	// newest: a store restored from a backup): no event was replayed, and
+	// the subscriber must read the whole directory again.
+	Gap     *FeedGap
 	c       chan Event
 	r       *Registry
 	dropped bool
@@ -125,7 +131,9 @@ const FeedBurst = 2*MaxGroupMembers + 2
 
 // Subscribe starts a subscription. When replay is true it also returns the
 // logged events after sequence after; replay and live events together then
-// form a gapless sequence.
+// form a gapless sequence. When the log cannot replay all of them, it
+// returns none and sets the subscription's Gap instead: a partial replay
+// would leave the subscriber believing it missed nothing.
 func (r *Registry) Subscribe(after uint64, replay bool) (*Subscription, []Event, error) {
 	r.feedMu.Lock()
 	defer r.feedMu.Unlock()
@@ -133,19 +141,15 @@ func (r *Registry) Subscribe(after uint64, replay bool) (*Subscription, []Event,
 		return nil, nil, Errorf(EUNAVAILABLE, "the registry is shutting down")
 	}
 	var past []Event
-	if replay && after < r.published {
-		err := r.store.EventsAfter(after, func(e Event) error {
-			if e.Seq <= r.published {
-				past = append(past, e)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, &Error{Code: EINTERNAL, Message: "cannot read the event log", Err: err}
+	var gap *FeedGap
+	if replay {
+		var err error
+		if past, gap, err = r.replayLocked(after); err != nil {
+			return nil, nil, err
 		}
 	}
 	c := make(chan Event, r.opts.SubscriberBuffer)
-	s := &Subscription{C: c, c: c, r: r}
+	s := &Subscription{C: c, c: c, r: r, Gap: gap}
 	r.subs[s] = struct{}{}
 	return s, past, nil
 }
@@ -259,4 +263,48 @@ func (r *Registry) publish(events []Event) {
 			r.offerLocked(s, e, len(events) > 1)
 		}
 	}
+}
+
+// FeedGap says that the event log cannot replay what a subscriber missed
+// (PROTOCOL §3.1 lmos_resync): Last is the sequence of the newest published
+// event, Oldest that of the oldest logged one (0 when the log is empty).
+type FeedGap struct {
+	Last   uint64 `json:"last"`
+	Oldest uint64 `json:"oldest"`
+}
+
+// errStopLog ends a read of the event log early.
+var errStopLog = errors.New("stop")
+
+// replayLocked returns the logged events after sequence after, or the gap
+// when the log does not hold every one of them; under feedMu.
+func (r *Registry) replayLocked(after uint64) ([]Event, *FeedGap, error) {
+	if after == r.published {
+		return nil, nil, nil
+	}
+	var past []Event
+	oldest := uint64(0)
+	from := after
+	if after > r.published {
+		from = 0 // only the oldest is wanted
+	}
+	err := r.store.EventsAfter(from, func(e Event) error {
+		if oldest == 0 {
+			oldest = e.Seq
+		}
+		if after > r.published || e.Seq > r.published {
+			return errStopLog
+		}
+		past = append(past, e)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopLog) {
+		return nil, nil, &Error{Code: EINTERNAL, Message: "cannot read the event log", Err: err}
+	}
+	if after > r.published || oldest != after+1 {
+		// Read from after, the first event found is the oldest logged
+		// one whenever the log does not reach back to after+1.
+		return nil, &FeedGap{Last: r.published, Oldest: oldest}, nil
+	}
+	return past, nil, nil
 }

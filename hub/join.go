@@ -257,6 +257,9 @@ func (a *Admission) admitAgent(r *JoinRequest) error {
 		if t.Meta.Origin.Source == r.Door {
 			return nil // an agent coming back (or updating itself)
 		}
+		if t.IsMirror() {
+			return a.claimMirror(r, &t)
+		}
 		return otherMeans(r.ID, t.Meta.Origin.Source, r.Door)
 	case ENOTFOUND:
 	default:
@@ -289,11 +292,37 @@ func (a *Admission) notOtherMeans(r *JoinRequest) (registered bool, err error) {
 		if t.Meta.Origin.Source == SourceMQTT && r.Door == SourceMQTT && !r.Deregister {
 			return true, nil
 		}
+		if t.IsMirror() && !r.Deregister {
+			return true, a.claimMirror(r, &t)
+		}
+		if t.IsMirror() {
+			return true, MirrorReadOnly(r.ID, t.Meta.Origin.Hub)
+		}
 		return true, otherMeans(r.ID, t.Meta.Origin.Source, r.Door)
 	case ENOTFOUND:
 		return false, nil
 	}
 	return false, err
+}
+
+// claimMirror admits the join of the mirrored Thing t by its own agent
+// alone: one whose description is signed by the key its id is bound to
+// (or, bound to none here, by the key its copy was verified by). The
+// agent moved here; anyone else is refused, the mirror being read-only.
+// The write loop decides again on the state it commits to.
+func (a *Admission) claimMirror(r *JoinRequest, t *Thing) error {
+	p, err := a.prepare(r)
+	if err != nil {
+		return err
+	}
+	want := t.Meta.Verified
+	if b, err := a.reg.Binding(r.ID); err == nil {
+		want = b.DID
+	}
+	if p.signer != nil && want != "" && p.signer.DID == want {
+		return nil
+	}
+	return MirrorReadOnly(r.ID, t.Meta.Origin.Hub)
 }
 
 func otherMeans(id string, by, door Source) error {

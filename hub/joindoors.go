@@ -170,7 +170,8 @@ func (a *Admission) checkClaim(id, remote string) (fresh bool, err error) {
 	if err != nil {
 		return false, nil // a new Thing; a failed read fails the write too
 	}
-	if _, err := a.reg.Binding(id); err == nil {
+	if _, err := a.reg.Binding(id); err == nil || th.IsMirror() {
+		// A mirror is taken only by its agent's key (claimMirror).
 		return true, nil
 	}
 	if th.Meta.WrittenFrom(remote) {

@@ -201,7 +201,13 @@ type op struct {
 	bindDID string
 	// group is what an opGroup does (hub/group.go).
 	group *groupOp
-	done  chan opResult
+	// mirror: an opPut of a remote directory's copy (Registry.Mirror),
+	// whose presence is presence and expiry mirrorExpires; unmirror: an
+	// opDelete of the mirror from that directory only (hub/mirror.go).
+	mirror        bool
+	mirrorExpires time.Time
+	unmirror      string
+	done          chan opResult
 }
 
 type opResult struct {

@@ -377,6 +377,9 @@ func (r *Registry) prepare(o *op, now time.Time) (ev Event, rec ThingRecord, del
 	if err := r.checkPrecondition(o, old); err != nil {
 		return ev, rec, false, opResult{err: err}
 	}
+	if err := r.mirrorRule(o, old); err != nil {
+		return ev, rec, false, opResult{err: err}
+	}
 	switch o.kind {
 	case opDelete:
 		if old == nil && o.dropCred {
@@ -480,7 +483,11 @@ func (r *Registry) applyPatch(o *op, old *Thing) error {
 // prepareWrite builds the record and event of a write of a whole document
 // (a put, a create or a patch already merged), after the quotas.
 func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec ThingRecord, res opResult) {
-	verified, nb, err := r.checkBinding(o, old, now)
+	// A Thing changing hands between this hub and a remote directory
+	// (hub/mirror.go) is bound as a new one: nothing of the previous
+	// holder's state carries over.
+	handover := old != nil && o.mirror != old.IsMirror()
+	verified, nb, err := r.bindingOfWrite(o, old, handover, now)
 	if err != nil {
 		return ev, rec, opResult{err: err}
 	}
@@ -506,13 +513,20 @@ func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec
 	// another connection without the bound key's proof (anyone may
 	// re-register an unsigned WebSocket Thing).
 	meta.Admitted = o.admin || o.origin.Admitted
-	if old != nil {
+	if old != nil && !handover {
 		// Presence and creation outlive a new document; a verification
 		// does not: it was of the old document.
 		meta.Created, meta.Presence = old.Meta.Created, old.Meta.Presence
 		meta.Admitted = o.admin || old.Meta.Admitted && !(o.origin.Takeover && verified == "")
 	}
 	meta.TTL, meta.Expires = registrationOf(o.doc, now)
+	if o.mirror {
+		// As the remote reports them; a mirror picks no rights here.
+		meta.Expires, meta.Admitted = o.mirrorExpires, false
+		if meta.Presence.Status != o.presence || meta.Presence.Via != SourceRemote {
+			meta.Presence = Presence{Status: o.presence, Since: now, Via: SourceRemote}
+		}
+	}
 	if !meta.Expires.IsZero() && !meta.Expires.After(now) {
 		return ev, rec, opResult{err: &Error{Code: EINVALID, Message: "the registration has already expired",
 			Fields: []FieldError{{Field: "/registration/expires", Description: "is not in the future"}}}}
@@ -539,6 +553,22 @@ func (r *Registry) prepareWrite(o *op, old *Thing, now time.Time) (ev Event, rec
 	}
 	bind()
 	return Event{Type: EventUpdated, ID: o.id, Patch: pb}, rec, res
+}
+
+// bindingOfWrite is checkBinding for a write of a whole document; a
+// mirror (hub/mirror.go: judged already) neither binds its id nor moves
+// its binding on, and a handover is judged as a new Thing's write.
+func (r *Registry) bindingOfWrite(o *op, old *Thing, handover bool, now time.Time) (string, *Binding, error) {
+	if o.mirror {
+		if o.signer != nil {
+			return o.signer.DID, nil, nil
+		}
+		return "", nil, nil
+	}
+	if handover {
+		old = nil
+	}
+	return r.checkBinding(o, old, now)
 }
 
 // checkQuotas refuses a write of o that would pass a limit, given the

@@ -46,10 +46,25 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, all bool) {
 	if r.Method == http.MethodHead {
 		return
 	}
+	if sub.Gap != nil {
+		st.resync(sub.Gap)
+	}
 	if !st.replay(past) {
 		return
 	}
 	st.live(sub)
+}
+
+// resync buffers the lmos_resync event that opens a stream resumed from a
+// sequence the event log no longer covers (PROTOCOL §3.1): the client
+// must read the directory again, since no partial replay follows. Its id
+// is the newest sequence, from which the live events follow.
+func (st *eventStream) resync(g *hub.FeedGap) {
+	if st.retry {
+		st.buf.WriteString(sseRetry)
+		st.retry = false
+	}
+	fmt.Fprintf(&st.buf, "event: lmos_resync\nid: %d\ndata: {\"type\":\"resync\",\"last\":%d,\"oldest\":%d}\n\n", g.Last, g.Last, g.Oldest)
 }
 
 // eventsRequest is what a request for the change feed asks for.
