@@ -134,3 +134,93 @@ func TestFailoverLearnsPeers(t *testing.T) {
 		t.Errorf("NoPeerFailover learnt %d hubs", n-1)
 	}
 }
+
+// servedTD is the Thing id as the hub h serves it (enriched, with its
+// proof), what a federation peer's puller reads.
+func servedTD(t *testing.T, h *testHub, id string) []byte {
+	t.Helper()
+	resp, body := h.Do(http.MethodGet, "/things/"+url.PathEscape(id), "", nil, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", id, resp.StatusCode, body)
+	}
+	return body
+}
+
+// listed returns how often id is listed by h's GET /things, and its
+// origin and presence.
+func listed(t *testing.T, h *testHub, id string) (n int, source, home, presence string) {
+	t.Helper()
+	var things []struct {
+		ID       string                       `json:"id"`
+		Origin   struct{ Source, Hub string } `json:"lmos:origin"`
+		Presence struct{ Status string }      `json:"lmos:presence"`
+	}
+	h.GetJSON("/things", http.StatusOK, &things)
+	for _, th := range things {
+		if th.ID == id {
+			n++
+			source, home, presence = th.Origin.Source, th.Origin.Hub, th.Presence.Status
+		}
+	}
+	return n, source, home, presence
+}
+
+// TestMovedAgentHomeFollows: the hub side of a moved agent, with the
+// mirrors a federation's pullers make (Registry.Mirror, as they call it).
+// Agent on A, mirrored at B → A goes away → the agent re-joins B with its
+// key: B takes it as its own (no longer a mirror), online → A restarted
+// on its data: a copy of A's stale local Thing offered to B is refused
+// (B's is online here); A pulling B's copy replaces its own offline one
+// (the key's proof verifies): the Thing is listed once on both hubs, its
+// home B, online.
+func TestMovedAgentHomeFollows(t *testing.T) {
+	dirA := t.TempDir()
+	a := &testHub{t: t, log: testLogger(t), link: "mqtt"}
+	a.start(dirA, "127.0.0.1:0", "127.0.0.1:0")
+	b := startHub(t)
+	urlA, urlB := "http://"+a.httpAddr, "http://"+b.httpAddr
+	const id = "urn:test:moved"
+	srv := a.connect(id, func(o *Options) {
+		o.Failover, o.FailoverGrace, o.StateDir = []string{b.url()}, 500*time.Millisecond, t.TempDir()
+	})
+	serveTestActions(srv)
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := b.reg.Mirror(ctx, id, servedTD(t, a, id), urlA); err != nil {
+		t.Fatalf("B mirrors the agent from A: %v", err)
+	}
+	if n, src, home, _ := listed(t, b, id); n != 1 || src != "remote" || home != urlA {
+		t.Fatalf("at B before the move: %d %s %s", n, src, home)
+	}
+	staleA := servedTD(t, a, id)
+
+	a.Close()
+	waitFor(t, 20*time.Second, "the agent online at B as B's own", func() bool {
+		n, src, _, presence := listed(t, b, id)
+		return n == 1 && src != "remote" && presence == "online"
+	})
+
+	a.start(dirA, a.addr, a.httpAddr)
+	if _, err := b.reg.Mirror(ctx, id, staleA, urlA); err == nil {
+		t.Errorf("B took A's stale copy over its online agent")
+	}
+	if n, src, _, presence := listed(t, b, id); n != 1 || src == "remote" || presence != "online" {
+		t.Errorf("at B after A's stale copy: %d %s %s", n, src, presence)
+	}
+	if _, err := a.reg.Mirror(ctx, id, servedTD(t, b, id), urlB); err != nil {
+		t.Fatalf("A mirrors the moved agent from B: %v", err)
+	}
+	for name, h := range map[string]*testHub{"A": a, "B": b} {
+		n, src, home, presence := listed(t, h, id)
+		wantSrc, wantHome := "remote", urlB
+		if h == b {
+			wantSrc, wantHome = src, ""
+		}
+		if n != 1 || src != wantSrc || home != wantHome || presence != "online" || (h == b && src == "remote") {
+			t.Errorf("at %s: listed %d, origin %s %s, %s", name, n, src, home, presence)
+		}
+	}
+	waitFor(t, 10*time.Second, "B's proxy reaches the agent", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
+	if srv.Hub() != b.url() {
+		t.Errorf("the agent went back to %s", srv.Hub())
+	}
+}

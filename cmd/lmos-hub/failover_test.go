@@ -83,7 +83,7 @@ func (p *hubProc) kill() {
 // origin (lmos:origin.source, and the home hub of a mirror).
 type thingView struct {
 	status   int
-	Presence struct{ Status string } `json:"lmos:presence"`
+	Presence struct{ Status string }      `json:"lmos:presence"`
 	Origin   struct{ Source, Hub string } `json:"lmos:origin"`
 }
 
