@@ -130,16 +130,28 @@ func (l *mqttLink) onPrimary() bool {
 }
 
 // dialTimeout bounds reaching a broker: with failover hubs, an unplugged
-// hub (whose address no longer answers) must not hold the agent longer
-// than the grace; otherwise the agent's Timeout.
+// hub (whose address no longer answers, or whose process hangs) must not
+// hold the agent past the grace: an attempt on the lost hub ends with the
+// grace (dialBy), one on another hub after FailoverGrace; otherwise the
+// agent's Timeout.
 func (l *mqttLink) dialTimeout() time.Duration {
 	l.mu.Lock()
-	n := len(l.targets)
+	n, by := len(l.targets), l.dialBy
 	l.mu.Unlock()
-	if n > 1 {
-		return max(l.a.opts.FailoverGrace, time.Second)
+	if n <= 1 {
+		return l.a.opts.Timeout
 	}
-	return l.a.opts.Timeout
+	if !by.IsZero() {
+		return max(time.Until(by), 250*time.Millisecond)
+	}
+	return max(l.a.opts.FailoverGrace, time.Second)
+}
+
+// limitDial makes attempts end by t (zero: no such limit).
+func (l *mqttLink) limitDial(t time.Time) {
+	l.mu.Lock()
+	l.dialBy = t
+	l.mu.Unlock()
 }
 
 // maxPeers bounds the failover hubs learnt from a directory TD.

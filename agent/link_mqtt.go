@@ -36,14 +36,17 @@ type mqttLink struct {
 	cur     int
 	// directory is the hub's directory TD URL, read for lmos:peers.
 	directory string
-	cli       *paho.Client // nil while disconnected
-	conn      net.Conn
-	up        chan struct{} // closed while cli != nil
-	joinCh    chan joinResult
-	watches   map[string]map[uint64]func(Value) // topic → observers
-	nextID    uint64
-	pending   map[string]*request  // correlation data → an Invoke waiting
-	groups    map[*groupWatch]bool // GroupSubscribe's watches (groups.go)
+	// dialBy ends attempts on a lost hub with the failover grace (zero:
+	// dialTimeout's default).
+	dialBy  time.Time
+	cli     *paho.Client // nil while disconnected
+	conn    net.Conn
+	up      chan struct{} // closed while cli != nil
+	joinCh  chan joinResult
+	watches map[string]map[uint64]func(Value) // topic → observers
+	nextID  uint64
+	pending map[string]*request  // correlation data → an Invoke waiting
+	groups  map[*groupWatch]bool // GroupSubscribe's watches (groups.go)
 
 	subMu sync.Mutex // orders SUBSCRIBE/UNSUBSCRIBE of watched topics
 }
@@ -282,6 +285,11 @@ func (l *mqttLink) establishRetry(initial bool) (*paho.Client, error) {
 				}
 				return nil, fmt.Errorf("%w (%w)", l.a.ctx.Err(), last)
 			}
+		}
+		if !switched && !initial {
+			l.limitDial(lost.Add(l.a.opts.FailoverGrace))
+		} else {
+			l.limitDial(time.Time{})
 		}
 		cli, err := l.establish()
 		if err == nil {
