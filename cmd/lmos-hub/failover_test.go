@@ -118,11 +118,18 @@ func proxyInvoke(base, id string) bool {
 // mqtt with the other hubs as failover.
 func failoverAgent(t testing.TB, id, mqtt string, failover ...string) *agent.Agent {
 	t.Helper()
+	return failoverAgentWith(t, id, mqtt, 0, failover...)
+}
+
+// failoverAgentWith is failoverAgent with an MQTT keep alive (0: the
+// default).
+func failoverAgentWith(t testing.TB, id, mqtt string, keepAlive time.Duration, failover ...string) *agent.Agent {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	a, err := agent.Connect(ctx, agent.Options{URL: "mqtt://" + mqtt, TD: map[string]any{"id": id, "title": "Mover",
 		"actions": map[string]any{"add": map[string]any{}}}, StateDir: t.TempDir(), Failover: failover,
-		Timeout: 5 * time.Second, MaxBackoff: 2 * time.Second, Logger: hubtest.Logger(t)})
+		Timeout: 5 * time.Second, MaxBackoff: 2 * time.Second, KeepAlive: keepAlive, Logger: hubtest.Logger(t)})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
