@@ -3,9 +3,12 @@ package agent
 import (
 	"context"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -223,4 +226,91 @@ func TestMovedAgentHomeFollows(t *testing.T) {
 	if srv.Hub() != b.url() {
 		t.Errorf("the agent went back to %s", srv.Hub())
 	}
+}
+
+// TestFailoverFromFrozenHub: a hub that goes silent (its connections
+// stay open, nothing is answered: unplugged or hung) is noticed by the
+// keep alive, and the attempts to reach it again end with the grace, not
+// with the agent's Timeout (an hour here): the agent moves to the other
+// hub.
+func TestFailoverFromFrozenHub(t *testing.T) {
+	a, b := startHub(t), startHub(t)
+	r := startFreezer(t, a.addr)
+	const id = "urn:test:frozen"
+	srv := a.connect(id, func(o *Options) {
+		o.URL, o.Timeout, o.KeepAlive = "mqtt://"+r.addr, time.Hour, time.Second
+		o.Failover, o.FailoverGrace, o.StateDir = []string{b.url()}, 500*time.Millisecond, t.TempDir()
+	})
+	serveTestActions(srv)
+	r.frozen.Store(true)
+	waitFor(t, 30*time.Second, "the agent online at the other hub", func() bool { return b.presence(id) == "online" })
+	if srv.Hub() != b.url() {
+		t.Errorf("on %s, want %s", srv.Hub(), b.url())
+	}
+	waitFor(t, 10*time.Second, "the other hub's proxy reaches the agent", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
+}
+
+// freezer forwards TCP connections to a hub until frozen; then, as a hub
+// that went silent, it forwards nothing either way and accepts new
+// connections that it never answers, keeping them all open.
+type freezer struct {
+	addr   string
+	frozen atomic.Bool
+}
+
+func startFreezer(t *testing.T, to string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	f := &freezer{addr: ln.Addr().String()}
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				return
+			}
+			if !f.frozen.Load() {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			if f.frozen.Load() {
+				continue // held open, never answered
+			}
+			up, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, up)
+			mu.Unlock()
+			go pipe(c, up)
+			go pipe(up, c)
+		}
+	}()
+	return f
 }
