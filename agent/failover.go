@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"github.com/eclipse/paho.golang/paho"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -271,4 +273,22 @@ func (l *mqttLink) targetsNow() []*brokerTarget {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]*brokerTarget(nil), l.targets...)
+}
+
+// keepAliveWatch is paho's pinger, telling the link when the keep alive
+// ended a connection (no PINGRESP in time, or the PINGREQ not written):
+// the hub went silent rather than away, and was silent for a keep alive
+// already.
+type keepAliveWatch struct {
+	*paho.DefaultPinger
+	silent *atomic.Bool
+}
+
+// Run is the pinger's, noting the keep alive's failure.
+func (w keepAliveWatch) Run(ctx context.Context, conn net.Conn, keepAlive uint16) error {
+	err := w.DefaultPinger.Run(ctx, conn, keepAlive)
+	if err != nil && ctx.Err() == nil {
+		w.silent.Store(true)
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -38,7 +39,9 @@ type mqttLink struct {
 	directory string
 	// dialBy ends attempts on a lost hub with the failover grace (zero:
 	// dialTimeout's default).
-	dialBy  time.Time
+	dialBy time.Time
+	// silent: the keep alive ended the last connection (keepAliveWatch).
+	silent  atomic.Bool
 	cli     *paho.Client // nil while disconnected
 	conn    net.Conn
 	up      chan struct{} // closed while cli != nil
@@ -103,7 +106,7 @@ func newMQTTAgent(opts Options) (*Agent, error) {
 
 // connect joins, retrying network failures until the Agent's ctx ends.
 func (l *mqttLink) connect() (func(), error) {
-	cli, err := l.establishRetry(true)
+	cli, err := l.establishRetry(true, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -232,9 +235,15 @@ func (l *mqttLink) run(cli *paho.Client) {
 		if l.a.ctx.Err() != nil {
 			return
 		}
+		lost := time.Now()
+		if l.silent.Swap(false) {
+			// The keep alive ended it: the hub has not been heard for a
+			// keep alive already, which counts towards the grace.
+			lost = lost.Add(-l.a.opts.KeepAlive)
+		}
 		l.a.log.Warn("connection to the hub lost; reconnecting")
 		var err error
-		if cli, err = l.establishRetry(false); err != nil {
+		if cli, err = l.establishRetry(false, lost); err != nil {
 			return // closed
 		}
 		l.a.log.Info("reconnected to the hub")
@@ -246,13 +255,12 @@ func (l *mqttLink) run(cli *paho.Client) {
 // agent reconnects (not initial): the broker may still be cleaning up the
 // old session of the same client id. When initial, errors no retry can fix
 // (a rejection, a refused connection) end it at once.
-func (l *mqttLink) establishRetry(initial bool) (*paho.Client, error) {
+func (l *mqttLink) establishRetry(initial bool, lost time.Time) (*paho.Client, error) {
 	var last error
-	lost := time.Now()
 	rounds, switched := 0, false
 	for attempt := 0; ; attempt++ {
 		moved := false
-		if attempt > 0 && l.failoverDue(lost) {
+		if (attempt > 0 || !initial) && l.failoverDue(lost) {
 			// Failover: each failed attempt after the grace tries the
 			// next hub at once; a round of the whole list backs off.
 			if l.nextHub() {
@@ -549,6 +557,7 @@ func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials
 		PacketTimeout:     l.a.opts.Timeout,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){l.receive},
 		OnClientError:     func(err error) { l.a.log.Debug("mqtt client error", "err", err) },
+		PingHandler:       keepAliveWatch{paho.NewDefaultPinger(), &l.silent},
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			l.a.log.Info("the broker disconnected the agent", "reason", d.ReasonCode)
 		},
