@@ -533,12 +533,17 @@ func (m *Main) mdnsStatus() mdns.Status {
 }
 
 // peerCandidates are the other lmos-hubs mDNS sees on the LAN (none
-// while mDNS is off).
+// while mDNS is off), each marked when it is paired already.
 func (m *Main) peerCandidates() []mdns.Candidate {
-	if h := m.names.mdns.Load(); h != nil {
-		return h.Candidates.List()
+	h := m.names.mdns.Load()
+	if h == nil {
+		return []mdns.Candidate{}
 	}
-	return []mdns.Candidate{}
+	list := h.Candidates.List()
+	for i := range list {
+		list[i].Paired = m.Peers != nil && m.Peers.Paired(list[i].DID)
+	}
+	return list
 }
 
 // mdnsHealth is mDNS on /healthz: "up" once advertising, "off",

@@ -30,6 +30,9 @@ type Candidate struct {
 	Name string `json:"name"`
 	// LastSeen is when its announcement was last received.
 	LastSeen time.Time `json:"lastSeen"`
+	// Paired: an admin paired this hub with it already (set by the
+	// caller that knows the peers).
+	Paired bool `json:"paired"`
 }
 
 // CandidatesConfig configures Candidates.

@@ -23,6 +23,7 @@ type candidateList struct {
 	Candidates []struct {
 		DID, URL, Name string
 		LastSeen       time.Time
+		Paired         bool
 	}
 }
 
@@ -57,7 +58,8 @@ func statusDID(t *testing.T, c *http.Client, base string) string {
 // URL pairing takes; a Thing announced over mDNS and a directory that is
 // not an lmos-hub (its TD unsigned) are no candidates. Seeing a candidate
 // changes nothing else: a Thing registered at one hub is not listed by the
-// other. A hub gone (goodbye) leaves the other's list.
+// other. A candidate an admin pairs says so (paired). A hub gone
+// (goodbye) leaves the other's list.
 func TestMDNSPeerCandidates(t *testing.T) {
 	lan := netnstest.New(t, []string{"h1", "h2", "x"})
 	h1, base1 := mdnsHub(t, lan, "h1", "Hub One")
@@ -82,7 +84,8 @@ func TestMDNSPeerCandidates(t *testing.T) {
 		testwait.Eventually(t, 15*time.Second, h.base+" lists "+h.peerName, func() bool {
 			l, code := candidatesOf(t, h.c, h.base)
 			return code == http.StatusOK && len(l.Candidates) == 1 && l.Candidates[0].DID == h.peerDID &&
-				l.Candidates[0].URL == h.peer && l.Candidates[0].Name == h.peerName && !l.Candidates[0].LastSeen.IsZero()
+				l.Candidates[0].URL == h.peer && l.Candidates[0].Name == h.peerName && !l.Candidates[0].LastSeen.IsZero() &&
+				!l.Candidates[0].Paired
 		})
 	}
 	// Both the Thing and the fake directory were looked at by now (the
@@ -113,6 +116,21 @@ func TestMDNSPeerCandidates(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("without a token: %d", resp.StatusCode)
+	}
+	// Paired by an admin: the candidate says so.
+	req, _ := http.NewRequest(http.MethodPost, base1+"/api/peers", strings.NewReader(`{"url":"`+base2+`","did":"`+did2+`"}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", lmos.MediaJSON)
+	resp, err = c1.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("pair: %d", resp.StatusCode)
+	}
+	if l, _ := candidatesOf(t, c1, base1); len(l.Candidates) != 1 || !l.Candidates[0].Paired {
+		t.Errorf("after pairing: %+v", l)
 	}
 	h2.Stop()
 	testwait.Eventually(t, 10*time.Second, "Hub Two gone from h1's candidates", func() bool {
