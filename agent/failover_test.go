@@ -65,12 +65,34 @@ func TestFailoverToAnotherHub(t *testing.T) {
 	if srv.Hub() != a.url() {
 		t.Fatalf("on %s, want %s", srv.Hub(), a.url())
 	}
+	// The consumer invokes all along, through the hub's going away.
+	var answered atomic.Int64
+	stop := make(chan struct{})
+	looped := make(chan struct{})
+	go func() {
+		defer close(looped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if addOnce(t, cli, id) {
+				answered.Add(1)
+			} else {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}()
+	defer func() { close(stop); <-looped }()
+	waitFor(t, 10*time.Second, "invocations before the hub goes", func() bool { return answered.Load() > 0 })
 	a.Close()
 	waitFor(t, 20*time.Second, "the agent online at the other hub", func() bool { return b.presence(id) == "online" })
 	if srv.Hub() != b.url() || cli.Hub() != b.url() {
 		t.Errorf("agents on %s and %s, want %s", srv.Hub(), cli.Hub(), b.url())
 	}
-	waitFor(t, 20*time.Second, "an invocation through the other hub", func() bool { return addOnce(t, cli, id) })
+	before := answered.Load()
+	waitFor(t, 20*time.Second, "invocations through the other hub", func() bool { return answered.Load() > before })
 	waitFor(t, 10*time.Second, "the other hub's proxy reaches the agent", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
 	if now, err := loadCredentials(state, srv.tid); err != nil || *now != *kept {
 		t.Errorf("StateDir credentials changed to %+v (%v), want the first hub's", now, err)
