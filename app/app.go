@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eclipse-lmos/lmos-hub/dirsync"
+	"github.com/eclipse-lmos/lmos-hub/federation"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
@@ -73,8 +75,10 @@ type Main struct {
 	Router *hub.Router
 	// GroupActions runs group actions on every door (after Access).
 	GroupActions *hub.GroupActions
-	// Peers are the paired hubs of the federation.
-	Peers *hub.Peers
+	// Peers are the paired hubs of the federation; Federation mirrors
+	// their Things.
+	Peers      *hub.Peers
+	Federation *federation.Federation
 	// Admission is the join policy both doors that admit Things (MQTT,
 	// WebSocket) apply, with one join rate per source.
 	Admission *hub.Admission
@@ -99,6 +103,8 @@ type Main struct {
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
+	// Pull mirrors a remote directory's Things (sync.pull); nil when off.
+	Pull *dirsync.Puller
 	// observer counts joins and routed interactions for /metrics.
 	observer *web.Observer
 	// mdnsErr is why mDNS could not open (nil: it did, or is off).
@@ -111,6 +117,8 @@ type Main struct {
 	names   *hostNames
 	errc    chan error
 	closers []closer
+	// links report the state of sync, pull, bridge and peer links.
+	links links
 }
 
 // NewMain returns a Main for cfg; a nil logger is slog.Default().
@@ -153,6 +161,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openBroker,
 		m.openWeb,
 		m.openMDNS,
+		m.openPull,
+		m.openLinkWatch,
 	} {
 		if err := open(ctx); err != nil {
 			return err
@@ -460,6 +470,7 @@ func (m *Main) webConfig() web.Config {
 		Backup:         db.Backup,
 		MDNS:           func() any { return m.mdnsStatus() },
 		PeerCandidates: func() any { return m.peerCandidates() },
+		Links:          m.Links,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
@@ -468,6 +479,8 @@ func (m *Main) webConfig() web.Config {
 		HostNames:      m.names.get,
 		Admission:      m.Admission,
 		Peers:          m.Peers,
+		PeerStates:     m.Federation.States,
+		PeerMQTT:       m.Federation.MQTT,
 		WS: ws.Options{
 			PingInterval: time.Duration(cfg.HTTP.WebSocket.PingInterval),
 			IdleTimeout:  time.Duration(cfg.HTTP.WebSocket.IdleTimeout),

@@ -20,7 +20,8 @@ import (
 
 // The components start in the order main has always started them (the
 // broker before HTTP serves, so /healthz and the WebSocket gateway find it)
-// and stop in reverse: HTTP first, the store last.
+// and stop in reverse: HTTP first, the peers' mirrors before the registry
+// they write to, the store last.
 func TestMainStartsAndStopsInOrder(t *testing.T) {
 	var logs hubtest.SyncBuffer
 	cfg := hubtest.Config(t.TempDir())
@@ -38,7 +39,7 @@ func TestMainStartsAndStopsInOrder(t *testing.T) {
 			got = append(got, g[1]+g[2])
 		}
 	}
-	want := []string{"mqtt listening", "http listening", "hub ready", "http", "mqtt", "registry", "store"}
+	want := []string{"mqtt listening", "http listening", "hub ready", "http", "mqtt", "federation", "registry", "store"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("order:\n got %q\nwant %q\n%s", got, want, logs.String())
 	}

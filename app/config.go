@@ -19,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/theory/jsonpath"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -97,8 +98,25 @@ type Config struct {
 	Registry        RegistryConfig   `yaml:"registry"`
 	Search          SearchConfig     `yaml:"search"`
 	Groups          GroupsConfig     `yaml:"groups"`
+	Sync            SyncConfig       `yaml:"sync"`
 	Federation      FederationConfig `yaml:"federation"`
 	ShutdownTimeout Duration         `yaml:"shutdownTimeout"` // default 10s
+}
+
+// SyncConfig is the sync with a remote Thing Description Directory
+// (PROTOCOL §9): any W3C WoT directory, another lmos-hub included.
+type SyncConfig struct {
+	// URL is the remote directory's base URL; "" syncs nothing.
+	URL string `yaml:"url"`
+	// Token is sent to it as a bearer token ("" sends none).
+	Token string `yaml:"token"`
+	// Pull is a JSONPath query (RFC 9535) over the array [TD] of each
+	// remote Thing: the Things it selects anything from are mirrored here
+	// read-only ("$" mirrors all); "" mirrors none.
+	Pull string `yaml:"pull"`
+	// Interval is how often a remote without a change feed is read
+	// again; default 30s.
+	Interval Duration `yaml:"interval"`
 }
 
 // HTTPConfig configures the HTTP listener (directory API, proxy, dashboard).
@@ -336,6 +354,7 @@ func DefaultConfig() Config {
 		StatusListValidity: Duration(hub.DefaultStatusListValidity),
 		IssueRate:          hub.DefaultIssueRate, IssueBurst: hub.DefaultIssueBurst,
 		ActionOutputBytes: hub.DefaultGroupActionHeld}
+	c.Sync = SyncConfig{Interval: Duration(30 * time.Second)}
 	c.Federation = FederationConfig{MaxPeers: hub.DefaultMaxPeers}
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
@@ -372,6 +391,9 @@ func (c Config) Redacted() Config {
 	}
 	if c.MDNS.Interfaces != nil {
 		c.MDNS.Interfaces = append([]string{}, c.MDNS.Interfaces...)
+	}
+	if c.Sync.Token != "" {
+		c.Sync.Token = "<redacted>"
 	}
 	return c
 }
@@ -416,6 +438,7 @@ func (c Config) Validate() error {
 	bad("log.level", checkOneOf(c.Log.Level, logLevels))
 	c.validateLimits(bad)
 	c.validateGroups(bad)
+	c.validateSync(bad)
 	if n := c.Federation.MaxPeers; n < 1 || n > 1024 {
 		bad("federation.maxPeers", fmt.Errorf("must be from 1 to 1024 (got %d)", n))
 	}
@@ -447,6 +470,30 @@ func (c Config) validateGroups(bad func(string, error)) {
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.Fragment != "" {
 			bad("groups.statusListURL", fmt.Errorf("must be an absolute http or https URL without a fragment (got %q)", u))
 		}
+	}
+}
+
+// validateSync checks the sync settings; bad records a bad one.
+func (c Config) validateSync(bad func(string, error)) {
+	if u := c.Sync.URL; u != "" {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" || p.Fragment != "" {
+			bad("sync.url", fmt.Errorf("must be the http or https base URL of a Thing Description Directory such as \"http://hub-2:8080\" (got %q)", u))
+		}
+	}
+	if c.Sync.Pull != "" {
+		if c.Sync.URL == "" {
+			bad("sync.pull", errors.New("needs sync.url: the directory to pull from"))
+		}
+		if _, err := jsonpath.Parse(c.Sync.Pull); err != nil {
+			bad("sync.pull", fmt.Errorf("is not a JSONPath query such as \"$[?@.title == 'Lamp']\" (\"$\" pulls every Thing): %w", err))
+		}
+	}
+	if strings.IndexFunc(c.Sync.Token, func(r rune) bool { return r <= ' ' || r == 0x7f || r > unicode.MaxASCII }) >= 0 {
+		bad("sync.token", errors.New("must be printable ASCII without spaces (it travels in an Authorization: Bearer header)"))
+	}
+	if time.Duration(c.Sync.Interval) < time.Second {
+		bad("sync.interval", fmt.Errorf("must be a duration of at least 1s such as \"30s\" (got %s)", c.Sync.Interval))
 	}
 }
 

@@ -46,6 +46,8 @@ type Event struct {
 	DID string `json:"did,omitempty"`
 	// Group describes a group event (hub/group.go).
 	Group *GroupEvent `json:"group,omitempty"`
+	// Link is the new state of a link event (hub/link.go).
+	Link *LinkState `json:"link,omitempty"`
 	// TD is the submitted document of a created Thing (for diff=true). Only
 	// live events carry it; the event log does not store it.
 	TD json.RawMessage `json:"td,omitempty"`

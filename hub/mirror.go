@@ -33,8 +33,9 @@ func (r *Registry) Mirror(ctx context.Context, id string, raw []byte, from strin
 	if from == "" {
 		return false, Errorf(EINVALID, "a mirrored Thing must name the directory it comes from")
 	}
-	if err := r.checkSize(len(raw)); err != nil {
-		return false, err
+	if len(raw) > r.opts.MaxTDBytes+MirrorEnrichmentSlack {
+		// The stripped copy is held to the limit itself (prepareFrom).
+		return false, TooLarge(len(raw), r.opts.MaxTDBytes)
 	}
 	status, expires := remoteRegistration(raw)
 	doc, err := StripEnrichment(raw)
@@ -79,6 +80,10 @@ func (r *Registry) mirrorUnchanged(ctx context.Context, id string, raw []byte, f
 	}
 	return true, err
 }
+
+// MirrorEnrichmentSlack is how much larger than registry.maxTDBytes a
+// remote Thing may be as served, with the enrichment Mirror strips.
+const MirrorEnrichmentSlack = 64 << 10
 
 // remoteRegistration reads the presence and expiry a remote directory
 // serves with a Thing: lmos:presence.status (unknown when absent or not
@@ -221,6 +226,10 @@ func (r *Registry) judgeMirror(o *op, old *Thing) error {
 		return Errorf(ECONFLICT, "the Thing %q is online here: its copy from %s does not replace it", o.id, from)
 	case !byKey:
 		return Errorf(ECONFLICT, "the Thing %q is registered here: a copy from %s replaces it only when its id is bound to a key and the copy carries that key's proof (the agent moved there)", o.id, from)
+	case !s.Created.After(b.Created):
+		// The description accepted here, come back (this hub's own Thing
+		// pushed to the remote): an agent that moved signed anew.
+		return Errorf(ECONFLICT, "the Thing %q is registered here, and its copy from %s is no newer than the description accepted here", o.id, from)
 	}
 	return nil
 }

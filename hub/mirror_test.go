@@ -193,6 +193,9 @@ func TestMirrorNeverTakesALocalThingOrAKeyBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = r.SetPresence(bg, "urn:l:bound", hub.PresenceOffline, hub.SourceMQTT)
+	rev = r.Revision()
+	echo, _ := r.Raw("urn:l:bound")
+	try("bound, the description accepted here come back", "urn:l:bound", served(t, echo, "online"), hub.ECONFLICT, "no newer than")
 	moved := signTD(t, testTD("urn:l:bound", "Moved"), key, time.Now())
 	if created, err := r.Mirror(bg, "urn:l:bound", served(t, moved, "online"), remoteHub); err != nil || created {
 		t.Fatalf("moved agent's copy: %v %v", created, err)

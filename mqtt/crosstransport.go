@@ -66,7 +66,7 @@ func (b *Broker) PublishPresence(thingID, status string) error {
 const maxForwards = 256
 
 // forwardTarget reports whether a request on topic t is for a Thing that
-// another transport reaches (a WebSocket agent): the hub then carries it
+// another transport reaches (a WebSocket agent, a Thing of a paired hub): the hub then carries it
 // through the Router rather than leaving it to MQTT subscribers, of which
 // there are none.
 func (b *Broker) forwardTarget(t thingTopic) (string, bool) {
@@ -85,7 +85,9 @@ func (b *Broker) forwardTarget(t thingTopic) (string, bool) {
 	if via == "" {
 		via = th.Meta.Origin.Source
 	}
-	return id, via == hub.SourceWS
+	// A Thing mirrored from a paired hub is reached through that hub
+	// (the federation's forwarder).
+	return id, via == hub.SourceWS || via == hub.SourceRemote
 }
 
 // forward delivers an MQTT consumer's invocation or write to a Thing that

@@ -31,6 +31,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.MDNS != nil {
 		st["mdns"] = s.cfg.MDNS()
 	}
+	st["links"] = s.links()
 	if s.cfg.Key != nil {
 		st["did"] = proof.DID(s.cfg.Key.Public().(ed25519.PublicKey))
 	}

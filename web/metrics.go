@@ -154,6 +154,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	for _, write := range s.cfg.Metrics {
 		write(&buf)
 	}
+	writeLinkMetrics(&buf, s.links())
 	metrics.WriteProcessMetrics(&buf)
 	metrics.WriteFDMetrics(&buf)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

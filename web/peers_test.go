@@ -1,8 +1,10 @@
 package web_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/lmos"
 	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest/regtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 	"github.com/eclipse-lmos/lmos-hub/web"
 )
 
@@ -214,4 +217,34 @@ type peerJSONView struct {
 	URL   string         `json:"url"`
 	Added time.Time      `json:"added"`
 	Link  *hub.LinkState `json:"link"`
+}
+
+// TestUnpairedPeerStreamEnds: a peer's open change feed ends with an
+// error event once it is unpaired, as a stream of a revoked token does.
+func TestUnpairedPeerStreamEnds(t *testing.T) {
+	h := newPeerHub(t, hub.AnonymousNone, 0)
+	h.do("POST", "/api/peers", lmos.MediaJSON, `{"url":"http://127.0.0.1:1","did":"`+didOf(h.remote)+`"}`).want(t, "pair", http.StatusCreated)
+	// A feed that stays open fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	lmos.SignPeerRequest(req, h.remote, time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("peer's feed: %d", resp.StatusCode)
+	}
+	h.do("DELETE", "/api/peers/"+didOf(h.remote), "", "").want(t, "unpair", http.StatusNoContent)
+	h.do("PUT", "/things/urn:example:after", "application/td+json", string(tdgen.MakeTD("urn:example:after", "after"))).want(t, "a change", http.StatusCreated)
+	body, err := io.ReadAll(resp.Body) // ends: the hub closes the stream
+	if err != nil {
+		t.Fatalf("the unpaired peer's feed did not end: %v (%s)", err, body)
+	}
+	if !strings.Contains(string(body), "event: error") || !strings.Contains(string(body), "was unpaired") || strings.Contains(string(body), "thing_created") {
+		t.Fatalf("the unpaired peer's feed: %s", body)
+	}
 }

@@ -67,6 +67,9 @@ type Config struct {
 	// PeerCandidates lists the other lmos-hubs mDNS sees on the LAN, for
 	// GET /api/peers/candidates (nil: an empty list).
 	PeerCandidates func() any
+	// Links reports the hub's links beyond itself: remote registry sync,
+	// pulls, the MQTT bridge, federation peers (nil: none).
+	Links func() []hub.LinkState
 	// Router carries proxied interactions (PROTOCOL §3.3) to the Things;
 	// nil answers 503 there.
 	Router *hub.Router
