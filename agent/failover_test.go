@@ -336,3 +336,51 @@ func startFreezer(t *testing.T, to string) *freezer {
 	}()
 	return f
 }
+
+// TestMovedAgentFederated: the same moves between two paired hubs, with
+// the federation's own mirrors. The agent, on A, learns B from A's
+// lmos:peers; B mirrors it (home A) and B's proxy reaches it through A.
+// A goes away: the agent re-joins B, which takes it as its own, and B's
+// proxy reaches it. A restarted on its data mirrors it from B instead of
+// keeping its own stale copy: listed once on both hubs, home B, online,
+// and B keeps it as its own. B goes away in turn: the agent goes back to
+// A with A's credentials, and A takes it back.
+func TestMovedAgentFederated(t *testing.T) {
+	dirA := t.TempDir()
+	a := &testHub{t: t, log: testLogger(t), link: "mqtt"}
+	a.start(dirA, "127.0.0.1:0", "127.0.0.1:0")
+	b := startHub(t)
+	pair(t, a, b)
+	pair(t, b, a)
+	urlA, urlB := "http://"+a.httpAddr, "http://"+b.httpAddr
+	const id = "urn:test:federated"
+	srv := a.connect(id, func(o *Options) {
+		o.Directory, o.FailoverGrace, o.StateDir = urlA, 500*time.Millisecond, t.TempDir()
+	})
+	serveTestActions(srv)
+	home := func(h *testHub, n int, src, at, presence string) func() bool {
+		return func() bool {
+			gotN, gotSrc, gotAt, gotPresence := listed(t, h, id)
+			return gotN == n && (gotSrc == "remote") == (src == "remote") && gotAt == at && gotPresence == presence
+		}
+	}
+	waitFor(t, 20*time.Second, "B mirrors the agent, home A", home(b, 1, "remote", urlA, "online"))
+	waitFor(t, 10*time.Second, "the agent learnt B", func() bool { return len(srv.link.(*mqttLink).targetsNow()) == 2 })
+	waitFor(t, 10*time.Second, "B's proxy reaches the agent on A", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
+
+	a.Close()
+	waitFor(t, 20*time.Second, "the agent B's own, online", home(b, 1, "mqtt", "", "online"))
+	waitFor(t, 10*time.Second, "B's proxy reaches the agent on B", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
+
+	a.start(dirA, a.addr, a.httpAddr)
+	waitFor(t, 20*time.Second, "A mirrors the agent, home B", home(a, 1, "remote", urlB, "online"))
+	if !home(b, 1, "mqtt", "", "online")() {
+		n, src, at, presence := listed(t, b, id)
+		t.Errorf("at B after A came back: %d %s %s %s", n, src, at, presence)
+	}
+	waitFor(t, 10*time.Second, "A's proxy reaches the agent on B", func() bool { return proxyAdd(t, a, id) == http.StatusOK })
+
+	b.Close()
+	waitFor(t, 20*time.Second, "the agent A's own again, online", home(a, 1, "mqtt", "", "online"))
+	waitFor(t, 10*time.Second, "A's proxy reaches the agent on A", func() bool { return proxyAdd(t, a, id) == http.StatusOK })
+}
