@@ -45,7 +45,7 @@ func failoverOnce(b *testing.B, run int, sig syscall.Signal, keepAlive time.Dura
 	a := startHubProc(b, b.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
 	hb := startHubProc(b, b.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
 	id := fmt.Sprintf("urn:bench:failover:%d", run)
-	mover := failoverAgentWith(b, id, a.mqtt, keepAlive, "mqtt://"+hb.mqtt)
+	mover := failoverAgentWith(b, id, a.mqtt, keepAlive, "", "mqtt://"+hb.mqtt)
 	for deadline := time.Now().Add(10 * time.Second); !proxyInvoke("http://"+a.http, id); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatal("the agent does not answer through hub A")

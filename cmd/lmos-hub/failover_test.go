@@ -118,17 +118,17 @@ func proxyInvoke(base, id string) bool {
 // mqtt with the other hubs as failover.
 func failoverAgent(t testing.TB, id, mqtt string, failover ...string) *agent.Agent {
 	t.Helper()
-	return failoverAgentWith(t, id, mqtt, 0, failover...)
+	return failoverAgentWith(t, id, mqtt, 0, "", failover...)
 }
 
 // failoverAgentWith is failoverAgent with an MQTT keep alive (0: the
-// default).
-func failoverAgentWith(t testing.TB, id, mqtt string, keepAlive time.Duration, failover ...string) *agent.Agent {
+// default) and the hub's directory (its lmos:peers are failover hubs too).
+func failoverAgentWith(t testing.TB, id, mqtt string, keepAlive time.Duration, directory string, failover ...string) *agent.Agent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	a, err := agent.Connect(ctx, agent.Options{URL: "mqtt://" + mqtt, TD: map[string]any{"id": id, "title": "Mover",
-		"actions": map[string]any{"add": map[string]any{}}}, StateDir: t.TempDir(), Failover: failover,
+		"actions": map[string]any{"add": map[string]any{}}}, StateDir: t.TempDir(), Failover: failover, Directory: directory,
 		Timeout: 5 * time.Second, MaxBackoff: 2 * time.Second, KeepAlive: keepAlive, Logger: hubtest.Logger(t)})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -144,11 +144,39 @@ func failoverAgentWith(t testing.TB, id, mqtt string, keepAlive time.Duration, f
 	return a
 }
 
-// TestFailoverHubKilled: a hub process killed with SIGKILL while a
-// consumer invokes an agent on it: the agent re-joins the other hub
-// (real process) with its key and invocations through that hub's proxy
-// resume. The killed hub restarted on its own data and ports does not
-// take the agent back or show it online: one hub serves it.
+// pairProcs pairs the hub at base with the hub at peer (admin token).
+func pairProcs(t testing.TB, base, peer string) {
+	t.Helper()
+	var st struct{ DID string }
+	resp, err := http.Get(peer + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/api/peers", strings.NewReader(`{"url":"`+peer+`","did":"`+st.DID+`"}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("pair %s with %s: %d", base, peer, resp.StatusCode)
+	}
+}
+
+// TestFailoverHubKilled: of two paired hub processes, the one an agent is
+// on is killed with SIGKILL while a consumer invokes the agent through
+// the other (forwarded): the agent, which learnt the other hub from its
+// hub's lmos:peers, re-joins it with its key and invocations through that
+// hub's proxy resume. The killed hub restarted on its data and ports
+// mirrors the agent from B (its home now) instead of keeping its own
+// stale copy, and forwards invocations there.
 func TestFailoverHubKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a hub process")
@@ -157,33 +185,40 @@ func TestFailoverHubKilled(t *testing.T) {
 	a := startHubProc(t, dirA, "127.0.0.1:0", "127.0.0.1:0")
 	b := startHubProc(t, t.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
 	baseA, baseB := "http://"+a.http, "http://"+b.http
+	pairProcs(t, baseA, baseB)
+	pairProcs(t, baseB, baseA)
 	const id = "urn:test:mover"
-	mover := failoverAgent(t, id, a.mqtt, "mqtt://"+b.mqtt)
+	// No failover hub given: the agent learns B from A's lmos:peers.
+	mover := failoverAgentWith(t, id, a.mqtt, 0, baseA)
 	testwait.Eventually(t, 10*time.Second, "invocations through hub A", func() bool { return proxyInvoke(baseA, id) })
+	testwait.Eventually(t, 20*time.Second, "invocations through hub B, forwarded to A", func() bool { return proxyInvoke(baseB, id) })
 
 	a.kill()
-	testwait.Eventually(t, 20*time.Second, "the agent online at hub B", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the agent online at hub B, B's own (no longer A's mirrored there)", func() bool {
 		v := thingAt(t, baseB, id)
-		return v.status == http.StatusOK && v.Presence.Status == "online"
+		return v.status == http.StatusOK && v.Origin.Source != "remote" && v.Presence.Status == "online"
 	})
 	if mover.Hub() != "mqtt://"+b.mqtt {
-		t.Errorf("the agent is on %s, want hub B", mover.Hub())
+		t.Errorf("the agent is on %s, want hub B (%s)", mover.Hub(), b.mqtt)
 	}
 	testwait.Eventually(t, 10*time.Second, "invocations through hub B", func() bool { return proxyInvoke(baseB, id) })
 
 	a = startHubProc(t, dirA, a.http, a.mqtt)
-	// A's copy, stored while the agent was there, is not online: the
-	// restart resets MQTT presence (offline), or the kill came before the
-	// "online" was stored (unknown).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	// A's own copy, stored while the agent was there, gives way to B's:
+	// A mirrors it, home B, online; B keeps it as its own.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		v := thingAt(t, baseA, id)
-		if v.status == http.StatusOK && (v.Presence.Status == "offline" || v.Presence.Status == "unknown") {
+		if v.status == http.StatusOK && v.Origin.Source == "remote" && v.Origin.Hub == baseB && v.Presence.Status == "online" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("hub A shows the agent %+v, not offline or unknown:\n%s", v, a.stderr.String())
+			t.Fatalf("hub A shows the agent %+v, not B's mirror online:\n%s", v, a.stderr.String())
 		}
 	}
+	if v := thingAt(t, baseB, id); v.Origin.Source == "remote" || v.Presence.Status != "online" {
+		t.Errorf("hub B shows the agent %+v after A came back", v)
+	}
+	testwait.Eventually(t, 10*time.Second, "invocations through hub A, forwarded to B", func() bool { return proxyInvoke(baseA, id) })
 	if !proxyInvoke(baseB, id) || mover.Hub() != "mqtt://"+b.mqtt {
 		t.Errorf("after A's restart the agent is on %s", mover.Hub())
 	}
