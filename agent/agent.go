@@ -106,7 +106,8 @@ type Options struct {
 	// Directory is the hub's HTTP base URL (or its /.well-known/wot): the
 	// agent reads the hub's paired peers (lmos:peers) from its directory
 	// TD after each join and adds their brokers to Failover. Set when the
-	// hub was found over mDNS.
+	// hub was found over mDNS, where the agent then also looks for those
+	// peers (by their DIDs) when the hubs it knows fail.
 	Directory string
 	// NoPeerFailover: the agent does not learn failover hubs from
 	// lmos:peers (Failover alone).
@@ -192,7 +193,8 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.URL == "" {
+	found := opts.URL == ""
+	if found {
 		filter, err := discoveryFilter(opts, opts.Logger)
 		if err != nil {
 			return nil, err
@@ -232,6 +234,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	if a.signer, err = newSigner(opts, a.log); err != nil {
 		return nil, err
+	}
+	if l, ok := a.link.(*mqttLink); ok && found && !pinned(opts) && opts.TLSConfig == nil {
+		l.browse = true // its paired peers are looked for over mDNS too
 	}
 	return a.start(ctx)
 }

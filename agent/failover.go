@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/eclipse-lmos/lmos-hub/lmos/proof"
 	"github.com/eclipse/paho.golang/paho"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -102,9 +105,9 @@ func (a *Agent) Hub() string {
 // than the grace.
 func (l *mqttLink) failoverDue(lost time.Time) bool {
 	l.mu.Lock()
-	n := len(l.targets)
+	others := len(l.targets) > 1 || l.browse && len(l.peerDIDs) > 0
 	l.mu.Unlock()
-	return n > 1 && time.Since(lost) >= l.a.opts.FailoverGrace
+	return others && time.Since(lost) >= l.a.opts.FailoverGrace
 }
 
 // nextHub moves to the next hub in the list, keeping the credentials of
@@ -112,6 +115,16 @@ func (l *mqttLink) failoverDue(lost time.Time) bool {
 // reports whether the list wrapped around to its first hub.
 func (l *mqttLink) nextHub() (wrapped bool) {
 	l.mu.Lock()
+	last := l.cur == len(l.targets)-1
+	l.mu.Unlock()
+	if last {
+		l.findPeer() // over mDNS, added last
+	}
+	l.mu.Lock()
+	if len(l.targets) == 1 {
+		l.mu.Unlock()
+		return true
+	}
 	from := l.targets[l.cur]
 	l.cur = (l.cur + 1) % len(l.targets)
 	to := l.targets[l.cur]
@@ -170,11 +183,18 @@ func (l *mqttLink) learnPeers(ctx context.Context) {
 	if dir == "" || l.a.opts.NoPeerFailover {
 		return
 	}
-	peers, err := readPeers(ctx, dir, l.target().tls)
+	peers, dids, err := readPeers(ctx, dir, l.target().tls)
 	if err != nil {
 		l.a.log.Debug("cannot read the hub's peers", "directory", dir, "err", err)
 		return
 	}
+	l.mu.Lock()
+	for _, d := range dids {
+		if len(l.peerDIDs) < maxPeers {
+			l.peerDIDs[d] = true
+		}
+	}
+	l.mu.Unlock()
 	for _, p := range peers {
 		t, err := newTarget(p, l.a.opts)
 		if err != nil || (pinned(l.a.opts) && t.tls == nil) {
@@ -192,20 +212,24 @@ func (l *mqttLink) learnPeers(ctx context.Context) {
 // readPeers returns the brokers of the lmos:peers of the directory TD at
 // dir: a peer's mqtt member, else the lmos:broker link of its own
 // directory TD (at its url).
-func readPeers(ctx context.Context, dir string, tlsCfg *tls.Config) ([]string, error) {
+func readPeers(ctx context.Context, dir string, tlsCfg *tls.Config) (brokers, dids []string, err error) {
 	var td struct {
 		Peers []struct {
+			DID  string `json:"did"`
 			URL  string `json:"url"`
 			MQTT string `json:"mqtt"`
 		} `json:"lmos:peers"`
 	}
 	if err := getJSON(ctx, dir, tlsCfg, &td); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
-	for _, p := range td.Peers {
-		if len(out) == maxPeers {
+	for i, p := range td.Peers {
+		if i == maxPeers {
 			break
+		}
+		if strings.HasPrefix(p.DID, "did:key:") {
+			dids = append(dids, p.DID)
 		}
 		if p.MQTT == "" && p.URL != "" {
 			pdir, err := directoryOf(p.URL)
@@ -225,7 +249,7 @@ func readPeers(ctx context.Context, dir string, tlsCfg *tls.Config) ([]string, e
 			out = append(out, p.MQTT)
 		}
 	}
-	return out, nil
+	return out, dids, nil
 }
 
 // getJSON reads the JSON document at u (at most 1 MiB) into v.
@@ -291,4 +315,75 @@ func (w keepAliveWatch) Run(ctx context.Context, conn net.Conn, keepAlive uint16
 		w.silent.Store(true)
 	}
 	return err
+}
+
+// mdnsFailoverWait bounds one search for a paired hub over mDNS.
+const mdnsFailoverWait = 3 * time.Second
+
+// findPeer browses mDNS, when the agent found its hub there, for a paired
+// peer of its hub (a DID of the hub's lmos:peers, proved by the peer's
+// signed directory TD) that is not among its hubs yet, and adds it: the
+// peer's address may have changed since it was paired, or the URL it was
+// paired by may not resolve here.
+func (l *mqttLink) findPeer() {
+	l.mu.Lock()
+	dids := maps.Clone(l.peerDIDs)
+	browse := l.browse
+	l.mu.Unlock()
+	if !browse || len(dids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.a.ctx, mdnsFailoverWait)
+	defer cancel()
+	info, err := findHub(ctx, FindOptions{Logger: l.a.log}, &hubFilter{info: func(ctx context.Context, h HubInfo) error {
+		addr, secure, err := brokerAddr(h.BrokerURL)
+		if err != nil || secure {
+			return errors.New("no plain MQTT broker")
+		}
+		if hasTarget(l.targetsNow(), addr) {
+			return errors.New("one of the agent's hubs already")
+		}
+		did, err := directoryDID(ctx, h.DirectoryURL, h.TLSFingerprint)
+		if err != nil {
+			return err
+		}
+		if !dids[did] {
+			return fmt.Errorf("%s is not paired with the agent's hub", did)
+		}
+		return nil
+	}})
+	if err != nil {
+		l.a.log.Debug("no paired hub found over mDNS", "err", err)
+		return
+	}
+	t, err := newTarget(info.BrokerURL, l.a.opts)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	l.targets = append(l.targets, t)
+	l.mu.Unlock()
+	l.a.log.Info("found a paired hub over mDNS", "name", info.Name, "broker", info.BrokerURL)
+}
+
+// directoryDID returns the DID whose proof the directory TD at u carries
+// (an lmos-hub signs its own).
+func directoryDID(ctx context.Context, u, fp string) (string, error) {
+	var tlsCfg *tls.Config
+	if strings.HasPrefix(u, "https://") && fp != "" {
+		check, err := lmos.Pin(fp)
+		if err != nil {
+			return "", err
+		}
+		tlsCfg = lmos.PinnedConfig(check)
+	}
+	var raw json.RawMessage
+	if err := getJSON(ctx, u, tlsCfg, &raw); err != nil {
+		return "", err
+	}
+	r, err := proof.Verify(raw)
+	if err != nil {
+		return "", fmt.Errorf("its directory TD is not signed: %w", err)
+	}
+	return r.DID, nil
 }

@@ -40,6 +40,10 @@ type mqttLink struct {
 	// dialBy ends attempts on a lost hub with the failover grace (zero:
 	// dialTimeout's default).
 	dialBy time.Time
+	// browse: the hub was found over mDNS, where the agent looks for its
+	// paired peers (peerDIDs, from lmos:peers) when its hubs fail.
+	browse   bool
+	peerDIDs map[string]bool
 	// silent: the keep alive ended the last connection (keepAliveWatch).
 	silent  atomic.Bool
 	cli     *paho.Client // nil while disconnected
@@ -95,6 +99,7 @@ func newMQTTAgent(opts Options) (*Agent, error) {
 	a.link = &mqttLink{
 		a:         a,
 		targets:   targets,
+		peerDIDs:  make(map[string]bool),
 		directory: directory,
 		inbox:     lmos.ClientsPrefix + opts.ClientID + "/",
 		up:        make(chan struct{}),
