@@ -151,9 +151,9 @@ func (l *mqttLink) onPrimary() bool {
 // agent's Timeout.
 func (l *mqttLink) dialTimeout() time.Duration {
 	l.mu.Lock()
-	n, by := len(l.targets), l.dialBy
+	others, by := len(l.targets) > 1 || l.browse && len(l.peerDIDs) > 0, l.dialBy
 	l.mu.Unlock()
-	if n <= 1 {
+	if !others {
 		return l.a.opts.Timeout
 	}
 	if !by.IsZero() {
