@@ -98,7 +98,9 @@ type Options struct {
 	// to the next of them and re-joins there (by its key's proof; the
 	// credentials a hub issued are kept per hub, in memory), and so on
 	// round the list. The agent's own requests (Invoke, Observe …) go
-	// through whichever hub it is on. Only for mqtt:// and mqtts:// URLs.
+	// through whichever hub it is on. The same transport as URL: mqtt://
+	// and mqtts:// for an MQTT agent, ws:// and wss:// for a WebSocket one
+	// (which re-registers its TD there; it holds no credentials).
 	Failover []string
 	// FailoverGrace is how long the agent tries its lost hub again before
 	// it tries another; default 2 s.
@@ -219,9 +221,6 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	if pinned(opts) && !secureURL(opts.URL) {
 		return nil, fmt.Errorf("cannot connect to %s: the agent is pinned to a certificate (Options.TLSFingerprint, TLSPinFile) and connects only over TLS (mqtts://, wss://)", opts.URL)
-	}
-	if isWS(opts.URL) && len(opts.Failover) > 0 {
-		return nil, fmt.Errorf("cannot connect to %s: failover is for mqtt:// and mqtts:// agents (Options.Failover)", opts.URL)
 	}
 	// The URL's scheme picks the link; nothing after this depends on it.
 	newLinked := newMQTTAgent

@@ -94,8 +94,11 @@ func (l *mqttLink) target() *brokerTarget {
 // Hub returns the broker URL of the hub the agent is on (or trying to
 // reach): Options.URL, or a failover hub after its hub went away.
 func (a *Agent) Hub() string {
-	if l, ok := a.link.(*mqttLink); ok {
+	switch l := a.link.(type) {
+	case *mqttLink:
 		return l.target().url
+	case *wsLink:
+		return l.hubURL()
 	}
 	return a.opts.URL
 }
@@ -213,21 +216,11 @@ func (l *mqttLink) learnPeers(ctx context.Context) {
 // dir: a peer's mqtt member, else the lmos:broker link of its own
 // directory TD (at its url).
 func readPeers(ctx context.Context, dir string, tlsCfg *tls.Config) (brokers, dids []string, err error) {
-	var td struct {
-		Peers []struct {
-			DID  string `json:"did"`
-			URL  string `json:"url"`
-			MQTT string `json:"mqtt"`
-		} `json:"lmos:peers"`
-	}
-	if err := getJSON(ctx, dir, tlsCfg, &td); err != nil {
+	peers, err := readPeerList(ctx, dir, tlsCfg)
+	if err != nil {
 		return nil, nil, err
 	}
-	var out []string
-	for i, p := range td.Peers {
-		if i == maxPeers {
-			break
-		}
+	for _, p := range peers {
 		if strings.HasPrefix(p.DID, "did:key:") {
 			dids = append(dids, p.DID)
 		}
@@ -246,10 +239,32 @@ func readPeers(ctx context.Context, dir string, tlsCfg *tls.Config) (brokers, di
 			}
 		}
 		if p.MQTT != "" {
-			out = append(out, p.MQTT)
+			brokers = append(brokers, p.MQTT)
 		}
 	}
-	return out, dids, nil
+	return brokers, dids, nil
+}
+
+// peerEntry is one of a directory TD's lmos:peers.
+type peerEntry struct {
+	DID  string `json:"did"`
+	URL  string `json:"url"`
+	MQTT string `json:"mqtt"`
+}
+
+// readPeerList returns the lmos:peers of the directory TD at dir (at most
+// maxPeers).
+func readPeerList(ctx context.Context, dir string, tlsCfg *tls.Config) ([]peerEntry, error) {
+	var td struct {
+		Peers []peerEntry `json:"lmos:peers"`
+	}
+	if err := getJSON(ctx, dir, tlsCfg, &td); err != nil {
+		return nil, err
+	}
+	if len(td.Peers) > maxPeers {
+		td.Peers = td.Peers[:maxPeers]
+	}
+	return td.Peers, nil
 }
 
 // getJSON reads the JSON document at u (at most 1 MiB) into v.

@@ -109,7 +109,8 @@ func TestFailoverOptionsRefused(t *testing.T) {
 		{Options{URL: "mqtt://127.0.0.1:1", Failover: []string{"ws://127.0.0.1:2/ws"}}, "fails over to mqtt://"},
 		{Options{URL: "mqtt://127.0.0.1:1", Failover: []string{"http://127.0.0.1:2"}}, "scheme must be mqtt://"},
 		{Options{URL: "mqtts://127.0.0.1:1", TLSFingerprint: strings.Repeat("ab", 32), Failover: []string{"mqtt://127.0.0.1:2"}}, "only over TLS"},
-		{Options{URL: "ws://127.0.0.1:1/ws", Failover: []string{"ws://127.0.0.1:2/ws"}}, "failover is for mqtt"},
+		{Options{URL: "ws://127.0.0.1:1/ws", Failover: []string{"mqtt://127.0.0.1:2"}}, "fails over to ws://"},
+		{Options{URL: "wss://127.0.0.1:1/ws", TLSFingerprint: strings.Repeat("ab", 32), Failover: []string{"ws://127.0.0.1:2/ws"}}, "only over TLS"},
 		{Options{URL: "mqtt://127.0.0.1:1", Directory: "mqtt://x"}, "invalid Options.Directory"},
 	} {
 		c.opts.TD = testTD("urn:test:refused")
@@ -383,4 +384,61 @@ func TestMovedAgentFederated(t *testing.T) {
 	b.Close()
 	waitFor(t, 20*time.Second, "the agent A's own again, online", home(a, 1, "mqtt", "", "online"))
 	waitFor(t, 10*time.Second, "A's proxy reaches the agent on A", func() bool { return proxyAdd(t, a, id) == http.StatusOK })
+}
+
+// TestFailoverWebSocket: a WebSocket agent fails over as an MQTT one does:
+// to the hub of Options.Failover, or to a paired peer it learnt from the
+// lmos:peers of its hub's directory (Options.Directory), registering
+// its signed TD there; the consumer's invocations through that hub's
+// proxy resume.
+func TestFailoverWebSocket(t *testing.T) {
+	for _, learn := range []bool{false, true} {
+		t.Run(map[bool]string{false: "given", true: "learnt"}[learn], func(t *testing.T) {
+			a, b := startHub(t), startHub(t)
+			a.link, b.link = "ws", "ws"
+			if learn {
+				pair(t, a, b)
+			}
+			const id = "urn:test:ws-failover"
+			srv := a.connect(id, func(o *Options) {
+				o.FailoverGrace, o.StateDir = 500*time.Millisecond, t.TempDir()
+				if !learn {
+					o.Failover = []string{b.url()}
+				} else {
+					o.Directory = "http://" + a.httpAddr
+				}
+			})
+			serveTestActions(srv)
+			if learn {
+				waitFor(t, 10*time.Second, "the paired hub learnt", func() bool { return len(srv.link.(*wsLink).urlsNow()) == 2 })
+			}
+			waitFor(t, 10*time.Second, "A's proxy reaches the agent", func() bool { return proxyAdd(t, a, id) == http.StatusOK })
+			a.Close()
+			waitFor(t, 20*time.Second, "the agent online at B", func() bool {
+				n, src, _, presence := listed(t, b, id)
+				return n == 1 && src != "remote" && presence == "online"
+			})
+			if srv.Hub() != b.url() {
+				t.Errorf("on %s, want %s", srv.Hub(), b.url())
+			}
+			waitFor(t, 10*time.Second, "B's proxy reaches the agent", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
+		})
+	}
+}
+
+// TestFailoverWebSocketFromFrozenHub: a WebSocket agent notices a hub gone
+// silent by its pings (Options.KeepAlive) and fails over.
+func TestFailoverWebSocketFromFrozenHub(t *testing.T) {
+	a, b := startHub(t), startHub(t)
+	a.link, b.link = "ws", "ws"
+	r := startFreezer(t, a.httpAddr)
+	const id = "urn:test:ws-frozen"
+	srv := a.connect(id, func(o *Options) {
+		o.URL, o.Timeout, o.KeepAlive = "ws://"+r.addr+"/ws", time.Hour, time.Second
+		o.Failover, o.FailoverGrace, o.StateDir = []string{b.url()}, 500*time.Millisecond, t.TempDir()
+	})
+	serveTestActions(srv)
+	r.frozen.Store(true)
+	waitFor(t, 30*time.Second, "the agent online at the other hub", func() bool { return b.presence(id) == "online" })
+	waitFor(t, 10*time.Second, "the other hub's proxy reaches the agent", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
 }
