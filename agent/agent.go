@@ -92,6 +92,29 @@ type Options struct {
 	TLSPinFile     string
 	TLSConfig      *tls.Config
 
+	// Failover lists other hubs' brokers (mqtt://, mqtts://), paired with
+	// the hub of URL (PROTOCOL §9): when the connection to the hub is lost
+	// and it does not come back within FailoverGrace, the agent connects
+	// to the next of them and re-joins there (by its key's proof; the
+	// credentials a hub issued are kept per hub, in memory), and so on
+	// round the list. The agent's own requests (Invoke, Observe …) go
+	// through whichever hub it is on. The same transport as URL: mqtt://
+	// and mqtts:// for an MQTT agent, ws:// and wss:// for a WebSocket one
+	// (which re-registers its TD there; it holds no credentials).
+	Failover []string
+	// FailoverGrace is how long the agent tries its lost hub again before
+	// it tries another; default 2 s.
+	FailoverGrace time.Duration
+	// Directory is the hub's HTTP base URL (or its /.well-known/wot): the
+	// agent reads the hub's paired peers (lmos:peers) from its directory
+	// TD after each join and adds their brokers to Failover. Set when the
+	// hub was found over mDNS, where the agent then also looks for those
+	// peers (by their DIDs) when the hubs it knows fail.
+	Directory string
+	// NoPeerFailover: the agent does not learn failover hubs from
+	// lmos:peers (Failover alone).
+	NoPeerFailover bool
+
 	// HubDID is the hub's did:key (/api/status "did"), the issuer
 	// VerifyMembership trusts; "": the issuer of the first membership
 	// credential the hub sends the agent (credentials.go).
@@ -166,10 +189,14 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	if opts.ContentType == "" {
 		opts.ContentType = JSON
 	}
+	if opts.FailoverGrace <= 0 {
+		opts.FailoverGrace = defaultFailoverGrace
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.URL == "" {
+	found := opts.URL == ""
+	if found {
 		filter, err := discoveryFilter(opts, opts.Logger)
 		if err != nil {
 			return nil, err
@@ -181,6 +208,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 			return nil, err
 		}
 		opts.URL = h.BrokerURL
+		if opts.Directory == "" {
+			opts.Directory = h.DirectoryURL
+		}
 		if filter != nil {
 			opts.URL = h.SecureBrokerURL // only TLS when the agent knows whom to trust
 		} else if strings.HasPrefix(opts.URL, "mqtts://") {
@@ -203,6 +233,9 @@ func Connect(ctx context.Context, opts Options) (*Agent, error) {
 	}
 	if a.signer, err = newSigner(opts, a.log); err != nil {
 		return nil, err
+	}
+	if l, ok := a.link.(*mqttLink); ok && found && !pinned(opts) && opts.TLSConfig == nil {
+		l.browse = true // its paired peers are looked for over mDNS too
 	}
 	return a.start(ctx)
 }

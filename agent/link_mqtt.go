@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/lmos"
@@ -27,11 +28,24 @@ import (
 // Topic.
 type mqttLink struct {
 	a     *Agent
-	addr  string      // host:port of the broker
-	tls   *tls.Config // mqtts://; nil: plain MQTT
-	inbox string      // lmos/v1/clients/{clientID}/
+	inbox string // lmos/v1/clients/{clientID}/
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// targets are the hubs the agent may be on: Options.URL's first, then
+	// the failover hubs (failover.go); cur is the one used now.
+	targets []*brokerTarget
+	cur     int
+	// directory is the hub's directory TD URL, read for lmos:peers.
+	directory string
+	// dialBy ends attempts on a lost hub with the failover grace (zero:
+	// dialTimeout's default).
+	dialBy time.Time
+	// browse: the hub was found over mDNS, where the agent looks for its
+	// paired peers (peerDIDs, from lmos:peers) when its hubs fail.
+	browse   bool
+	peerDIDs map[string]bool
+	// silent: the keep alive ended the last connection (keepAliveWatch).
+	silent  atomic.Bool
 	cli     *paho.Client // nil while disconnected
 	conn    net.Conn
 	up      chan struct{} // closed while cli != nil
@@ -47,20 +61,21 @@ type mqttLink struct {
 // newMQTTAgent is the Agent of Connect for an mqtt:// URL, not connected
 // yet.
 func newMQTTAgent(opts Options) (*Agent, error) {
-	addr, secure, err := brokerAddr(opts.URL)
+	first, err := newTarget(opts.URL, opts)
 	if err != nil {
 		return nil, err
 	}
-	var tlsCfg *tls.Config
-	base := addr
-	if secure {
-		if tlsCfg, err = clientTLS(opts, opts.Logger); err != nil {
-			return nil, err
-		}
-		if tlsCfg.ServerName == "" {
-			tlsCfg.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		base = "mqtts://" + addr
+	targets, err := failoverTargets(opts, first)
+	if err != nil {
+		return nil, err
+	}
+	directory, err := directoryOf(opts.Directory)
+	if err != nil {
+		return nil, err
+	}
+	base := first.addr
+	if first.tls != nil {
+		base = "mqtts://" + first.addr
 	}
 	if opts.ClientID == "" {
 		opts.ClientID = randomClientID()
@@ -82,20 +97,21 @@ func newMQTTAgent(opts Options) (*Agent, error) {
 		}
 	}
 	a.link = &mqttLink{
-		a:       a,
-		addr:    addr,
-		tls:     tlsCfg,
-		inbox:   lmos.ClientsPrefix + opts.ClientID + "/",
-		up:      make(chan struct{}),
-		watches: make(map[string]map[uint64]func(Value)),
-		pending: make(map[string]*request),
+		a:         a,
+		targets:   targets,
+		peerDIDs:  make(map[string]bool),
+		directory: directory,
+		inbox:     lmos.ClientsPrefix + opts.ClientID + "/",
+		up:        make(chan struct{}),
+		watches:   make(map[string]map[uint64]func(Value)),
+		pending:   make(map[string]*request),
 	}
 	return a, nil
 }
 
 // connect joins, retrying network failures until the Agent's ctx ends.
 func (l *mqttLink) connect() (func(), error) {
-	cli, err := l.establishRetry(true)
+	cli, err := l.establishRetry(true, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -224,9 +240,15 @@ func (l *mqttLink) run(cli *paho.Client) {
 		if l.a.ctx.Err() != nil {
 			return
 		}
+		lost := time.Now()
+		if l.silent.Swap(false) {
+			// The keep alive ended it: the hub has not been heard for a
+			// keep alive already, which counts towards the grace.
+			lost = lost.Add(-l.a.opts.KeepAlive)
+		}
 		l.a.log.Warn("connection to the hub lost; reconnecting")
 		var err error
-		if cli, err = l.establishRetry(false); err != nil {
+		if cli, err = l.establishRetry(false, lost); err != nil {
 			return // closed
 		}
 		l.a.log.Info("reconnected to the hub")
@@ -238,15 +260,33 @@ func (l *mqttLink) run(cli *paho.Client) {
 // agent reconnects (not initial): the broker may still be cleaning up the
 // old session of the same client id. When initial, errors no retry can fix
 // (a rejection, a refused connection) end it at once.
-func (l *mqttLink) establishRetry(initial bool) (*paho.Client, error) {
+func (l *mqttLink) establishRetry(initial bool, lost time.Time) (*paho.Client, error) {
 	var last error
+	rounds, switched := 0, false
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 || !initial {
+		moved := false
+		if (attempt > 0 || !initial) && l.failoverDue(lost) {
+			// Failover: each failed attempt after the grace tries the
+			// next hub at once; a round of the whole list backs off.
+			if l.nextHub() {
+				rounds++
+			} else {
+				moved = true
+			}
+			switched = true
+		}
+		if (attempt > 0 || !initial) && !moved {
 			n := attempt
 			if initial {
 				n--
 			}
+			if switched {
+				n = rounds
+			}
 			d := backoff(n, l.a.opts.MaxBackoff)
+			if until := time.Until(lost.Add(l.a.opts.FailoverGrace)); !switched && len(l.targetsNow()) > 1 && until > 0 && d > until {
+				d = until // the next hub is tried once the grace is over
+			}
 			if last != nil {
 				l.a.log.Warn("cannot connect to the hub; retrying", "err", last, "in", d.Round(time.Millisecond))
 			}
@@ -258,6 +298,11 @@ func (l *mqttLink) establishRetry(initial bool) (*paho.Client, error) {
 				}
 				return nil, fmt.Errorf("%w (%w)", l.a.ctx.Err(), last)
 			}
+		}
+		if !switched && !initial {
+			l.limitDial(lost.Add(l.a.opts.FailoverGrace))
+		} else {
+			l.limitDial(time.Time{})
 		}
 		cli, err := l.establish()
 		if err == nil {
@@ -333,7 +378,8 @@ func (l *mqttLink) establish() (*paho.Client, error) {
 		_ = cli.Disconnect(&paho.Disconnect{})
 		return nil, err
 	}
-	l.a.log.Info("joined the hub", "broker", l.addr, "client_id", l.a.clientID)
+	l.a.log.Info("joined the hub", "broker", l.target().addr, "client_id", l.a.clientID)
+	go l.learnPeers(l.a.ctx)
 	return cli, nil
 }
 
@@ -416,6 +462,11 @@ func (l *mqttLink) joinAnonymously(ctx context.Context) (*Credentials, error) {
 	l.a.mu.Lock()
 	l.a.creds = res.Credentials
 	l.a.mu.Unlock()
+	if !l.onPrimary() {
+		// A failover hub's credentials are kept in memory only: the
+		// agent starts again on the hub of Options.URL.
+		return res.Credentials, nil
+	}
 	if dir := l.a.opts.StateDir; dir != "" {
 		if err := saveCredentials(dir, *res.Credentials); err != nil {
 			// This run goes on; the next start joins again, which the hub
@@ -484,12 +535,17 @@ func (l *mqttLink) join(ctx context.Context, cli *paho.Client, anonymous bool) (
 func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials, will *paho.WillMessage) (*paho.Client, net.Conn, error) {
 	var conn net.Conn
 	var err error
-	if l.tls != nil {
-		d := tls.Dialer{Config: l.tls}
-		conn, err = d.DialContext(ctx, "tcp", l.addr)
+	t := l.target()
+	// Reaching the broker and its CONNACK are bounded by dialTimeout: an
+	// unplugged hub must not hold an agent that has others to go to.
+	ctx, cancel := context.WithTimeout(ctx, l.dialTimeout())
+	defer cancel()
+	if t.tls != nil {
+		d := tls.Dialer{Config: t.tls}
+		conn, err = d.DialContext(ctx, "tcp", t.addr)
 	} else {
 		var d net.Dialer
-		conn, err = d.DialContext(ctx, "tcp", l.addr)
+		conn, err = d.DialContext(ctx, "tcp", t.addr)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot reach the broker: %w", err)
@@ -506,6 +562,7 @@ func (l *mqttLink) dial(ctx context.Context, clientID string, creds *Credentials
 		PacketTimeout:     l.a.opts.Timeout,
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){l.receive},
 		OnClientError:     func(err error) { l.a.log.Debug("mqtt client error", "err", err) },
+		PingHandler:       keepAliveWatch{paho.NewDefaultPinger(), &l.silent},
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			l.a.log.Info("the broker disconnected the agent", "reason", d.ReasonCode)
 		},

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -26,11 +27,14 @@ import (
 // ReadProperty …) go out as consumer messages.
 type wsLink struct {
 	a      *Agent
-	url    string
 	client *http.Client // wss:// with the TLS of Options; nil: the default
 	binary bool         // CBOR frames (Options.ContentType application/cbor)
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// urls are the hubs' /ws: Options.URL's first, then the failover hubs
+	// (failover_ws.go); cur is the one used now.
+	urls    []string
+	cur     int
 	c       *websocket.Conn // nil while reconnecting
 	up      chan struct{}   // closed while c != nil
 	pending map[string]chan wsFrame
@@ -178,8 +182,15 @@ func newWSAgent(opts Options) (*Agent, error) {
 	if opts.ClientID == "" {
 		opts.ClientID = randomClientID()
 	}
+	urls, err := wsFailoverURLs(u.String(), opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := directoryOf(opts.Directory); err != nil {
+		return nil, err
+	}
 	a := newAgent(opts, td, opts.Logger.With("component", "agent", "id", td.id, "transport", "ws"))
-	a.link = &wsLink{a: a, url: u.String(), client: client, binary: isCBOR(opts.ContentType), up: make(chan struct{}),
+	a.link = &wsLink{a: a, urls: urls, client: client, binary: isCBOR(opts.ContentType), up: make(chan struct{}),
 		pending: make(map[string]chan wsFrame), watching: make(map[string]bool), watches: make(map[string]map[uint64]func(Value))}
 	return a, nil
 }
@@ -188,7 +199,7 @@ func newWSAgent(opts Options) (*Agent, error) {
 // in use before Connect returns: the agent's first requests wait for
 // nothing (as over MQTT).
 func (l *wsLink) connect() (func(), error) {
-	c, early, err := l.establish(true)
+	c, early, err := l.establish(true, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -205,10 +216,16 @@ func (l *wsLink) connect() (func(), error) {
 // notices gone only when it fails a ping or a write), 429, 503, and the
 // 500 of a hub that is stopping (its store already closed) while the
 // agent redials it before its listener closes.
-func (l *wsLink) establish(initial bool) (*websocket.Conn, []wsFrame, error) {
+func (l *wsLink) establish(initial bool, lost time.Time) (*websocket.Conn, []wsFrame, error) {
+	rounds, switched := 0, false
 	for n := 0; ; n++ {
-		c, early, err := l.dialRegister()
+		var by time.Time
+		if !initial && !switched {
+			by = lost.Add(l.a.opts.FailoverGrace)
+		}
+		c, early, err := l.dialRegister(by)
 		if err == nil {
+			go l.learnPeers(l.a.ctx)
 			return c, early, nil
 		}
 		var p *Problem
@@ -222,12 +239,32 @@ func (l *wsLink) establish(initial bool) (*websocket.Conn, []wsFrame, error) {
 		} else {
 			l.a.log.Debug("websocket connect failed", "err", err, "initial", initial)
 		}
+		d := backoff(n, l.a.opts.MaxBackoff)
+		if l.failoverDue(lost) {
+			// Failover: each failed attempt after the grace tries the
+			// next hub at once; a round of the whole list backs off.
+			d = 0
+			if l.nextHub() {
+				rounds++
+				d = backoff(rounds, l.a.opts.MaxBackoff)
+			}
+			switched = true
+		} else if until := time.Until(lost.Add(l.a.opts.FailoverGrace)); !switched && until > 0 && d > until && len(l.urlsNow()) > 1 {
+			d = until // the next hub is tried once the grace is over
+		}
 		select {
 		case <-l.a.ctx.Done():
 			return nil, nil, errors.Join(err, l.a.ctx.Err())
-		case <-time.After(backoff(n, l.a.opts.MaxBackoff)):
+		case <-time.After(d):
 		}
 	}
+}
+
+// urlsNow returns the hubs the agent may be on.
+func (l *wsLink) urlsNow() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.urls...)
 }
 
 // maxEarlyFrames bounds the frames kept while the registration's answer
@@ -241,10 +278,10 @@ const maxEarlyFrames = 64
 // consumer's request can overtake it (a consumer waiting for the agent to
 // come back after a hub restart sends one at once). Dropping it would
 // leave that consumer waiting for a result until its context ends.
-func (l *wsLink) dialRegister() (*websocket.Conn, []wsFrame, error) {
-	ctx, cancel := context.WithTimeout(l.a.ctx, l.a.opts.Timeout)
+func (l *wsLink) dialRegister(by time.Time) (*websocket.Conn, []wsFrame, error) {
+	ctx, cancel := context.WithTimeout(l.a.ctx, l.dialTimeout(by))
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, l.url, &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}, HTTPClient: l.client})
+	c, _, err := websocket.Dial(ctx, l.hubURL(), &websocket.DialOptions{Subprotocols: []string{lmos.WSSubprotocol}, HTTPClient: l.client})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -340,7 +377,11 @@ func (l *wsLink) sendMsg(ctx context.Context, msg map[string]any) error {
 func (l *wsLink) run(c *websocket.Conn) {
 	defer close(l.a.done)
 	for {
+		stop := make(chan struct{})
+		var silent atomic.Bool
+		go l.keepAlive(c, stop, &silent)
 		l.read(c)
+		close(stop)
 		l.mu.Lock()
 		l.c = nil
 		l.up = make(chan struct{})
@@ -353,9 +394,15 @@ func (l *wsLink) run(c *websocket.Conn) {
 		if l.a.ctx.Err() != nil {
 			return
 		}
+		lost := time.Now()
+		if silent.Load() {
+			// The hub has not answered for a keep alive already, which
+			// counts towards the failover grace (as over MQTT).
+			lost = lost.Add(-l.a.opts.KeepAlive)
+		}
 		var early []wsFrame
 		var err error
-		if c, early, err = l.establish(false); err != nil {
+		if c, early, err = l.establish(false, lost); err != nil {
 			l.a.log.Warn("cannot reconnect to the hub", "err", err)
 			return
 		}

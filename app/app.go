@@ -478,6 +478,7 @@ func (m *Main) webConfig() web.Config {
 		StoreSize:      db.Size,
 		Backup:         db.Backup,
 		MDNS:           func() any { return m.mdnsStatus() },
+		PeerCandidates: func() any { return m.peerCandidates() },
 		Links:          m.Links,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
@@ -553,6 +554,20 @@ func (m *Main) mdnsStatus() mdns.Status {
 	return mdns.Status{State: "starting", Interfaces: []string{}}
 }
 
+// peerCandidates are the other lmos-hubs mDNS sees on the LAN (none
+// while mDNS is off), each marked when it is paired already.
+func (m *Main) peerCandidates() []mdns.Candidate {
+	h := m.names.mdns.Load()
+	if h == nil {
+		return []mdns.Candidate{}
+	}
+	list := h.Candidates.List()
+	for i := range list {
+		list[i].Paired = m.Peers != nil && m.Peers.Paired(list[i].DID)
+	}
+	return list
+}
+
 // mdnsHealth is mDNS on /healthz: "up" once advertising, "off",
 // "starting" or "probing", or the error it failed with.
 func (m *Main) mdnsHealth() (string, error) {
@@ -594,6 +609,7 @@ func (m *Main) advertise() error {
 		TLSFingerprint: fp,
 		ForgetAfter:    time.Duration(cfg.MDNS.ForgetAfter),
 		Admission:      m.Admission,
+		DID:            m.DID(),
 		Logger:         m.Logger.With("component", "mdns"),
 	})
 	if err != nil {

@@ -34,7 +34,10 @@ type Config struct {
 	ForgetAfter    time.Duration
 	// Admission is the join mode for new Things (nil: open).
 	Admission *hub.Admission
-	Logger    *slog.Logger
+	// DID is the hub's own key (did:key): its own announcement is not a
+	// peer candidate.
+	DID    string
+	Logger *slog.Logger
 }
 
 // Hub advertises the hub's directory and broker and registers the Things
@@ -43,6 +46,8 @@ type Hub struct {
 	log       *slog.Logger
 	browser   *dnssd.Browser
 	Registrar *Registrar
+	// Candidates are the other lmos-hubs on the LAN (PROTOCOL §9).
+	Candidates *Candidates
 
 	host string // the host label asked for, before any rename
 	// texts are the TXT records of the services, in order, without the
@@ -81,10 +86,16 @@ func Open(reg *hub.Registry, cfg Config) (*Hub, error) {
 		h.log.Warn("no network interface for mdns", "interfaces", cfg.Interfaces)
 	}
 	h.Registrar = NewRegistrar(reg, RegistrarConfig{ForgetAfter: cfg.ForgetAfter, Admission: cfg.Admission, Logger: cfg.Logger})
-	b, err := c.Browse(dnssd.BrowserConfig{Types: []string{lmos.ServiceWoT}, OnEvent: h.Registrar.Handle, Logger: cfg.Logger})
+	h.Candidates = NewCandidates(CandidatesConfig{Self: cfg.DID, Logger: cfg.Logger})
+	onEvent := func(ev dnssd.Event) {
+		h.Registrar.Handle(ev)
+		h.Candidates.Handle(ev)
+	}
+	b, err := c.Browse(dnssd.BrowserConfig{Types: []string{lmos.ServiceWoT}, OnEvent: onEvent, Logger: cfg.Logger})
 	if err != nil {
 		c.Close()
 		h.Registrar.Close()
+		h.Candidates.Close()
 		return nil, fmt.Errorf("cannot browse mdns: %w", err)
 	}
 	h.browser, h.conn = b, c
@@ -232,5 +243,6 @@ func (h *Hub) Close(ctx context.Context) error {
 		a.Close()
 	}
 	h.browser.Close()
+	h.Candidates.Close()
 	return h.Registrar.Close()
 }

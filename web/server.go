@@ -64,6 +64,9 @@ type Config struct {
 	// MDNS reports the state of mDNS for the status (nil: not shown); it
 	// is read per request, since mDNS opens after HTTP serves.
 	MDNS func() any
+	// PeerCandidates lists the other lmos-hubs mDNS sees on the LAN, for
+	// GET /api/peers/candidates (nil: an empty list).
+	PeerCandidates func() any
 	// Links reports the hub's links beyond itself: remote registry sync,
 	// pulls, the MQTT bridge, federation peers (nil: none).
 	Links func() []hub.LinkState
@@ -272,6 +275,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/tokens", s.write(s.createToken))
 	m.HandleFunc("DELETE /api/tokens/{id}", s.write(s.revokeToken))
 	m.HandleFunc("GET /api/log", s.admin(s.logTail))
+	m.HandleFunc("GET /api/peers/candidates", s.admin(s.peerCandidates))
 	m.HandleFunc("POST /api/backup", s.write(s.backup))
 	m.HandleFunc("GET /api/groups/{gid}/channel", s.identify(s.groupChannel))
 	s.joinRoutes()

@@ -52,6 +52,10 @@ func TestMDNSChild(t *testing.T) {
 	case "agents": // args: n; starts n agents at "go", re-announces them every second at "reannounce"
 		n, _ := strconv.Atoi(args[0])
 		runAgents(n, log)
+	case "failoveragent": // args: id
+		runFailoverAgent(c, args)
+	case "directory": // args: name|port
+		runFakeDirectory(c, args)
 	case "zeroconf": // args: id|title|port
 		runZeroconfAgent(c, args)
 	case "unicast-announce": // args: id|title|port|destination
