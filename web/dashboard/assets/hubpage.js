@@ -1,7 +1,10 @@
-// The hub: status (/api/status), broker figures (/metrics), tokens
+// The hub: status (/api/status), broker figures (/metrics), links and
+// paired hubs (links.js), tokens
 // (create with scope and expiry, revoke), a backup download (/api/backup)
 // and the live log tail (/api/log).
 import { h, clear, ago, copyButton, logList } from './dom.js';
+import { linksView } from './links.js';
+import { onHubEvent } from './store.js';
 import { get, request, change, stream, enc, explain, showError, clearError, askToken, onToken, hasToken } from './api.js';
 
 const MAX_LOG = 300;
@@ -62,10 +65,12 @@ export function hubView(root) {
     } finally { backupButton.disabled = false; }
   } } });
 
+  const linksEl = h('section', { 'aria-label': 'Links and paired hubs' });
   root.append(
     h('h1', { text: 'Hub' }), status,
     h('h2', { text: 'Backup' }), h('div', { class: 'row' }, backupButton, backupInfo),
     h('h2', { text: 'Broker' }), broker,
+    linksEl,
     h('h2', { text: 'Tokens' }), create, tokenValue, tokenInfo,
     h('div', { class: 'scroll' }, h('table', {},
       h('thead', {}, h('tr', {}, ['Name', 'Scope', 'Created', 'Expires', 'State', ''].map(t => h('th', { scope: 'col', text: t })))), tokens)),
@@ -184,8 +189,10 @@ export function hubView(root) {
 
   loadStatus();
   loadMetrics();
+  const refreshLinks = linksView(linksEl);
+  const unLinks = onHubEvent(name => { if (name === 'link') refreshLinks(); });
   loadTokens().then(() => { if (hasToken()) tailLog(); else logNote.textContent = 'The log needs an admin token.'; });
   const unToken = onToken(() => { loadTokens(); tailLog(); });
-  const timer = setInterval(() => { loadStatus(); loadMetrics(); }, 5000);
-  return () => { clearInterval(timer); unToken(); if (tail) tail.close(); };
+  const timer = setInterval(() => { loadStatus(); loadMetrics(); refreshLinks(); }, 5000);
+  return () => { clearInterval(timer); unToken(); unLinks(); if (tail) tail.close(); };
 }

@@ -52,9 +52,22 @@ export function record(td) {
     kind: kindOf(td),
     presence: pres,
     origin: (td['lmos:origin'] && td['lmos:origin'].source) || '',
+    // home is the hub a mirrored (remote) Thing lives on.
+    home: (td['lmos:origin'] && typeof td['lmos:origin'].hub === 'string' && td['lmos:origin'].hub) || '',
     verified: typeof td['lmos:verified'] === 'string' ? td['lmos:verified'] : '',
     caps: Array.isArray(td['lmos:capabilities']) ? td['lmos:capabilities'] : [],
   };
+}
+
+// originText says where a Thing came from; a mirrored Thing names the
+// hub it lives on.
+export function originText(r) {
+  if (r.origin === 'remote' && r.home) {
+    let host = r.home;
+    try { host = new URL(r.home).host; } catch { /* not a URL: shown as is */ }
+    return 'remote · ' + host;
+  }
+  return r.origin || '—';
 }
 
 // mergePatch applies an RFC 7396 merge patch.

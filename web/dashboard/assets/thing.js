@@ -3,7 +3,7 @@
 // results streamed, then the final one), event logs, a chat box for a
 // conversational agent, its groups, binding and recent activity.
 import { h, append, clear, ago, shortDID, copyButton, logList } from './dom.js';
-import { store, subscribe, onHubEvent, record } from './store.js';
+import { store, subscribe, onHubEvent, record, originText } from './store.js';
 import { get, request, stream, enc, explain, showError, ProblemError } from './api.js';
 import { schemaForm } from './schemaform.js';
 
@@ -76,7 +76,7 @@ export function thingView(root, id) {
         h('dt', { text: 'Id' }), h('dd', {}, h('span', { class: 'mono', text: id }), ' ', copyButton(id)),
         h('dt', { text: 'Type' }), h('dd', { text: r.kind }),
         h('dt', { text: 'Presence' }), h('dd', {}, presence),
-        h('dt', { text: 'Origin' }), h('dd', { text: r.origin || '—' }),
+        h('dt', { text: 'Origin' }), h('dd', { testid: 'thing-origin', text: originText(r) }),
         h('dt', { text: 'Verified' }), h('dd', {}, r.verified ? [h('span', { class: 'mono', title: r.verified, text: shortDID(r.verified) }), ' ', copyButton(r.verified)] : '—'),
         h('dt', { text: 'Binding (key)' }), binding,
         h('dt', { text: 'Groups' }), groups,

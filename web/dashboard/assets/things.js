@@ -1,7 +1,7 @@
 // The Things list: live from the store, filtered, searched through
 // /search/text, paged (50 a page) so a thousand Things render fast.
 import { h, clear, marked, ago, shortDID, copyButton, debounce } from './dom.js';
-import { store, subscribe } from './store.js';
+import { store, subscribe, originText } from './store.js';
 import { get, enc, explain } from './api.js';
 
 const PAGE = 50;
@@ -115,7 +115,7 @@ export function thingsView(root) {
         h('div', { class: 'muted small mono clip', text: r.id })),
       h('td', { 'data-label': 'Type', text: r.kind }),
       h('td', { 'data-label': 'Presence' }, pres, seen),
-      h('td', { 'data-label': 'Origin', text: r.origin || '—' }),
+      h('td', { 'data-label': 'Origin', testid: 'thing-origin', text: originText(r) }),
       h('td', { 'data-label': 'Verified' }, r.verified ? [h('span', { class: 'mono', title: r.verified, text: shortDID(r.verified) }), ' ', copyButton(r.verified)] : '—'),
       h('td', { 'data-label': 'Groups', text: (store.memberOf.get(r.id) || []).join(', ') || '—' }),
       h('td', { 'data-label': caps.length ? 'Capabilities' : null }, caps));
