@@ -186,6 +186,7 @@ const (
 	dashLamp      = "urn:lmos:test:porch-lamp"            // Go agent, WebSocket
 	dashJS        = "urn:example:js-agent"                // mqtt.js agent
 	dashLate      = "urn:lmos:test:late-sensor"           // started while the page watches
+	dashRemote    = "urn:lmos:test:barn-sensor"           // on a paired hub, mirrored here
 	dashPending   = "urn:lmos:test:pending-doorbell"      // waits for approval
 	dashPermitted = "urn:lmos:test:permitted-plug"        // joins in the page's permit window
 	dashHostile   = "urn:lmos:test:hostile"               // TD text is HTML and script
@@ -394,6 +395,17 @@ func TestDashboardInBrowser(t *testing.T) {
 		// page reads the broker's rate; the test hub runs without mDNS.
 		defer ticking(t, thermo, 2400, 50*time.Millisecond, "tick")()
 		b.run(t, map[string]any{"cmd": "hubFigures", "mdns": "off"})
+	})
+	t.Run("federation", func(t *testing.T) {
+		// A second hub on loopback, paired from the page as an admin
+		// would; its Thing is mirrored here and listed with its home.
+		other := startHub(t, nil)
+		other.put(dashRemote, hubtest.BareTD(dashRemote, "Barn sensor on the other hub"))
+		b.run(t, map[string]any{"cmd": "federation", "url": other.URL, "did": other.Main.DID(),
+			"thing": dashRemote, "origin": "remote · " + strings.TrimPrefix(other.URL, "http://")})
+		if resp, body := h.do(http.MethodGet, "/api/peers", "", nil, testToken); resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "[]" {
+			t.Errorf("after unpairing in the page: GET /api/peers %d %s, want 200 []", resp.StatusCode, body)
+		}
 	})
 	t.Run("agent comes and goes", func(t *testing.T) {
 		b.run(t, map[string]any{"cmd": "watch", "ids": []string{dashThermo}, "absent": dashLate})

@@ -643,6 +643,51 @@ const handlers = {
     });
   },
 
+  // federation: the hub page pairs another hub by its URL and DID (the
+  // form an admin fills in), its row and link turn connected, the other
+  // hub's Thing is listed with its home hub, and unpairing takes the row
+  // and the Thing away again.
+  async federation(c) {
+    const peer = `${T("peer-row")}[data-did="${cssq(c.did)}"]`;
+    await check("a hub paired from the hub page turns connected", async () => {
+      await reset();
+      await nav("hub");
+      await until("the pairing form", () => visible(T("peer-add")));
+      await fill(T("peer-url"), c.url, "peer-url");
+      await fill(T("peer-did"), c.did, "peer-did");
+      await click(T("peer-add"), "peer-add");
+      await until("the peer's row connected", async () => {
+        const t = (await text(`${peer} ${T("peer-state")}`)).trim();
+        if (t !== "connected") throw new Error(`peer-state is ${JSON.stringify(t)}`);
+        return t;
+      });
+      const link = `${T("link-row")}[data-kind="peer"][data-name="${cssq(c.did)}"]`;
+      return await until("its link in the links table", async () => {
+        const t = (await text(`${link} ${T("link-state")}`)).trim();
+        if (t !== "connected") throw new Error(`link-state is ${JSON.stringify(t)}`);
+        return `peer ${c.url}: ${t}`;
+      });
+    });
+    await check("the other hub's Thing is listed with its home hub", async () => {
+      await reset();
+      return await until(`${c.thing} listed as remote`, async () => {
+        const t = (await text(`${row(c.thing)} ${T("thing-origin")}`)).trim();
+        if (t !== c.origin) throw new Error(`its origin reads ${JSON.stringify(t)}, want ${JSON.stringify(c.origin)}`);
+        return t;
+      });
+    });
+    await check("unpairing removes the peer and its Things", async () => {
+      await reset();
+      await nav("hub");
+      await until("the peer's row", () => visible(peer));
+      await click(`${peer} ${T("peer-remove")}`, "peer-remove");
+      await until("the peer's row gone", async () => !(await page.locator(peer).count()));
+      await reset();
+      await until(`${c.thing} gone from the list`, async () => !(await page.locator(row(c.thing)).count()));
+      return "unpaired";
+    });
+  },
+
   // hubFigures: the hub page shows the mDNS state and, while messages
   // flow, a messages/s figure above zero (a rate needs two reads of
   // /metrics, 5 s apart).

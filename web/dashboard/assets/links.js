@@ -3,7 +3,7 @@
 // paired peers (/api/peers) and the hubs mDNS proposes
 // (/api/peers/candidates), which only an admin pairs.
 import { h, clear, ago } from './dom.js';
-import { get, change, enc, explain, showError, clearError } from './api.js';
+import { get, change, enc, explain, showError, clearError, hasToken } from './api.js';
 
 // linksView fills el with the links table and the peers; it returns
 // refresh, which the hub page calls on its timer and on link events.
@@ -12,13 +12,18 @@ export function linksView(el) {
   const peers = h('tbody', { testid: 'peers' });
   const candidates = h('tbody', { testid: 'peer-candidates' });
   const peerNote = h('p', { class: 'muted small', 'aria-live': 'polite' });
-  const url = h('input', { id: 'peer-url', testid: 'peer-url', autocomplete: 'off', placeholder: 'http://hub-2.local:8080' });
+  const url = h('input', { id: 'peer-url', testid: 'peer-url', autocomplete: 'off', placeholder: 'hub-2.local:8080' });
   const did = h('input', { id: 'peer-did', testid: 'peer-did', autocomplete: 'off', placeholder: 'did:key:z6Mk…' });
   const form = h('form', { class: 'row', novalidate: true },
     h('span', { class: 'field' }, h('label', { for: 'peer-url', text: 'Hub URL' }), url),
     h('span', { class: 'field' }, h('label', { for: 'peer-did', text: 'Its DID' }), did),
     h('button', { type: 'submit', testid: 'peer-add', text: 'Pair' }));
-  form.addEventListener('submit', e => { e.preventDefault(); pair(url.value.trim(), did.value.trim()); });
+  // An address without a scheme is taken with this page's (http or https).
+  form.addEventListener('submit', e => {
+    e.preventDefault();
+    const u = url.value.trim();
+    pair(u.includes('://') ? u : location.protocol + '//' + u, did.value.trim());
+  });
   const table = (heads, body) => h('div', { class: 'scroll' }, h('table', {},
     h('thead', {}, h('tr', {}, heads.map(t => h('th', { scope: 'col', text: t })))), body));
   el.append(
@@ -53,14 +58,13 @@ export function linksView(el) {
       : [h('tr', {}, h('td', { colspan: 8, class: 'muted', text: 'No sync, bridge or peer is configured.' }))]));
   }
 
-  async function loadPeers(links) {
-    const state = new Map(links.filter(l => l.kind === 'peer').map(l => [l.name, l]));
+  async function loadPeers() {
     try {
       const list = await get('/api/peers', { prompt: false });
       clear(peers).append(...(Array.isArray(list) ? list : []).map(p => h('tr', { testid: 'peer-row', 'data-did': p.did },
         h('td', { class: 'mono small', text: p.url }),
         h('td', { class: 'mono small', text: p.did }),
-        h('td', { testid: 'peer-state', text: (state.get(p.did) || {}).state || '—' }),
+        h('td', { testid: 'peer-state', text: (p.link && p.link.state) || '—' }),
         h('td', {}, h('button', { type: 'button', class: 'small danger', testid: 'peer-remove', text: 'Unpair',
           'aria-label': 'Unpair ' + p.url, on: { click: async () => {
             try { await change('DELETE', '/api/peers/' + enc(p.did)); clearError(); refresh(); } catch (err) { showError(explain(err)); }
@@ -70,18 +74,25 @@ export function linksView(el) {
       clear(peers);
       peerNote.textContent = 'Cannot list the paired hubs: ' + explain(e);
     }
+    if (!hasToken()) {
+      clear(candidates).append(h('tr', {}, h('td', { colspan: 5, class: 'muted', text: 'The hubs seen on the LAN are shown with an admin token.' })));
+      return;
+    }
     try {
-      const list = await get('/api/peers/candidates', { prompt: false });
-      clear(candidates).append(...(Array.isArray(list) ? list : []).map(c => h('tr', { testid: 'candidate-row', 'data-url': c.url },
+      const got = await get('/api/peers/candidates', { prompt: false });
+      const list = got && Array.isArray(got.candidates) ? got.candidates : [];
+      clear(candidates).append(...(list.length ? list.map(c => h('tr', { testid: 'candidate-row', 'data-url': c.url },
         h('td', { text: c.name || '' }),
         h('td', { class: 'mono small', text: c.url }),
         h('td', { class: 'mono small', text: c.did || 'unknown' }),
-        h('td', { class: 'small', text: c.seen ? ago(c.seen) : '' }),
+        h('td', { class: 'small', text: c.lastSeen ? ago(c.lastSeen) : '' }),
         h('td', {}, c.paired ? h('span', { class: 'muted small', text: 'paired' })
           : h('button', { type: 'button', class: 'small', testid: 'candidate-pair', text: 'Pair', 'aria-label': 'Pair ' + (c.name || c.url),
-            disabled: !c.did, on: { click: () => pair(c.url, c.did) } })))));
+            disabled: !c.did, on: { click: () => pair(c.url, c.did) } }))))
+        : [h('tr', {}, h('td', { colspan: 5, class: 'muted', text: 'No other hub seen (mDNS off, or none on this LAN).' }))]));
     } catch (e) {
-      clear(candidates).append(h('tr', {}, h('td', { colspan: 5, class: 'muted', text: 'Cannot list the hubs seen: ' + explain(e) })));
+      const why = e.status === 401 || e.status === 403 ? 'the hubs seen on the LAN are shown with an admin token' : 'cannot list the hubs seen: ' + explain(e);
+      clear(candidates).append(h('tr', {}, h('td', { colspan: 5, class: 'muted', text: why })));
     }
   }
 
@@ -90,7 +101,7 @@ export function linksView(el) {
       const s = await get('/api/status', { prompt: false });
       const links = Array.isArray(s.links) ? s.links : [];
       linkRows(links);
-      await loadPeers(links);
+      await loadPeers();
     } catch (e) { clear(rows).append(h('tr', {}, h('td', { colspan: 8, text: 'Cannot read the links: ' + explain(e) }))); }
   }
   refresh();
