@@ -57,4 +57,15 @@ func TestSyncPullMirrorsARemoteHub(t *testing.T) {
 	if plain := hubtest.Start(t, func(c *app.Config) { c.Sync.URL = remote.URL }); plain.Main.Pull != nil {
 		t.Fatal("a Puller without sync.pull")
 	}
+	// sync.pull removed: the hub drops that directory's mirrors when it
+	// starts (nobody else can: they are read-only); its own Thing stays.
+	local.Put("urn:s:own", hubtest.BareTD("urn:s:own", "Own"))
+	dir := local.Main.Config.DataDir
+	local.Close()
+	again := hubtest.StartIn(t, dir, nil)
+	again.GetJSON(lmos.ThingPath("urn:s:lamp"), http.StatusNotFound, nil)
+	again.GetJSON(lmos.ThingPath("urn:s:own"), http.StatusOK, nil)
+	if src := again.Main.Registry.MirrorSources(); len(src) != 0 {
+		t.Fatalf("mirror sources after sync.pull was removed: %v", src)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -135,6 +136,20 @@ func (r *Registry) MirroredFrom(from string) []string {
 		}
 	}
 	return slices.Clip(ids)
+}
+
+// MirrorSources lists the directories this registry holds mirrors from
+// (their lmos:origin.hub), sorted.
+func (r *Registry) MirrorSources() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	seen := map[string]bool{}
+	for _, t := range r.things {
+		if t.Meta.Origin.Source == SourceRemote {
+			seen[t.Meta.Origin.Hub] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // IsMirror reports whether the Thing is a mirror of a remote directory's.
