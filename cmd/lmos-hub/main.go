@@ -47,7 +47,7 @@ usage:
                                    manage Things on a running hub
   lmos-hub groups ls|create|add|rm|dissolve|rotate-credentials
                                    manage agent groups on a running hub
-  lmos-hub peers ls|add|rm         pair this hub with other hubs (federation) on a running hub
+  lmos-hub peers ls|add|rm|links   pair this hub with other hubs (federation); its links (peers, sync, bridge)
   lmos-hub join ls|approve|deny    decide on joins waiting for approval (deny --all: in bulk)
   lmos-hub token create|list|revoke
                                    manage admin tokens

@@ -27,6 +27,8 @@ Commands:
   ls [--json]             list the paired hubs (DID, URL, STATE, THINGS, LAST ERROR)
   add URL --did DID       pair with the hub at URL whose key is DID (admin token)
   rm DID...               unpair hubs; their mirrored Things leave this hub (admin token)
+  links [--json]          every link of the hub: the paired hubs, sync.url's push and pull, the MQTT
+                          bridge (KIND, NAME, STATE, OUTBOX, LAG, THINGS, LAST SUCCESS, LAST ERROR)
 
 Flags of every command:
   --hub URL         the hub (env LMOS_HUB_URL, default http://localhost:8080)
@@ -37,12 +39,12 @@ Exit status: 0 ok, 1 request failed, 2 usage error.
 `
 
 // Commands are the subcommands of `lmos-hub peers`; each answers --help.
-var Commands = []string{"ls", "add", "rm"}
+var Commands = []string{"ls", "add", "rm", "links"}
 
 // Run runs `lmos-hub peers` with args (the arguments after "peers");
 // getenv reads the environment (nil: none). It returns the exit status.
 func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	name, code, ok := cliargs.Begin(args, stdout, stderr, "peers", Usage, "ls, add or rm")
+	name, code, ok := cliargs.Begin(args, stdout, stderr, "peers", Usage, "ls, add, rm or links")
 	if !ok {
 		return code
 	}
@@ -58,6 +60,14 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 				return cliargs.Usagef("peers ls takes no arguments, got %q", pos[0])
 			}
 			return c.list(*asJSON)
+		}
+	case "links":
+		asJSON := fs.Bool("json", false, "")
+		run = func(pos []string) error {
+			if len(pos) > 0 {
+				return cliargs.Usagef("peers links takes no arguments, got %q", pos[0])
+			}
+			return c.links(*asJSON)
 		}
 	case "add":
 		did := fs.String("did", "", "")
@@ -158,4 +168,52 @@ func (c *command) add(peerURL, did string) error {
 	}
 	_, err = fmt.Fprintln(c.Stdout, verb, p.DID, p.URL)
 	return err
+}
+
+// link is a link as /api/status shows it.
+type link struct {
+	Kind        string    `json:"kind"`
+	Name        string    `json:"name"`
+	State       string    `json:"state"`
+	Outbox      int       `json:"outbox"`
+	LagSeconds  float64   `json:"lagSeconds"`
+	Things      int       `json:"things"`
+	LastError   string    `json:"lastError"`
+	LastSuccess time.Time `json:"lastSuccess"`
+}
+
+// links prints the links of /api/status: sync, pull, bridge and peers.
+func (c *command) links(asJSON bool) error {
+	status, _, body, err := c.Do(http.MethodGet, "/api/status", nil)
+	if err != nil {
+		return err
+	}
+	if !cliargs.OK(status) {
+		return c.Report(status, body, "")
+	}
+	var st struct {
+		Links []json.RawMessage `json:"links"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil || st.Links == nil {
+		return fmt.Errorf("the hub's answer to GET /api/status has no links (a hub older than this command?)")
+	}
+	if asJSON {
+		b, _ := json.Marshal(st.Links)
+		return c.PrintJSON(b)
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tSTATE\tOUTBOX\tLAG\tTHINGS\tLAST SUCCESS\tLAST ERROR")
+	for _, raw := range st.Links {
+		var l link
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return fmt.Errorf("the hub's answer to GET /api/status has a link that is not one: %w", err)
+		}
+		last := "never"
+		if !l.LastSuccess.IsZero() {
+			last = l.LastSuccess.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1fs\t%d\t%s\t%s\n", cliargs.Cell(l.Kind), cliargs.Cell(l.Name), cliargs.Cell(l.State),
+			l.Outbox, l.LagSeconds, l.Things, last, cliargs.Cell(l.LastError))
+	}
+	return tw.Flush()
 }

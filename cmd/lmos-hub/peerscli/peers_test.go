@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/peerscli"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
@@ -87,6 +88,24 @@ func TestPeersCLI(t *testing.T) {
 			t.Fatalf("%s: peers %+v", c.what, ps)
 		}
 	}
+	// links: the peer's link among the hub's, as /api/status has it.
+	var linkState string
+	for deadline := time.Now().Add(30 * time.Second); linkState != "connected"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer's link is %q, not connected, after 30 s", linkState)
+		}
+		r = run(env, "links").want(t, 0, "links")
+		if !strings.HasPrefix(r.stdout, "KIND") || !strings.Contains(r.stdout, "peer") || !strings.Contains(r.stdout, bDID) {
+			t.Fatalf("links:\n%s", r.stdout)
+		}
+		var ls []struct{ Kind, Name, State string }
+		r = run(env, "links", "--json").want(t, 0, "links --json")
+		if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil || len(ls) != 1 || ls[0].Kind != "peer" || ls[0].Name != bDID {
+			t.Fatalf("links --json %q: %v", r.stdout, err)
+		}
+		linkState = ls[0].State
+	}
+	run(env, "links", "x").want(t, 2, "links with an argument")
 	r = run(env, "rm", bDID).want(t, 0, "rm b")
 	if !strings.Contains(r.stdout, "unpaired "+bDID) {
 		t.Fatalf("rm: %q", r.stdout)
