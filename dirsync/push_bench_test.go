@@ -1,18 +1,15 @@
 package dirsync_test
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/dirsync"
-	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/faultproxy"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
-	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/testwait"
 )
 
 const benchThings = 10_000
@@ -20,39 +17,8 @@ const benchThings = 10_000
 // unbounded lifts the registry quotas a 10k load exceeds.
 func unbounded(c *app.Config) { c.Registry.MaxThings, c.Registry.MaxBytes = 0, 0 }
 
-// fill registers n generated TDs (~2.4 KB each) on h, 32 writers at once
-// so the registry commits them in batches.
-func fill(b *testing.B, h *hubtest.Hub, n int) {
-	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for w := range 32 {
-		wg.Go(func() {
-			for i := w; i < n; i += 32 {
-				id := fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i)
-				if _, err := h.Main.Registry.Put(context.Background(), id, tdgen.MakeTD(id, "bench"), hub.Origin{Source: hub.SourceHTTP, Admin: true}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-}
-
-// waitFor polls cond every 10 ms for up to 10 minutes.
-func waitFor(b *testing.B, what string, cond func() bool) {
-	b.Helper()
-	for deadline := time.Now().Add(10 * time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: not within 10 minutes", what)
-		}
-	}
-}
+// benchID names the i-th Thing of a benchmark.
+func benchID(i int) string { return fmt.Sprintf("urn:uuid:00000000-0000-4000-8000-%012d", i) }
 
 // BenchmarkPushDrain10k: 10k changes queued while the remote (a second
 // hub, in-process, no write rate limit) is down; the figure is how fast
@@ -66,12 +32,12 @@ func BenchmarkPushDrain10k(b *testing.B) {
 		proxy := faultproxy.New(b, remote.URL)
 		proxy.Down()
 		p := startPusher(b, local, dirsync.PushConfig{URL: proxy.URL(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
-		fill(b, local, benchThings)
-		waitFor(b, "10k changes queued", func() bool { return p.State().Outbox == benchThings })
+		local.Fill(b, benchThings, benchID)
+		testwait.Eventually(b, 10*time.Minute, "10k changes queued", func() bool { return p.State().Outbox == benchThings })
 		b.StartTimer()
 		start := time.Now()
 		proxy.Up()
-		waitFor(b, "the outbox drained", func() bool { return p.State().Outbox == 0 })
+		testwait.Eventually(b, 10*time.Minute, "the outbox drained", func() bool { return p.State().Outbox == 0 })
 		took := time.Since(start)
 		b.StopTimer()
 		if n := remote.Main.Registry.Count(); n != benchThings {
@@ -91,11 +57,11 @@ func BenchmarkPushAppear10k(b *testing.B) {
 		b.StopTimer()
 		local := hubtest.Start(b, unbounded)
 		remote := hubtest.Start(b, unbounded)
-		fill(b, local, benchThings)
+		local.Fill(b, benchThings, benchID)
 		b.StartTimer()
 		start := time.Now()
 		p := startPusher(b, local, dirsync.PushConfig{URL: remote.URL})
-		waitFor(b, "10k Things on the remote", func() bool { return remote.Main.Registry.Count() == benchThings })
+		testwait.Eventually(b, 10*time.Minute, "10k Things on the remote", func() bool { return remote.Main.Registry.Count() == benchThings })
 		took := time.Since(start)
 		b.StopTimer()
 		b.ReportMetric(took.Seconds(), "s-appear")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -124,19 +125,6 @@ func titles(t *testing.T, h *hubtest.Hub) map[string]string {
 	return out
 }
 
-// equalMaps reports whether a and b hold the same entries.
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // localTitles is titles of the local hub's own Things (mirrors left out).
 func localTitles(t *testing.T, h *hubtest.Hub) map[string]string {
 	t.Helper()
@@ -188,6 +176,6 @@ func converged(t *testing.T, local, remote *hubtest.Hub, p *dirsync.Pusher) {
 	var last map[string]string
 	testwait.Eventually(t, wait, "the remote holds the local Things", func() bool {
 		last = titles(t, remote)
-		return equalMaps(last, localTitles(t, local)) && p.State().Outbox == 0
+		return maps.Equal(last, localTitles(t, local)) && p.State().Outbox == 0
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -373,7 +374,7 @@ func TestPushHourOutageTwoRestarts(t *testing.T) {
 	for {
 		clock.Advance(time.Minute)
 		r, l = titles(t, remote), localTitles(t, local)
-		if equalMaps(r, l) {
+		if maps.Equal(r, l) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -486,7 +487,7 @@ func TestPushResyncsAfterFallingBehind(t *testing.T) {
 	box.gate = nil
 	box.mu.Unlock()
 	close(gate)
-	testwait.Eventually(t, wait, "every Thing on the remote", func() bool { return equalMaps(titles(t, remote), want) })
+	testwait.Eventually(t, wait, "every Thing on the remote", func() bool { return maps.Equal(titles(t, remote), want) })
 }
 
 // TestPushThroughTheRemotesRateLimit: an lmos-hub remote that limits the
@@ -521,7 +522,7 @@ func TestPushAndPullTogether(t *testing.T) {
 	put(t, local, "urn:x:local", td("urn:x:local", "L"))
 	want := map[string]string{"urn:x:remote": "R", "urn:x:local": "L"}
 	testwait.Eventually(t, wait, "both hubs hold both Things", func() bool {
-		return equalMaps(titles(t, remote), want) && equalMaps(titles(t, local), want)
+		return maps.Equal(titles(t, remote), want) && maps.Equal(titles(t, local), want)
 	})
 	if th, err := local.Main.Registry.Get("urn:x:remote"); err != nil || th.Meta.Origin.Source != hub.SourceRemote {
 		t.Fatalf("urn:x:remote here: %+v %v, want a mirror", th.Meta.Origin, err)

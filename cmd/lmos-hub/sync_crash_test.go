@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -121,18 +122,6 @@ func thingTitles(t *testing.T, base string) map[string]string {
 	return out
 }
 
-func sameTitles(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // TestSyncKilledWithFullOutboxReplays: a hub process pushing to a remote
 // directory that is down takes 215 changes (creations, edits, deletions
 // of Things already pushed) and is killed with SIGKILL; restarted once the
@@ -154,7 +143,7 @@ func TestSyncKilledWithFullOutboxReplays(t *testing.T) {
 		thing(hub1.base, fmt.Sprintf("urn:k:base%d", i), "v1", http.StatusCreated)
 	}
 	testwait.Eventually(t, time.Minute, "the first Things pushed", func() bool {
-		return sameTitles(thingTitles(t, remote.URL), thingTitles(t, hub1.base))
+		return maps.Equal(thingTitles(t, remote.URL), thingTitles(t, hub1.base))
 	})
 	proxy.Down()
 	for i := range 200 {
@@ -176,12 +165,12 @@ func TestSyncKilledWithFullOutboxReplays(t *testing.T) {
 	var got map[string]string
 	testwait.Eventually(t, 2*time.Minute, "the remote holds the hub's Things", func() bool {
 		got = thingTitles(t, remote.URL)
-		return sameTitles(got, want)
+		return maps.Equal(got, want)
 	})
 	if len(got) != 205 || got["urn:k:base0"] != "v2" || got["urn:k:base9"] != "" {
 		t.Fatalf("remote holds %d Things: %v", len(got), got)
 	}
-	if !sameTitles(thingTitles(t, hub2.base), want) {
+	if !maps.Equal(thingTitles(t, hub2.base), want) {
 		t.Fatal("the restarted hub lost Things")
 	}
 }
