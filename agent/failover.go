@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,26 @@ func hasTarget(ts []*brokerTarget, addr string) bool {
 		}
 	}
 	return false
+}
+
+// Hubs returns the hubs the agent may be on, its own first: Options.URL,
+// Options.Failover, and the ones learnt from its hub's lmos:peers or
+// found over mDNS since (broker or WebSocket URLs). An agent that lists
+// only one has nowhere to go when its hub goes away.
+func (a *Agent) Hubs() []string {
+	switch l := a.link.(type) {
+	case *mqttLink:
+		var out []string
+		for _, t := range l.targetsNow() {
+			out = append(out, t.url)
+		}
+		return out
+	case *wsLink:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return slices.Clone(l.urls)
+	}
+	return []string{a.opts.URL}
 }
 
 // target is the hub the link connects to now.
@@ -192,12 +213,17 @@ func (l *mqttLink) learnPeers(ctx context.Context) {
 		return
 	}
 	l.mu.Lock()
+	known := len(l.peerDIDs)
 	for _, d := range dids {
 		if len(l.peerDIDs) < maxPeers {
 			l.peerDIDs[d] = true
 		}
 	}
+	learnt := len(l.peerDIDs) - known
 	l.mu.Unlock()
+	if learnt > 0 {
+		l.a.log.Info("learnt the hub's paired hubs", "new", learnt, "directory", dir)
+	}
 	for _, p := range peers {
 		t, err := newTarget(p, l.a.opts)
 		if err != nil || (pinned(l.a.opts) && t.tls == nil) {

@@ -145,10 +145,9 @@ func TestFailoverLearnsPeers(t *testing.T) {
 		o.Directory, o.FailoverGrace, o.StateDir = "http://"+a.httpAddr, 500*time.Millisecond, t.TempDir()
 	})
 	serveTestActions(srv)
-	l := srv.link.(*mqttLink)
-	waitFor(t, 10*time.Second, "the paired hub learnt", func() bool { return len(l.targetsNow()) == 2 })
-	if got := l.targetsNow()[1].addr; got != b.addr {
-		t.Fatalf("learnt %s, want %s", got, b.addr)
+	waitFor(t, 10*time.Second, "the paired hub learnt", func() bool { return len(srv.Hubs()) == 2 })
+	if got := srv.Hubs(); got[0] != srv.Hub() || got[1] != "mqtt://"+b.addr {
+		t.Fatalf("Hubs %v, want the agent's own (%s), then mqtt://%s", got, srv.Hub(), b.addr)
 	}
 	deaf := a.connect("urn:test:deaf", func(o *Options) {
 		o.Directory, o.NoPeerFailover = "http://"+a.httpAddr, true
@@ -156,8 +155,8 @@ func TestFailoverLearnsPeers(t *testing.T) {
 	a.Close()
 	waitFor(t, 20*time.Second, "the agent online at the peer", func() bool { return b.presence(id) == "online" })
 	waitFor(t, 10*time.Second, "the peer's proxy reaches the agent", func() bool { return proxyAdd(t, b, id) == http.StatusOK })
-	if n := len(deaf.link.(*mqttLink).targetsNow()); n != 1 {
-		t.Errorf("NoPeerFailover learnt %d hubs", n-1)
+	if got := deaf.Hubs(); len(got) != 1 {
+		t.Errorf("NoPeerFailover: Hubs %v", got)
 	}
 }
 

@@ -75,7 +75,24 @@ func TestMDNSAgentFailover(t *testing.T) {
 
 	const id = "urn:test:mdns-mover"
 	ag := lan.Helper("ag", "TestMDNSChild", childEnv+"=failoveragent", "LMOS_MDNS_ARGS="+id)
-	line := ag.WaitContains(15*time.Second, "joined mqtt://")
+	// The agent joins and reads its hub's paired hubs from the directory
+	// TD (either line may come first): only then has it a hub to fail
+	// over to.
+	var line string
+	found := false
+	for line == "" || !found {
+		l, ok := ag.WaitLine(30*time.Second, func(l string) bool {
+			return strings.Contains(l, "joined mqtt://") || strings.Contains(l, "learnt the hub's paired hubs")
+		})
+		if !ok {
+			t.Fatalf("the agent did not join and find its hub's peer (joined %q, found %v)", line, found)
+		}
+		if strings.Contains(l, "joined mqtt://") {
+			line = l
+		} else {
+			found = true
+		}
+	}
 	onOne := strings.Contains(line, lan.Addr("h1")+":")
 	dead, other, otherBase, otherC := p1, "h2", base2, c2
 	if !onOne {

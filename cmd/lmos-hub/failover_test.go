@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,9 @@ func TestFailoverHubKilled(t *testing.T) {
 	mover := failoverAgentWith(t, id, a.mqtt, 0, baseA)
 	testwait.Eventually(t, 10*time.Second, "invocations through hub A", func() bool { return proxyInvoke(baseA, id) })
 	testwait.Eventually(t, 20*time.Second, "invocations through hub B, forwarded to A", func() bool { return proxyInvoke(baseB, id) })
+	// The agent reads A's lmos:peers after joining: killed before, A
+	// would leave it nowhere to go.
+	testwait.Eventually(t, 20*time.Second, "the agent knows hub B", func() bool { return slices.Contains(mover.Hubs(), "mqtt://"+b.mqtt) })
 
 	a.kill()
 	testwait.Eventually(t, 20*time.Second, "the agent online at hub B, B's own (no longer A's mirrored there)", func() bool {

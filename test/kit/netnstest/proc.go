@@ -112,8 +112,12 @@ func (p *Proc) WaitLine(timeout time.Duration, match func(string) bool) (string,
 }
 
 // WaitContains waits for a line containing all of parts or fails the test.
+// It waits at least minWait whatever timeout says: the timeouts the tests
+// give are what a quiet machine needs, and a loaded one is slow, never
+// wrong (a goodbye took over 3 s beside another make test).
 func (p *Proc) WaitContains(timeout time.Duration, parts ...string) string {
 	p.t.Helper()
+	timeout = max(timeout, minWait)
 	line, ok := p.WaitLine(timeout, func(s string) bool {
 		for _, x := range parts {
 			if !strings.Contains(s, x) {
@@ -151,3 +155,6 @@ func (p *Proc) Kill() {
 
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// minWait is the shortest wait of WaitContains.
+const minWait = 30 * time.Second
