@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -98,9 +97,7 @@ func (a *Agent) Hubs() []string {
 		}
 		return out
 	case *wsLink:
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return slices.Clone(l.urls)
+		return l.urlsNow()
 	}
 	return []string{a.opts.URL}
 }
