@@ -115,14 +115,8 @@ func proxyInvoke(base, id string) bool {
 	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&out) == nil && out.Sum == 3
 }
 
-// failoverAgent connects an agent with a key, serving add, to the hub at
-// mqtt with the other hubs as failover.
-func failoverAgent(t testing.TB, id, mqtt string, failover ...string) *agent.Agent {
-	t.Helper()
-	return failoverAgentWith(t, id, mqtt, 0, "", failover...)
-}
-
-// failoverAgentWith is failoverAgent with an MQTT keep alive (0: the
+// failoverAgentWith connects an agent with a key, serving add, to the hub
+// at mqtt with the other hubs as failover, an MQTT keep alive (0: the
 // default) and the hub's directory (its lmos:peers are failover hubs too).
 func failoverAgentWith(t testing.TB, id, mqtt string, keepAlive time.Duration, directory string, failover ...string) *agent.Agent {
 	t.Helper()
