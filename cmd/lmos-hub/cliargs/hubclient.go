@@ -225,3 +225,23 @@ func Begin(args []string, stdout, stderr io.Writer, path, usage, commands string
 	}
 	return name, 0, true
 }
+
+// TokenHint tells what to do about a refusal for want of the right token:
+// task names what needs it ("pairing"), scope the scope it takes
+// ("admin", "operate"; a token of a wider scope does too). "" when the
+// refusal is of another kind.
+func (c *Client) TokenHint(status int, task, scope string) string {
+	need := task + " needs a token of scope " + scope
+	if scope != "admin" {
+		need += " or admin"
+	}
+	switch {
+	case status == http.StatusUnauthorized && c.Token == "":
+		return need + ": pass --token TOKEN or set LMOS_HUB_TOKEN"
+	case status == http.StatusUnauthorized:
+		return "the hub did not accept the token; check it, or make one with `lmos-hub token create --scope " + scope + "`"
+	case status == http.StatusForbidden && c.Token != "":
+		return need
+	}
+	return ""
+}

@@ -127,15 +127,7 @@ type command struct{ cliargs.Client }
 
 // hint tells what to do about a refusal.
 func (c *command) hint(status int, _ string) string {
-	switch {
-	case status == http.StatusUnauthorized && c.Token == "":
-		return "changing groups needs a token of scope operate or admin: pass --token TOKEN or set LMOS_HUB_TOKEN"
-	case status == http.StatusUnauthorized:
-		return "the hub did not accept the token; check it, or make one with `lmos-hub token create --scope operate`"
-	case status == http.StatusForbidden && c.Token != "":
-		return "the token's scope may not change groups: use one of scope operate or admin"
-	}
-	return ""
+	return c.TokenHint(status, "changing groups", "operate")
 }
 
 // group is a group as the hub shows it.

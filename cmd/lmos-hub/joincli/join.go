@@ -114,17 +114,13 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 // command is one invocation of `lmos-hub join`.
 type command struct{ cliargs.Client }
 
-// hint tells what to do about a refusal.
+// hint tells what to do about a refusal: a 403 for one Thing (what) is
+// about that Thing, not the token.
 func (c *command) hint(status int, what string) string {
-	switch {
-	case status == http.StatusUnauthorized && c.Token == "":
-		return "join approval needs an admin token: pass --token TOKEN or set LMOS_HUB_TOKEN"
-	case status == http.StatusUnauthorized:
-		return "the hub did not accept the token; check it, or make one with `lmos-hub token create`"
-	case status == http.StatusForbidden && c.Token != "" && what == "":
-		return "join approval needs a token of scope admin"
+	if status == http.StatusForbidden && what != "" {
+		return ""
 	}
-	return ""
+	return c.TokenHint(status, "join approval", "admin")
 }
 
 // pending is one entry of GET /api/join.

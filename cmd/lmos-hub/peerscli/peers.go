@@ -100,15 +100,7 @@ type command struct{ cliargs.Client }
 
 // hint tells what to do about a refusal.
 func (c *command) hint(status int, _ string) string {
-	switch {
-	case status == http.StatusUnauthorized && c.Token == "":
-		return "pairing needs an admin token: pass --token TOKEN or set LMOS_HUB_TOKEN"
-	case status == http.StatusUnauthorized:
-		return "the hub did not accept the token; check it, or make one with `lmos-hub token create`"
-	case status == http.StatusForbidden && c.Token != "":
-		return "pairing needs a token of scope admin"
-	}
-	return ""
+	return c.TokenHint(status, "pairing", "admin")
 }
 
 // peer is a peer as the hub shows it.

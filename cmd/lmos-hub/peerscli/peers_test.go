@@ -71,7 +71,7 @@ func TestPeersCLI(t *testing.T) {
 	}{
 		{"own DID", env, []string{"add", "http://127.0.0.1:9", "--did", a.Main.DID()}, 1, []string{"400", "/did", "own DID"}},
 		{"bad URL", env, []string{"add", "ftp://x", "--did", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}, 1, []string{"400", "/url"}},
-		{"no token", map[string]string{"LMOS_HUB_URL": a.URL}, []string{"add", "http://127.0.0.1:9", "--did", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}, 1, []string{"401", "hint: pairing needs an admin token"}},
+		{"no token", map[string]string{"LMOS_HUB_URL": a.URL}, []string{"add", "http://127.0.0.1:9", "--did", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}, 1, []string{"401", "hint: pairing needs a token of scope admin: pass --token"}},
 		{"no --did", env, []string{"add", "http://127.0.0.1:9"}, 2, []string{"needs --did"}},
 		{"two URLs", env, []string{"add", "http://x:1", "http://y:1", "--did", bDID}, 2, []string{"the peer's URL"}},
 		{"rm unknown", env, []string{"rm", "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"}, 1, []string{"404", "no paired peer"}},
