@@ -2,7 +2,7 @@
 // (PROTOCOL §9): chosen topics cross between the hub's embedded broker and
 // an MQTT 5 upstream with mosquitto's topic semantics (Topic). It speaks
 // only MQTT upstream, through autopaho (reconnect with backoff and jitter,
-// a durable queue for QoS 1/2 messages, a session kept on disk), and
+// a durable outbox for QoS 1/2 messages, queue.go; the session, session.go), and
 // reaches the local broker through the small Port it needs, which app
 // plugs in (the mqtt adapter's BridgePort).
 //
@@ -238,7 +238,11 @@ func (b *Bridge) Start() error {
 	if err != nil {
 		return err
 	}
-	b.sess = state.New(cs, ss)
+	client, err := newClientSession(q, cs)
+	if err != nil {
+		return err
+	}
+	b.sess = state.New(client, ss)
 	cc, err := b.clientConfig()
 	if err != nil {
 		return err
@@ -365,6 +369,9 @@ func (b *Bridge) Close(ctx context.Context) error {
 		case <-b.cm.Done():
 		case <-ctx.Done():
 		}
+	}
+	if b.queue != nil {
+		b.queue.Close()
 	}
 	b.publishState(stateDisconnected)
 	return err

@@ -12,18 +12,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/eclipse/paho.golang/packets"
 )
 
-// sessionStore keeps one side of the MQTT session (the QoS 1/2 packets in
-// flight) for paho's session state: in memory, and each packet in a file
-// of its own so that a restart resends what the upstream had not yet
-// acknowledged. paho's own file store syncs every packet to disk before
-// it is sent, which capped the bridge at the disk's sync rate (~550
-// messages/s here, docs/PERFORMANCE.md "Bridge"); like the outbox
-// (queue.go), these files are neither synced nor renamed into place: a
-// killed process loses nothing, a power cut may, and a packet cut short
-// is dropped by paho as corrupt while its message is still in the
-// outbox (removed from there only once sent). Files are named
+// sessionStore keeps the durable part of one side of the MQTT session
+// for paho's session state: the QoS 2 packets in flight (a QoS 2
+// PUBLISH, then its PUBREL; the PUBRECs of incoming QoS 2 messages), in
+// memory and each in a file of its own, so that a restart completes what
+// the upstream had not yet acknowledged. QoS 1 messages never reach it
+// (clientSession keeps them in memory; the outbox holds them until
+// acknowledged). paho's own file store syncs every packet to disk before
+// it is sent; these files are neither synced nor renamed into place: a
+// killed process loses nothing, a power cut may. Files are named
 // {seq}-{packetID}.pkt, so List keeps the order packets were put in.
 type sessionStore struct {
 	dir  string
@@ -147,4 +148,133 @@ func (s *sessionStore) Reset() error {
 		errs = append(errs, s.deleteLocked(id))
 	}
 	return errors.Join(errs...)
+}
+
+// clientSession is the client side of the session (packets sent to the
+// upstream): a QoS 1 PUBLISH sent from the outbox is kept in memory only,
+// tied to its outbox message (fileQueue.link), which stays there until
+// the PUBACK deletes the packet; so after a restart the outbox sends it
+// again and no file is written per packet. Every other packet (QoS 2)
+// goes to the durable store, whose packet identifiers the upstream still
+// holds after a restart.
+type clientSession struct {
+	q    *fileQueue
+	disk *sessionStore
+	mu   sync.Mutex
+	next uint64
+	// order is when each stored id was put (List's order), mem the
+	// packets kept in memory and seq their outbox messages.
+	order map[uint16]uint64
+	mem   map[uint16][]byte
+	seq   map[uint16]uint64
+}
+
+func newClientSession(q *fileQueue, disk *sessionStore) (*clientSession, error) {
+	c := &clientSession{q: q, disk: disk, order: map[uint16]uint64{}, mem: map[uint16][]byte{}, seq: map[uint16]uint64{}}
+	ids, err := disk.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		c.order[id] = c.next
+		c.next++
+	}
+	return c, nil
+}
+
+// Put stores the packet with id (replacing one stored under it).
+func (c *clientSession) Put(id uint16, typ byte, w io.WriterTo) error {
+	var b bytes.Buffer
+	if _, err := w.WriteTo(&b); err != nil {
+		return fmt.Errorf("cannot encode a session packet: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A PUBLISH's first byte holds its QoS in bits 1-2.
+	if typ == packets.PUBLISH && b.Len() > 0 && (b.Bytes()[0]>>1)&3 == 1 {
+		if seq, ok := c.q.link(); ok {
+			if err := c.disk.Delete(id); err != nil {
+				return err
+			}
+			c.mem[id], c.seq[id] = b.Bytes(), seq
+			c.order[id] = c.next
+			c.next++
+			return nil
+		}
+	}
+	if err := c.disk.Put(id, typ, &b); err != nil {
+		return err
+	}
+	delete(c.mem, id)
+	delete(c.seq, id)
+	c.order[id] = c.next
+	c.next++
+	return nil
+}
+
+// Get returns the packet stored under id.
+func (c *clientSession) Get(id uint16) (io.ReadCloser, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.mem[id]; ok {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+	return c.disk.Get(id)
+}
+
+// Delete removes the packet stored under id: the upstream acknowledged
+// it, so its outbox message is done.
+func (c *clientSession) Delete(id uint16) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.order, id)
+	if seq, ok := c.seq[id]; ok {
+		delete(c.mem, id)
+		delete(c.seq, id)
+		c.q.acked(seq)
+		return nil
+	}
+	return c.disk.Delete(id)
+}
+
+// Quarantine drops a packet paho cannot decode; one kept in memory goes
+// again from the outbox.
+func (c *clientSession) Quarantine(id uint16) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.order, id)
+	if seq, ok := c.seq[id]; ok {
+		delete(c.mem, id)
+		delete(c.seq, id)
+		c.q.requeue([]uint64{seq})
+		return nil
+	}
+	return c.disk.Quarantine(id)
+}
+
+// List returns the stored packet ids in the order they were put.
+func (c *clientSession) List() ([]uint16, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]uint16, 0, len(c.order))
+	for id := range c.order {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b uint16) int { return cmp.Compare(c.order[a], c.order[b]) })
+	return ids, nil
+}
+
+// Reset forgets every packet: the upstream has no session (any more), so
+// the QoS 1 messages in flight go again from the outbox, in order.
+func (c *clientSession) Reset() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seqs := make([]uint64, 0, len(c.seq))
+	for _, seq := range c.seq {
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	c.q.requeue(seqs)
+	c.order, c.mem, c.seq = map[uint16]uint64{}, map[uint16][]byte{}, map[uint16]uint64{}
+	return c.disk.Reset()
 }

@@ -478,9 +478,11 @@ func TestBridgeOutboxSurvivesHubRestart(t *testing.T) {
 		t.Fatalf("state with the uplink down: %+v", st)
 	}
 	h.Close()
-	files, _ := filepath.Glob(filepath.Join(dir, "bridge-queue", "upstream", "queue", "*.msg"))
-	if len(files) != n {
-		t.Fatalf("%d queued files on disk after the hub stopped, want %d", len(files), n)
+	// An append-only log: one segment and the marker, not a file per message.
+	files, _ := filepath.Glob(filepath.Join(dir, "bridge-queue", "upstream", "queue", "*"))
+	segs, _ := filepath.Glob(filepath.Join(dir, "bridge-queue", "upstream", "queue", "*.seg"))
+	if len(segs) != 1 || len(files) != 2 {
+		t.Fatalf("queue files on disk after the hub stopped: %v, want one segment and the marker", files)
 	}
 
 	up.start()
@@ -501,6 +503,8 @@ func TestBridgeOutboxSurvivesHubRestart(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("upstream got %q, want %q in order", got, want)
 	}
+	// The outbox holds each message until the upstream's PUBACK.
+	waitFor(t, 20*time.Second, "every message acknowledged upstream", func() bool { return h2.Main.Bridge.State().Outbox == 0 })
 	if st := h2.Main.Bridge.State(); st.Sent != n || st.Outbox != 0 || st.Lag != 0 {
 		t.Errorf("state after the replay: %+v", st)
 	}
