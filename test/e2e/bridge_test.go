@@ -462,6 +462,115 @@ func TestBridgeUpstreamRestart(t *testing.T) {
 	})
 }
 
+// QoS 1 messages the bridge sent but the upstream never acknowledged (it
+// was frozen with SIGSTOP, then killed) are sent again when the upstream
+// comes back without the bridge's session (its persistence file from
+// before the bridge connected): the outbox keeps each message until its
+// PUBACK, so none is lost with the session, and none arrives twice.
+func TestBridgeInFlightSurvivesLostSession(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	sub := startSub(t, up.addr(), "-c", "-i", "lostsub", "-q", "1", "-t", "rem/data/#")
+	sub.ready(up.addr(), "rem/data/probe")
+	sub.stop()
+	up.stop() // SIGTERM: saved with the subscriber's session, none of the bridge
+	db, err := os.ReadFile(filepath.Join(up.dir, "mosquitto.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.start()
+	h := startHub(t, bridgeHub(up, "data/# out 1 loc/ rem/", func(c *Config) { c.Bridge.LocalAccess.Publish = "operate" }))
+	waitFor(t, 20*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+
+	up.mu.Lock()
+	frozen := up.cmd.Process
+	up.mu.Unlock()
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := range n {
+		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("f", i))
+	}
+	waitFor(t, 20*time.Second, "every message sent, none acknowledged", func() bool {
+		st := h.Main.Bridge.State()
+		return st.Sent == n && st.Outbox == n
+	})
+	up.kill()
+	if err := os.WriteFile(filepath.Join(up.dir, "mosquitto.db"), db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(up.dir, "mosquitto.db"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	up.start()
+	waitFor(t, 30*time.Second, "outbox drained", func() bool {
+		st := h.Main.Bridge.State()
+		return st.State == "connected" && st.Outbox == 0
+	})
+	again := startSub(t, up.addr(), "-c", "-i", "lostsub", "-q", "1", "-t", "rem/data/#")
+	mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", "end")
+	waitFor(t, 30*time.Second, "the sentinel upstream", func() bool { return again.count("rem/data/x end") == 1 })
+	for i := range n {
+		if got := again.count(fmt.Sprint("rem/data/x f", i)); got != 1 {
+			t.Errorf("f%d arrived %d times, want once (upstream saw %q)", i, got, again.all())
+		}
+	}
+}
+
+// QoS 1 messages the bridge sent to a frozen upstream (SIGSTOP) that
+// never acknowledged them survive a hub restart: the MQTT session keeps
+// them in memory only, the outbox on disk, and the next run sends them
+// again, in order, once the upstream (killed, started again) is back.
+func TestBridgeInFlightSurvivesHubRestart(t *testing.T) {
+	up := newUpstream(t)
+	up.start()
+	sub := startSub(t, up.addr(), "-c", "-i", "flightsub", "-q", "1", "-t", "rem/data/#")
+	sub.ready(up.addr(), "rem/data/probe")
+	sub.stop()
+	dir := t.TempDir()
+	edit := bridgeHub(up, "data/# out 1 loc/ rem/", func(c *Config) { c.Bridge.LocalAccess.Publish = "operate" })
+	h := startHubIn(t, dir, edit)
+	waitFor(t, 20*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
+	subscribed := time.Now()
+	up.dbSaved(subscribed)
+
+	up.mu.Lock()
+	frozen := up.cmd.Process
+	up.mu.Unlock()
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for i := range n {
+		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("f", i))
+	}
+	waitFor(t, 20*time.Second, "every message sent, none acknowledged", func() bool {
+		st := h.Main.Bridge.State()
+		return st.Sent == n && st.Outbox == n
+	})
+	h.Close()
+	up.kill()
+	up.start()
+	h2 := startHubIn(t, dir, edit)
+	waitFor(t, 30*time.Second, "outbox drained", func() bool {
+		st := h2.Main.Bridge.State()
+		return st.State == "connected" && st.Outbox == 0
+	})
+	again := startSub(t, up.addr(), "-c", "-i", "flightsub", "-q", "1", "-t", "rem/data/#")
+	mosqPub(t, h2.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", "end")
+	waitFor(t, 30*time.Second, "the sentinel upstream", func() bool { return again.count("rem/data/x end") == 1 })
+	var got []string
+	for _, l := range again.all() {
+		if strings.HasPrefix(l, "rem/data/x f") {
+			got = append(got, strings.TrimPrefix(l, "rem/data/x "))
+		}
+	}
+	if want := "f0 f1 f2 f3 f4 f5 f6 f7 f8 f9"; strings.Join(got, " ") != want {
+		t.Errorf("upstream got %q, want %s once each, in order", got, want)
+	}
+}
+
 // The hub restarted while the uplink is down: the outbox is on disk
 // (dataDir/bridge-queue) and the next run sends all of it, in order.
 func TestBridgeOutboxSurvivesHubRestart(t *testing.T) {
