@@ -59,6 +59,7 @@ type record struct {
 	state  uint8
 	linked bool // in the session awaiting its acknowledgement
 	acked  bool // acknowledged (possibly before autopaho removed it)
+	resend bool // its session packet was dropped before autopaho removed it
 }
 
 const (
@@ -425,7 +426,7 @@ func (q *fileQueue) link() (uint64, bool) {
 	if r == nil {
 		return 0, false
 	}
-	r.linked, r.acked = true, false
+	r.linked, r.acked, r.resend = true, false, false
 	return uint64(q.cur), true
 }
 
@@ -450,10 +451,15 @@ func (q *fileQueue) requeue(seqs []uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, seq := range seqs {
-		if r := q.rec(seq); r != nil && r.state == recInFlight {
+		r := q.rec(seq)
+		switch {
+		case r == nil || r.acked:
+		case r.state == recInFlight:
 			r.state, r.linked = recQueued, false
 			q.queued++
 			q.first = min(q.first, int(seq-q.base))
+		case r.state == recQueued && r.linked: // still autopaho's: kept by remove
+			r.linked, r.resend = false, true
 		}
 	}
 	if q.queued > 0 {
@@ -502,6 +508,10 @@ func (q *fileQueue) remove(seq uint64, quarantine bool) error {
 		q.cur = -1
 	}
 	r := q.rec(seq)
+	if r != nil && r.state == recQueued && r.resend && !quarantine {
+		r.resend = false // stays queued: sent again
+		return nil
+	}
 	if r != nil && r.state == recQueued {
 		switch {
 		case quarantine:

@@ -406,3 +406,34 @@ func TestQueueMigratesMessageFiles(t *testing.T) {
 		t.Errorf("left %v", old)
 	}
 }
+
+// The session dropped (Reset) between the PUBLISH put in it and autopaho
+// removing the message: the message stays queued and goes again.
+func TestSessionResetBeforeRemove(t *testing.T) {
+	q, c := openBoth(t, t.TempDir())
+	if err := q.Enqueue(qos1(t, "m0")); err != nil {
+		t.Fatal(err)
+	}
+	e, err := q.Peek()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(4, packets.PUBLISH, &packets.Publish{QoS: 1, PacketID: 4, Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Remove(); err != nil {
+		t.Fatalf("Remove: %v, want nil (still queued)", err)
+	}
+	if got := send(t, q, c, 5); got != "m0" {
+		t.Fatalf("sent %q after the reset, want m0 again", got)
+	}
+	if err := c.Delete(5); err != nil {
+		t.Fatal(err)
+	}
+	if q.Len() != 0 {
+		t.Errorf("Len %d after the PUBACK, want 0", q.Len())
+	}
+}
