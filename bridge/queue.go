@@ -166,6 +166,9 @@ func (q *fileQueue) loadSegment(first, start uint64) error {
 			if len(q.recs) == 0 {
 				q.base = seq
 			}
+			for q.base+uint64(len(q.recs)) < seq { // lost with a damaged segment
+				q.recs = append(q.recs, record{state: recDone})
+			}
 			since := time.Unix(0, int64(binary.BigEndian.Uint64(data[off+8:])))
 			q.recs = append(q.recs, record{seg: s, off: int64(off + recHeader), n: n, since: since})
 			q.queued++

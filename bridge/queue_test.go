@@ -437,3 +437,49 @@ func TestSessionResetBeforeRemove(t *testing.T) {
 		t.Errorf("Len %d after the PUBACK, want 0", q.Len())
 	}
 }
+
+// A damaged segment that is not the newest: the records after the
+// damage are lost, those of the next segments still go, in order, and the
+// marker moves past the gap once they are done.
+func TestQueueDamagedOlderSegment(t *testing.T) {
+	dir := t.TempDir()
+	q := must(openQueue(dir))
+	for i := range 3 {
+		if err := q.Enqueue(strings.NewReader(fmt.Sprint("a", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Close()
+	q = must(openQueue(dir)) // a new segment at each start
+	if err := q.Enqueue(strings.NewReader("b0")); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, "*"+segmentExt))
+	if len(segs) != 2 {
+		t.Fatalf("segments %v", segs)
+	}
+	data, _ := os.ReadFile(segs[0])
+	if err := os.WriteFile(segs[0], data[:len(data)-5], 0o600); err != nil { // a2 cut short
+		t.Fatal(err)
+	}
+	q = must(openQueue(dir))
+	var got []string
+	for {
+		e, err := q.Peek()
+		if err != nil {
+			break
+		}
+		r, _ := e.Reader()
+		b, _ := io.ReadAll(r)
+		got = append(got, string(b))
+		_ = e.Remove()
+	}
+	if fmt.Sprint(got) != "[a0 a1 b0]" || q.Len() != 0 {
+		t.Errorf("sent %v (Len %d), want [a0 a1 b0] and 0", got, q.Len())
+	}
+	q.Close()
+	if n := must(openQueue(dir)).Len(); n != 0 {
+		t.Errorf("reopened with %d messages, want 0", n)
+	}
+}
