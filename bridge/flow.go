@@ -282,7 +282,8 @@ func (b *Bridge) publishState(v string) {
 }
 
 // State reports the link (hub.LinkBridge): connected or not, the messages
-// waiting in the queue, what crossed each way, the last error and success.
+// in the outbox (waiting, or sent and not yet acknowledged), what crossed
+// each way, the last error and success.
 func (b *Bridge) State() hub.LinkState {
 	outbox := len(b.qos0)
 	var lag time.Duration
