@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,12 +132,7 @@ func (s *sessionStore) Quarantine(id uint16) error { return s.Delete(id) }
 func (s *sessionStore) List() ([]uint16, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]uint16, 0, len(s.seqs))
-	for id := range s.seqs {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b uint16) int { return cmp.Compare(s.seqs[a], s.seqs[b]) })
-	return ids, nil
+	return inOrder(s.seqs), nil
 }
 
 // Reset deletes every stored packet.
@@ -256,12 +252,7 @@ func (c *clientSession) Quarantine(id uint16) error {
 func (c *clientSession) List() ([]uint16, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ids := make([]uint16, 0, len(c.order))
-	for id := range c.order {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b uint16) int { return cmp.Compare(c.order[a], c.order[b]) })
-	return ids, nil
+	return inOrder(c.order), nil
 }
 
 // Reset forgets every packet: the upstream has no session (any more), so
@@ -277,4 +268,11 @@ func (c *clientSession) Reset() error {
 	c.q.requeue(seqs)
 	c.order, c.mem, c.seq = map[uint16]uint64{}, map[uint16][]byte{}, map[uint16]uint64{}
 	return c.disk.Reset()
+}
+
+// inOrder returns the packet ids of order sorted by when each was put.
+func inOrder(order map[uint16]uint64) []uint16 {
+	ids := slices.Collect(maps.Keys(order))
+	slices.SortFunc(ids, func(a, b uint16) int { return cmp.Compare(order[a], order[b]) })
+	return ids
 }

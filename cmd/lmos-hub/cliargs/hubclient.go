@@ -245,3 +245,24 @@ func (c *Client) TokenHint(status int, task, scope string) string {
 	}
 	return ""
 }
+
+// Read GETs path and decodes the hub's JSON answer into out, with what
+// naming it in the error ("a list of peers"); with asJSON it prints the
+// answer as the hub sent it instead and reports printed. A refusal is
+// reported (Report) as an error.
+func (c *Client) Read(path string, asJSON bool, out any, what string) (printed bool, err error) {
+	status, _, body, err := c.Do(http.MethodGet, path, nil)
+	if err != nil {
+		return false, err
+	}
+	if !OK(status) {
+		return false, c.Report(status, body, "")
+	}
+	if asJSON {
+		return true, c.PrintJSON(body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return false, fmt.Errorf("the hub's answer to GET %s is not %s: %w", path, what, err)
+	}
+	return false, nil
+}

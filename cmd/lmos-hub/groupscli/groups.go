@@ -141,19 +141,9 @@ type group struct {
 }
 
 func (c *command) list(asJSON bool) error {
-	status, _, body, err := c.Do(http.MethodGet, "/api/groups", nil)
-	if err != nil {
-		return err
-	}
-	if !cliargs.OK(status) {
-		return c.Report(status, body, "")
-	}
-	if asJSON {
-		return c.PrintJSON(body)
-	}
 	var groups []group
-	if err := json.Unmarshal(body, &groups); err != nil {
-		return fmt.Errorf("the hub's answer to GET /api/groups is not a list of groups: %w", err)
+	if printed, err := c.Read("/api/groups", asJSON, &groups, "a list of groups"); printed || err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTITLE\tMEMBERS\tFLAGS")

@@ -136,22 +136,12 @@ type pending struct {
 }
 
 func (c *command) list(asJSON bool) error {
-	status, _, body, err := c.Do(http.MethodGet, "/api/join", nil)
-	if err != nil {
-		return err
-	}
-	if !cliargs.OK(status) {
-		return c.Report(status, body, "")
-	}
-	if asJSON {
-		return c.PrintJSON(body)
-	}
 	var st struct {
 		Mode string    `json:"mode"`
 		List []pending `json:"list"`
 	}
-	if err := json.Unmarshal(body, &st); err != nil {
-		return fmt.Errorf("the hub's answer to GET /api/join is not the join state: %w", err)
+	if printed, err := c.Read("/api/join", asJSON, &st, "the join state"); printed || err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTITLE\tDOOR\tSOURCE\tRECEIVED\tEXPIRES\tPROVEN")

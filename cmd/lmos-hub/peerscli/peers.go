@@ -116,19 +116,9 @@ type peer struct {
 }
 
 func (c *command) list(asJSON bool) error {
-	status, _, body, err := c.Do(http.MethodGet, "/api/peers", nil)
-	if err != nil {
-		return err
-	}
-	if !cliargs.OK(status) {
-		return c.Report(status, body, "")
-	}
-	if asJSON {
-		return c.PrintJSON(body)
-	}
 	var peers []peer
-	if err := json.Unmarshal(body, &peers); err != nil {
-		return fmt.Errorf("the hub's answer to GET /api/peers is not a list of peers: %w", err)
+	if printed, err := c.Read("/api/peers", asJSON, &peers, "a list of peers"); printed || err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DID\tURL\tSTATE\tTHINGS\tLAST ERROR")
