@@ -165,7 +165,9 @@ func (f *Forwarder) request(ctx context.Context, peer hub.Peer, in hub.Interacti
 		req.Header.Set("traceparent", in.Traceparent)
 		req.Header.Set("tracestate", in.Tracestate)
 	}
-	lmos.SignPeerRequest(req, f.key, f.now())
+	if err := lmos.SignPeerRequest(req, f.key, f.now()); err != nil {
+		return nil, err
+	}
 	return req, nil
 }
 

@@ -1,10 +1,13 @@
 package lmos
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,10 +22,11 @@ import (
 //	Authorization: LMOS-Peer keyId="did:key:…",created=<unix seconds>,signature="<base64url>"
 //
 // where the signature is Ed25519, by the hub's own key, over
-// "lmos-peer\n" + METHOD + "\n" + host + "\n" + path?query + "\n" + created.
-// It covers the method, the host and the request target, so a signed
-// request cannot be replayed against another resource or hub; created
-// bounds its replay in time (PeerSkew either way).
+// "lmos-peer\n" + METHOD + "\n" + host + "\n" + path?query + "\n" + created +
+// "\n" + base64url(SHA-256(body)). It covers the method, the host, the
+// request target and the body, so a signed request cannot be replayed
+// against another resource or hub, nor with another body; created bounds
+// its replay in time (PeerSkew either way).
 
 // PeerScheme is the Authorization scheme of hub-to-hub requests.
 const PeerScheme = "LMOS-Peer"
@@ -49,9 +53,12 @@ type PeerAuth struct {
 	Signature []byte
 }
 
-// PeerSigningInput is the byte string a peer signs.
-func PeerSigningInput(method, host, target string, created int64) []byte {
-	return []byte("lmos-peer\n" + method + "\n" + host + "\n" + target + "\n" + strconv.FormatInt(created, 10))
+// PeerSigningInput is the byte string a peer signs; body is the request's
+// body (nil: none).
+func PeerSigningInput(method, host, target string, created int64, body []byte) []byte {
+	digest := sha256.Sum256(body)
+	return []byte("lmos-peer\n" + method + "\n" + host + "\n" + target + "\n" + strconv.FormatInt(created, 10) +
+		"\n" + base64.RawURLEncoding.EncodeToString(digest[:]))
 }
 
 // IsPeerAuthorization reports whether an Authorization header value uses
@@ -61,22 +68,44 @@ func IsPeerAuthorization(h string) bool {
 }
 
 // SignPeer returns the Authorization header value for a request with
-// method to host and target (path and query, as sent) at now.
-func SignPeer(priv ed25519.PrivateKey, method, host, target string, now time.Time) string {
+// method to host and target (path and query, as sent) and body at now.
+func SignPeer(priv ed25519.PrivateKey, method, host, target string, body []byte, now time.Time) string {
 	created := now.Unix()
-	sig := ed25519.Sign(priv, PeerSigningInput(method, host, target, created))
+	sig := ed25519.Sign(priv, PeerSigningInput(method, host, target, created, body))
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
 	return fmt.Sprintf(`%s keyId=%q,created=%d,signature=%q`, PeerScheme, did, created, base64.RawURLEncoding.EncodeToString(sig))
 }
 
 // SignPeerRequest sets r's Authorization to an LMOS-Peer signature by
-// priv, over the host and target r will be sent with.
-func SignPeerRequest(r *http.Request, priv ed25519.PrivateKey, now time.Time) {
+// priv, over the host, target and body r will be sent with. A body is read
+// through r.GetBody (http.NewRequest sets it for in-memory bodies); one
+// without is read and put back.
+func SignPeerRequest(r *http.Request, priv ed25519.PrivateKey, now time.Time) error {
 	host := r.Host
 	if host == "" {
 		host = r.URL.Host
 	}
-	r.Header.Set("Authorization", SignPeer(priv, r.Method, host, r.URL.RequestURI(), now))
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		rc := r.Body
+		if r.GetBody != nil {
+			var err error
+			if rc, err = r.GetBody(); err != nil {
+				return fmt.Errorf("cannot read the request's body to sign it: %w", err)
+			}
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("cannot read the request's body to sign it: %w", err)
+		}
+		body = b
+		if r.GetBody == nil {
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+	}
+	r.Header.Set("Authorization", SignPeer(priv, r.Method, host, r.URL.RequestURI(), body, now))
+	return nil
 }
 
 // ParsePeerAuth reads an LMOS-Peer Authorization header value. Each of
@@ -137,9 +166,9 @@ func (a *PeerAuth) set(name, value string) error {
 }
 
 // VerifyPeer checks an LMOS-Peer header value for a request with method,
-// host and target received at now, and returns the signing hub's DID.
-// Whether that hub is paired is the caller's decision.
-func VerifyPeer(h, method, host, target string, now time.Time) (string, error) {
+// host, target and body received at now, and returns the signing hub's
+// DID. Whether that hub is paired is the caller's decision.
+func VerifyPeer(h, method, host, target string, body []byte, now time.Time) (string, error) {
 	a, err := ParsePeerAuth(h)
 	if err != nil {
 		return "", err
@@ -151,17 +180,32 @@ func VerifyPeer(h, method, host, target string, now time.Time) (string, error) {
 	if d := now.Sub(time.Unix(a.Created, 0)); d > PeerSkew || d < -PeerSkew {
 		return "", fmt.Errorf("%w: created is %s away from this hub's clock, more than %s", ErrPeerStale, d.Round(time.Second), PeerSkew)
 	}
-	if !proof.CheckSignature(pub, PeerSigningInput(method, host, target, a.Created), a.Signature) {
+	if !proof.CheckSignature(pub, PeerSigningInput(method, host, target, a.Created, body), a.Signature) {
 		return "", fmt.Errorf("%w: not a signature by %s of %s %s%s", ErrPeerSignature, did, method, host, Truncate(target, 128))
 	}
 	return did, nil
 }
 
-// VerifyPeerRequest is VerifyPeer for a request a server received.
-func VerifyPeerRequest(r *http.Request, now time.Time) (string, error) {
+// VerifyPeerRequest is VerifyPeer for a request a server received. It
+// reads the body, at most maxBody bytes (more is refused, as malformed),
+// and puts it back for the handler.
+func VerifyPeerRequest(r *http.Request, now time.Time, maxBody int64) (string, error) {
 	target := r.RequestURI
 	if target == "" {
 		target = r.URL.RequestURI()
 	}
-	return VerifyPeer(r.Header.Get("Authorization"), r.Method, r.Host, target, now)
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		r.Body.Close()
+		if err != nil {
+			return "", fmt.Errorf("%w: cannot read the body: %v", ErrPeerMalformed, err)
+		}
+		if int64(len(b)) > maxBody {
+			return "", fmt.Errorf("%w: the body is more than %d bytes", ErrPeerMalformed, maxBody)
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return VerifyPeer(r.Header.Get("Authorization"), r.Method, r.Host, target, body, now)
 }

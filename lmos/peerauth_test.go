@@ -29,12 +29,12 @@ func TestPeerAuthRoundTrip(t *testing.T) {
 	priv := peerKey(t)
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
 	at := time.Unix(1_800_000_000, 0)
-	h := lmos.SignPeer(priv, "GET", "hub-a:8080", "/things?offset=2", at)
+	h := lmos.SignPeer(priv, "GET", "hub-a:8080", "/things?offset=2", nil, at)
 	if !strings.HasPrefix(h, `LMOS-Peer keyId="`+did+`",created=1800000000,signature="`) {
 		t.Fatalf("header %q", h)
 	}
 	for _, now := range []time.Time{at, at.Add(lmos.PeerSkew), at.Add(-lmos.PeerSkew)} {
-		got, err := lmos.VerifyPeer(h, "GET", "hub-a:8080", "/things?offset=2", now)
+		got, err := lmos.VerifyPeer(h, "GET", "hub-a:8080", "/things?offset=2", nil, now)
 		if err != nil || got != did {
 			t.Fatalf("at %s: %q, %v", now.Sub(at), got, err)
 		}
@@ -45,7 +45,7 @@ func TestPeerAuthRoundTrip(t *testing.T) {
 func TestPeerAuthTampered(t *testing.T) {
 	priv := peerKey(t)
 	at := time.Unix(1_800_000_000, 0)
-	h := lmos.SignPeer(priv, "POST", "hub-a:8080", "/proxy/x/actions/go?q=1", at)
+	h := lmos.SignPeer(priv, "POST", "hub-a:8080", "/proxy/x/actions/go?q=1", nil, at)
 	other := proof.DID(peerKey(t).Public().(ed25519.PublicKey))
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
 	cases := map[string]struct{ h, method, host, target string }{
@@ -57,8 +57,19 @@ func TestPeerAuthTampered(t *testing.T) {
 		"keyId":   {strings.Replace(h, did, other, 1), "POST", "hub-a:8080", "/proxy/x/actions/go?q=1"},
 	}
 	for name, c := range cases {
-		if _, err := lmos.VerifyPeer(c.h, c.method, c.host, c.target, at); !errors.Is(err, lmos.ErrPeerSignature) {
+		if _, err := lmos.VerifyPeer(c.h, c.method, c.host, c.target, nil, at); !errors.Is(err, lmos.ErrPeerSignature) {
 			t.Errorf("%s changed: %v, want ErrPeerSignature", name, err)
+		}
+	}
+	// The body is covered: a signed POST replayed with another body (or
+	// none) is refused.
+	withBody := lmos.SignPeer(priv, "POST", "hub-a:8080", "/proxy/x/actions/go?q=1", []byte(`{"n":1}`), at)
+	if _, err := lmos.VerifyPeer(withBody, "POST", "hub-a:8080", "/proxy/x/actions/go?q=1", []byte(`{"n":1}`), at); err != nil {
+		t.Fatalf("the signed body: %v", err)
+	}
+	for _, other := range [][]byte{[]byte(`{"n":2}`), nil} {
+		if _, err := lmos.VerifyPeer(withBody, "POST", "hub-a:8080", "/proxy/x/actions/go?q=1", other, at); !errors.Is(err, lmos.ErrPeerSignature) {
+			t.Errorf("body %q instead of the signed one: %v, want ErrPeerSignature", other, err)
 		}
 	}
 	sig := h[strings.Index(h, `signature="`)+11 : len(h)-1]
@@ -68,7 +79,7 @@ func TestPeerAuthTampered(t *testing.T) {
 		flipped[3] = 'C'
 	}
 	bad := strings.Replace(h, sig, string(flipped), 1)
-	if _, err := lmos.VerifyPeer(bad, "POST", "hub-a:8080", "/proxy/x/actions/go?q=1", at); err == nil {
+	if _, err := lmos.VerifyPeer(bad, "POST", "hub-a:8080", "/proxy/x/actions/go?q=1", nil, at); err == nil {
 		t.Error("a changed signature verified")
 	}
 }
@@ -77,9 +88,9 @@ func TestPeerAuthTampered(t *testing.T) {
 func TestPeerAuthStale(t *testing.T) {
 	priv := peerKey(t)
 	at := time.Unix(1_800_000_000, 0)
-	h := lmos.SignPeer(priv, "GET", "h", "/things", at)
+	h := lmos.SignPeer(priv, "GET", "h", "/things", nil, at)
 	for _, now := range []time.Time{at.Add(lmos.PeerSkew + time.Second), at.Add(-lmos.PeerSkew - time.Second)} {
-		_, err := lmos.VerifyPeer(h, "GET", "h", "/things", now)
+		_, err := lmos.VerifyPeer(h, "GET", "h", "/things", nil, now)
 		if !errors.Is(err, lmos.ErrPeerStale) || !strings.Contains(err.Error(), "clock skew") {
 			t.Errorf("at %s: %v", now.Sub(at), err)
 		}
@@ -91,7 +102,7 @@ func TestPeerAuthStale(t *testing.T) {
 func TestPeerAuthMalformed(t *testing.T) {
 	priv := peerKey(t)
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
-	good := lmos.SignPeer(priv, "GET", "h", "/", time.Unix(100, 0))
+	good := lmos.SignPeer(priv, "GET", "h", "/", nil, time.Unix(100, 0))
 	sig := good[strings.Index(good, `signature="`)+11 : len(good)-1]
 	cases := map[string]struct{ h, want string }{
 		"bearer":         {"Bearer x", "scheme"},
@@ -110,7 +121,7 @@ func TestPeerAuthMalformed(t *testing.T) {
 		"missing equals": {`LMOS-Peer keyId`, "each once"},
 	}
 	for name, c := range cases {
-		_, err := lmos.VerifyPeer(c.h, "GET", "h", "/", time.Unix(100, 0))
+		_, err := lmos.VerifyPeer(c.h, "GET", "h", "/", nil, time.Unix(100, 0))
 		if !errors.Is(err, lmos.ErrPeerMalformed) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want malformed saying %q", name, err, c.want)
 		}
@@ -124,7 +135,7 @@ func TestPeerAuthOverHTTP(t *testing.T) {
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
 	got := make(chan string, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, err := lmos.VerifyPeerRequest(r, time.Now())
+		d, err := lmos.VerifyPeerRequest(r, time.Now(), 1<<20)
 		if err != nil {
 			d = err.Error()
 		}
@@ -132,7 +143,9 @@ func TestPeerAuthOverHTTP(t *testing.T) {
 	}))
 	defer srv.Close()
 	req, _ := http.NewRequest("DELETE", srv.URL+"/things/urn:x%2Fy?a=b%20c", nil)
-	lmos.SignPeerRequest(req, priv, time.Now())
+	if err := lmos.SignPeerRequest(req, priv, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
 // paired with (PROTOCOL §9). A signature that does not verify is refused
 // like a dead token.
 func (s *Server) peerPrincipal(r *http.Request) (hub.Principal, error) {
-	did, err := lmos.VerifyPeerRequest(r, s.cfg.Now())
+	did, err := lmos.VerifyPeerRequest(r, s.cfg.Now(), s.cfg.MaxBodyBytes)
 	if err != nil {
 		return hub.Principal{}, hub.Errorf(hub.EUNAUTHORIZED, "the LMOS-Peer authorization is refused: %v", err)
 	}

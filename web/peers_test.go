@@ -65,7 +65,9 @@ func (h *peerHub) signed(key ed25519.PrivateKey, at time.Time, method, path, cty
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	lmos.SignPeerRequest(req, key, at)
+	if err := lmos.SignPeerRequest(req, key, at); err != nil {
+		h.t.Fatal(err)
+	}
 	return h.do(method, path, ctype, body, "Authorization", req.Header.Get("Authorization"))
 }
 
@@ -106,11 +108,11 @@ func TestBadPeerAuthorizationRefused(t *testing.T) {
 	did := didOf(h.remote)
 	h.do("POST", "/api/peers", lmos.MediaJSON, `{"url":"http://127.0.0.1:1","did":"`+did+`"}`).want(t, "pair", http.StatusCreated)
 	now := time.Now()
-	good := lmos.SignPeer(h.remote, "GET", strings.TrimPrefix(h.url, "http://"), "/things", now)
+	good := lmos.SignPeer(h.remote, "GET", strings.TrimPrefix(h.url, "http://"), "/things", nil, now)
 	cases := []struct{ what, header, want string }{
-		{"stale", lmos.SignPeer(h.remote, "GET", strings.TrimPrefix(h.url, "http://"), "/things", now.Add(-10*time.Minute)), "clock skew"},
-		{"other path", lmos.SignPeer(h.remote, "GET", strings.TrimPrefix(h.url, "http://"), "/things?x=1", now), "does not verify"},
-		{"other host", lmos.SignPeer(h.remote, "GET", "evil:80", "/things", now), "does not verify"},
+		{"stale", lmos.SignPeer(h.remote, "GET", strings.TrimPrefix(h.url, "http://"), "/things", nil, now.Add(-10*time.Minute)), "clock skew"},
+		{"other path", lmos.SignPeer(h.remote, "GET", strings.TrimPrefix(h.url, "http://"), "/things?x=1", nil, now), "does not verify"},
+		{"other host", lmos.SignPeer(h.remote, "GET", "evil:80", "/things", nil, now), "does not verify"},
 		{"other key", strings.Replace(good, did, didOf(newKey(t)), 1), "does not verify"},
 		{"malformed", "LMOS-Peer keyId=nope", "quoted"},
 		{"not did:key", `LMOS-Peer keyId="did:web:x",created=1,signature="` + strings.Repeat("A", 86) + `"`, "did:key"},
@@ -123,6 +125,16 @@ func TestBadPeerAuthorizationRefused(t *testing.T) {
 	}
 	h.do("GET", "/things", "", "", "Authorization", good).want(t, "good signature", http.StatusOK)
 	h.do("GET", "/things", "", "", "Authorization", "").want(t, "anonymous", http.StatusOK)
+	// The body is covered: a signed write sent again with another body is
+	// refused before anything is written.
+	id := "urn:test:peer-body"
+	signedPut := lmos.SignPeer(h.remote, "PUT", strings.TrimPrefix(h.url, "http://"), "/things/"+id, []byte(`{"title":"a"}`), now)
+	p := h.do("PUT", "/things/"+id, "application/td+json", `{"id":"`+id+`","title":"b","security":"nosec_sc","securityDefinitions":{"nosec_sc":{"scheme":"nosec"}}}`,
+		"Authorization", signedPut).problem(t, "another body", 401, hub.EUNAUTHORIZED)
+	if !strings.Contains(p.Detail, "does not verify") {
+		t.Errorf("another body: detail %q", p.Detail)
+	}
+	h.do("GET", "/things/"+id, "", "").want(t, "nothing stored", http.StatusNotFound)
 }
 
 // TestPeerAPI: pair, list, unpair; every refusal says why and stores
@@ -229,7 +241,9 @@ func TestUnpairedPeerStreamEnds(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/events", nil)
 	req.Header.Set("Accept", "text/event-stream")
-	lmos.SignPeerRequest(req, h.remote, time.Now())
+	if err := lmos.SignPeerRequest(req, h.remote, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
