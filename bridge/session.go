@@ -223,14 +223,22 @@ func (c *clientSession) Get(id uint16) (io.ReadCloser, error) {
 func (c *clientSession) Delete(id uint16) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.order, id)
-	if seq, ok := c.seq[id]; ok {
-		delete(c.mem, id)
-		delete(c.seq, id)
+	if seq, ok := c.forget(id); ok {
 		c.q.acked(seq)
 		return nil
 	}
 	return c.disk.Delete(id)
+}
+
+// forget drops id from the session; for a QoS 1 packet kept in memory it
+// returns its outbox sequence (ok), else the packet is on disk. c.mu is held.
+func (c *clientSession) forget(id uint16) (seq uint64, ok bool) {
+	delete(c.order, id)
+	if seq, ok = c.seq[id]; ok {
+		delete(c.mem, id)
+		delete(c.seq, id)
+	}
+	return seq, ok
 }
 
 // Quarantine drops a packet paho cannot decode; one kept in memory goes
@@ -238,10 +246,7 @@ func (c *clientSession) Delete(id uint16) error {
 func (c *clientSession) Quarantine(id uint16) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.order, id)
-	if seq, ok := c.seq[id]; ok {
-		delete(c.mem, id)
-		delete(c.seq, id)
+	if seq, ok := c.forget(id); ok {
 		c.q.requeue([]uint64{seq})
 		return nil
 	}

@@ -462,6 +462,26 @@ func TestBridgeUpstreamRestart(t *testing.T) {
 	})
 }
 
+// sendToFrozen freezes the upstream (SIGSTOP) and publishes n QoS 1
+// messages f0…f{n-1} at h on loc/data/x, waiting until the bridge has
+// sent them all and holds every one unacknowledged.
+func sendToFrozen(t *testing.T, up *upstream, h *testHub, n int) {
+	t.Helper()
+	up.mu.Lock()
+	frozen := up.cmd.Process
+	up.mu.Unlock()
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("f", i))
+	}
+	waitFor(t, 20*time.Second, "every message sent, none acknowledged", func() bool {
+		st := h.Main.Bridge.State()
+		return st.Sent == uint64(n) && st.Outbox == n
+	})
+}
+
 // QoS 1 messages the bridge sent but the upstream never acknowledged (it
 // was frozen with SIGSTOP, then killed) are sent again when the upstream
 // comes back without the bridge's session (its persistence file from
@@ -482,20 +502,8 @@ func TestBridgeInFlightSurvivesLostSession(t *testing.T) {
 	h := startHub(t, bridgeHub(up, "data/# out 1 loc/ rem/", func(c *Config) { c.Bridge.LocalAccess.Publish = "operate" }))
 	waitFor(t, 20*time.Second, "bridge connected", func() bool { return h.Main.Bridge.State().State == "connected" })
 
-	up.mu.Lock()
-	frozen := up.cmd.Process
-	up.mu.Unlock()
-	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
 	const n = 10
-	for i := range n {
-		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("f", i))
-	}
-	waitFor(t, 20*time.Second, "every message sent, none acknowledged", func() bool {
-		st := h.Main.Bridge.State()
-		return st.Sent == n && st.Outbox == n
-	})
+	sendToFrozen(t, up, h, n)
 	up.kill()
 	if err := os.WriteFile(filepath.Join(up.dir, "mosquitto.db"), db, 0o600); err != nil {
 		t.Fatal(err)
@@ -535,20 +543,8 @@ func TestBridgeInFlightSurvivesHubRestart(t *testing.T) {
 	subscribed := time.Now()
 	up.dbSaved(subscribed)
 
-	up.mu.Lock()
-	frozen := up.cmd.Process
-	up.mu.Unlock()
-	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
 	const n = 10
-	for i := range n {
-		mosqPub(t, h.MQTTAddr(), "-q", "1", "-t", "loc/data/x", "-m", fmt.Sprint("f", i))
-	}
-	waitFor(t, 20*time.Second, "every message sent, none acknowledged", func() bool {
-		st := h.Main.Bridge.State()
-		return st.Sent == n && st.Outbox == n
-	})
+	sendToFrozen(t, up, h, n)
 	h.Close()
 	up.kill()
 	up.start()
