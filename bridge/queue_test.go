@@ -123,6 +123,22 @@ func TestSessionStoreOrderAndReload(t *testing.T) {
 	}
 }
 
+// drain takes every queued message, oldest first, and returns their
+// payloads.
+func drain(q *fileQueue) []string {
+	var got []string
+	for {
+		e, err := q.Peek()
+		if err != nil {
+			return got
+		}
+		r, _ := e.Reader()
+		b, _ := io.ReadAll(r)
+		got = append(got, string(b))
+		_ = e.Remove()
+	}
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
@@ -359,17 +375,7 @@ func TestQueueDamagedTail(t *testing.T) {
 	if err := q2.Enqueue(strings.NewReader("m3")); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for {
-		e, err := q2.Peek()
-		if err != nil {
-			break
-		}
-		r, _ := e.Reader()
-		b, _ := io.ReadAll(r)
-		got = append(got, string(b))
-		_ = e.Remove()
-	}
+	got := drain(q2)
 	if fmt.Sprint(got) != "[m0 m1 m3]" {
 		t.Errorf("after a damaged record: %v, want [m0 m1 m3]", got)
 	}
@@ -388,17 +394,7 @@ func TestQueueMigratesMessageFiles(t *testing.T) {
 		}
 	}
 	q := must(openQueue(dir))
-	var got []string
-	for {
-		e, err := q.Peek()
-		if err != nil {
-			break
-		}
-		r, _ := e.Reader()
-		b, _ := io.ReadAll(r)
-		got = append(got, string(b))
-		_ = e.Remove()
-	}
+	got := drain(q)
 	if fmt.Sprint(got) != "[c b a]" {
 		t.Errorf("migrated %v, want [c b a] (by sequence number)", got)
 	}
@@ -464,17 +460,7 @@ func TestQueueDamagedOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	q = must(openQueue(dir))
-	var got []string
-	for {
-		e, err := q.Peek()
-		if err != nil {
-			break
-		}
-		r, _ := e.Reader()
-		b, _ := io.ReadAll(r)
-		got = append(got, string(b))
-		_ = e.Remove()
-	}
+	got := drain(q)
 	if fmt.Sprint(got) != "[a0 a1 b0]" || q.Len() != 0 {
 		t.Errorf("sent %v (Len %d), want [a0 a1 b0] and 0", got, q.Len())
 	}
