@@ -19,14 +19,17 @@ import (
 // Hub-to-hub authentication (PROTOCOL §9 "Federation"). A request from a
 // paired hub carries
 //
-//	Authorization: LMOS-Peer keyId="did:key:…",created=<unix seconds>,signature="<base64url>"
+//	Authorization: LMOS-Peer keyId="did:key:…",created=<unix seconds>,digest="<base64url>",signature="<base64url>"
 //
-// where the signature is Ed25519, by the hub's own key, over
+// where digest is the SHA-256 of the body (of no body when absent) and the
+// signature is Ed25519, by the hub's own key, over
 // "lmos-peer\n" + METHOD + "\n" + host + "\n" + path?query + "\n" + created +
-// "\n" + base64url(SHA-256(body)). It covers the method, the host, the
-// request target and the body, so a signed request cannot be replayed
-// against another resource or hub, nor with another body; created bounds
-// its replay in time (PeerSkew either way).
+// "\n" + digest. It covers the method, the host, the request target and
+// the body, so a signed request cannot be replayed against another
+// resource or hub, nor with another body; created bounds its replay in
+// time (PeerSkew either way). The digest travels in the header so that
+// the signature is checked before any body is read: only a paired hub's
+// body is read, to compare it with the digest.
 
 // PeerScheme is the Authorization scheme of hub-to-hub requests.
 const PeerScheme = "LMOS-Peer"
@@ -50,15 +53,20 @@ var (
 type PeerAuth struct {
 	KeyID     string // the signing hub's did:key
 	Created   int64  // unix seconds
+	Digest    string // base64url SHA-256 of the body; PeerDigest(nil) when absent
 	Signature []byte
 }
 
-// PeerSigningInput is the byte string a peer signs; body is the request's
-// body (nil: none).
-func PeerSigningInput(method, host, target string, created int64, body []byte) []byte {
-	digest := sha256.Sum256(body)
-	return []byte("lmos-peer\n" + method + "\n" + host + "\n" + target + "\n" + strconv.FormatInt(created, 10) +
-		"\n" + base64.RawURLEncoding.EncodeToString(digest[:]))
+// PeerDigest is the digest parameter for body.
+func PeerDigest(body []byte) string {
+	d := sha256.Sum256(body)
+	return base64.RawURLEncoding.EncodeToString(d[:])
+}
+
+// PeerSigningInput is the byte string a peer signs; digest is the body's
+// (PeerDigest).
+func PeerSigningInput(method, host, target string, created int64, digest string) []byte {
+	return []byte("lmos-peer\n" + method + "\n" + host + "\n" + target + "\n" + strconv.FormatInt(created, 10) + "\n" + digest)
 }
 
 // IsPeerAuthorization reports whether an Authorization header value uses
@@ -70,10 +78,10 @@ func IsPeerAuthorization(h string) bool {
 // SignPeer returns the Authorization header value for a request with
 // method to host and target (path and query, as sent) and body at now.
 func SignPeer(priv ed25519.PrivateKey, method, host, target string, body []byte, now time.Time) string {
-	created := now.Unix()
-	sig := ed25519.Sign(priv, PeerSigningInput(method, host, target, created, body))
+	created, digest := now.Unix(), PeerDigest(body)
+	sig := ed25519.Sign(priv, PeerSigningInput(method, host, target, created, digest))
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
-	return fmt.Sprintf(`%s keyId=%q,created=%d,signature=%q`, PeerScheme, did, created, base64.RawURLEncoding.EncodeToString(sig))
+	return fmt.Sprintf(`%s keyId=%q,created=%d,digest=%q,signature=%q`, PeerScheme, did, created, digest, base64.RawURLEncoding.EncodeToString(sig))
 }
 
 // SignPeerRequest sets r's Authorization to an LMOS-Peer signature by
@@ -132,6 +140,9 @@ func ParsePeerAuth(h string) (PeerAuth, error) {
 	if !seen["keyId"] || !seen["created"] || !seen["signature"] {
 		return a, fmt.Errorf("%w: keyId, created and signature are all required", ErrPeerMalformed)
 	}
+	if !seen["digest"] {
+		a.Digest = PeerDigest(nil)
+	}
 	return a, nil
 }
 
@@ -151,6 +162,10 @@ func (a *PeerAuth) set(name, value string) error {
 		if err != nil || a.Created < 0 {
 			err = fmt.Errorf("%w: created must be unix seconds, got %q", ErrPeerMalformed, Truncate(value, 32))
 		}
+	case "digest":
+		if a.Digest, err = unquote(); err == nil && len(a.Digest) != 43 {
+			err = fmt.Errorf("%w: digest must be a SHA-256 in unpadded base64url", ErrPeerMalformed)
+		}
 	case "signature":
 		var s string
 		if s, err = unquote(); err == nil {
@@ -169,43 +184,65 @@ func (a *PeerAuth) set(name, value string) error {
 // host, target and body received at now, and returns the signing hub's
 // DID. Whether that hub is paired is the caller's decision.
 func VerifyPeer(h, method, host, target string, body []byte, now time.Time) (string, error) {
-	a, err := ParsePeerAuth(h)
+	a, err := verifyPeerHeader(h, method, host, target, now)
 	if err != nil {
 		return "", err
 	}
-	did, pub, err := proof.ParseDID(a.KeyID)
-	if err != nil || did != a.KeyID {
-		return "", fmt.Errorf("%w: keyId %q is not an Ed25519 did:key", ErrPeerMalformed, Truncate(a.KeyID, 80))
+	if PeerDigest(body) != a.Digest {
+		return "", fmt.Errorf("%w: the body is not the one %s signed", ErrPeerSignature, a.KeyID)
 	}
-	if d := now.Sub(time.Unix(a.Created, 0)); d > PeerSkew || d < -PeerSkew {
-		return "", fmt.Errorf("%w: created is %s away from this hub's clock, more than %s", ErrPeerStale, d.Round(time.Second), PeerSkew)
-	}
-	if !proof.CheckSignature(pub, PeerSigningInput(method, host, target, a.Created, body), a.Signature) {
-		return "", fmt.Errorf("%w: not a signature by %s of %s %s%s", ErrPeerSignature, did, method, host, Truncate(target, 128))
-	}
-	return did, nil
+	return a.KeyID, nil
 }
 
-// VerifyPeerRequest is VerifyPeer for a request a server received. It
-// reads the body, at most maxBody bytes (more is refused, as malformed),
-// and puts it back for the handler.
-func VerifyPeerRequest(r *http.Request, now time.Time, maxBody int64) (string, error) {
+// verifyPeerHeader checks the header's form, time and signature (over the
+// digest it names), not the body.
+func verifyPeerHeader(h, method, host, target string, now time.Time) (PeerAuth, error) {
+	a, err := ParsePeerAuth(h)
+	if err != nil {
+		return a, err
+	}
+	did, pub, err := proof.ParseDID(a.KeyID)
+	if err != nil || did != a.KeyID {
+		return a, fmt.Errorf("%w: keyId %q is not an Ed25519 did:key", ErrPeerMalformed, Truncate(a.KeyID, 80))
+	}
+	if d := now.Sub(time.Unix(a.Created, 0)); d > PeerSkew || d < -PeerSkew {
+		return a, fmt.Errorf("%w: created is %s away from this hub's clock, more than %s", ErrPeerStale, d.Round(time.Second), PeerSkew)
+	}
+	if !proof.CheckSignature(pub, PeerSigningInput(method, host, target, a.Created, a.Digest), a.Signature) {
+		return a, fmt.Errorf("%w: not a signature by %s of %s %s%s", ErrPeerSignature, did, method, host, Truncate(target, 128))
+	}
+	return a, nil
+}
+
+// VerifyPeerRequest checks the LMOS-Peer header of a request a server
+// received and returns the signer's DID and whether paired says it is a
+// paired hub. Only then is the body read, at most maxBody bytes (more is
+// refused, as malformed), compared with the signed digest and put back for
+// the handler: a stranger's body is never read.
+func VerifyPeerRequest(r *http.Request, now time.Time, maxBody int64, paired func(did string) bool) (string, bool, error) {
 	target := r.RequestURI
 	if target == "" {
 		target = r.URL.RequestURI()
+	}
+	a, err := verifyPeerHeader(r.Header.Get("Authorization"), r.Method, r.Host, target, now)
+	if err != nil || !paired(a.KeyID) {
+		return a.KeyID, false, err
 	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 		r.Body.Close()
 		if err != nil {
-			return "", fmt.Errorf("%w: cannot read the body: %v", ErrPeerMalformed, err)
+			return "", false, fmt.Errorf("%w: cannot read the body: %v", ErrPeerMalformed, err)
 		}
 		if int64(len(b)) > maxBody {
-			return "", fmt.Errorf("%w: the body is more than %d bytes", ErrPeerMalformed, maxBody)
+			return "", false, fmt.Errorf("%w: the body is more than %d bytes", ErrPeerMalformed, maxBody)
 		}
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
-	return VerifyPeer(r.Header.Get("Authorization"), r.Method, r.Host, target, body, now)
+	if PeerDigest(body) != a.Digest {
+		return "", false, fmt.Errorf("%w: the body is not the one %s signed", ErrPeerSignature, a.KeyID)
+	}
+	return a.KeyID, true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,7 +31,7 @@ func TestPeerAuthRoundTrip(t *testing.T) {
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
 	at := time.Unix(1_800_000_000, 0)
 	h := lmos.SignPeer(priv, "GET", "hub-a:8080", "/things?offset=2", nil, at)
-	if !strings.HasPrefix(h, `LMOS-Peer keyId="`+did+`",created=1800000000,signature="`) {
+	if !strings.HasPrefix(h, `LMOS-Peer keyId="`+did+`",created=1800000000,digest="`+lmos.PeerDigest(nil)+`",signature="`) {
 		t.Fatalf("header %q", h)
 	}
 	for _, now := range []time.Time{at, at.Add(lmos.PeerSkew), at.Add(-lmos.PeerSkew)} {
@@ -135,9 +136,14 @@ func TestPeerAuthOverHTTP(t *testing.T) {
 	did := proof.DID(priv.Public().(ed25519.PublicKey))
 	got := make(chan string, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, err := lmos.VerifyPeerRequest(r, time.Now(), 1<<20)
+		d, paired, err := lmos.VerifyPeerRequest(r, time.Now(), 1<<20, func(string) bool { return true })
 		if err != nil {
 			d = err.Error()
+		} else if !paired {
+			d = "not paired"
+		}
+		if b, _ := io.ReadAll(r.Body); r.Method == "POST" && string(b) != `{"n":1}` {
+			d = "the handler read " + string(b)
 		}
 		got <- d
 	}))
@@ -153,5 +159,18 @@ func TestPeerAuthOverHTTP(t *testing.T) {
 	resp.Body.Close()
 	if d := <-got; d != did {
 		t.Fatalf("server verified %q, want %q", d, did)
+	}
+	// A body is signed through its digest, checked by the server, and
+	// still there for the handler.
+	req, _ = http.NewRequest("POST", srv.URL+"/proxy/x/actions/go", strings.NewReader(`{"n":1}`))
+	if err := lmos.SignPeerRequest(req, priv, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if d := <-got; d != did {
+		t.Fatalf("server verified the POST as %q, want %q", d, did)
 	}
 }

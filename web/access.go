@@ -61,11 +61,13 @@ func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
 // paired with (PROTOCOL §9). A signature that does not verify is refused
 // like a dead token.
 func (s *Server) peerPrincipal(r *http.Request) (hub.Principal, error) {
-	did, err := lmos.VerifyPeerRequest(r, s.cfg.Now(), s.cfg.MaxBodyBytes)
+	did, paired, err := lmos.VerifyPeerRequest(r, s.cfg.Now(), s.cfg.MaxBodyBytes, func(did string) bool {
+		return s.cfg.Peers != nil && s.cfg.Peers.Paired(did)
+	})
 	if err != nil {
 		return hub.Principal{}, hub.Errorf(hub.EUNAUTHORIZED, "the LMOS-Peer authorization is refused: %v", err)
 	}
-	if s.cfg.Peers != nil && s.cfg.Peers.Paired(did) {
+	if paired {
 		return hub.PeerPrincipal(did, clientAddr(r)), nil
 	}
 	return hub.AnonymousFrom(clientAddr(r)), nil
