@@ -222,11 +222,16 @@ func New(cfg Config, port Port) (*Bridge, error) {
 
 // Start opens the durable queue, subscribes locally to the outgoing topics
 // and starts connecting upstream in the background; it returns at once.
-func (b *Bridge) Start() error {
+func (b *Bridge) Start() (err error) {
 	q, err := openQueue(filepath.Join(b.cfg.QueueDir, "queue"))
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil && b.cm == nil { // nothing started (Close did the rest): let the outbox go
+			q.Close()
+		}
+	}()
 	q.sent = b.queueSent
 	q.expired = func() { b.drop("its Message Expiry Interval passed while it waited in the queue") }
 	b.queue = q

@@ -80,11 +80,14 @@ func (f *Federation) presenceSession(ctx context.Context, l *link, authorize fun
 	if resp.StatusCode != http.StatusOK {
 		return true, fmt.Errorf("the peer's hub feed answered %d", resp.StatusCode)
 	}
-	idle := time.AfterFunc(feedIdle, cancel)
-	defer idle.Stop()
+	// The presences are read while the feed waits; its idle time runs
+	// from then, so a long read of a big peer is not taken for a silent
+	// feed.
 	if err := f.readPresences(ctx, l, authorize); err != nil {
 		return true, err
 	}
+	idle := time.AfterFunc(feedIdle, cancel)
+	defer idle.Stop()
 	body := &activity{r: resp.Body, touch: func() { idle.Reset(feedIdle) }}
 	return true, readEvents(body, func(ev sseEvent) error {
 		if ev.name != string(hub.EventPresence) {
