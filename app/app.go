@@ -28,6 +28,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/federation"
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/eclipse-lmos/lmos-hub/internal/tlscert"
+	"github.com/eclipse-lmos/lmos-hub/mcpdoor"
 	"github.com/eclipse-lmos/lmos-hub/mdns"
 	"github.com/eclipse-lmos/lmos-hub/mqtt"
 	"github.com/eclipse-lmos/lmos-hub/store"
@@ -104,6 +105,8 @@ type Main struct {
 	MQTTSAddr net.Addr
 	Web       *web.Server
 	HTTP      *http.Server
+	// MCP is the MCP door served at /mcp; nil when mcp.enabled is false.
+	MCP *mcpdoor.Door
 	// MDNS advertises the hub and registers Things announced on the LAN;
 	// nil when mdns.enabled is false or it could not open.
 	MDNS *mdns.Hub
@@ -166,6 +169,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.openCredentials,
 		m.openBroker,
 		m.openBridge,
+		m.openMCP,
 		m.openWeb,
 		m.openMDNS,
 		m.openSync,
@@ -482,6 +486,7 @@ func (m *Main) webConfig() web.Config {
 		Links:          m.Links,
 		Router:         m.Router,
 		GroupActions:   m.GroupActions,
+		MCP:            m.mcpHandler(),
 		ProxyTimeout:   time.Duration(cfg.HTTP.ProxyTimeout),
 		AllowedOrigins: cfg.HTTP.AllowedOrigins,
 		AllowedHosts:   cfg.HTTP.AllowedHosts,

@@ -101,6 +101,7 @@ type Config struct {
 	Sync            SyncConfig       `yaml:"sync"`
 	Federation      FederationConfig `yaml:"federation"`
 	Bridge          BridgeConfig     `yaml:"bridge"`          // the MQTT bridge (app/bridge.go)
+	MCP             MCPConfig        `yaml:"mcp"`             // the MCP door (app/mcp.go)
 	ShutdownTimeout Duration         `yaml:"shutdownTimeout"` // default 10s
 }
 
@@ -362,6 +363,7 @@ func DefaultConfig() Config {
 	c.Sync = SyncConfig{Interval: Duration(30 * time.Second)}
 	c.Federation = FederationConfig{MaxPeers: hub.DefaultMaxPeers}
 	c.Bridge = defaultBridgeConfig()
+	c.MCP = defaultMCPConfig()
 	c.ShutdownTimeout = Duration(10 * time.Second)
 	return c
 }
@@ -454,6 +456,7 @@ func (c Config) Validate() error {
 		bad("federation.maxPeers", fmt.Errorf("must be from 1 to 1024 (got %d)", n))
 	}
 	c.validateBridge(bad)
+	c.validateMCP(bad)
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10s\" (got %s)", c.ShutdownTimeout))
 	}

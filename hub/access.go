@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -374,4 +375,20 @@ func securedTD(doc map[string]any) bool {
 		}
 	}
 	return false
+}
+
+// principalKey keys a Principal in a context.
+type principalKey struct{}
+
+// ContextWithPrincipal returns ctx carrying p: a door that resolved who
+// asks hands it to a handler of another package (the MCP door behind
+// the HTTP server).
+func ContextWithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the Principal ContextWithPrincipal put in ctx.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
 }

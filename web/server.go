@@ -147,6 +147,10 @@ type Config struct {
 	// PeerMQTT returns the MQTT URL a peer announces in its directory TD
 	// ("" while unknown), for lmos:peers.
 	PeerMQTT func(did string) string
+	// MCP serves /mcp, the MCP door (mcpdoor); nil: no door. The server
+	// checks Host and Origin and puts the principal in the request's
+	// context (hub.ContextWithPrincipal) first.
+	MCP http.Handler
 	// LogTail keeps the hub's recent log records for GET /api/log; nil
 	// answers 503 there.
 	LogTail *LogTail
@@ -295,6 +299,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+dashboard.Prefix+"{path...}", s.dash.ServeAsset)
 	s.proxyRoutes()
 	s.groupActionRoutes()
+	s.mcpRoutes()
 	m.HandleFunc("GET /ws", s.identify(s.serveWS))
 	m.HandleFunc("GET /mqtt", s.serveMQTT)
 }
@@ -351,7 +356,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`lmos_http_requests_total{route=%q,code="%d"}`, pattern, sw.status)).Inc()
 	if !strings.HasPrefix(pattern, "GET /events") && !strings.HasPrefix(pattern, "GET /proxy/{id}/events") && pattern != "GET /api/events" && pattern != "GET /api/log" &&
-		pattern != "GET /ws" && pattern != "GET /mqtt" {
+		pattern != "GET /ws" && pattern != "GET /mqtt" && pattern != "/mcp" {
 		s.metrics.GetOrCreatePrometheusHistogram(fmt.Sprintf(`lmos_http_request_duration_seconds{route=%q}`, pattern)).UpdateDuration(start)
 	}
 	s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "dur", time.Since(start))

@@ -1,0 +1,427 @@
+package mcpdoor
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxListed      = 38
+	DefaultMaxCalls       = 32
+	DefaultMaxListeners   = 64
+	DefaultMaxSessions    = 256
+	DefaultSessionTimeout = 10 * time.Minute
+	DefaultCallTimeout    = 30 * time.Second
+	DefaultMaxBodyBytes   = 256 << 10
+)
+
+// statelessVersion is the first revision without sessions: its requests
+// go to the stateless handler.
+const statelessVersion = "2026-07-28"
+
+// refHeader carries, from ServeHTTP to the SDK's handlers, the reference
+// of the caller ServeHTTP resolved: the SDK passes a request's header to
+// its handlers (RequestExtra.Header) and nothing else of it. ServeHTTP
+// overwrites whatever a client sent in it.
+const refHeader = "Lmos-Mcp-Caller"
+
+// Config configures a Door.
+type Config struct {
+	Registry *hub.Registry
+	Router   *hub.Router
+	// Access is the hub's policy (nil: open).
+	Access *hub.Access
+	// GroupActions runs group actions (nil: groups have no tools).
+	GroupActions *hub.GroupActions
+	// MaxListed is how many Thing and group tools tools/list shows at
+	// most: with more, it lists only find_tools and call_tool (mcp.maxTools).
+	MaxListed int
+	// MaxCalls bounds the tool calls running at once (mcp.maxCalls).
+	MaxCalls int
+	// MaxListeners bounds the open notification streams: GET streams of
+	// sessions and subscriptions/listen requests (mcp.maxListeners).
+	MaxListeners int
+	// MaxSessions bounds the sessions of clients of revisions before
+	// 2026-07-28 (mcp.maxSessions); SessionTimeout closes idle ones.
+	MaxSessions    int
+	SessionTimeout time.Duration
+	// CallTimeout bounds one tool call (http.proxyTimeout).
+	CallTimeout time.Duration
+	// MaxBodyBytes bounds a request's body (http.maxBodyBytes).
+	MaxBodyBytes int64
+	Version      string
+	Logger       *slog.Logger
+}
+
+// Door is the MCP door: an http.Handler for /mcp.
+type Door struct {
+	cfg       Config
+	reg       *hub.Registry
+	access    *hub.Access
+	log       *slog.Logger
+	srv       *mcp.Server
+	stateful  http.Handler
+	stateless http.Handler
+
+	calls     chan struct{}
+	listening atomic.Int64
+	callers   sync.Map // refHeader value → *caller
+
+	mu   sync.RWMutex
+	cat  *catalog
+	gone map[string]string // names of tools that went, and why
+	// synced is the registry revision the catalog reflects.
+	synced atomic.Uint64
+	ready  chan struct{} // closed after the first sync
+	once   sync.Once
+}
+
+// caller is who sends a request and the filter its URL sets.
+type caller struct {
+	p      hub.Principal
+	filter filter
+}
+
+// New returns a door over the registry; Run keeps its tools in step with
+// the directory.
+func New(cfg Config) *Door {
+	if cfg.MaxListed <= 0 {
+		cfg.MaxListed = DefaultMaxListed
+	}
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = DefaultMaxCalls
+	}
+	if cfg.MaxListeners <= 0 {
+		cfg.MaxListeners = DefaultMaxListeners
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Access == nil {
+		cfg.Access = hub.OpenAccess()
+	}
+	version := cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	d := &Door{cfg: cfg, reg: cfg.Registry, access: cfg.Access, log: cfg.Logger,
+		calls: make(chan struct{}, cfg.MaxCalls), cat: &catalog{}, gone: map[string]string{}, ready: make(chan struct{})}
+	d.srv = mcp.NewServer(&mcp.Implementation{Name: "lmos-hub", Title: "LMOS hub", Version: version}, &mcp.ServerOptions{
+		Instructions: "Tools of the agents and Things on this LAN's LMOS hub. If the tool you need is not listed, " +
+			"search with find_tools and call it by name, or with call_tool by Thing id and action.",
+		Logger:       cfg.Logger,
+		HasResources: true,
+	})
+	d.srv.AddReceivingMiddleware(d.middleware)
+	d.addMetaTools()
+	d.addResourceTemplates()
+	opts := mcp.StreamableHTTPOptions{
+		Logger:              cfg.Logger,
+		SessionTimeout:      cfg.SessionTimeout,
+		MaxRequestBodyBytes: cfg.MaxBodyBytes,
+		// The hub checks Host (every door) and Origin (web) itself, on
+		// every address, not only on loopback.
+		DisableLocalhostProtection: true,
+	}
+	getServer := func(*http.Request) *mcp.Server { return d.srv }
+	d.stateful = mcp.NewStreamableHTTPHandler(getServer, &opts)
+	opts.Stateless = true
+	d.stateless = mcp.NewStreamableHTTPHandler(getServer, &opts)
+	return d
+}
+
+// Ready is closed once the door has read the directory.
+func (d *Door) Ready() <-chan struct{} { return d.ready }
+
+// Synced is the registry revision the tools reflect.
+func (d *Door) Synced() uint64 { return d.synced.Load() }
+
+// Run keeps the tools in step with the directory until ctx ends.
+func (d *Door) Run(ctx context.Context) error {
+	for {
+		sub, _, err := d.reg.Subscribe(0, false)
+		if err != nil {
+			return fmt.Errorf("mcp: following the directory: %w", err)
+		}
+		d.sync()
+		if !d.follow(ctx, sub) {
+			sub.Cancel()
+			return nil
+		}
+		// Dropped (fell behind) or the registry closed: read it all again.
+		if d.reg.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// follow syncs after each batch of events; false once ctx ended.
+func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case _, ok := <-sub.C:
+			if !ok {
+				return true
+			}
+		drain:
+			for {
+				select {
+				case _, ok := <-sub.C:
+					if !ok {
+						break drain
+					}
+				default:
+					break drain
+				}
+			}
+			d.sync()
+		}
+	}
+}
+
+// catalog returns the current catalog.
+func (d *Door) catalog() *catalog {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.cat
+}
+
+// sync rebuilds the catalog from the registry and changes the SDK
+// server's tools where they differ.
+func (d *Door) sync() {
+	rev := d.reg.Revision()
+	things, _ := d.reg.List(0, 0)
+	prev := d.catalog()
+	next := &catalog{things: make(map[string]*thingSpecs, len(things)), ofThing: map[string][]string{}}
+	for _, t := range things {
+		if old := prev.things[t.ID]; old != nil && old.sum == t.Summary {
+			next.things[t.ID] = old
+			continue
+		}
+		doc, err := d.reg.Document(t.ID)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		next.things[t.ID] = thingSpecsOf(*t, doc)
+	}
+	groups := map[string][]*spec{}
+	if d.cfg.GroupActions != nil {
+		gs := d.reg.Groups()
+		for i := range gs {
+			if sp := groupSpecs(&gs[i], next.things); len(sp) > 0 {
+				groups[gs[i].ID] = sp
+			}
+		}
+	}
+	next.byName = nameAll(next.things, groups)
+	next.names = sortedNames(next.byName)
+	var add []*spec
+	for _, name := range next.names {
+		s := next.byName[name]
+		if s.thing != "" {
+			next.ofThing[s.thing] = append(next.ofThing[s.thing], name)
+		}
+		if old := prev.lookup(name); old != nil && old.fp == s.fp && old.thing == s.thing && old.group == s.group {
+			s.tool = old.tool
+			continue
+		}
+		s.tool = s.mcpTool()
+		add = append(add, s)
+	}
+	var removed []string
+	d.mu.Lock()
+	for _, name := range prev.names {
+		if next.byName[name] != nil {
+			continue
+		}
+		removed = append(removed, name)
+		d.gone[name] = goneReason(prev.byName[name], next)
+	}
+	for _, s := range add {
+		delete(d.gone, s.name)
+	}
+	if len(d.gone) > maxGone {
+		d.gone = map[string]string{} // forget old names rather than grow
+	}
+	d.cat = next
+	d.mu.Unlock()
+	if len(removed) > 0 {
+		d.srv.RemoveTools(removed...)
+	}
+	for _, s := range add {
+		d.srv.AddTool(s.tool, d.toolHandler(s))
+	}
+	d.synced.Store(rev)
+	d.once.Do(func() { close(d.ready) })
+}
+
+// maxGone bounds the names of gone tools the door explains.
+const maxGone = 4096
+
+// goneReason says why a tool of prev is no longer in next.
+func goneReason(s *spec, next *catalog) string {
+	switch {
+	case s.group != "":
+		return fmt.Sprintf("the tool was group %q's action %q; the group or the action is gone. Search with find_tools", s.group, s.action)
+	case next.things[s.thing] == nil:
+		return fmt.Sprintf("the tool was action %q of Thing %q, which left the hub. Search with find_tools", s.action, s.thing)
+	}
+	for _, name := range next.ofThing[s.thing] {
+		if n := next.byName[name]; n.action == s.action {
+			return fmt.Sprintf("the tool of action %q of Thing %q is now named %q", s.action, s.thing, name)
+		}
+	}
+	return fmt.Sprintf("Thing %q no longer has action %q. Search with find_tools", s.thing, s.action)
+}
+
+// mcpTool is the SDK's tool of s.
+func (s *spec) mcpTool() *mcp.Tool {
+	t := &mcp.Tool{Name: s.name, Title: s.title, Description: s.desc, InputSchema: s.in}
+	if s.out != nil {
+		t.OutputSchema = s.out
+	}
+	t.Annotations = &mcp.ToolAnnotations{Title: s.title, ReadOnlyHint: s.readOnly, IdempotentHint: s.idempotent}
+	if !s.readOnly {
+		yes := true
+		t.Annotations.DestructiveHint = &yes
+	}
+	return t
+}
+
+// ServeHTTP serves /mcp. The principal is the one the hub's HTTP server
+// put in the request's context (hub.ContextWithPrincipal); without one,
+// the request is anonymous.
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, ok := hub.PrincipalFrom(r.Context())
+	if !ok {
+		p = hub.AnonymousFrom(r.RemoteAddr)
+	}
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		writeRPCError(w, http.StatusBadRequest, -32602, err.Error())
+		return
+	}
+	stateless := r.Header.Get("Mcp-Protocol-Version") >= statelessVersion
+	listen, err := d.isListen(w, r, stateless)
+	if err != nil {
+		writeRPCError(w, http.StatusRequestEntityTooLarge, -32600, err.Error())
+		return
+	}
+	if listen {
+		if d.listening.Add(1) > int64(d.cfg.MaxListeners) {
+			d.listening.Add(-1)
+			w.Header().Set("Retry-After", "10")
+			writeRPCError(w, http.StatusServiceUnavailable, -32000,
+				fmt.Sprintf("too many notification streams are open on this hub (mcp.maxListeners: %d); try again later", d.cfg.MaxListeners))
+			return
+		}
+		defer d.listening.Add(-1)
+	}
+	if !stateless && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && d.sessions() >= d.cfg.MaxSessions {
+		w.Header().Set("Retry-After", "10")
+		writeRPCError(w, http.StatusServiceUnavailable, -32000,
+			fmt.Sprintf("too many MCP sessions are open on this hub (mcp.maxSessions: %d); close one or try again later", d.cfg.MaxSessions))
+		return
+	}
+	ref := newRef()
+	d.callers.Store(ref, &caller{p: p, filter: f})
+	defer d.callers.Delete(ref)
+	r.Header.Set(refHeader, ref)
+	if stateless {
+		d.stateless.ServeHTTP(w, r)
+		return
+	}
+	d.stateful.ServeHTTP(w, r)
+}
+
+// isListen reports whether r opens a notification stream: a session's GET
+// stream, or a stateless subscriptions/listen request (whose body it
+// reads, and puts back).
+func (d *Door) isListen(w http.ResponseWriter, r *http.Request, stateless bool) (bool, error) {
+	if r.Method == http.MethodGet {
+		return true, nil
+	}
+	if !stateless || r.Method != http.MethodPost {
+		return false, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, d.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return false, fmt.Errorf("the request body is larger than %d bytes (http.maxBodyBytes)", d.cfg.MaxBodyBytes)
+		}
+		return false, fmt.Errorf("reading the request body: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &msg) // the SDK answers what does not decode
+	return msg.Method == "subscriptions/listen", nil
+}
+
+// sessions counts the server's sessions.
+func (d *Door) sessions() int {
+	n := 0
+	for range d.srv.Sessions() {
+		n++
+	}
+	return n
+}
+
+func newRef() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// callerOf is who sent an SDK request (anonymous, with no filter, when
+// the request did not come through ServeHTTP).
+func (d *Door) callerOf(extra *mcp.RequestExtra) *caller {
+	if extra != nil && extra.Header != nil {
+		if c, ok := d.callers.Load(extra.Header.Get(refHeader)); ok {
+			return c.(*caller)
+		}
+	}
+	return &caller{p: hub.AnonymousFrom("")}
+}
+
+// writeRPCError answers a request the SDK never sees with a JSON-RPC
+// error.
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": code, "message": msg},
+	})
+}

@@ -1,0 +1,207 @@
+package mcpdoor_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/app"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Versions the tests speak: the current revision (stateless) and the one
+// before it (sessions).
+const (
+	v2026 = "2026-07-28"
+	v2025 = "2025-11-25"
+)
+
+var versions = []string{v2026, v2025}
+
+// startHub starts a hub as main does.
+func startHub(t testing.TB, edit func(*app.Config)) *hubtest.Hub {
+	t.Helper()
+	return hubtest.Start(t, edit)
+}
+
+// agentTD is a Thing Description of an agent with the given actions
+// (name → affordance).
+func agentTD(id, title string, actions map[string]any) map[string]any {
+	return map[string]any{
+		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
+		"@type":               "lmos:Agent",
+		"id":                  id,
+		"title":               title,
+		"description":         "A test agent called " + title + ".",
+		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
+		"security":            "nosec_sc",
+		"actions":             actions,
+	}
+}
+
+// connectAgent connects an agent over url (mqtt:// or ws://) and waits
+// until the hub has its Thing.
+func connectAgent(t testing.TB, h *hubtest.Hub, url string, td map[string]any, setup func(a *agent.Agent)) *agent.Agent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var a *agent.Agent
+	var err error
+	a, err = agent.Connect(ctx, agent.Options{URL: url, TD: td, Logger: hubtest.Logger(t), OnCredentials: func(agent.Credentials) {}})
+	if err != nil {
+		t.Fatalf("agent %s: %v", url, err)
+	}
+	if setup != nil {
+		setup(a)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func mqttURL(h *hubtest.Hub) string { return "mqtt://" + h.MQTTAddr() }
+func wsURL(h *hubtest.Hub) string   { return "ws" + strings.TrimPrefix(h.URL, "http") + "/ws" }
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	hdr   map[string]string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	for k, v := range b.hdr {
+		r.Header.Set(k, v)
+	}
+	return b.base.RoundTrip(r)
+}
+
+// client is an MCP client session of the official Go SDK with what it heard.
+type client struct {
+	*mcp.ClientSession
+	mu       sync.Mutex
+	changed  chan struct{}
+	progress []*mcp.ProgressNotificationParams
+}
+
+// connect opens a session with the hub's /mcp (path may add a query) at
+// version, with token ("" none).
+func connect(t testing.TB, h *hubtest.Hub, version, path, token string) *client {
+	t.Helper()
+	c := &client{changed: make(chan struct{}, 64)}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "lmos-test", Version: "0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case c.changed <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			c.mu.Lock()
+			c.progress = append(c.progress, r.Params)
+			c.mu.Unlock()
+		},
+	})
+	if path == "" {
+		path = "/mcp"
+	}
+	tr := &mcp.StreamableClientTransport{Endpoint: h.URL + path, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect %s: %v", version, err)
+	}
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated %s, want %s", got, version)
+	}
+	c.ClientSession = cs
+	t.Cleanup(func() { cs.Close() })
+	return c
+}
+
+func (c *client) tools(t testing.TB) map[string]*mcp.Tool {
+	t.Helper()
+	res, err := c.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	out := map[string]*mcp.Tool{}
+	for _, tl := range res.Tools {
+		if out[tl.Name] != nil {
+			t.Fatalf("tool %q listed twice", tl.Name)
+		}
+		out[tl.Name] = tl
+	}
+	return out
+}
+
+// waitTool polls tools/list until cond holds for the listed tools (the
+// door follows the directory asynchronously); a deadline only fails a
+// broken test.
+func (c *client) waitTools(t testing.TB, what string, cond func(map[string]*mcp.Tool) bool) map[string]*mcp.Tool {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		tools := c.tools(t)
+		if cond(tools) {
+			return tools
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools never %s; listed: %v", what, names(tools))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func names(m map[string]*mcp.Tool) []string {
+	var out []string
+	for n := range m {
+		out = append(out, n)
+	}
+	return out
+}
+
+// call calls a tool with a progress token.
+func (c *client) call(t testing.TB, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	p := &mcp.CallToolParams{Name: name, Arguments: args}
+	p.SetProgressToken("tok-" + name)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, p)
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", name, err)
+	}
+	return res
+}
+
+// text joins a result's text contents.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprint(err))
+	}
+	return string(b)
+}

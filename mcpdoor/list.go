@@ -1,0 +1,129 @@
+package mcpdoor
+
+import (
+	"context"
+	"sort"
+
+	"github.com/eclipse-lmos/lmos-hub/hub"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Each client sees the tools and resources it may use (hub.Access), and
+// the tools of its filter: the SDK holds every tool, and middleware
+// answers tools/list and resources/list per caller.
+
+// maxResources bounds resources/list: the TDs beyond are read by URI.
+const maxResources = 1000
+
+func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/list":
+			tools, err := d.listTools(d.callerOf(req.GetExtra()))
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ListToolsResult{Tools: tools}, nil
+		case "resources/list":
+			res, err := d.listResources(d.callerOf(req.GetExtra()))
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ListResourcesResult{Resources: res}, nil
+		case "tools/call":
+			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
+				if why := d.goneTool(r.Params.Name); why != "" {
+					return toolError(hub.Errorf(hub.ENOTFOUND, "unknown tool %q: %s", r.Params.Name, why)), nil
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// goneTool says why a tool that is not there went ("": not one that went).
+func (d *Door) goneTool(name string) string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.cat.byName[name] != nil {
+		return ""
+	}
+	return d.gone[name]
+}
+
+// listTools is tools/list for c: find_tools and call_tool for a caller
+// who may read the directory, then the Thing and group tools c may call
+// and its filter keeps, when they are at most MaxListed.
+func (d *Door) listTools(c *caller) ([]*mcp.Tool, error) {
+	if d.access.Allow(c.p, hub.OpReadDirectory, nil) != nil {
+		return []*mcp.Tool{}, nil
+	}
+	tools := []*mcp.Tool{findToolsTool(d.cfg.MaxListed), callToolTool()}
+	m, err := c.filter.matcher(d.reg)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	cat := d.catalog()
+	var listed []*mcp.Tool
+	for _, name := range cat.names {
+		s := cat.byName[name]
+		if !d.usable(c.p, s) || !m.spec(s) {
+			continue
+		}
+		if len(listed) == d.cfg.MaxListed {
+			return tools, nil // too many: find_tools finds them
+		}
+		listed = append(listed, s.tool)
+	}
+	return append(tools, listed...), nil
+}
+
+// usable reports whether p may call s.
+func (d *Door) usable(p hub.Principal, s *spec) bool {
+	if s.group != "" {
+		return d.access.Allow(p, hub.OpInvokeAction, nil) == nil
+	}
+	t, err := d.reg.Get(s.thing)
+	return err == nil && d.access.Allow(p, hub.OpInvokeAction, &t) == nil
+}
+
+// spec reports whether the filter keeps s.
+func (m *matcher) spec(s *spec) bool {
+	if s.group != "" {
+		return m.group(s.group)
+	}
+	t, err := m.reg.Get(s.thing)
+	return err == nil && m.thing(&t)
+}
+
+// listResources is resources/list for c: the TDs it may read and its
+// filter keeps, by title.
+func (d *Door) listResources(c *caller) ([]*mcp.Resource, error) {
+	out := []*mcp.Resource{}
+	if d.access.Allow(c.p, hub.OpReadDirectory, nil) != nil {
+		return out, nil
+	}
+	m, err := c.filter.matcher(d.reg)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	cat := d.catalog()
+	things, _ := d.reg.List(0, 0)
+	for _, t := range things {
+		if len(out) == maxResources {
+			break
+		}
+		if d.access.Allow(c.p, hub.OpReadDirectory, t) != nil || !m.thing(t) {
+			continue
+		}
+		title := t.ID
+		if ts := cat.things[t.ID]; ts != nil && ts.title != "" {
+			title = ts.title
+		}
+		out = append(out, &mcp.Resource{URI: thingURI(t.ID), Name: t.ID, Title: title,
+			Description: "The Thing Description of " + title, MIMEType: mediaTD})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].URI < out[j].URI })
+	return out, nil
+}

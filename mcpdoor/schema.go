@@ -1,0 +1,221 @@
+package mcpdoor
+
+import (
+	"fmt"
+	"math"
+)
+
+// A TD's data schemas (WoT TD §5.3.2) are close to JSON Schema but not the
+// same: they carry TD terms (unit, @type, forms), may give "items" as an
+// array (prefixItems in 2020-12), and need not describe an object, which an
+// MCP tool's inputSchema and outputSchema must. jsonSchema keeps what JSON
+// Schema 2020-12 defines, in the form it defines, and drops the rest.
+
+// wrapKey is the one property of the object a non-object schema is
+// wrapped in.
+const wrapKey = "input"
+
+// resultKey is the one property of the object a non-object output is
+// wrapped in.
+const resultKey = "result"
+
+// maxSchemaDepth bounds the nesting jsonSchema follows; the registry
+// bounds a TD's depth already, this keeps the conversion bounded on its
+// own.
+const maxSchemaDepth = 32
+
+var simpleTypes = map[string]bool{"null": true, "boolean": true, "object": true, "array": true, "number": true, "string": true, "integer": true}
+
+// jsonSchema converts a TD data schema to a JSON Schema 2020-12 object.
+func jsonSchema(ds map[string]any) map[string]any {
+	return convert(ds, 0)
+}
+
+func convert(ds map[string]any, depth int) map[string]any {
+	out := map[string]any{}
+	if depth > maxSchemaDepth {
+		return out
+	}
+	sub := func(v any) (map[string]any, bool) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		return convert(m, depth+1), true
+	}
+	for k, v := range ds {
+		switch k {
+		case "type":
+			switch t := v.(type) {
+			case string:
+				if simpleTypes[t] {
+					out[k] = t
+				}
+			case []any:
+				var ts []any
+				for _, e := range t {
+					if s, ok := e.(string); ok && simpleTypes[s] {
+						ts = append(ts, s)
+					}
+				}
+				if len(ts) > 0 {
+					out[k] = ts
+				}
+			}
+		case "title", "description", "format", "pattern", "contentEncoding", "contentMediaType", "$comment":
+			if s, ok := v.(string); ok {
+				out[k] = s
+			}
+		case "const", "default":
+			out[k] = v
+		case "enum", "examples":
+			if a, ok := v.([]any); ok && (k == "examples" || len(a) > 0) {
+				out[k] = a
+			}
+		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+			if f, ok := number(v); ok {
+				out[k] = f
+			}
+		case "multipleOf":
+			if f, ok := number(v); ok && f > 0 {
+				out[k] = f
+			}
+		case "minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties":
+			if f, ok := number(v); ok && f >= 0 && f == math.Trunc(f) {
+				out[k] = f
+			}
+		case "uniqueItems", "readOnly", "writeOnly":
+			if b, ok := v.(bool); ok {
+				out[k] = b
+			}
+		case "required":
+			if a, ok := v.([]any); ok {
+				var names []any
+				seen := map[string]bool{}
+				for _, e := range a {
+					if s, ok := e.(string); ok && !seen[s] {
+						seen[s] = true
+						names = append(names, s)
+					}
+				}
+				if names != nil {
+					out[k] = names
+				}
+			}
+		case "properties":
+			if m, ok := v.(map[string]any); ok {
+				props := map[string]any{}
+				for name, p := range m {
+					if s, ok := sub(p); ok {
+						props[name] = s
+					}
+				}
+				out[k] = props
+			}
+		case "additionalProperties":
+			if b, ok := v.(bool); ok {
+				out[k] = b
+			} else if s, ok := sub(v); ok {
+				out[k] = s
+			}
+		case "items":
+			if s, ok := sub(v); ok {
+				out[k] = s
+			} else if a, ok := v.([]any); ok {
+				// TD 1.1 allows a list of schemas: 2020-12 names that
+				// prefixItems.
+				var items []any
+				for _, e := range a {
+					if s, ok := sub(e); ok {
+						items = append(items, s)
+					}
+				}
+				if items != nil {
+					out["prefixItems"] = items
+				}
+			}
+		case "oneOf", "anyOf", "allOf":
+			if a, ok := v.([]any); ok {
+				var all []any
+				for _, e := range a {
+					if s, ok := sub(e); ok {
+						all = append(all, s)
+					}
+				}
+				if all != nil {
+					out[k] = all
+				}
+			}
+		case "not":
+			if s, ok := sub(v); ok {
+				out[k] = s
+			}
+		}
+	}
+	// A TD's unit is the one TD term a model needs to call correctly.
+	if unit, ok := ds["unit"].(string); ok && unit != "" {
+		if d, _ := out["description"].(string); d != "" {
+			out["description"] = fmt.Sprintf("%s (unit: %s)", d, unit)
+		} else {
+			out["description"] = "unit: " + unit
+		}
+	}
+	return out
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// isObject reports whether a converted schema describes only objects.
+func isObject(s map[string]any) bool {
+	return s["type"] == "object"
+}
+
+// inputSchema is a tool's inputSchema for an action's input schema (nil:
+// the action takes no input) and whether the input is wrapped in an
+// object under wrapKey.
+func inputSchema(input map[string]any) (map[string]any, bool) {
+	if input == nil {
+		return map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}, false
+	}
+	s := jsonSchema(input)
+	if isObject(s) {
+		return s, false
+	}
+	return wrapped(wrapKey, s, "The action's input."), true
+}
+
+// outputSchema is a tool's outputSchema for an action's output schema
+// (nil: none declared, so none is given) and whether the output is
+// wrapped in an object under resultKey.
+func outputSchema(output map[string]any) (map[string]any, bool) {
+	if output == nil {
+		return nil, false
+	}
+	s := jsonSchema(output)
+	if isObject(s) {
+		return s, false
+	}
+	return wrapped(resultKey, s, "The action's output."), true
+}
+
+func wrapped(key string, s map[string]any, desc string) map[string]any {
+	if _, ok := s["description"]; !ok {
+		s["description"] = desc
+	}
+	return map[string]any{
+		"type":                 "object",
+		"properties":           map[string]any{key: s},
+		"required":             []any{key},
+		"additionalProperties": false,
+	}
+}
