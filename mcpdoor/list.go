@@ -13,6 +13,9 @@ import (
 // the tools of its filter: the SDK holds every tool, and middleware
 // answers tools/list and resources/list per caller.
 
+// private is the cache hint of a list made for its caller.
+var private = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
+
 // maxResources bounds resources/list: the TDs beyond are read by URI.
 const maxResources = 1000
 
@@ -24,13 +27,15 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
-			return &mcp.ListToolsResult{Tools: tools}, nil
+			// Each caller's list is its own: private, and never fresh
+			// (a Thing may join any moment).
+			return &mcp.ListToolsResult{Tools: tools, Cacheable: private}, nil
 		case "resources/list":
 			res, err := d.listResources(d.callerOf(req.GetExtra()))
 			if err != nil {
 				return nil, err
 			}
-			return &mcp.ListResourcesResult{Resources: res}, nil
+			return &mcp.ListResourcesResult{Resources: res, Cacheable: private}, nil
 		case "tools/call":
 			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
 				if why := d.goneTool(r.Params.Name); why != "" {

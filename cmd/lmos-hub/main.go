@@ -23,6 +23,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/groupscli"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/joincli"
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/mcpcli"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/peerscli"
 	"github.com/eclipse-lmos/lmos-hub/store"
 )
@@ -48,6 +49,7 @@ usage:
   lmos-hub groups ls|create|add|rm|dissolve|rotate-credentials
                                    manage agent groups on a running hub
   lmos-hub peers ls|add|rm|links   pair this hub with other hubs (federation); its links (peers, sync, bridge)
+  lmos-hub mcp [--hub URL]         the hub's MCP door on stdin/stdout, for LLM clients that launch a command
   lmos-hub join ls|approve|deny    decide on joins waiting for approval (deny --all: in bulk)
   lmos-hub token create|list|revoke
                                    manage admin tokens
@@ -89,6 +91,7 @@ var commands = []command{
 	{name: "things", subs: thingsCommands, run: func(a []string, c cliIO) int { return runThings(a, c.stdin, c.stdout, c.stderr, c.getenv) }},
 	{name: "groups", subs: groupscli.Commands, run: func(a []string, c cliIO) int { return groupscli.Run(a, c.stdout, c.stderr, c.getenv) }},
 	{name: "peers", subs: peerscli.Commands, run: func(a []string, c cliIO) int { return peerscli.Run(a, c.stdout, c.stderr, c.getenv) }},
+	{name: "mcp", run: func(a []string, c cliIO) int { return mcpcli.Run(a, c.stdin, c.stdout, c.stderr, c.getenv) }},
 	{name: "join", subs: joincli.Commands, run: func(a []string, c cliIO) int { return joincli.Run(a, c.stdout, c.stderr, c.getenv) }},
 	{name: "token", subs: tokenCommands, run: func(a []string, c cliIO) int { return runToken(a, c.stdout, c.stderr, c.getenv) }},
 	{name: "config", subs: configCommands, run: func(a []string, c cliIO) int { return runConfig(a, c.stdout, c.stderr, c.getenv) }},

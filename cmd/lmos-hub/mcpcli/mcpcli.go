@@ -1,0 +1,403 @@
+// Package mcpcli is `lmos-hub mcp`: the hub's MCP door (PROTOCOL §11) over
+// stdio, for MCP clients that launch a command. It relays each JSON-RPC
+// message a client writes on stdin to a running hub's /mcp (Streamable
+// HTTP) and writes every message the hub sends back on stdout, one per
+// line; the hub does the rest, so both transports behave alike.
+package mcpcli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/cliargs"
+)
+
+// Usage is the help text of `lmos-hub mcp`.
+const Usage = `usage: lmos-hub mcp [flags]
+
+Serves the Model Context Protocol on stdin and stdout, for MCP clients that
+launch a command (desktop assistants, IDEs), by relaying to a running hub's
+/mcp. Every action of every Thing the token may invoke is a tool; see
+docs/GUIDE.md "Language models (MCP)". A client's configuration, e.g.:
+
+  {"command": "lmos-hub", "args": ["mcp", "--hub", "http://hub.local:8080"],
+   "env": {"LMOS_HUB_TOKEN": "<token of scope operate>"}}
+
+Flags:
+  --hub URL         the hub (env LMOS_HUB_URL, default http://localhost:8080)
+  --token TOKEN     a bearer token (env LMOS_HUB_TOKEN; none: anonymous)
+  --timeout D       give up connecting to the hub after D (default 10s)
+  --type TYPE       list only the tools of Things of this @type (e.g. Agent)
+  --group GROUP     list only the tools of this group and its members
+  --jsonpath QUERY  list only the tools of the Things this JSONPath selects
+
+Exit status: 0 stdin ended, 1 the hub could not be reached, 2 usage error.
+`
+
+// maxMessage bounds one message read from stdin or the hub.
+const maxMessage = 16 << 20
+
+// Run runs `lmos-hub mcp` with args (the arguments after "mcp") until
+// stdin ends; getenv reads the environment (nil: none).
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	c := &cliargs.Client{Stdout: stdout, Stderr: stderr}
+	h, fs := cliargs.NewHubCommand("mcp", Usage, getenv)
+	var types multi
+	fs.Var(&types, "type", "")
+	group := fs.String("group", "", "")
+	jsonpath := fs.String("jsonpath", "", "")
+	return h.Run(c, args, func(pos []string) error {
+		if len(pos) > 0 {
+			return cliargs.Usagef("mcp takes no arguments, got %q", pos[0])
+		}
+		q := url.Values{}
+		for _, t := range types {
+			q.Add("type", t)
+		}
+		if *group != "" {
+			q.Set("group", *group)
+		}
+		if *jsonpath != "" {
+			q.Set("jsonpath", *jsonpath)
+		}
+		endpoint := c.Base + "/mcp"
+		if len(q) > 0 {
+			endpoint += "?" + q.Encode()
+		}
+		r := &relay{endpoint: endpoint, token: c.Token, out: stdout, log: stderr,
+			client: &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+				DialContext: (&netDialer{timeout: c.HTTP.Timeout}).dial, ResponseHeaderTimeout: 0}}}
+		return r.run(stdin)
+	})
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+// relay is one stdio session relayed to the hub.
+type relay struct {
+	endpoint, token string
+	client          *http.Client
+	log             io.Writer
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	mu        sync.Mutex
+	session   string // Mcp-Session-Id the hub gave
+	version   string // the negotiated protocol version, for MCP-Protocol-Version
+	listening bool   // the session's GET stream is open
+
+	// ctx bounds the requests, listenCtx the notification streams: when
+	// stdin ends, the streams end at once and the calls in flight are
+	// answered first (a client may pipe its requests and close stdin).
+	wg, listens       sync.WaitGroup
+	ctx, listenCtx    context.Context
+	cancel, endListen context.CancelFunc
+}
+
+// message is what the relay reads of a JSON-RPC message.
+type message struct {
+	ID     json.RawMessage `json:"id,omitempty"`
+	Method string          `json:"method,omitempty"`
+	Params struct {
+		ProtocolVersion string `json:"protocolVersion"`
+		Meta            struct {
+			ProtocolVersion string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	} `json:"params"`
+	Result *struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	} `json:"result,omitempty"`
+}
+
+func (r *relay) run(stdin io.Reader) error {
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.listenCtx, r.endListen = context.WithCancel(r.ctx)
+	defer r.cancel()
+	in := bufio.NewReaderSize(stdin, 64<<10)
+	for {
+		line, err := readLine(in)
+		if len(bytes.TrimSpace(line)) > 0 {
+			r.send(line)
+		}
+		if err != nil {
+			break // stdin ended: the client is done
+		}
+	}
+	r.endListen()
+	r.listens.Wait()
+	r.wg.Wait()
+	r.cancel()
+	r.closeSession()
+	return nil
+}
+
+// readLine reads one line of at most maxMessage bytes.
+func readLine(in *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := in.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > maxMessage {
+			// Drop the rest of an oversized line; the hub would refuse it.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = in.ReadSlice('\n')
+			}
+			return []byte(`{"jsonrpc":"2.0","method":"lmos/oversized"}`), err
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+// send posts one message to the hub, in its own goroutine: a long call or
+// a listen request must not hold up the others.
+func (r *relay) send(line []byte) {
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		r.write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: the line is not JSON"}}`))
+		return
+	}
+	if m.Method == "lmos/oversized" {
+		r.write([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"the message is larger than %d bytes"}}`, maxMessage)))
+		return
+	}
+	if v := m.Params.Meta.ProtocolVersion; v != "" {
+		r.mu.Lock()
+		r.version = v // 2026-07-28 and later name it in each request
+		r.mu.Unlock()
+	}
+	if m.Method == "initialize" {
+		// The session the answer opens is needed by what follows.
+		r.post(r.ctx, line, m)
+		return
+	}
+	ctx, wg := r.ctx, &r.wg
+	if m.Method == "subscriptions/listen" {
+		ctx, wg = r.listenCtx, &r.listens
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.post(ctx, line, m)
+	}()
+}
+
+func (r *relay) headers(req *http.Request) {
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	req.Header.Set("User-Agent", "lmos-hub-mcp")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.session != "" {
+		req.Header.Set("Mcp-Session-Id", r.session)
+	}
+	if r.version != "" {
+		req.Header.Set("Mcp-Protocol-Version", r.version)
+	}
+}
+
+func (r *relay) post(ctx context.Context, body []byte, m message) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(body))
+	if err != nil {
+		r.fail(m, 0, err.Error())
+		return
+	}
+	r.headers(req)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		r.fail(m, 0, fmt.Sprintf("cannot reach the hub at %s: %v", r.endpoint, err))
+		return
+	}
+	defer resp.Body.Close()
+	if m.Method == "initialize" {
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			r.mu.Lock()
+			r.session = id
+			r.mu.Unlock()
+		}
+	}
+	switch ct := resp.Header.Get("Content-Type"); {
+	case resp.StatusCode == http.StatusAccepted:
+	case strings.HasPrefix(ct, "text/event-stream"):
+		r.events(resp.Body, m.Method == "initialize")
+	case resp.StatusCode >= 300:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		r.refused(m, resp.StatusCode, b)
+	default:
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxMessage))
+		if err != nil {
+			r.fail(m, 0, "reading the hub's answer: "+err.Error())
+			return
+		}
+		r.forward(b, m.Method == "initialize")
+	}
+}
+
+// forward writes one message of the hub's; the answer to initialize also
+// tells the version, and opens the session's notification stream.
+func (r *relay) forward(b []byte, initialize bool) {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		fmt.Fprintf(r.log, "lmos-hub mcp: the hub sent a message that is not JSON: %.200s\n", b)
+		return
+	}
+	if initialize {
+		var m message
+		if json.Unmarshal(buf.Bytes(), &m) == nil && m.Result != nil && m.Result.ProtocolVersion != "" {
+			r.mu.Lock()
+			r.version = m.Result.ProtocolVersion
+			listen := r.session != "" && !r.listening
+			r.listening = r.listening || listen
+			r.mu.Unlock()
+			if listen {
+				r.listens.Add(1)
+				go r.listen()
+			}
+		}
+	}
+	r.write(buf.Bytes())
+}
+
+// events forwards the messages of an event stream.
+func (r *relay) events(body io.Reader, initialize bool) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), maxMessage)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if len(data) > 0 {
+				r.forward(data, initialize)
+				data = data[:0]
+			}
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+		}
+	}
+	if len(data) > 0 {
+		r.forward(data, initialize)
+	}
+}
+
+// listen holds the session's GET stream open for the hub's notifications
+// (a tool list that changed), opening it again when it drops, until stdin
+// ends or the hub refuses it.
+func (r *relay) listen() {
+	fails := 0
+	defer r.listens.Done()
+	for r.listenCtx.Err() == nil && fails < 10 {
+		req, err := http.NewRequestWithContext(r.listenCtx, http.MethodGet, r.endpoint, nil)
+		if err != nil {
+			return
+		}
+		r.headers(req)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := r.client.Do(req)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			fails = 0
+			r.events(resp.Body, false)
+			resp.Body.Close()
+		} else {
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound {
+					return // no stream here, or the session is gone
+				}
+			}
+			fails++
+		}
+		select {
+		case <-r.listenCtx.Done():
+		case <-time.After(time.Duration(fails) * time.Second):
+		}
+	}
+}
+
+// refused answers a request the hub refused with an HTTP error.
+func (r *relay) refused(m message, status int, body []byte) {
+	var e struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+		Detail string `json:"detail"`
+	}
+	msg := strings.TrimSpace(string(body))
+	code := -32000
+	if json.Unmarshal(body, &e) == nil {
+		switch {
+		case e.Error != nil:
+			msg, code = e.Error.Message, e.Error.Code
+		case e.Detail != "":
+			msg = e.Detail
+		}
+	}
+	if status == http.StatusNotFound {
+		r.mu.Lock()
+		r.session = "" // the hub forgot the session: the client initializes again
+		r.mu.Unlock()
+	}
+	r.fail(m, code, fmt.Sprintf("the hub answered %d %s: %s", status, http.StatusText(status), msg))
+}
+
+// fail answers request m with a JSON-RPC error (a notification's failure
+// goes to stderr only).
+func (r *relay) fail(m message, code int, msg string) {
+	if code == 0 {
+		code = -32000
+	}
+	if len(m.ID) == 0 || string(m.ID) == "null" {
+		fmt.Fprintf(r.log, "lmos-hub mcp: %s: %s\n", m.Method, msg)
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": code, "message": msg}})
+	r.write(b)
+}
+
+func (r *relay) write(b []byte) {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	_, _ = r.out.Write(append(b, '\n'))
+}
+
+// closeSession ends the hub's session, as a client that is done should.
+func (r *relay) closeSession() {
+	r.mu.Lock()
+	session := r.session
+	r.mu.Unlock()
+	if session == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, r.endpoint, nil)
+	if err != nil {
+		return
+	}
+	r.headers(req)
+	if resp, err := r.client.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
