@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,11 +332,16 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stateless := r.Header.Get("Mcp-Protocol-Version") >= statelessVersion
-	listen, err := d.isListen(w, r, stateless)
+	method, status, err := d.peek(w, r)
 	if err != nil {
-		writeRPCError(w, http.StatusRequestEntityTooLarge, -32600, err.Error())
+		code := -32600
+		if status == http.StatusBadRequest && strings.HasPrefix(err.Error(), "parse error") {
+			code = -32700
+		}
+		writeRPCError(w, status, code, err.Error())
 		return
 	}
+	listen := r.Method == http.MethodGet || stateless && method == "subscriptions/listen"
 	if listen {
 		if d.listening.Add(1) > int64(d.cfg.MaxListeners) {
 			d.listening.Add(-1)
@@ -363,37 +369,72 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.stateful.ServeHTTP(w, r)
 }
 
-// isListen reports whether r opens a notification stream: a session's GET
-// stream, or a stateless subscriptions/listen request (whose body it
-// reads, and puts back).
-func (d *Door) isListen(w http.ResponseWriter, r *http.Request, stateless bool) (bool, error) {
-	if r.Method == http.MethodGet {
-		return true, nil
-	}
-	if !stateless || r.Method != http.MethodPost {
-		return false, nil
+// peek reads a POST's body (bounded by MaxBodyBytes), puts it back for
+// the SDK, and returns the method of the message it holds: what is not
+// JSON, or not a JSON-RPC message, is refused here with the protocol's
+// error rather than the SDK's plain text.
+func (d *Door) peek(w http.ResponseWriter, r *http.Request) (string, int, error) {
+	if r.Method != http.MethodPost {
+		return "", 0, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, d.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return false, fmt.Errorf("the request body is larger than %d bytes (http.maxBodyBytes)", d.cfg.MaxBodyBytes)
+			return "", http.StatusRequestEntityTooLarge, fmt.Errorf("the request body is larger than %d bytes (http.maxBodyBytes)", d.cfg.MaxBodyBytes)
 		}
-		return false, fmt.Errorf("reading the request body: %w", err)
+		return "", http.StatusBadRequest, fmt.Errorf("cannot read the request body: %w", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	var msg struct {
-		Method string `json:"method"`
+	if !json.Valid(body) {
+		return "", http.StatusBadRequest, errors.New("parse error: the body is not JSON")
 	}
-	_ = json.Unmarshal(body, &msg) // the SDK answers what does not decode
-	return msg.Method == "subscriptions/listen", nil
+	body = bytes.TrimSpace(body)
+	invalid := errors.New("invalid request: the body must be a JSON-RPC message (an object with a method, a result or an error)")
+	if len(body) > 0 && body[0] == '[' {
+		// A batch (revisions before 2025-06-18): each must be a message.
+		var batch []json.RawMessage
+		if json.Unmarshal(body, &batch) != nil || len(batch) == 0 {
+			return "", http.StatusBadRequest, invalid
+		}
+		for _, m := range batch {
+			if _, ok := rpcMethod(m); !ok {
+				return "", http.StatusBadRequest, invalid
+			}
+		}
+		return "", 0, nil
+	}
+	method, ok := rpcMethod(body)
+	if !ok {
+		return "", http.StatusBadRequest, invalid
+	}
+	return method, 0, nil
 }
+
+// rpcMethod reads a JSON-RPC message's method; false when b is not one.
+func rpcMethod(b []byte) (string, bool) {
+	b = bytes.TrimSpace(b)
+	var msg struct {
+		Method        string
+		Result, Error json.RawMessage
+	}
+	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &msg) != nil || msg.Method == "" && msg.Result == nil && msg.Error == nil {
+		return "", false
+	}
+	return msg.Method, true
+}
+
+// Sessions counts the open sessions (of revisions before 2026-07-28; a
+// stateless request's lives as long as the request).
+func (d *Door) Sessions() int { return d.sessions() }
 
 // sessions counts the server's sessions.
 func (d *Door) sessions() int {
 	n := 0
-	for range d.srv.Sessions() {
-		n++
+	for ss := range d.srv.Sessions() {
+		if ss.ID() != "" { // a stateless request's session has none
+			n++
+		}
 	}
 	return n
 }

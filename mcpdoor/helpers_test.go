@@ -205,3 +205,97 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// createToken makes a token of scope through POST /api/tokens.
+func createToken(t testing.TB, h *hubtest.Hub, scope string) (secret, id string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"name": scope, "scope": scope})
+	resp, b := h.Do(http.MethodPost, "/api/tokens", "application/json", body, hubtest.Token)
+	var v struct{ Token, ID string }
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &v) != nil || v.Token == "" {
+		t.Fatalf("POST /api/tokens %s: %d %s", scope, resp.StatusCode, b)
+	}
+	return v.Token, v.ID
+}
+
+// rawPost posts body to /mcp with hdr and returns the status and body.
+func rawPost(t testing.TB, h *hubtest.Hub, method, path, body string, hdr map[string]string) (int, string, http.Header) {
+	t.Helper()
+	if path == "" {
+		path = "/mcp"
+	}
+	req, err := http.NewRequest(method, h.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil || b.Len() > 1<<20 {
+			break
+		}
+	}
+	return resp.StatusCode, b.String(), resp.Header
+}
+
+// rpcError decodes a JSON-RPC error answer.
+func rpcError(t testing.TB, body string) (int, string) {
+	t.Helper()
+	var v struct {
+		Error *struct {
+			Code    int
+			Message string
+		}
+	}
+	body = strings.TrimSpace(body)
+	if i := strings.Index(body, "data: "); strings.HasPrefix(body, "event:") && i >= 0 {
+		body = strings.TrimSpace(body[i+len("data: "):])
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil || v.Error == nil {
+		t.Fatalf("not a JSON-RPC error: %q", body)
+	}
+	return v.Error.Code, v.Error.Message
+}
+
+// simpleAgent connects an agent over MQTT with one action "do" taking
+// {"n": integer} and answering {"twice": 2n}.
+func simpleAgent(t testing.TB, h *hubtest.Hub, id, title string) *agent.Agent {
+	t.Helper()
+	do := map[string]any{
+		"description": "Doubles n.",
+		"input":       map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []any{"n"}},
+		"output":      map[string]any{"type": "object", "properties": map[string]any{"twice": map[string]any{"type": "integer"}}},
+	}
+	return connectAgent(t, h, mqttURL(h), agentTD(id, title, map[string]any{"do": do}), func(a *agent.Agent) {
+		a.HandleAction("do", func(_ context.Context, in agent.Input) (any, error) {
+			var v struct{ N int }
+			if err := in.Decode(&v); err != nil {
+				return nil, err
+			}
+			return map[string]any{"twice": 2 * v.N}, nil
+		})
+	})
+}
+
+// thingCount is how many Things the hub has.
+func thingCount(t testing.TB, h *hubtest.Hub) int {
+	t.Helper()
+	resp, b := h.Do(http.MethodGet, "/things?format=array", "", nil, hubtest.Token)
+	var all []any
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &all) != nil {
+		t.Fatalf("GET /things: %d %.200s", resp.StatusCode, b)
+	}
+	return len(all)
+}
