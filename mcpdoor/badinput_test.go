@@ -95,7 +95,6 @@ func TestBadCallsAreToolErrors(t *testing.T) {
 	}
 }
 
-
 // TestMalformedAndHugeRequests: what is not JSON-RPC, or is larger than
 // http.maxBodyBytes, is refused with the protocol's error and opens
 // nothing; a bad filter in the URL is refused before the SDK sees it.

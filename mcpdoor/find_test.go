@@ -44,7 +44,9 @@ func TestManyThingsAreFoundNotListed(t *testing.T) {
 				return len(m) == 2 && m["find_tools"] != nil && m["call_tool"] != nil
 			})
 			res := c.call(t, "find_tools", map[string]any{"query": "doubler"})
-			var found struct{ Tools []struct{ Name, Thing, Action string } }
+			var found struct {
+				Tools []struct{ Name, Thing, Action string }
+			}
 			if res.IsError || json.Unmarshal([]byte(mustJSON(res.StructuredContent)), &found) != nil || len(found.Tools) != 1 ||
 				found.Tools[0].Name != "number_doubler__do" || found.Tools[0].Thing != "urn:test:dbl" {
 				t.Fatalf("find_tools doubler: error=%v %s", res.IsError, text(res))

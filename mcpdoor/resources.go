@@ -49,7 +49,7 @@ func parseThingURI(uri string) (id, property string, ok bool) {
 		return "", "", false
 	}
 	enc, prop, hasProp := strings.Cut(rest, "/properties/")
-	if strings.Contains(enc, "/") || hasProp && (prop == "" || strings.Contains(prop, "/")) {
+	if enc == "" || strings.Contains(enc, "/") || hasProp && (prop == "" || strings.Contains(prop, "/")) {
 		return "", "", false
 	}
 	id, err := url.PathUnescape(enc)

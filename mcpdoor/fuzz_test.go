@@ -1,0 +1,58 @@
+package mcpdoor
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// FuzzParseThingURI: a resource URI either names a Thing (and maybe a
+// property) whose URI is made again the same way, or is refused.
+func FuzzParseThingURI(f *testing.F) {
+	for _, s := range []string{"lmos://things/urn%3Aa", "lmos://things/a/properties/b", "lmos://things/%zz", "lmos://things/", "lmos://things/a/properties/", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		id, prop, ok := parseThingURI(uri)
+		if !ok {
+			return
+		}
+		if id == "" {
+			t.Fatalf("%q: empty id accepted", uri)
+		}
+		again := thingURI(id)
+		if prop != "" {
+			again += "/properties/" + url.PathEscape(prop)
+		}
+		id2, prop2, ok2 := parseThingURI(again)
+		if !ok2 || id2 != id || prop2 != prop {
+			t.Fatalf("%q → (%q, %q) → %q → (%q, %q, %v)", uri, id, prop, again, id2, prop2, ok2)
+		}
+	})
+}
+
+// FuzzUnwrapInput: arguments are either refused with an invalid-input
+// error or become an action input that is JSON (or none).
+func FuzzUnwrapInput(f *testing.F) {
+	for _, s := range []string{`{"input":5}`, `{}`, `null`, `[1]`, `{"input":1,"x":2}`, `{"a":"b"}`, ` `, `{"input":`} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	noInput, _ := inputSchema(nil)
+	some, _ := inputSchema(map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{}}})
+	f.Fuzz(func(t *testing.T, args string, wrapped bool) {
+		for _, schema := range []map[string]any{noInput, some} {
+			in, err := unwrapInput(json.RawMessage(args), wrapped, schema)
+			if err != nil {
+				if !strings.Contains(err.Error(), "argument") && !strings.Contains(err.Error(), "input") {
+					t.Fatalf("%q: unclear error %v", args, err)
+				}
+				continue
+			}
+			if in != nil && !json.Valid(in) && json.Valid([]byte(args)) {
+				t.Fatalf("%q: input %q is not JSON", args, in)
+			}
+		}
+	})
+}
