@@ -208,3 +208,36 @@ func TestPropertyValues(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesSurviveARestart: tool names come from the Things alone, so a
+// client's names are the same after the hub restarts; two Things with the
+// same title each carry a tag of their id.
+func TestNamesSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	listNames := func() string {
+		h := hubtest.StartIn(t, dir, func(c *app.Config) { c.MCP.MaxTools = 100 })
+		defer h.Close()
+		if thingCount(t, h) == 0 {
+			for i, id := range []string{"urn:test:lamp-b", "urn:test:lamp-a", "urn:test:fan"} {
+				title := "Ceiling lamp"
+				if i == 2 {
+					title = "Ceiling fan"
+				}
+				putThing(t, h, id, title, "lmos:Tool", "Lights or air.")
+			}
+		}
+		// Clients of both revisions hold notification streams open while
+		// the hub stops: stopping must not wait for them.
+		connect(t, h, v2025, "", "").waitTools(t, "list the three Things", func(m map[string]*mcp.Tool) bool { return len(m) == 5 })
+		c := connect(t, h, v2026, "", "")
+		tools := c.waitTools(t, "list the three Things", func(m map[string]*mcp.Tool) bool { return len(m) == 5 })
+		return strings.Join(sorted(names(tools)), " ")
+	}
+	first := listNames()
+	if !strings.Contains(first, "ceiling_fan__measure") || strings.Count(first, "ceiling_lamp_") != 2 {
+		t.Fatalf("names: %s", first)
+	}
+	if again := listNames(); again != first {
+		t.Fatalf("names after a restart: %s, before: %s", again, first)
+	}
+}

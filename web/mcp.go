@@ -37,8 +37,13 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		s.refuseMCP(w, http.StatusUnauthorized, err)
 		return
 	}
+	// A notification stream never ends by itself: it ends with the
+	// server's streams (CloseStreams), so that shutting down does not
+	// wait for it.
+	ctx, cancel := s.proxyContext(r, 0)
+	defer cancel()
 	s.cfg.MCP.ServeHTTP(&frameWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: s.cfg.SSEWriteTimeout},
-		r.WithContext(hub.ContextWithPrincipal(r.Context(), p)))
+		r.WithContext(hub.ContextWithPrincipal(ctx, p)))
 }
 
 // mcpOrigin accepts a request without Origin (not a browser page) or
