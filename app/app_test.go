@@ -39,7 +39,7 @@ func TestMainStartsAndStopsInOrder(t *testing.T) {
 			got = append(got, g[1]+g[2])
 		}
 	}
-	want := []string{"mqtt listening", "http listening", "hub ready", "http", "mqtt", "federation", "registry", "store"}
+	want := []string{"mqtt listening", "http listening", "hub ready", "http", "mcp", "mqtt", "federation", "registry", "store"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("order:\n got %q\nwant %q\n%s", got, want, logs.String())
 	}
