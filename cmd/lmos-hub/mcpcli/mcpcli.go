@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,6 +114,8 @@ type message struct {
 	ID     json.RawMessage `json:"id,omitempty"`
 	Method string          `json:"method,omitempty"`
 	Params struct {
+		Name            string `json:"name"`
+		URI             string `json:"uri"`
 		ProtocolVersion string `json:"protocolVersion"`
 		Meta            struct {
 			ProtocolVersion string `json:"io.modelcontextprotocol/protocolVersion"`
@@ -221,6 +224,7 @@ func (r *relay) post(ctx context.Context, body []byte, m message) {
 	r.headers(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	standardHeaders(req.Header, m)
 	resp, err := r.client.Do(req)
 	if err != nil {
 		r.fail(m, 0, fmt.Sprintf("cannot reach the hub at %s: %v", r.endpoint, err))
@@ -333,6 +337,38 @@ func (r *relay) listen() {
 		case <-time.After(time.Duration(fails) * time.Second):
 		}
 	}
+}
+
+// standardHeaders sets the headers 2026-07-28 requires of a request
+// beside its body: its method, and the name it is about.
+func standardHeaders(h http.Header, m message) {
+	if h.Get("Mcp-Protocol-Version") < "2026-07-28" || m.Method == "" || len(m.ID) == 0 {
+		return
+	}
+	h.Set("Mcp-Method", m.Method)
+	name := ""
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		name = m.Params.Name
+	case "resources/read":
+		name = m.Params.URI
+	}
+	if name != "" {
+		h.Set("Mcp-Name", headerValue(name))
+	}
+}
+
+// headerValue is v as a header value: as it is when it is printable
+// ASCII without edge spaces, else in the protocol's base64 form.
+func headerValue(v string) string {
+	plain := strings.TrimSpace(v) == v
+	for i := 0; i < len(v) && plain; i++ {
+		plain = v[i] >= 0x20 && v[i] < 0x7f
+	}
+	if plain {
+		return v
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
 }
 
 // refused answers a request the hub refused with an HTTP error.
