@@ -26,6 +26,9 @@ func (d *Door) toolHandler(s *spec) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := d.callerOf(req.Extra)
 		input, err := unwrapInput(req.Params.Arguments, s.inWrapped, s.in)
+		if err == nil && s.chat {
+			input, err = conversation(input)
+		}
 		if err != nil {
 			return toolError(err), nil
 		}
@@ -71,6 +74,20 @@ func unwrapInput(args json.RawMessage, wrapped bool, schema map[string]any) ([]b
 		return nil, hub.Errorf(hub.EINVALID, "the arguments must be an object with only member %q (the action's input)", wrapKey)
 	}
 	return in, nil
+}
+
+// conversation turns a conversational tool's {"message"} into the
+// action's input: a conversation of that one user message.
+func conversation(args []byte) ([]byte, error) {
+	var m struct {
+		Message string `json:"message"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || m.Message == "" {
+		return nil, hub.Errorf(hub.EINVALID, "the arguments must be {\"message\": \"<what to say>\"}")
+	}
+	return json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": m.Message}}})
 }
 
 // slot takes one of the door's call slots; false when all are taken.

@@ -32,8 +32,9 @@ type spec struct {
 	in     map[string]any // inputSchema
 	out    map[string]any // outputSchema, nil: none
 	// inWrapped and outWrapped say the action's input and output travel
-	// wrapped in an object (schema.go).
-	inWrapped, outWrapped bool
+	// wrapped in an object (schema.go); chat says the tool takes one
+	// message for a conversation's input.
+	inWrapped, outWrapped, chat bool
 	readOnly              bool // the action is safe (TD "safe")
 	idempotent            bool
 	// fp is a digest of everything the client sees of the tool but its
@@ -80,7 +81,7 @@ func (c *catalog) lookup(name string) *spec {
 
 // fingerprint digests what a client sees of s besides its name.
 func (s *spec) fingerprint() {
-	b, _ := json.Marshal([]any{s.thing, s.group, s.action, s.title, s.desc, s.in, s.out, s.inWrapped, s.outWrapped, s.readOnly, s.idempotent})
+	b, _ := json.Marshal([]any{s.thing, s.group, s.action, s.title, s.desc, s.in, s.out, s.inWrapped, s.outWrapped, s.chat, s.readOnly, s.idempotent})
 	s.fp = sha256.Sum256(b)
 }
 
@@ -116,6 +117,9 @@ func actionSpec(name string, aff map[string]any, about string) *spec {
 	in, _ := aff["input"].(map[string]any)
 	out, _ := aff["output"].(map[string]any)
 	s.in, s.inWrapped = inputSchema(in)
+	if conversational(in) {
+		s.in, s.chat = messageSchema(), true
+	}
 	s.out, s.outWrapped = outputSchema(out)
 	s.readOnly, _ = aff["safe"].(bool)
 	s.idempotent, _ = aff["idempotent"].(bool)
@@ -261,7 +265,7 @@ func groupSpecs(g *hub.Group, things map[string]*thingSpecs) []*spec {
 	specs := make([]*spec, 0, len(names))
 	for _, name := range names {
 		m := first[name]
-		s := &spec{group: g.ID, action: name, in: m.in, inWrapped: m.inWrapped, actDesc: m.actDesc, check: &outChecker{}}
+		s := &spec{group: g.ID, action: name, in: m.in, inWrapped: m.inWrapped, chat: m.chat, actDesc: m.actDesc, check: &outChecker{}}
 		s.title = joinTitle("Group "+title, name)
 		// A group answers with every member's result, not one output.
 		s.out = groupOutputSchema()

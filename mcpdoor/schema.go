@@ -219,3 +219,49 @@ func wrapped(key string, s map[string]any, desc string) map[string]any {
 		"additionalProperties": false,
 	}
 }
+
+// conversational reports whether an action's input is a conversation:
+// an object whose required "messages" are objects with a "content" (the
+// LMOS chat shape, {"messages":[{"role","content"}]}). Its tool takes one
+// message instead (PROTOCOL §11.2).
+func conversational(input map[string]any) bool {
+	if input == nil || input["type"] != "object" {
+		return false
+	}
+	props, _ := input["properties"].(map[string]any)
+	msgs, _ := props["messages"].(map[string]any)
+	items, _ := msgs["items"].(map[string]any)
+	itemProps, _ := items["properties"].(map[string]any)
+	if msgs["type"] != "array" || itemProps["content"] == nil {
+		return false
+	}
+	for name := range props {
+		if name != "messages" {
+			if req, _ := input["required"].([]any); containsString(req, name) {
+				return false // another member the one message cannot fill
+			}
+		}
+	}
+	return true
+}
+
+func containsString(list []any, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// messageSchema is the inputSchema of a conversational action's tool.
+func messageSchema() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"message": map[string]any{"type": "string", "minLength": 1, "description": "What to say to the agent, in words."},
+		},
+		"required":             []any{"message"},
+		"additionalProperties": false,
+	}
+}
