@@ -35,8 +35,8 @@ type spec struct {
 	// wrapped in an object (schema.go); chat says the tool takes one
 	// message for a conversation's input.
 	inWrapped, outWrapped, chat bool
-	readOnly              bool // the action is safe (TD "safe")
-	idempotent            bool
+	readOnly                    bool // the action is safe (TD "safe")
+	idempotent                  bool
 	// fp is a digest of everything the client sees of the tool but its
 	// name, so sync re-announces a tool only when it changed.
 	fp [32]byte
