@@ -23,12 +23,30 @@ import (
 // budgets of the search limits (for embedding and tests; the HTTP door
 // streams with StreamJSONPath).
 func (r *Registry) SearchJSONPath(query string) ([]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.search.lim.Timeout)
+	defer cancel()
+	return r.searchJSONPath(ctx, query)
+}
+
+// SearchJSONPathFor is SearchJSONPath for a client of a door: admitted
+// through the per-client and global search gates, and stopped when ctx
+// ends.
+func (r *Registry) SearchJSONPathFor(ctx context.Context, client, query string) ([]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.search.lim.Timeout)
+	defer cancel()
+	leave, err := r.search.enter(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	return r.searchJSONPath(ctx, query)
+}
+
+func (r *Registry) searchJSONPath(ctx context.Context, query string) ([]any, error) {
 	p, err := r.parseQuery(query)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.search.lim.Timeout)
-	defer cancel()
 	b := &budget{ctx: ctx, lim: r.search.lim, total: &r.search.nodes}
 	out := []any{}
 	err = r.selectJSONPath(b, p, func(n any) error {

@@ -1,6 +1,7 @@
 package mcpdoor
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -53,12 +54,13 @@ type matcher struct {
 	ids map[string]bool // Things the query selected (jsonpath only)
 }
 
-func (f filter) matcher(reg *hub.Registry) (*matcher, error) {
+func (f filter) matcher(ctx context.Context, reg *hub.Registry, client string) (*matcher, error) {
 	m := &matcher{f: f, reg: reg}
 	if f.jsonpath == "" {
 		return m, nil
 	}
-	res, err := reg.SearchJSONPath(f.jsonpath)
+	// The search gates and budgets of /search/jsonpath bound it.
+	res, err := reg.SearchJSONPathFor(ctx, client, f.jsonpath)
 	if err != nil {
 		return nil, fmt.Errorf("the jsonpath filter: %w", err)
 	}

@@ -23,7 +23,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "tools/list":
-			tools, err := d.listTools(d.callerOf(req.GetExtra()))
+			tools, err := d.listTools(ctx, d.callerOf(req.GetExtra()))
 			if err != nil {
 				return nil, err
 			}
@@ -31,7 +31,7 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			// (a Thing may join any moment).
 			return &mcp.ListToolsResult{Tools: tools, Cacheable: private}, nil
 		case "resources/list":
-			res, err := d.listResources(d.callerOf(req.GetExtra()))
+			res, err := d.listResources(ctx, d.callerOf(req.GetExtra()))
 			if err != nil {
 				return nil, err
 			}
@@ -60,14 +60,14 @@ func (d *Door) goneTool(name string) string {
 // listTools is tools/list for c: find_tools and call_tool for a caller
 // who may read the directory, then the Thing and group tools c may call
 // and its filter keeps, when they are at most MaxListed.
-func (d *Door) listTools(c *caller) ([]*mcp.Tool, error) {
+func (d *Door) listTools(ctx context.Context, c *caller) ([]*mcp.Tool, error) {
 	if d.access.Allow(c.p, hub.OpReadDirectory, nil) != nil {
 		return []*mcp.Tool{}, nil
 	}
 	tools := []*mcp.Tool{findToolsTool(d.cfg.MaxListed), callToolTool()}
-	m, err := c.filter.matcher(d.reg)
+	m, err := c.filter.matcher(ctx, d.reg, c.p.Source)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return nil, filterError(err)
 	}
 	cat := d.catalog()
 	var listed []*mcp.Tool
@@ -104,14 +104,14 @@ func (m *matcher) spec(s *spec) bool {
 
 // listResources is resources/list for c: the TDs it may read and its
 // filter keeps, by title.
-func (d *Door) listResources(c *caller) ([]*mcp.Resource, error) {
+func (d *Door) listResources(ctx context.Context, c *caller) ([]*mcp.Resource, error) {
 	out := []*mcp.Resource{}
 	if d.access.Allow(c.p, hub.OpReadDirectory, nil) != nil {
 		return out, nil
 	}
-	m, err := c.filter.matcher(d.reg)
+	m, err := c.filter.matcher(ctx, d.reg, c.p.Source)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return nil, filterError(err)
 	}
 	cat := d.catalog()
 	things, _ := d.reg.List(0, 0)
@@ -131,4 +131,14 @@ func (d *Door) listResources(c *caller) ([]*mcp.Resource, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].URI < out[j].URI })
 	return out, nil
+}
+
+// filterError is the protocol's error for a filter that failed: invalid
+// params for a bad query, an internal error for a search over its limits.
+func filterError(err error) error {
+	code := int64(jsonrpc.CodeInvalidParams)
+	if hub.ErrorCode(err) != hub.EINVALID {
+		code = jsonrpc.CodeInternalError
+	}
+	return &jsonrpc.Error{Code: code, Message: err.Error()}
 }
