@@ -35,10 +35,12 @@ func defaultMCPConfig() MCPConfig {
 }
 
 func (c Config) validateMCP(bad func(string, error)) {
-	for name, v := range map[string]int{"mcp.maxTools": c.MCP.MaxTools, "mcp.maxCalls": c.MCP.MaxCalls,
-		"mcp.maxListeners": c.MCP.MaxListeners, "mcp.maxSessions": c.MCP.MaxSessions} {
-		if v < 1 {
-			bad(name, fmt.Errorf("must be at least 1 (got %d)", v))
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"mcp.maxTools", c.MCP.MaxTools}, {"mcp.maxCalls", c.MCP.MaxCalls}, {"mcp.maxListeners", c.MCP.MaxListeners}, {"mcp.maxSessions", c.MCP.MaxSessions}} {
+		if v.n < 1 {
+			bad(v.name, fmt.Errorf("must be at least 1 (got %d)", v.n))
 		}
 	}
 	if c.MCP.SessionTimeout <= 0 {

@@ -129,3 +129,19 @@ func countSessions(t testing.TB, h *hubtest.Hub) int {
 	t.Helper()
 	return h.Main.MCP.Sessions()
 }
+
+// TestDoorOff: mcp.enabled false serves no /mcp, and bad settings are
+// refused before the hub starts.
+func TestDoorOff(t *testing.T) {
+	h := startHub(t, func(c *app.Config) { c.MCP.Enabled = false })
+	status, body, _ := rawPost(t, h, http.MethodPost, "", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil)
+	if status != http.StatusNotFound || h.Main.MCP != nil {
+		t.Errorf("door off: %d %s", status, body)
+	}
+	cfg := app.DefaultConfig()
+	cfg.MCP.MaxTools, cfg.MCP.SessionTimeout = 0, 0
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "mcp.maxTools: must be at least 1 (got 0)") || !strings.Contains(err.Error(), "mcp.sessionTimeout") {
+		t.Errorf("bad settings: %v", err)
+	}
+}
