@@ -311,8 +311,13 @@ func (d *Door) invokeGroup(ctx context.Context, req *mcp.CallToolRequest, c *cal
 		progress(r.Member+": "+r.Status, nil)
 	})
 	slices.SortFunc(results, func(a, b result) int { return strings.Compare(a.Member, b.Member) })
-	answer := map[string]any{"group": s.group, "action": s.action, "results": results}
-	b, _ := json.Marshal(answer)
+	return answer(map[string]any{"group": s.group, "action": s.action, "results": results})
+}
+
+// answer is the result of one of the door's own answers v (an object):
+// its JSON as structured content and as text.
+func answer(v any) *mcp.CallToolResult {
+	b, _ := json.Marshal(v)
 	var structured map[string]any
 	_ = json.Unmarshal(b, &structured)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: structured}

@@ -154,10 +154,7 @@ func (d *Door) findTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 			}
 		}
 	}
-	b, _ := json.Marshal(map[string]any{"tools": out})
-	var structured map[string]any
-	_ = json.Unmarshal(b, &structured)
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: structured}, nil
+	return answer(map[string]any{"tools": out}), nil
 }
 
 // strictArgs decodes a call's arguments into v, refusing unknown members.

@@ -100,26 +100,34 @@ func (s *Server) allow(op hub.Op, h http.HandlerFunc) http.HandlerFunc {
 // (Authorization needs a preflight the hub never grants); a client that
 // sends no Origin is not a browser page.
 func (s *Server) sameSite(r *http.Request) error {
+	if origin, ok := s.originAllowed(r); !ok {
+		return hub.Errorf(hub.EFORBIDDEN, "a write or invocation from the page at %s needs a token (or http.allowedOrigins)", lmos.Truncate(origin, 128))
+	}
+	return nil
+}
+
+// originAllowed reports whether r comes from no page (no Origin), from
+// the hub's own origin (its Host) or from one of http.allowedOrigins; it
+// returns the Origin for the refusal.
+func (s *Server) originAllowed(r *http.Request) (string, bool) {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
-		return nil
+		return "", true
 	}
 	u, err := url.Parse(origin)
-	if err == nil && u.Host != "" {
-		host := strings.ToLower(u.Host)
-		if host == strings.ToLower(r.Host) {
-			return nil
-		}
-		for _, o := range s.cfg.AllowedOrigins {
-			if o == "*" {
-				return nil
-			}
-			if a, err := url.Parse(o); err == nil && strings.EqualFold(a.Host, host) {
-				return nil
-			}
+	if err != nil || u.Host == "" {
+		return origin, false
+	}
+	host := strings.ToLower(u.Host)
+	if host == strings.ToLower(r.Host) {
+		return origin, true
+	}
+	for _, o := range s.cfg.AllowedOrigins {
+		if a, err := url.Parse(o); o == "*" || err == nil && strings.EqualFold(a.Host, host) {
+			return origin, true
 		}
 	}
-	return hub.Errorf(hub.EFORBIDDEN, "a write or invocation from the page at %s needs a token (or http.allowedOrigins)", lmos.Truncate(origin, 128))
+	return origin, false
 }
 
 // identify resolves the principal without requiring any level (the

@@ -3,8 +3,6 @@ package web
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
@@ -49,23 +47,10 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 // mcpOrigin accepts a request without Origin (not a browser page) or
 // from the hub's own origin or one of http.allowedOrigins.
 func (s *Server) mcpOrigin(r *http.Request) error {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return nil
+	if origin, ok := s.originAllowed(r); !ok {
+		return hub.Errorf(hub.EFORBIDDEN, "the MCP endpoint refuses requests from the page at %s (Origin); allow it with http.allowedOrigins", lmos.Truncate(origin, 128))
 	}
-	u, err := url.Parse(origin)
-	if err == nil && u.Host != "" {
-		host := strings.ToLower(u.Host)
-		if host == strings.ToLower(r.Host) {
-			return nil
-		}
-		for _, o := range s.cfg.AllowedOrigins {
-			if a, err := url.Parse(o); o == "*" || err == nil && strings.EqualFold(a.Host, host) {
-				return nil
-			}
-		}
-	}
-	return hub.Errorf(hub.EFORBIDDEN, "the MCP endpoint refuses requests from the page at %s (Origin); allow it with http.allowedOrigins", lmos.Truncate(origin, 128))
+	return nil
 }
 
 // refuseMCP answers a request the door never sees: a JSON-RPC error, as
