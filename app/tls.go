@@ -78,6 +78,9 @@ func (m *Main) metrics() []func(io.Writer) {
 	if m.TLS != nil {
 		out = append(out, m.TLS.WritePrometheus)
 	}
+	if m.MCP != nil {
+		out = append(out, m.MCP.WritePrometheus)
+	}
 	// mDNS opens after the HTTP adapter, or not at all.
 	out = append(out, func(w io.Writer) { mdns.WritePrometheus(w, m.names.mdns.Load()) })
 	return out

@@ -192,6 +192,12 @@ func TestTooManyCallsAndListeners(t *testing.T) {
 	if res := c.call(t, "busy__do", map[string]any{"n": 5}); res.IsError {
 		t.Errorf("a call after the slot freed: %s", text(res))
 	}
+	_, metrics := h.Do(http.MethodGet, "/metrics", "", nil, "")
+	for _, want := range []string{`lmos_mcp_calls_total{outcome="busy"} 1`, `lmos_mcp_calls_total{outcome="ok"} 2`, "lmos_mcp_tools 1"} {
+		if !strings.Contains(string(metrics), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	// Listeners: a session's GET stream takes the one place.
 	s := connect(t, h, v2025, "", "") // opens its GET stream
 	id := s.ID()

@@ -33,10 +33,26 @@ func (d *Door) toolHandler(s *spec) mcp.ToolHandler {
 			return toolError(err), nil
 		}
 		if s.group != "" {
-			return d.invokeGroup(ctx, req, c, s, input), nil
+			return d.run(func() *mcp.CallToolResult { return d.invokeGroup(ctx, req, c, s, input) }), nil
 		}
-		return d.invoke(ctx, req, c, s, input), nil
+		return d.run(func() *mcp.CallToolResult { return d.invoke(ctx, req, c, s, input) }), nil
 	}
+}
+
+// run runs one call in a slot of mcp.maxCalls, and counts its outcome.
+func (d *Door) run(call func() *mcp.CallToolResult) *mcp.CallToolResult {
+	if !d.slot() {
+		d.stats.call(outcomeBusy)
+		return toolError(d.busy())
+	}
+	defer d.release()
+	res := call()
+	if res.IsError {
+		d.stats.call(outcomeToolError)
+	} else {
+		d.stats.call(outcomeOK)
+	}
+	return res
 }
 
 // unwrapInput is the action input of a call's arguments: the "input"
@@ -102,16 +118,13 @@ func (d *Door) slot() bool {
 
 func (d *Door) release() { <-d.calls }
 
-func (d *Door) busy() *mcp.CallToolResult {
-	return toolError(hub.Errorf(hub.EUNAVAILABLE, "the hub is running as many MCP tool calls as it takes at once (mcp.maxCalls: %d); try again in a moment", d.cfg.MaxCalls))
+// busy is the refusal of a call that found every slot taken.
+func (d *Door) busy() error {
+	return hub.Errorf(hub.EUNAVAILABLE, "the hub is running as many MCP calls as it takes at once (mcp.maxCalls: %d); try again in a moment", d.cfg.MaxCalls)
 }
 
 // invoke invokes a Thing's action for c.
 func (d *Door) invoke(ctx context.Context, req *mcp.CallToolRequest, c *caller, s *spec, input []byte) *mcp.CallToolResult {
-	if !d.slot() {
-		return d.busy()
-	}
-	defer d.release()
 	rt := d.cfg.Router
 	if rt == nil {
 		return toolError(hub.Errorf(hub.EUNAVAILABLE, "the hub's interactions are not running"))
@@ -281,10 +294,6 @@ func (d *Door) invokeGroup(ctx context.Context, req *mcp.CallToolRequest, c *cal
 	if err := d.access.Allow(c.p, hub.OpInvokeAction, nil); err != nil {
 		return toolError(err)
 	}
-	if !d.slot() {
-		return d.busy()
-	}
-	defer d.release()
 	call, err := ga.Prepare(hub.GroupActionRequest{Group: s.group, Action: s.action, Accept: lmos.MediaJSON, Principal: c.p})
 	if err != nil {
 		return toolError(err)

@@ -81,6 +81,7 @@ type Door struct {
 
 	calls     chan struct{}
 	listening atomic.Int64
+	stats     counters
 	callers   sync.Map // refHeader value → *caller
 
 	mu   sync.RWMutex
@@ -328,7 +329,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := parseFilter(r.URL.Query())
 	if err != nil {
-		writeRPCError(w, http.StatusBadRequest, -32602, err.Error())
+		d.refuse(w, http.StatusBadRequest, -32602, err.Error())
 		return
 	}
 	stateless := r.Header.Get("Mcp-Protocol-Version") >= statelessVersion
@@ -338,7 +339,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusBadRequest && strings.HasPrefix(err.Error(), "parse error") {
 			code = -32700
 		}
-		writeRPCError(w, status, code, err.Error())
+		d.refuse(w, status, code, err.Error())
 		return
 	}
 	listen := r.Method == http.MethodGet || stateless && method == "subscriptions/listen"
@@ -346,7 +347,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if d.listening.Add(1) > int64(d.cfg.MaxListeners) {
 			d.listening.Add(-1)
 			w.Header().Set("Retry-After", "10")
-			writeRPCError(w, http.StatusServiceUnavailable, -32000,
+			d.refuse(w, http.StatusServiceUnavailable, -32000,
 				fmt.Sprintf("too many notification streams are open on this hub (mcp.maxListeners: %d); try again later", d.cfg.MaxListeners))
 			return
 		}
@@ -354,7 +355,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !stateless && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && d.sessions() >= d.cfg.MaxSessions {
 		w.Header().Set("Retry-After", "10")
-		writeRPCError(w, http.StatusServiceUnavailable, -32000,
+		d.refuse(w, http.StatusServiceUnavailable, -32000,
 			fmt.Sprintf("too many MCP sessions are open on this hub (mcp.maxSessions: %d); close one or try again later", d.cfg.MaxSessions))
 		return
 	}
@@ -458,6 +459,11 @@ func (d *Door) callerOf(extra *mcp.RequestExtra) *caller {
 
 // writeRPCError answers a request the SDK never sees with a JSON-RPC
 // error.
+func (d *Door) refuse(w http.ResponseWriter, status, code int, msg string) {
+	d.stats.refused.Add(1)
+	writeRPCError(w, status, code, msg)
+}
+
 func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -187,7 +187,7 @@ func (d *Door) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	case (args.Action == "") == (args.Property == ""):
 		return toolError(hub.Errorf(hub.EINVALID, "name either an action or a property")), nil
 	case args.Property != "":
-		return d.readProperty(ctx, c, args.Thing, args.Property), nil
+		return d.run(func() *mcp.CallToolResult { return d.readProperty(ctx, c, args.Thing, args.Property) }), nil
 	}
 	cat := d.catalog()
 	var s *spec
@@ -206,7 +206,7 @@ func (d *Door) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if len(args.Input) > 0 && string(args.Input) != "null" {
 		input = args.Input
 	}
-	return d.invoke(ctx, req, c, s, input), nil
+	return d.run(func() *mcp.CallToolResult { return d.invoke(ctx, req, c, s, input) }), nil
 }
 
 // readProperty reads a property's value for c, as a tool result.
@@ -231,10 +231,6 @@ func (d *Door) read(ctx context.Context, c *caller, thing, name string) ([]byte,
 	if rt == nil {
 		return nil, hub.Errorf(hub.EUNAVAILABLE, "the hub's interactions are not running")
 	}
-	if !d.slot() {
-		return nil, hub.Errorf(hub.EUNAVAILABLE, "the hub is running as many MCP calls as it takes at once (mcp.maxCalls: %d); try again in a moment", d.cfg.MaxCalls)
-	}
-	defer d.release()
 	in := hub.Interaction{ThingID: thing, Op: hub.OpReadProperty, Name: name, Accept: lmos.MediaJSON, Door: hub.SourceHTTP}
 	t, err := d.reg.Get(thing)
 	if err == nil {

@@ -72,6 +72,11 @@ func (d *Door) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}
 	c := d.callerOf(req.Extra)
 	if prop != "" {
+		// A property is read from the Thing: a call, in a call's slot.
+		if !d.slot() {
+			return nil, d.busy()
+		}
+		defer d.release()
 		data, err := d.read(ctx, c, id, prop)
 		if err != nil {
 			if hub.ErrorCode(err) == hub.ENOTFOUND {
