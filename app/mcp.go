@@ -23,7 +23,9 @@ type MCPConfig struct {
 	// MaxListeners bounds the open notification streams; default 64.
 	MaxListeners int `yaml:"maxListeners"`
 	// MaxSessions bounds the sessions of clients of revisions before
-	// 2026-07-28; default 256. SessionTimeout closes idle ones; default 10m.
+	// 2026-07-28; default 256. SessionTimeout closes a session that sent no
+	// request for that long (an open notification stream does not count:
+	// the SDK counts requests); default 1h. Its client must start a new one.
 	MaxSessions    int      `yaml:"maxSessions"`
 	SessionTimeout Duration `yaml:"sessionTimeout"`
 }
@@ -44,7 +46,7 @@ func (c Config) validateMCP(bad func(string, error)) {
 		}
 	}
 	if c.MCP.SessionTimeout <= 0 {
-		bad("mcp.sessionTimeout", fmt.Errorf("must be a duration greater than 0 such as \"10m\" (got %s)", c.MCP.SessionTimeout))
+		bad("mcp.sessionTimeout", fmt.Errorf("must be a duration greater than 0 such as \"1h\" (got %s)", c.MCP.SessionTimeout))
 	}
 }
 

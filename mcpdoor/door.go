@@ -26,7 +26,7 @@ const (
 	DefaultMaxCalls       = 32
 	DefaultMaxListeners   = 64
 	DefaultMaxSessions    = 256
-	DefaultSessionTimeout = 10 * time.Minute
+	DefaultSessionTimeout = time.Hour
 	DefaultCallTimeout    = 30 * time.Second
 	DefaultMaxBodyBytes   = 256 << 10
 )
