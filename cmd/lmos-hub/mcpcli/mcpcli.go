@@ -97,14 +97,16 @@ type relay struct {
 	out   io.Writer
 
 	mu        sync.Mutex
+	init      []byte // the client's initialize, to open a session again
 	session   string // Mcp-Session-Id the hub gave
 	version   string // the negotiated protocol version, for MCP-Protocol-Version
-	listening bool   // the session's GET stream is open
+	listenGen int    // the notification stream of the current session
 
 	// ctx bounds the requests, listenCtx the notification streams: when
 	// stdin ends, the streams end at once and the calls in flight are
 	// answered first (a client may pipe its requests and close stdin).
 	wg, listens       sync.WaitGroup
+	reopening         sync.Mutex
 	ctx, listenCtx    context.Context
 	cancel, endListen context.CancelFunc
 }
@@ -185,6 +187,9 @@ func (r *relay) send(line []byte) {
 		r.mu.Unlock()
 	}
 	if m.Method == "initialize" {
+		r.mu.Lock()
+		r.init = append([]byte(nil), line...)
+		r.mu.Unlock()
 		// The session the answer opens is needed by what follows.
 		r.post(r.ctx, line, m)
 		return
@@ -216,19 +221,23 @@ func (r *relay) headers(req *http.Request) {
 }
 
 func (r *relay) post(ctx context.Context, body []byte, m message) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(body))
-	if err != nil {
-		r.fail(m, 0, err.Error())
-		return
-	}
-	r.headers(req)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	standardHeaders(req.Header, m)
-	resp, err := r.client.Do(req)
+	resp, session, err := r.do(ctx, body, m)
 	if err != nil {
 		r.fail(m, 0, fmt.Sprintf("cannot reach the hub at %s: %v", r.endpoint, err))
 		return
+	}
+	if resp.StatusCode == http.StatusNotFound && session != "" && m.Method != "initialize" {
+		// The hub forgot the session (it restarted, or the session sat
+		// idle past mcp.sessionTimeout): open another and send again.
+		resp.Body.Close()
+		if !r.reopen(session) {
+			r.fail(m, 0, "the hub forgot this session and a new one could not be opened")
+			return
+		}
+		if resp, _, err = r.do(ctx, body, m); err != nil {
+			r.fail(m, 0, fmt.Sprintf("cannot reach the hub at %s: %v", r.endpoint, err))
+			return
+		}
 	}
 	defer resp.Body.Close()
 	if m.Method == "initialize" {
@@ -255,6 +264,61 @@ func (r *relay) post(ctx context.Context, body []byte, m message) {
 	}
 }
 
+// do posts one message with the session's headers and returns the answer
+// and the session it was sent in.
+func (r *relay) do(ctx context.Context, body []byte, m message) (*http.Response, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, "", err
+	}
+	r.headers(req)
+	if m.Method == "initialize" {
+		req.Header.Del("Mcp-Session-Id")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	standardHeaders(req.Header, m)
+	resp, err := r.client.Do(req)
+	return resp, req.Header.Get("Mcp-Session-Id"), err
+}
+
+// reopen opens a new session in place of stale with the client's own
+// initialize, unseen by the client, and its notification stream; false
+// when that failed. Calls that found the same stale session wait for one
+// reopening.
+func (r *relay) reopen(stale string) bool {
+	r.reopening.Lock()
+	defer r.reopening.Unlock()
+	r.mu.Lock()
+	current, init := r.session, r.init
+	r.mu.Unlock()
+	if current != stale {
+		return current != "" // another call reopened it
+	}
+	if init == nil {
+		return false
+	}
+	resp, _, err := r.do(r.ctx, init, message{Method: "initialize"})
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMessage)) // the client has its answer
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		return false
+	}
+	r.mu.Lock()
+	r.session = id
+	r.mu.Unlock()
+	if resp, _, err := r.do(r.ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), message{Method: "notifications/initialized"}); err == nil {
+		resp.Body.Close()
+	}
+	r.startListen()
+	fmt.Fprintln(r.log, "lmos-hub mcp: the hub forgot the session (a restart, or idle past mcp.sessionTimeout); a new one is open")
+	return true
+}
+
 // forward writes one message of the hub's; the answer to initialize also
 // tells the version, and opens the session's notification stream.
 func (r *relay) forward(b []byte, initialize bool) {
@@ -268,12 +332,10 @@ func (r *relay) forward(b []byte, initialize bool) {
 		if json.Unmarshal(buf.Bytes(), &m) == nil && m.Result != nil && m.Result.ProtocolVersion != "" {
 			r.mu.Lock()
 			r.version = m.Result.ProtocolVersion
-			listen := r.session != "" && !r.listening
-			r.listening = r.listening || listen
+			session := r.session
 			r.mu.Unlock()
-			if listen {
-				r.listens.Add(1)
-				go r.listen()
+			if session != "" {
+				r.startListen()
 			}
 		}
 	}
@@ -305,13 +367,29 @@ func (r *relay) events(body io.Reader, initialize bool) {
 	}
 }
 
+// startListen opens the current session's notification stream; the
+// stream of an older session ends by itself.
+func (r *relay) startListen() {
+	r.mu.Lock()
+	r.listenGen++
+	gen := r.listenGen
+	r.mu.Unlock()
+	r.listens.Add(1)
+	go r.listen(gen)
+}
+
 // listen holds the session's GET stream open for the hub's notifications
 // (a tool list that changed), opening it again when it drops, until stdin
-// ends or the hub refuses it.
-func (r *relay) listen() {
-	fails := 0
+// ends, the hub refuses it, or another session replaced this one.
+func (r *relay) listen(gen int) {
 	defer r.listens.Done()
-	for r.listenCtx.Err() == nil && fails < 10 {
+	current := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.listenGen == gen
+	}
+	fails := 0
+	for r.listenCtx.Err() == nil && fails < 10 && current() {
 		req, err := http.NewRequestWithContext(r.listenCtx, http.MethodGet, r.endpoint, nil)
 		if err != nil {
 			return
@@ -326,8 +404,14 @@ func (r *relay) listen() {
 		} else {
 			if err == nil {
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound {
-					return // no stream here, or the session is gone
+				if resp.StatusCode == http.StatusNotFound {
+					// The hub forgot the session: a new one brings
+					// its own stream.
+					r.reopen(req.Header.Get("Mcp-Session-Id"))
+					return
+				}
+				if resp.StatusCode == http.StatusMethodNotAllowed {
+					return // no stream here
 				}
 			}
 			fails++
@@ -389,11 +473,6 @@ func (r *relay) refused(m message, status int, body []byte) {
 		case e.Detail != "":
 			msg = e.Detail
 		}
-	}
-	if status == http.StatusNotFound {
-		r.mu.Lock()
-		r.session = "" // the hub forgot the session: the client initializes again
-		r.mu.Unlock()
 	}
 	r.fail(m, code, fmt.Sprintf("the hub answered %d %s: %s", status, http.StatusText(status), msg))
 }

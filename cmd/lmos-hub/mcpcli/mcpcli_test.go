@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
+	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/cmd/lmos-hub/mcpcli"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,11 +20,11 @@ import (
 
 // relay runs `lmos-hub mcp args…` against h with pipes for stdin and
 // stdout; the returned transport is the client's end.
-func relay(t *testing.T, h *hubtest.Hub, env map[string]string, args ...string) (*mcp.IOTransport, *bytes.Buffer, chan int) {
+func relay(t *testing.T, h *hubtest.Hub, env map[string]string, args ...string) (*mcp.IOTransport, *syncBuffer, chan int) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var stderr syncBuffer
+	stderr := syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		code := mcpcli.Run(append([]string{"--hub", h.URL}, args...), inR, outW, &stderr, func(k string) string { return env[k] })
@@ -31,12 +32,18 @@ func relay(t *testing.T, h *hubtest.Hub, env map[string]string, args ...string) 
 		done <- code
 	}()
 	t.Cleanup(func() { inW.Close() })
-	return &mcp.IOTransport{Reader: outR, Writer: inW}, &stderr.b, done
+	return &mcp.IOTransport{Reader: outR, Writer: inW}, &stderr, done
 }
 
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
@@ -204,4 +211,48 @@ func streamAgent(t *testing.T, h *hubtest.Hub, id, title string) *agent.Agent {
 		return map[string]any{"done": v.N}, nil
 	})
 	return a
+}
+
+// TestRelayOpensASessionTheHubForgot: when the hub forgets the session
+// (here it sits idle past mcp.sessionTimeout; a restart does the same),
+// the relay opens a new one with the client's own initialize, unseen by
+// the client, and the client's calls and notifications go on.
+func TestRelayOpensASessionTheHubForgot(t *testing.T) {
+	h := hubtest.Start(t, func(c *app.Config) { c.MCP.SessionTimeout = app.Duration(time.Second) })
+	changed := make(chan struct{}, 16)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "relay-test", Version: "0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	tr, stderr, _ := relay(t, h, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// Idle: the hub closes the session, the relay opens another.
+	for !strings.Contains(stderr.String(), "a new one is open") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the relay never opened a new session: %s", stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	a := streamAgent(t, h, "urn:relay:later", "Later")
+	defer a.Close()
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatalf("no tools/list_changed in the new session: %s", stderr.String())
+	}
+	p := &mcp.CallToolParams{Name: "later__count", Arguments: map[string]any{"n": 1}}
+	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+		t.Fatalf("a call in the new session: %v %+v", err, res)
+	}
 }
