@@ -280,10 +280,22 @@ func (d *Door) sync() {
 		d.srv.RemoveTools(removed...)
 	}
 	for _, s := range add {
-		d.srv.AddTool(s.tool, d.toolHandler(s))
+		d.addTool(s)
 	}
 	d.synced.Store(rev)
 	d.once.Do(func() { close(d.ready) })
+}
+
+// addTool gives s to the SDK server. The SDK panics on a schema it
+// refuses; the schemas are made to pass (schema.go), and a Thing's TD must
+// never stop the door even so: such a tool is left out and logged.
+func (d *Door) addTool(s *spec) {
+	defer func() {
+		if err := recover(); err != nil {
+			d.log.Error("a Thing's action cannot be an MCP tool", "thing", s.thing, "group", s.group, "action", s.action, "err", err)
+		}
+	}()
+	d.srv.AddTool(s.tool, d.toolHandler(s))
 }
 
 // maxGone bounds the names of gone tools the door explains.
