@@ -38,6 +38,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if a := s.cfg.Admission; a != nil {
 		st["join"] = statusOf(a.State(false), a.PendingCount())
 	}
+	if s.cfg.MCP != nil {
+		st["mcp"] = map[string]any{"path": "/mcp"} // the MCP door (PROTOCOL §11)
+	}
 	if t := s.cfg.TLS; t != nil {
 		st["tls"] = map[string]any{"fingerprint": t.Fingerprint(), "httpsPort": t.HTTPSPort, "mqttsPort": t.MQTTSPort,
 			"only": t.Only, "notAfter": t.NotAfter().UTC().Format(time.RFC3339)}

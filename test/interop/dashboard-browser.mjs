@@ -688,7 +688,7 @@ const handlers = {
     });
   },
 
-  // hubFigures: the hub page shows the mDNS state and, while messages
+  // hubFigures: the hub page shows the mDNS state, the MCP endpoint and, while messages
   // flow, a messages/s figure above zero (a rate needs two reads of
   // /metrics, 5 s apart).
   async hubFigures(c) {
@@ -698,6 +698,14 @@ const handlers = {
       return await until(`hub-mdns showing ${c.mdns}`, async () => {
         const t = (await text(T("hub-mdns"))).trim();
         if (!t.startsWith(c.mdns)) throw new Error(`hub-mdns is ${JSON.stringify(t)}`);
+        return t;
+      });
+    });
+    await check("hub page shows the MCP endpoint for LLM clients", async () => {
+      const want = new URL("/mcp", page.url()).href;
+      return await until(`hub-mcp showing ${want}`, async () => {
+        const t = (await text(T("hub-mcp"))).trim();
+        if (!t.startsWith(want)) throw new Error(`hub-mcp is ${JSON.stringify(t)}`);
         return t;
       });
     });

@@ -81,6 +81,12 @@ export function hubView(root) {
   const kv = (dl, pairs) => clear(dl).append(...pairs.filter(p => p[1] !== undefined && p[1] !== null && p[1] !== '').flatMap(([k, v, testid]) =>
     [h('dt', { text: k }), h('dd', { testid, class: testid === 'hub-did' || testid === 'hub-id' ? 'mono' : null }, v instanceof Node ? v : String(v))]));
 
+  // The URL an LLM client is given: this page's origin, the door's path.
+  function mcpEndpoint(path) {
+    const url = location.origin + path;
+    return h('span', {}, h('code', { text: url }), ' ', copyButton(url));
+  }
+
   async function loadStatus() {
     try {
       const s = await get('/api/status');
@@ -92,6 +98,7 @@ export function hubView(root) {
         ['Store size', s.storeBytes !== undefined ? (s.storeBytes / 1024).toFixed(0) + ' KiB' : undefined],
         ['Components', comps], ['Anonymous clients may', s.access && s.access.anonymous],
         ['Join mode', s.join && s.join.mode],
+        ['MCP (LLM clients)', s.mcp && mcpEndpoint(s.mcp.path), 'hub-mcp'],
         ['mDNS', s.mdns && mdnsText(s.mdns), 'hub-mdns'],
         ['TLS fingerprint', s.tls && s.tls.fingerprint], ['TLS certificate until', s.tls && s.tls.notAfter],
       ]);
