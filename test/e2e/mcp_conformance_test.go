@@ -71,7 +71,34 @@ func TestMCPConformanceSuite(t *testing.T) {
 	if len(results) == 0 {
 		t.Fatalf("the suite reported no scenario (%v):\n%s", runErr, logs.String())
 	}
-	var unexpected, stale []string
+	unexpected, stale := compareConformance(t, results, expected)
+	// The scenarios that pass saw the hub's tools and resources.
+	if seen := conformanceListed(t, out, "tools-list", "tools"); !subset(hubTools, seen) {
+		t.Errorf("the suite's tools/list saw %v, want the hub's tools %v among them", seen, hubTools)
+	}
+	hubResources := []string{"lmos://things/urn%3Atest%3Aconformance%3Aecho", "lmos://things/urn%3Auuid%3A0d9a6a53-5f43-4c4e-9a55-8f2f6c1b7a01"}
+	if seen := conformanceListed(t, out, "resources-list", "resources"); !subset(hubResources, seen) {
+		t.Errorf("the suite's resources/list saw %v, want the hub's TDs %v among them", seen, hubResources)
+	}
+	for _, name := range expected {
+		if !slices.ContainsFunc(results, func(r conformanceResult) bool { return r.scenario == name }) {
+			t.Errorf("the baseline lists %q, which the suite did not run", name)
+		}
+	}
+	if len(unexpected) > 0 || len(stale) > 0 {
+		t.Errorf("unexpected failures %v; baseline entries that now pass %v (remove them from %s)\n%s",
+			unexpected, stale, conformanceBaseline, logs.String())
+	}
+	// The suite's own verdict on the baseline must agree with the table.
+	if (runErr == nil) != (len(unexpected) == 0 && len(stale) == 0) {
+		t.Errorf("the suite's exit (%v) disagrees with its results:\n%s", runErr, logs.String())
+	}
+}
+
+// compareConformance logs each scenario's result and returns the failures
+// the baseline does not list and the listed scenarios that passed.
+func compareConformance(t *testing.T, results []conformanceResult, expected []string) (unexpected, stale []string) {
+	t.Helper()
 	for _, r := range results {
 		listed := slices.Contains(expected, r.scenario)
 		verdict := "pass"
@@ -91,22 +118,7 @@ func TestMCPConformanceSuite(t *testing.T) {
 		}
 		t.Logf("%-32s %s%s %s", r.scenario, verdict, note, r.summary)
 	}
-	if seen := conformanceToolsListed(t, out); !subset(hubTools, seen) {
-		t.Errorf("the suite's tools/list saw %v, want the hub's tools %v among them", seen, hubTools)
-	}
-	for _, name := range expected {
-		if !slices.ContainsFunc(results, func(r conformanceResult) bool { return r.scenario == name }) {
-			t.Errorf("the baseline lists %q, which the suite did not run", name)
-		}
-	}
-	if len(unexpected) > 0 || len(stale) > 0 {
-		t.Errorf("unexpected failures %v; baseline entries that now pass %v (remove them from %s)\n%s",
-			unexpected, stale, conformanceBaseline, logs.String())
-	}
-	// The suite's own verdict on the baseline must agree with the table.
-	if (runErr == nil) != (len(unexpected) == 0 && len(stale) == 0) {
-		t.Errorf("the suite's exit (%v) disagrees with its results:\n%s", runErr, logs.String())
-	}
+	return unexpected, stale
 }
 
 // startConformanceAgent connects an MQTT agent with two actions, so the
@@ -188,25 +200,30 @@ func subset(want, got []string) bool {
 	return true
 }
 
-// conformanceToolsListed is the tool names the suite's tools-list scenario
-// saw.
-func conformanceToolsListed(t *testing.T, dir string) []string {
+// conformanceListed is what the suite's scenario (tools-list,
+// resources-list) saw listed: the names or URIs in its check's details
+// under key.
+func conformanceListed(t *testing.T, dir, scenario, key string) []string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "server-tools-list-*", "checks.json"))
+	files, _ := filepath.Glob(filepath.Join(dir, "server-"+scenario+"-*", "checks.json"))
 	if len(files) != 1 {
-		t.Fatalf("want one result of tools-list, found %v", files)
+		t.Fatalf("want one result of %s, found %v", scenario, files)
 	}
 	b, err := os.ReadFile(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	var checks []struct {
-		Details struct{ Tools []string }
+		Details map[string]json.RawMessage
 	}
+	var listed []string
 	if err := json.Unmarshal(b, &checks); err != nil || len(checks) == 0 {
 		t.Fatalf("%s: %v %s", files[0], err, b)
 	}
-	return checks[0].Details.Tools
+	if err := json.Unmarshal(checks[0].Details[key], &listed); err != nil {
+		t.Fatalf("%s: details.%s: %v %s", files[0], key, err, b)
+	}
+	return listed
 }
 
 // readConformanceBaseline reads the scenario names under "server:" of the
