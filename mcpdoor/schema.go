@@ -1,8 +1,14 @@
 package mcpdoor
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
+
+	"github.com/eclipse-lmos/lmos-hub/internal/jsonx"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // A TD's data schemas (WoT TD §5.3.2) are close to JSON Schema but not the
@@ -26,9 +32,29 @@ const maxSchemaDepth = 32
 
 var simpleTypes = map[string]bool{"null": true, "boolean": true, "object": true, "array": true, "number": true, "string": true, "integer": true}
 
+// dialect2020 is the $schema of JSON Schema 2020-12, MCP's default
+// dialect; a TD's other $schema values are dropped, since the conversion
+// gives 2020-12 forms (prefixItems).
+const dialect2020 = "https://json-schema.org/draft/2020-12/schema"
+
 // jsonSchema converts a TD data schema to a JSON Schema 2020-12 object.
 func jsonSchema(ds map[string]any) map[string]any {
 	return convert(ds, 0)
+}
+
+// convertAll converts each schema of a map (properties, $defs).
+func convertAll(v any, sub func(any) (map[string]any, bool)) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	out := map[string]any{}
+	for name, p := range m {
+		if s, ok := sub(p); ok {
+			out[name] = s
+		}
+	}
+	return out, true
 }
 
 func convert(ds map[string]any, depth int) map[string]any {
@@ -102,15 +128,19 @@ func convert(ds map[string]any, depth int) map[string]any {
 					out[k] = names
 				}
 			}
-		case "properties":
-			if m, ok := v.(map[string]any); ok {
-				props := map[string]any{}
-				for name, p := range m {
-					if s, ok := sub(p); ok {
-						props[name] = s
-					}
-				}
-				out[k] = props
+		case "properties", "$defs", "definitions":
+			// definitions: draft-07's $defs, which its $refs name.
+			if m, ok := convertAll(v, sub); ok {
+				out[k] = m
+			}
+		case "$ref":
+			// Only within the schema: a client must not fetch anything.
+			if r, ok := v.(string); ok && localRef(r) {
+				out[k] = r
+			}
+		case "$schema":
+			if depth == 0 && v == dialect2020 {
+				out[k] = v
 			}
 		case "additionalProperties":
 			if b, ok := v.(bool); ok {
@@ -163,16 +193,11 @@ func convert(ds map[string]any, depth int) map[string]any {
 	return out
 }
 
+// number reads a TD's numeric term: the registry's documents hold
+// json.Number, the CBOR decoder's other types.
 func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	}
-	return 0, false
+	f, ok := jsonx.Number(v)
+	return f, ok && !math.IsNaN(f) && !math.IsInf(f, 0)
 }
 
 // isObject reports whether a converted schema describes only objects.
@@ -188,10 +213,11 @@ func inputSchema(input map[string]any) (map[string]any, bool) {
 		return map[string]any{"type": "object", "properties": map[string]any{}, "additionalProperties": false}, false
 	}
 	s := jsonSchema(input)
-	if isObject(s) {
-		return s, false
+	wrap := !isObject(s)
+	if wrap {
+		s = wrapped(wrapKey, s, "The action's input.")
 	}
-	return wrapped(wrapKey, s, "The action's input."), true
+	return resolvable(s), wrap
 }
 
 // outputSchema is a tool's outputSchema for an action's output schema
@@ -202,22 +228,120 @@ func outputSchema(output map[string]any) (map[string]any, bool) {
 		return nil, false
 	}
 	s := jsonSchema(output)
-	if isObject(s) {
-		return s, false
+	wrap := !isObject(s)
+	if wrap {
+		s = wrapped(resultKey, s, "The action's output.")
 	}
-	return wrapped(resultKey, s, "The action's output."), true
+	return resolvable(s), wrap
 }
 
+// wrapped is the object schema with s as its one property key. A
+// schema's $schema and definitions belong at the root, so they move up;
+// its other references, into s, now point below properties/key.
 func wrapped(key string, s map[string]any, desc string) map[string]any {
 	if _, ok := s["description"]; !ok {
 		s["description"] = desc
 	}
-	return map[string]any{
+	w := map[string]any{
 		"type":                 "object",
 		"properties":           map[string]any{key: s},
 		"required":             []any{key},
 		"additionalProperties": false,
 	}
+	for _, k := range []string{"$schema", "$defs", "definitions"} {
+		if v, ok := s[k]; ok {
+			w[k] = v
+			delete(s, k)
+		}
+	}
+	eachSchema(w, func(m map[string]any) {
+		r, ok := m["$ref"].(string)
+		if ok && !strings.HasPrefix(r, "#/$defs/") && !strings.HasPrefix(r, "#/definitions/") {
+			m["$ref"] = "#/properties/" + pointerToken(key) + strings.TrimPrefix(r, "#")
+		}
+	})
+	return w
+}
+
+// localRef reports whether a $ref is a JSON pointer into the schema itself
+// ("#" or "#/..."); anchors are not kept, so "#name" is not.
+func localRef(r string) bool {
+	return r == "#" || strings.HasPrefix(r, "#/")
+}
+
+func pointerToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// eachSchema calls fn on s and on every schema below it, following the
+// keywords convert keeps (not const, default or enum, whose values are
+// data).
+func eachSchema(s map[string]any, fn func(map[string]any)) {
+	fn(s)
+	for k, v := range s {
+		switch k {
+		case "properties", "$defs", "definitions":
+			m, _ := v.(map[string]any)
+			for _, e := range m {
+				if sub, ok := e.(map[string]any); ok {
+					eachSchema(sub, fn)
+				}
+			}
+		case "prefixItems", "oneOf", "anyOf", "allOf":
+			a, _ := v.([]any)
+			for _, e := range a {
+				if sub, ok := e.(map[string]any); ok {
+					eachSchema(sub, fn)
+				}
+			}
+		case "items", "additionalProperties", "not":
+			if sub, ok := v.(map[string]any); ok {
+				eachSchema(sub, fn)
+			}
+		}
+	}
+}
+
+// resolvable returns s, without its $refs if one of them points nowhere
+// (a TD's typo): a listed schema must compile for the client, and the hub
+// itself then checks the input with the TD's other terms alone.
+func resolvable(s map[string]any) map[string]any {
+	refs := false
+	eachSchema(s, func(m map[string]any) { refs = refs || m["$ref"] != nil })
+	if !refs || compiles(s) {
+		return s
+	}
+	eachSchema(s, func(m map[string]any) { delete(m, "$ref") })
+	return s
+}
+
+// compiles reports whether s compiles as JSON Schema 2020-12, loading
+// nothing.
+func compiles(s map[string]any) bool {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return false
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return false
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	const url = "mem:///tool-schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return false
+	}
+	_, err = c.Compile(url)
+	return err == nil
+}
+
+// noLoader loads no schema from anywhere.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("mcpdoor: tool schemas load nothing (%s)", url)
 }
 
 // conversational reports whether an action's input is a conversation:
