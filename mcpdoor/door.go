@@ -282,8 +282,34 @@ func (d *Door) sync() {
 	for _, s := range add {
 		d.addTool(s)
 	}
+	d.syncResources(prev, next)
 	d.synced.Store(rev)
 	d.once.Do(func() { close(d.ready) })
+}
+
+// syncResources gives the SDK server a resource per Thing, so that a
+// Thing joining, leaving or renamed sends notifications/resources/
+// list_changed; resources/list itself is answered per caller (list.go).
+func (d *Door) syncResources(prev, next *catalog) {
+	var gone []string
+	for id := range prev.things {
+		if next.things[id] == nil {
+			gone = append(gone, thingURI(id))
+		}
+	}
+	if len(gone) > 0 {
+		d.srv.RemoveResources(gone...)
+	}
+	for id, ts := range next.things {
+		if old := prev.things[id]; old != nil && old.title == ts.title {
+			continue
+		}
+		title := ts.title
+		if title == "" {
+			title = id
+		}
+		d.srv.AddResource(thingResource(id, title), d.readResource)
+	}
 }
 
 // addTool gives s to the SDK server. The SDK panics on a schema it

@@ -89,20 +89,28 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // client is an MCP client session of the official Go SDK with what it heard.
 type client struct {
 	*mcp.ClientSession
-	mu       sync.Mutex
-	changed  chan struct{}
-	progress []*mcp.ProgressNotificationParams
+	mu      sync.Mutex
+	changed chan struct{}
+	// resChanged hears notifications/resources/list_changed.
+	resChanged chan struct{}
+	progress   []*mcp.ProgressNotificationParams
 }
 
 // connect opens a session with the hub's /mcp (path may add a query) at
 // version, with token ("" none).
 func connect(t testing.TB, h *hubtest.Hub, version, path, token string) *client {
 	t.Helper()
-	c := &client{changed: make(chan struct{}, 64)}
+	c := &client{changed: make(chan struct{}, 64), resChanged: make(chan struct{}, 64)}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "lmos-test", Version: "0"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case c.changed <- struct{}{}:
+			default:
+			}
+		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			select {
+			case c.resChanged <- struct{}{}:
 			default:
 			}
 		},

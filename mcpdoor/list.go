@@ -126,8 +126,7 @@ func (d *Door) listResources(ctx context.Context, c *caller) ([]*mcp.Resource, e
 		if ts := cat.things[t.ID]; ts != nil && ts.title != "" {
 			title = ts.title
 		}
-		out = append(out, &mcp.Resource{URI: thingURI(t.ID), Name: t.ID, Title: title,
-			Description: "The Thing Description of " + title, MIMEType: mediaTD})
+		out = append(out, thingResource(t.ID, title))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].URI < out[j].URI })
 	return out, nil

@@ -23,11 +23,22 @@ func (c *client) waitChanged(t testing.TB, what string) {
 	}
 }
 
+// waitResourcesChanged waits for notifications/resources/list_changed.
+func (c *client) waitResourcesChanged(t testing.TB, what string) {
+	t.Helper()
+	select {
+	case <-c.resChanged:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no resources/list_changed after %s", what)
+	}
+}
+
 // drainChanged forgets the notifications heard so far.
 func (c *client) drainChanged() {
 	for {
 		select {
 		case <-c.changed:
+		case <-c.resChanged:
 		default:
 			return
 		}
@@ -35,9 +46,8 @@ func (c *client) drainChanged() {
 }
 
 // TestListChangesAsAgentsComeAndGo: a client of either revision hears
-// tools/list_changed when an agent joins and when it leaves, and the list
-// then shows the change; a replaced TD with another action renames nothing
-// else.
+// tools/list_changed and resources/list_changed when an agent joins and
+// when it leaves, and the list then shows the change.
 func TestListChangesAsAgentsComeAndGo(t *testing.T) {
 	h := startHub(t, nil)
 	clients := map[string]*client{}
@@ -60,6 +70,7 @@ func TestListChangesAsAgentsComeAndGo(t *testing.T) {
 		name := fmt.Sprintf("joiner_%d__do", round)
 		for v, c := range clients {
 			c.waitChanged(t, v+": "+id+" joined")
+			c.waitResourcesChanged(t, v+": "+id+" joined")
 			c.waitTools(t, v+": list "+name, func(m map[string]*mcp.Tool) bool { return m[name] != nil })
 			if res := c.call(t, name, map[string]any{"n": round}); res.IsError {
 				t.Fatalf("%s: %s: %s", v, name, text(res))
@@ -74,6 +85,7 @@ func TestListChangesAsAgentsComeAndGo(t *testing.T) {
 		}
 		for v, c := range clients {
 			c.waitChanged(t, v+": "+id+" left")
+			c.waitResourcesChanged(t, v+": "+id+" left")
 			c.waitTools(t, v+": drop "+name, func(m map[string]*mcp.Tool) bool { return m[name] == nil && m["first__do"] != nil })
 		}
 	}

@@ -20,6 +20,11 @@ const (
 
 func thingURI(id string) string { return thingScheme + escape(id) }
 
+// thingResource is the resource of a Thing's TD.
+func thingResource(id, title string) *mcp.Resource {
+	return &mcp.Resource{URI: thingURI(id), Name: id, Title: title, Description: "The Thing Description of " + title, MIMEType: mediaTD}
+}
+
 // escape percent-encodes all but RFC 3986's unreserved characters.
 func escape(s string) string {
 	var b strings.Builder
