@@ -28,6 +28,7 @@ const (
 	DefaultSessionTimeout = 10 * time.Minute
 	DefaultCallTimeout    = 30 * time.Second
 	DefaultMaxBodyBytes   = 256 << 10
+	DefaultSyncInterval   = 100 * time.Millisecond
 )
 
 // statelessVersion is the first revision without sessions: its requests
@@ -64,6 +65,11 @@ type Config struct {
 	CallTimeout time.Duration
 	// MaxBodyBytes bounds a request's body (http.maxBodyBytes).
 	MaxBodyBytes int64
+	// SyncInterval spaces the door's readings of the directory: a change
+	// after a quiet moment is read at once, a burst of changes (a LAN's
+	// Things joining after a power cut) at most once per interval, since
+	// each reading goes over every Thing.
+	SyncInterval time.Duration
 	Version      string
 	Logger       *slog.Logger
 }
@@ -87,6 +93,7 @@ type Door struct {
 	gone map[string]string // names of tools that went, and why
 	// synced is the registry revision the catalog reflects.
 	synced atomic.Uint64
+	syncs  atomic.Uint64 // how many times it read the directory
 	ready  chan struct{} // closed after the first sync
 	once   sync.Once
 }
@@ -120,6 +127,9 @@ func New(cfg Config) *Door {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = DefaultSyncInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -182,8 +192,11 @@ func (d *Door) Run(ctx context.Context) error {
 	}
 }
 
-// follow syncs after each batch of events; false once ctx ended.
+// follow syncs after each batch of events, at most once per SyncInterval:
+// events that come sooner wait for the interval's end and are read
+// together. False once ctx ended.
 func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -192,18 +205,44 @@ func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
 			if !ok {
 				return true
 			}
-		drain:
-			for {
-				select {
-				case _, ok := <-sub.C:
-					if !ok {
-						break drain
-					}
-				default:
+		}
+		if wait := d.cfg.SyncInterval - time.Since(last); wait > 0 {
+			if open, alive := d.await(ctx, sub, wait); !open || !alive {
+				return alive
+			}
+		}
+	drain:
+		for {
+			select {
+			case _, ok := <-sub.C:
+				if !ok {
 					break drain
 				}
+			default:
+				break drain
 			}
-			d.sync()
+		}
+		d.sync()
+		last = time.Now()
+	}
+}
+
+// await takes sub's events for wait (the subscription must not fall
+// behind meanwhile); open is false if sub closed, alive false if ctx
+// ended.
+func (d *Door) await(ctx context.Context, sub *hub.Subscription, wait time.Duration) (open, alive bool) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case _, ok := <-sub.C:
+			if !ok {
+				return false, true
+			}
+		case <-t.C:
+			return true, true
 		}
 	}
 }
@@ -281,6 +320,7 @@ func (d *Door) sync() {
 		d.srv.AddTool(s.tool, d.toolHandler(s))
 	}
 	d.synced.Store(rev)
+	d.syncs.Add(1)
 	d.once.Do(func() { close(d.ready) })
 }
 
