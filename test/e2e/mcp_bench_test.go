@@ -399,7 +399,8 @@ func envInt(name string, def int) int {
 // ("listen"); at 2025-11-25 a session with its GET stream ("session+GET")
 // or a session alone ("session"). Reports the growth of RssAnon, PSS and
 // VmRSS (/proc) from before the clients connected to 2 s after, per
-// client, in KB. Each stream is checked live afterwards: a Thing joins and
+// client, in KB, and of the hub's goroutines, heap in use and stacks (its
+// /metrics; the heap's garbage not yet collected counts too). Each stream is checked live afterwards: a Thing joins and
 // every listening client must hear notifications/tools/list_changed.
 func BenchmarkMCPListenerMemory(b *testing.B) {
 	if testing.Short() {
@@ -424,7 +425,7 @@ func BenchmarkMCPListenerMemory(b *testing.B) {
 // memory growth per client; the clients stay open until b ends.
 func listenerMemory(b *testing.B, h hubProcess, n int, version string, noGET bool) {
 	time.Sleep(2 * time.Second)
-	before := procMB(b, h.pid)
+	before, goBefore := procMB(b, h.pid), goMetrics(b, h.httpBase)
 	var heard atomic.Int64
 	rt := benchTransport(b)
 	for range n {
@@ -436,9 +437,14 @@ func listenerMemory(b *testing.B, h hubProcess, n int, version string, noGET boo
 		mcpClient(b, h.httpBase, version, rt, noGET, onChange)
 	}
 	time.Sleep(2 * time.Second)
-	after := procMB(b, h.pid)
+	after, goAfter := procMB(b, h.pid), goMetrics(b, h.httpBase)
 	for _, f := range []string{"RssAnon", "Pss", "VmRSS"} {
 		b.ReportMetric((after[f]-before[f])*1024/float64(n), f+"-KB/client")
+	}
+	b.ReportMetric((goAfter["go_goroutines"]-goBefore["go_goroutines"])/float64(n), "goroutines/client")
+	for _, f := range []string{"heap_inuse", "stack_inuse"} {
+		m := "go_memstats_" + f + "_bytes"
+		b.ReportMetric((goAfter[m]-goBefore[m])/1024/float64(n), f+"-KB/client")
 	}
 	b.ReportMetric(after["RssAnon"], "RssAnon-MB")
 	if noGET {
@@ -450,6 +456,31 @@ func listenerMemory(b *testing.B, h hubProcess, n int, version string, noGET boo
 			b.Fatalf("%d of %d clients heard tools/list_changed", heard.Load(), n)
 		}
 	}
+}
+
+// goMetrics reads the Go runtime's gauges (go_*) of the hub's /metrics.
+func goMetrics(b *testing.B, base string) map[string]float64 {
+	b.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(name, "go_") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 // procMB reads process pid's memory (test/kit/memprof).
