@@ -294,6 +294,9 @@ func BenchmarkMCPToolCall(b *testing.B) {
 	bin := buildTool(b, lmosHubPkg, "lmos-hub")
 	if perfDir != "" {
 		bin = buildWithSymbols(b, lmosHubPkg, "lmos-hub")
+		if err := os.MkdirAll(perfDir, 0o755); err != nil {
+			b.Fatal(err)
+		}
 	}
 	h := startMCPHub(b, bin, "  enabled: true\n")
 	startAdder(b, h.mqttAddr, h.httpBase)
@@ -364,7 +367,7 @@ func buildWithSymbols(b *testing.B, pkg, name string) string {
 // function it returns stops it and waits until the file is written.
 func perfRecord(b *testing.B, pid int, file string) func() {
 	b.Helper()
-	cmd := exec.Command("perf", "record", "-F", "2999", "-g", "-p", strconv.Itoa(pid), "-o", file)
+	cmd := exec.Command("perf", "record", "-q", "-F", "2999", "-g", "-p", strconv.Itoa(pid), "-o", file)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -373,8 +376,9 @@ func perfRecord(b *testing.B, pid int, file string) func() {
 	time.Sleep(500 * time.Millisecond) // perf attaches
 	return func() {
 		_ = cmd.Process.Signal(os.Interrupt)
-		if err := cmd.Wait(); err != nil {
-			b.Logf("perf record: %v\n%s", err, out.String())
+		err := cmd.Wait() // perf exits non-zero on SIGINT, its profile written
+		if st, serr := os.Stat(file); serr != nil || st.Size() == 0 {
+			b.Fatalf("perf record wrote no profile (%v):\n%s", err, out.String())
 		}
 	}
 }
