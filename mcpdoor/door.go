@@ -17,6 +17,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 )
 
 // Defaults of Config.
@@ -30,6 +31,10 @@ const (
 	DefaultMaxBodyBytes   = 256 << 10
 	DefaultSyncInterval   = 100 * time.Millisecond
 )
+
+// syncBurst is how many readings of the directory follow changes at once
+// before SyncInterval spaces them.
+const syncBurst = 10
 
 // statelessVersion is the first revision without sessions: its requests
 // go to the stateless handler.
@@ -65,10 +70,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// MaxBodyBytes bounds a request's body (http.maxBodyBytes).
 	MaxBodyBytes int64
-	// SyncInterval spaces the door's readings of the directory: a change
-	// after a quiet moment is read at once, a burst of changes (a LAN's
-	// Things joining after a power cut) at most once per interval, since
-	// each reading goes over every Thing.
+	// SyncInterval spaces the door's readings of the directory: the
+	// first syncBurst changes after a quiet moment are read at once, a
+	// longer burst (a LAN's Things joining after a power cut) once per
+	// interval, since each reading goes over every Thing.
 	SyncInterval time.Duration
 	Version      string
 	Logger       *slog.Logger
@@ -192,11 +197,11 @@ func (d *Door) Run(ctx context.Context) error {
 	}
 }
 
-// follow syncs after each batch of events, at most once per SyncInterval:
-// events that come sooner wait for the interval's end and are read
-// together. False once ctx ended.
+// follow syncs after each batch of events, syncBurst at once and then at
+// most once per SyncInterval: events that come sooner wait for their turn
+// and are read together. False once ctx ended.
 func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
-	var last time.Time
+	lim := rate.NewLimiter(rate.Every(d.cfg.SyncInterval), syncBurst)
 	for {
 		select {
 		case <-ctx.Done():
@@ -206,7 +211,7 @@ func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
 				return true
 			}
 		}
-		if wait := d.cfg.SyncInterval - time.Since(last); wait > 0 {
+		if wait := lim.Reserve().Delay(); wait > 0 {
 			if open, alive := d.await(ctx, sub, wait); !open || !alive {
 				return alive
 			}
@@ -223,7 +228,6 @@ func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
 			}
 		}
 		d.sync()
-		last = time.Now()
 	}
 }
 

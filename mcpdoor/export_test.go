@@ -5,3 +5,6 @@ func (d *Door) Syncs() uint64 { return d.syncs.Load() }
 
 // ToolNames are the names of the Thing and group tools the door holds.
 func (d *Door) ToolNames() []string { return d.catalog().names }
+
+// SyncBurst is how many readings follow changes at once.
+const SyncBurst = syncBurst
