@@ -291,8 +291,10 @@ func BenchmarkMCPToolCall(b *testing.B) {
 		b.Skip("starts a hub process")
 	}
 	perfDir := os.Getenv("LMOS_BENCH_MCP_PERF")
-	bin := buildTool(b, lmosHubPkg, "lmos-hub")
-	if perfDir != "" {
+	var bin string
+	if perfDir == "" {
+		bin = buildTool(b, lmosHubPkg, "lmos-hub")
+	} else {
 		bin = buildWithSymbols(b, lmosHubPkg, "lmos-hub")
 		if err := os.MkdirAll(perfDir, 0o755); err != nil {
 			b.Fatal(err)
