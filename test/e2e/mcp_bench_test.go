@@ -133,8 +133,8 @@ func putTDs(b *testing.B, base string, tds []tdgen.TD) {
 // "default": mcp.maxTools as shipped (38), so the list holds only
 // find_tools and call_tool. Reports p50/p99 per call (the client's
 // decoding and checking of the tools included), the hub process's CPU
-// time (user + system) per call, the answer's bytes as read from the wire
-// (SSE framing included where the SDK streams it) and the tools listed.
+// time (user + system) per call, the answer's HTTP body in bytes as read
+// from the wire (the SDK's framing included) and the tools listed.
 func BenchmarkMCPToolsList1000(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts hub processes")
