@@ -18,6 +18,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 )
 
 // Defaults of Config.
@@ -29,7 +30,12 @@ const (
 	DefaultSessionTimeout = time.Hour
 	DefaultCallTimeout    = 30 * time.Second
 	DefaultMaxBodyBytes   = 256 << 10
+	DefaultSyncInterval   = 100 * time.Millisecond
 )
+
+// syncBurst is how many readings of the directory follow changes at once
+// before SyncInterval spaces them.
+const syncBurst = 10
 
 // statelessVersion is the first revision without sessions: its requests
 // go to the stateless handler.
@@ -65,6 +71,11 @@ type Config struct {
 	CallTimeout time.Duration
 	// MaxBodyBytes bounds a request's body (http.maxBodyBytes).
 	MaxBodyBytes int64
+	// SyncInterval spaces the door's readings of the directory: the
+	// first syncBurst changes after a quiet moment are read at once, a
+	// longer burst (a LAN's Things joining after a power cut) once per
+	// interval, since each reading goes over every Thing.
+	SyncInterval time.Duration
 	Version      string
 	Logger       *slog.Logger
 }
@@ -89,6 +100,7 @@ type Door struct {
 	gone map[string]string // names of tools that went, and why
 	// synced is the registry revision the catalog reflects.
 	synced atomic.Uint64
+	syncs  atomic.Uint64 // how many times it read the directory
 	ready  chan struct{} // closed after the first sync
 	once   sync.Once
 }
@@ -122,6 +134,9 @@ func New(cfg Config) *Door {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = DefaultSyncInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -184,8 +199,11 @@ func (d *Door) Run(ctx context.Context) error {
 	}
 }
 
-// follow syncs after each batch of events; false once ctx ended.
+// follow syncs after each batch of events, syncBurst at once and then at
+// most once per SyncInterval: events that come sooner wait for their turn
+// and are read together. False once ctx ended.
 func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
+	lim := rate.NewLimiter(rate.Every(d.cfg.SyncInterval), syncBurst)
 	for {
 		select {
 		case <-ctx.Done():
@@ -194,18 +212,43 @@ func (d *Door) follow(ctx context.Context, sub *hub.Subscription) bool {
 			if !ok {
 				return true
 			}
-		drain:
-			for {
-				select {
-				case _, ok := <-sub.C:
-					if !ok {
-						break drain
-					}
-				default:
+		}
+		if wait := lim.Reserve().Delay(); wait > 0 {
+			if open, alive := d.await(ctx, sub, wait); !open || !alive {
+				return alive
+			}
+		}
+	drain:
+		for {
+			select {
+			case _, ok := <-sub.C:
+				if !ok {
 					break drain
 				}
+			default:
+				break drain
 			}
-			d.sync()
+		}
+		d.sync()
+	}
+}
+
+// await takes sub's events for wait (the subscription must not fall
+// behind meanwhile); open is false if sub closed, alive false if ctx
+// ended.
+func (d *Door) await(ctx context.Context, sub *hub.Subscription, wait time.Duration) (open, alive bool) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case _, ok := <-sub.C:
+			if !ok {
+				return false, true
+			}
+		case <-t.C:
+			return true, true
 		}
 	}
 }
@@ -284,6 +327,7 @@ func (d *Door) sync() {
 	}
 	d.syncResources(prev, next)
 	d.synced.Store(rev)
+	d.syncs.Add(1)
 	d.once.Do(func() { close(d.ready) })
 }
 
