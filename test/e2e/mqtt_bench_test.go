@@ -274,7 +274,7 @@ const lmosHubPkg = "../../cmd/lmos-hub"
 
 // buildTool builds the main package pkg (relative to this directory) into
 // a temp dir, statically as the release build does.
-func buildTool(b *testing.B, pkg, name string) string {
+func buildTool(b testing.TB, pkg, name string) string {
 	b.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
