@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -223,7 +224,10 @@ func (s *mcpScenario) waitDoor() {
 type tsClient struct {
 	*scriptProc
 	changes, listening int
-	others             []map[string]any // notifications it had no handler for
+	// resChanges counts notifications/resources/list_changed, others the
+	// rest of the notifications the client had no handler for.
+	resChanges int
+	others     []map[string]any
 	// onProgressed hears the client's onprogress calls (nil: nobody).
 	onProgressed func(m map[string]any)
 }
@@ -244,8 +248,13 @@ func (c *tsClient) keep(kind string) func(map[string]any) bool {
 				c.onProgressed(m)
 			}
 			return kind == "progressed"
+		case m["notification"] == "notifications/resources/list_changed":
+			c.resChanges++
+			return kind == "resources/list_changed"
 		case m["notification"] != nil:
 			c.others = append(c.others, m)
+		case m["failed"] != nil:
+			return kind != "" // the command's {"error"} says why
 		default:
 			if m[kind] == nil {
 				c.t.Errorf("%s: unexpected report %v", c.name, m)
@@ -260,7 +269,19 @@ func (c *tsClient) keep(kind string) func(map[string]any) bool {
 func (c *tsClient) ask(kind string, cmd map[string]any) map[string]any {
 	c.t.Helper()
 	c.do(90*time.Second, cmd)
-	return c.next(10*time.Second, c.keep(kind))
+	return c.report(kind, 10*time.Second)
+}
+
+// report waits up to d for the report of the command running, failing the
+// test if the command failed.
+func (c *tsClient) report(kind string, d time.Duration) map[string]any {
+	c.t.Helper()
+	m := c.next(d, c.keep(kind))
+	if m["failed"] != nil {
+		c.check()
+		c.t.Fatalf("%s: %v failed", c.name, m["failed"])
+	}
+	return m
 }
 
 // absorb counts the events reported so far.
@@ -337,7 +358,7 @@ func (c *tsClient) callStepped(name string, args any, ack chan<- struct{}) tsRes
 	}
 	defer func() { c.onProgressed = nil }()
 	c.send(map[string]any{"cmd": "call", "name": name, "arguments": args})
-	m := c.next(90*time.Second, c.keep("call"))
+	m := c.report("call", 90*time.Second)
 	select {
 	case ok := <-c.oks:
 		if ok != "call" {
@@ -373,10 +394,9 @@ func (s *mcpScenario) run(c *tsClient, listening func(), freeRunning bool) {
 	s.checkJoin(c, listening)
 	c.absorb()
 	for _, m := range c.others {
-		if m["notification"] != "notifications/resources/list_changed" {
-			t.Errorf("unexpected notification %v", m)
-		}
+		t.Errorf("unexpected notification %v", m)
 	}
+	t.Logf("heard %d tools/list_changed and %d resources/list_changed", c.changes, c.resChanges)
 	c.exit()
 }
 
@@ -632,12 +652,13 @@ func (s *mcpScenario) checkResource(c *tsClient) {
 }
 
 // checkJoin: an agent joining is announced (notifications/tools/
-// list_changed) to the client, whose next tools/list has its tool.
+// list_changed and resources/list_changed) to the client, whose next
+// tools/list has its tool and resources/list its TD.
 func (s *mcpScenario) checkJoin(c *tsClient, listening func()) {
 	t := s.t
 	c.absorb()
-	if c.changes != 0 {
-		t.Errorf("%d list changes before any Thing joined or left", c.changes)
+	if c.changes != 0 || c.resChanges != 0 {
+		t.Errorf("%d tool and %d resource list changes before any Thing joined or left", c.changes, c.resChanges)
 	}
 	listening()
 	light := tsTD(tsLightID, "Kitchen light", map[string]any{
@@ -648,8 +669,19 @@ func (s *mcpScenario) checkJoin(c *tsClient, listening func()) {
 			return map[string]any{"on": true}, nil
 		},
 	})
+	// Each list change is announced at least once: the SDK server batches
+	// the changes of 10 ms into one notification, and a sync may take two.
 	if c.changes == 0 {
 		c.next(60*time.Second, c.keep("listChanged"))
+	}
+	if c.resChanges == 0 {
+		c.next(60*time.Second, c.keep("resources/list_changed"))
+	}
+	var listed []struct{ URI string }
+	remarshal(t, c.ask("resources", map[string]any{"cmd": "resources"})["resources"], &listed)
+	lightURI := "lmos://things/urn%3Atest%3Ahome%2Fkitchen-light"
+	if !slices.ContainsFunc(listed, func(r struct{ URI string }) bool { return r.URI == lightURI }) {
+		t.Errorf("after the list change, resources/list lacks %s: %v", lightURI, listed)
 	}
 	tools := c.tools()
 	if _, ok := tools["kitchen_light__toggle"]; !ok {
@@ -690,7 +722,10 @@ func watchStreams(t *testing.T, hubURL string) *streamWatch {
 		},
 	}
 	srv := httptest.NewServer(proxy)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.CloseClientConnections() // a notification stream left open
+		srv.Close()
+	})
 	w.url = srv.URL
 	return w
 }

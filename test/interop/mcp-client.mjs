@@ -9,7 +9,7 @@
 //
 // Prints {"ready": {server, capabilities, protocolVersion}} once connected.
 // Commands on stdin (JSON lines), run one after the other, each answered by
-// its report and then {"ok": cmd}:
+// its report (or {"failed": cmd} after the {"error"}) and then {"ok": cmd}:
 //   {"cmd":"list"}                      → {"tools": [every tool, all pages]}
 //   {"cmd":"call","name","arguments"}   → {"call": name, "result": the
 //        CallToolResult, "progress": [every progress notification of the
@@ -151,6 +151,7 @@ rl.on("line", (line) => {
       await h(c);
     } catch (e) {
       complain(`command ${line}`, e);
+      say({ failed: c?.cmd ?? null }); // no report will come
     }
     say({ ok: c?.cmd ?? null });
     if (c?.cmd === "exit") process.exit(0);
