@@ -585,6 +585,18 @@ func (s *mcpScenario) checkFailures(c *tsClient) {
 	for k, n := range before {
 		s.invoked(k, n)
 	}
+	// A tool nobody has is a protocol error, the one error the client
+	// must throw here.
+	var thrown struct {
+		Thrown struct {
+			Name, Message string
+			Code          float64
+		}
+	}
+	remarshal(t, c.ask("call", map[string]any{"cmd": "call", "name": "no_such__tool", "arguments": map[string]any{}, "expectError": true}), &thrown)
+	if e := thrown.Thrown; e.Name != "McpError" || e.Code != -32602 || !strings.Contains(e.Message, "no_such__tool") {
+		t.Errorf("unknown tool: thrown %+v, want McpError -32602 naming the tool", e)
+	}
 }
 
 // problemOf is the problem a tool error carries as its second text.

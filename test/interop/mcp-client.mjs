@@ -13,7 +13,9 @@
 //   {"cmd":"list"}                      → {"tools": [every tool, all pages]}
 //   {"cmd":"call","name","arguments"}   → {"call": name, "result": the
 //        CallToolResult, "progress": [every progress notification of the
-//        call, as onprogress got them]}
+//        call, as onprogress got them]}; with "expectError": true the call
+//        must throw, reported as {"call": name, "thrown": {name, code,
+//        message}} (anything else is an error)
 //   {"cmd":"resources"}                 → {"resources": [all pages]}
 //   {"cmd":"read","uri"}                → {"read": uri, "contents": […]}
 //   {"cmd":"exit"}                      closes the client and exits 0.
@@ -117,12 +119,19 @@ const handlers = {
   },
   async call(c) {
     const progress = [];
-    const result = await client.callTool({ name: c.name, arguments: c.arguments }, undefined, {
-      onprogress: (p) => {
-        progress.push(p);
-        say({ progressed: progress.length, tool: c.name, message: p.message ?? null });
-      },
-    });
+    let result;
+    try {
+      result = await client.callTool({ name: c.name, arguments: c.arguments }, undefined, {
+        onprogress: (p) => {
+          progress.push(p);
+          say({ progressed: progress.length, tool: c.name, message: p.message ?? null });
+        },
+      });
+    } catch (e) {
+      if (!c.expectError) throw e;
+      return say({ call: c.name, thrown: { name: e.constructor?.name ?? null, code: e.code ?? null, message: e.message } });
+    }
+    if (c.expectError) throw new Error(`expected ${c.name} to throw, got ${JSON.stringify(result)}`);
     say({ call: c.name, result, progress });
   },
   async resources() {
