@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -733,7 +735,20 @@ func watchStreams(t *testing.T, hubURL string) *streamWatch {
 			return nil
 		},
 	}
-	srv := httptest.NewServer(proxy)
+	// The proxy reads each request's body before it forwards it: the hub
+	// answers a POST with an event stream as soon as it has the body, and
+	// net/http closes the body of a request whose answer has begun, which
+	// made the proxy's copy of the body fail and drop the connection to
+	// the hub mid-stream now and then.
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(rw, r)
+	}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections() // a notification stream left open
 		srv.Close()
