@@ -250,7 +250,15 @@ func (r *relay) post(ctx context.Context, body []byte, m message) {
 	switch ct := resp.Header.Get("Content-Type"); {
 	case resp.StatusCode == http.StatusAccepted:
 	case strings.HasPrefix(ct, "text/event-stream"):
-		r.events(resp.Body, m.Method == "initialize")
+		answered, err := r.events(resp.Body, m.Method == "initialize", m)
+		if !answered && ctx.Err() == nil {
+			// The client would wait for an answer that cannot come.
+			why := "the stream ended"
+			if err != nil {
+				why = err.Error()
+			}
+			r.fail(m, 0, fmt.Sprintf("the hub's event stream for this request ended before the answer (%s); the request may or may not have taken effect", why))
+		}
 	case resp.StatusCode >= 300:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		r.refused(m, resp.StatusCode, b)
@@ -320,13 +328,20 @@ func (r *relay) reopen(stale string) bool {
 }
 
 // forward writes one message of the hub's; the answer to initialize also
-// tells the version, and opens the session's notification stream.
-func (r *relay) forward(b []byte, initialize bool) {
+// tells the version, and opens the session's notification stream. It
+// returns the id of the message when it is an answer (nil otherwise).
+func (r *relay) forward(b []byte, initialize bool) json.RawMessage {
 	var buf bytes.Buffer
 	if json.Compact(&buf, b) != nil {
 		fmt.Fprintf(r.log, "lmos-hub mcp: the hub sent a message that is not JSON: %.200s\n", b)
-		return
+		return nil
 	}
+	var answer struct {
+		ID            json.RawMessage `json:"id"`
+		Method        string          `json:"method"`
+		Result, Error json.RawMessage
+	}
+	_ = json.Unmarshal(buf.Bytes(), &answer)
 	if initialize {
 		var m message
 		if json.Unmarshal(buf.Bytes(), &m) == nil && m.Result != nil && m.Result.ProtocolVersion != "" {
@@ -340,20 +355,33 @@ func (r *relay) forward(b []byte, initialize bool) {
 		}
 	}
 	r.write(buf.Bytes())
+	if answer.Method == "" && (answer.Result != nil || answer.Error != nil) {
+		return answer.ID
+	}
+	return nil
 }
 
-// events forwards the messages of an event stream.
-func (r *relay) events(body io.Reader, initialize bool) {
+// events forwards the messages of an event stream and reports whether
+// one of them answered the request m (whether the stream ended early: the
+// hub went away, a proxy cut it, the hub closed it to be resumed, which
+// the relay does not do).
+func (r *relay) events(body io.Reader, initialize bool, m message) (answered bool, err error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), maxMessage)
 	var data []byte
+	want := compact(m.ID)
+	deliver := func() {
+		if id := r.forward(data, initialize); id != nil && want != "" && compact(id) == want {
+			answered = true
+		}
+		data = data[:0]
+	}
 	for sc.Scan() {
 		line := sc.Bytes()
 		switch {
 		case len(line) == 0:
 			if len(data) > 0 {
-				r.forward(data, initialize)
-				data = data[:0]
+				deliver()
 			}
 		case bytes.HasPrefix(line, []byte("data:")):
 			if len(data) > 0 {
@@ -363,8 +391,18 @@ func (r *relay) events(body io.Reader, initialize bool) {
 		}
 	}
 	if len(data) > 0 {
-		r.forward(data, initialize)
+		deliver()
 	}
+	return answered, sc.Err()
+}
+
+// compact is a JSON value in compact form ("" for none or null).
+func compact(v json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, v) != nil || buf.String() == "null" {
+		return ""
+	}
+	return buf.String()
 }
 
 // startListen opens the current session's notification stream; the
@@ -399,7 +437,7 @@ func (r *relay) listen(gen int) {
 		resp, err := r.client.Do(req)
 		if err == nil && resp.StatusCode == http.StatusOK {
 			fails = 0
-			r.events(resp.Body, false)
+			_, _ = r.events(resp.Body, false, message{})
 			resp.Body.Close()
 		} else {
 			if err == nil {
