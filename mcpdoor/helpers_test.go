@@ -13,6 +13,7 @@ import (
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/app"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -31,20 +32,8 @@ func startHub(t testing.TB, edit func(*app.Config)) *hubtest.Hub {
 	return hubtest.Start(t, edit)
 }
 
-// agentTD is a Thing Description of an agent with the given actions
-// (name → affordance).
-func agentTD(id, title string, actions map[string]any) map[string]any {
-	return map[string]any{
-		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
-		"@type":               "lmos:Agent",
-		"id":                  id,
-		"title":               title,
-		"description":         "A test agent called " + title + ".",
-		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
-		"security":            "nosec_sc",
-		"actions":             actions,
-	}
-}
+// agentTD is the TD of an agent with the given actions.
+var agentTD = tdgen.AgentTD
 
 // connectAgent connects an agent over url (mqtt:// or ws://) and waits
 // until the hub has its Thing.

@@ -104,14 +104,18 @@ func mcpClient(b *testing.B, base, version string, rt http.RoundTripper, noGET b
 }
 
 // putTDs registers tds at base over HTTP (admin token), 8 writers.
-func putTDs(b *testing.B, base string, tds []tdgen.TD) {
+func putTDs(b *testing.B, base string, tds []tdgen.TD) { putTDsWith(b, base, tds, 8) }
+
+// putTDsWith registers tds with the given number of writers (32: as the
+// registry's benchmarks do).
+func putTDsWith(b *testing.B, base string, tds []tdgen.TD, writers int) {
 	b.Helper()
 	c := benchClient(b)
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
+	errs := make(chan error, writers)
+	for w := range writers {
 		wg.Go(func() {
-			for i := w; i < len(tds); i += 8 {
+			for i := w; i < len(tds); i += writers {
 				if err := fetch(c, http.MethodPut, base+"/things/"+url.PathEscape(tds[i].ID), tds[i].Raw, http.StatusCreated); err != nil {
 					errs <- err
 					return
@@ -522,7 +526,7 @@ func BenchmarkMCPFollow10k(b *testing.B) {
 					cs = mcpClient(b, h.httpBase, mcpStateless, benchTransport(b), false, nil)
 				}
 				cpu0, t0 := procCPU(b, h.pid), time.Now()
-				putTDs32(b, h.httpBase, tds)
+				putTDsWith(b, h.httpBase, tds, 32)
 				put := time.Since(t0)
 				if cs != nil {
 					for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
@@ -558,28 +562,4 @@ func toolOf(b *testing.B, td tdgen.TD) string {
 		return strings.Join(strings.Fields(strings.ToLower(doc.Title)), "_") + "__" + action
 	}
 	return ""
-}
-
-// putTDs32 registers tds at base over HTTP (admin token), 32 writers, as
-// the registry's benchmarks do.
-func putTDs32(b *testing.B, base string, tds []tdgen.TD) {
-	b.Helper()
-	c := benchClient(b)
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for w := range 32 {
-		wg.Go(func() {
-			for i := w; i < len(tds); i += 32 {
-				if err := fetch(c, http.MethodPut, base+"/things/"+url.PathEscape(tds[i].ID), tds[i].Raw, http.StatusCreated); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/eclipse-lmos/lmos-hub/agent"
 	"github.com/eclipse-lmos/lmos-hub/test/kit/hubtest"
+	"github.com/eclipse-lmos/lmos-hub/test/kit/tdgen"
 )
 
 // The official MCP TypeScript SDK client (test/interop/mcp-client.mjs)
@@ -75,18 +76,7 @@ type mcpScenario struct {
 }
 
 // tsTD is an agent's TD with the given actions.
-func tsTD(id, title string, actions map[string]any) map[string]any {
-	return map[string]any{
-		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
-		"@type":               "lmos:Agent",
-		"id":                  id,
-		"title":               title,
-		"description":         "A test agent called " + title + ".",
-		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
-		"security":            "nosec_sc",
-		"actions":             actions,
-	}
-}
+var tsTD = tdgen.AgentTD
 
 func obj(props map[string]any, required ...any) map[string]any {
 	s := map[string]any{"type": "object", "properties": props}

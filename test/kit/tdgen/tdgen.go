@@ -154,3 +154,19 @@ func MakeTD(id, title string) []byte {
 	})
 	return b
 }
+
+// AgentTD is the TD of an lmos:Agent with the given actions (name →
+// affordance; forms are the agent library's to add), nosec, as a map for
+// agent.Options.TD.
+func AgentTD(id, title string, actions map[string]any) map[string]any {
+	return map[string]any{
+		"@context":            []any{"https://www.w3.org/2022/wot/td/v1.1", map[string]any{"lmos": "https://eclipse.dev/lmos/protocol/v1"}},
+		"@type":               "lmos:Agent",
+		"id":                  id,
+		"title":               title,
+		"description":         "A test agent called " + title + ".",
+		"securityDefinitions": map[string]any{"nosec_sc": map[string]any{"scheme": "nosec"}},
+		"security":            "nosec_sc",
+		"actions":             actions,
+	}
+}
