@@ -25,7 +25,7 @@ import (
 func (d *Door) toolHandler(s *spec) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := d.callerOf(req.Extra)
-		input, err := unwrapInput(req.Params.Arguments, s.inWrapped, s.in)
+		input, err := unwrapInput(req.Params.Arguments, s.inWrapped, s.noInput)
 		if err == nil && s.chat {
 			input, err = conversation(input)
 		}
@@ -58,7 +58,7 @@ func (d *Door) run(call func() *mcp.CallToolResult) *mcp.CallToolResult {
 // unwrapInput is the action input of a call's arguments: the "input"
 // member of a wrapped one, none for an action without input, else the
 // arguments as they are.
-func unwrapInput(args json.RawMessage, wrapped bool, schema map[string]any) ([]byte, error) {
+func unwrapInput(args json.RawMessage, wrapped, noInput bool) ([]byte, error) {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		if wrapped {
@@ -70,12 +70,10 @@ func unwrapInput(args json.RawMessage, wrapped bool, schema map[string]any) ([]b
 		return nil, hub.Errorf(hub.EINVALID, "the arguments must be a JSON object")
 	}
 	if !wrapped {
-		if props, _ := schema["properties"].(map[string]any); len(props) == 0 && schema["additionalProperties"] == false {
-			if !bytes.Equal(args, []byte("{}")) {
-				var m map[string]json.RawMessage
-				if json.Unmarshal(args, &m) != nil || len(m) > 0 {
-					return nil, hub.Errorf(hub.EINVALID, "the action takes no input: call it with {}")
-				}
+		if noInput {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(args, &m) != nil || len(m) > 0 {
+				return nil, hub.Errorf(hub.EINVALID, "the action takes no input: call it with {}")
 			}
 			return nil, nil
 		}
@@ -221,8 +219,7 @@ func (d *Door) output(s *spec, data []byte) *mcp.CallToolResult {
 func (s *spec) checkOutput(v any) error {
 	c := s.check
 	c.once.Do(func() {
-		b, _ := json.Marshal(s.out)
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s.out))
 		if err == nil {
 			comp := jsonschema.NewCompiler()
 			if err = comp.AddResource("mem:///output.json", doc); err == nil {

@@ -29,8 +29,12 @@ type spec struct {
 	action string
 	title  string // the tool's title: the Thing's and the action's
 	desc   string
-	in     map[string]any // inputSchema
-	out    map[string]any // outputSchema, nil: none
+	// in and out are the inputSchema and outputSchema (out nil: none),
+	// as JSON: with thousands of tools, the encoded form takes a tenth of
+	// the memory of the decoded one, and is what the clients are sent.
+	in, out json.RawMessage
+	// noInput says the action takes no input (its tool takes {}).
+	noInput bool
 	// inWrapped and outWrapped say the action's input and output travel
 	// wrapped in an object (schema.go); chat says the tool takes one
 	// message for a conversation's input.
@@ -116,11 +120,16 @@ func actionSpec(name string, aff map[string]any, about string) *spec {
 	s := &spec{action: name}
 	in, _ := aff["input"].(map[string]any)
 	out, _ := aff["output"].(map[string]any)
-	s.in, s.inWrapped = inputSchema(in)
+	inSchema, wrapped := inputSchema(in)
+	s.inWrapped, s.noInput = wrapped, in == nil
 	if conversational(in) {
-		s.in, s.chat = messageSchema(), true
+		inSchema, s.chat = messageSchema(), true
 	}
-	s.out, s.outWrapped = outputSchema(out)
+	s.in = encode(inSchema)
+	outSchema, wrapped := outputSchema(out)
+	if outSchema != nil {
+		s.out, s.outWrapped = encode(outSchema), wrapped
+	}
 	s.readOnly, _ = aff["safe"].(bool)
 	s.idempotent, _ = aff["idempotent"].(bool)
 	s.check = &outChecker{}
@@ -138,6 +147,12 @@ func (s *spec) describe(about string) {
 		d += "\n\n" + about
 	}
 	s.desc = clip(d, maxDescription)
+}
+
+// encode is v's JSON (the schemas decode from JSON: they encode).
+func encode(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // maxDescription bounds a tool's description: clients send every
@@ -265,10 +280,10 @@ func groupSpecs(g *hub.Group, things map[string]*thingSpecs) []*spec {
 	specs := make([]*spec, 0, len(names))
 	for _, name := range names {
 		m := first[name]
-		s := &spec{group: g.ID, action: name, in: m.in, inWrapped: m.inWrapped, chat: m.chat, actDesc: m.actDesc, check: &outChecker{}}
+		s := &spec{group: g.ID, action: name, in: m.in, inWrapped: m.inWrapped, noInput: m.noInput, chat: m.chat, actDesc: m.actDesc, check: &outChecker{}}
 		s.title = joinTitle("Group "+title, name)
 		// A group answers with every member's result, not one output.
-		s.out = groupOutputSchema()
+		s.out = groupOutput
 		s.describe(about)
 		s.fingerprint()
 		specs = append(specs, s)
@@ -276,26 +291,25 @@ func groupSpecs(g *hub.Group, things map[string]*thingSpecs) []*spec {
 	return specs
 }
 
-func groupOutputSchema() map[string]any {
-	return map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"group":  map[string]any{"type": "string"},
-			"action": map[string]any{"type": "string"},
-			"results": map[string]any{"type": "array", "items": map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"member": map[string]any{"type": "string"},
-					"status": map[string]any{"type": "string"},
-					"output": map[string]any{},
-					"error":  map[string]any{"type": "object"},
-				},
-				"required": []any{"member", "status"},
-			}},
-		},
-		"required": []any{"group", "action", "results"},
-	}
-}
+// groupOutput is the outputSchema of every group tool.
+var groupOutput = encode(map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"group":  map[string]any{"type": "string"},
+		"action": map[string]any{"type": "string"},
+		"results": map[string]any{"type": "array", "items": map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"member": map[string]any{"type": "string"},
+				"status": map[string]any{"type": "string"},
+				"output": map[string]any{},
+				"error":  map[string]any{"type": "object"},
+			},
+			"required": []any{"member", "status"},
+		}},
+	},
+	"required": []any{"group", "action", "results"},
+})
 
 // nameAll gives every spec its name: Things by their title slug (with a
 // tag of the id when another Thing's title reads the same), groups by
@@ -313,18 +327,13 @@ func nameAll(things map[string]*thingSpecs, groups map[string][]*spec) map[strin
 			dis = tag(id)
 		}
 		for _, tmpl := range ts.specs {
-			s := new(spec)
-			*s = *tmpl
-			s.prefix = ts.slug
-			s.name = toolName(s.prefix, dis, s.action, id)
-			all = append(all, s)
+			all = append(all, named(tmpl, ts.slug, toolName(ts.slug, dis, tmpl.action, id)))
 		}
 	}
 	for gid, specs := range groups {
 		for _, s := range specs {
-			s.prefix = "group_" + slug(gid, true)
-			s.name = toolName(s.prefix, "", s.action, "group:"+gid)
-			all = append(all, s)
+			prefix := "group_" + slug(gid, true)
+			all = append(all, named(s, prefix, toolName(prefix, "", s.action, "group:"+gid)))
 		}
 	}
 	count := map[string]int{}
@@ -340,11 +349,28 @@ func nameAll(things map[string]*thingSpecs, groups map[string][]*spec) map[strin
 			if s.group != "" {
 				key = "group:" + s.group
 			}
-			s.name = toolName(s.prefix, tag(key+"\x00"+s.action), s.action, key)
+			s = named(s, s.prefix, toolName(s.prefix, tag(key+"\x00"+s.action), s.action, key))
 		}
 		out[s.name] = s
 	}
 	return out
+}
+
+// named is s named name. A spec no catalog holds yet is named in place; a
+// published one, which handlers read, is copied when its name changes (a
+// namesake joined or left), so that each Thing's specs are not copied at
+// every reading of the directory.
+func named(s *spec, prefix, name string) *spec {
+	switch {
+	case s.name == name:
+		return s
+	case s.name == "":
+		s.prefix, s.name = prefix, name
+		return s
+	}
+	cp := *s
+	cp.prefix, cp.name, cp.tool = prefix, name, nil
+	return &cp
 }
 
 // sortedNames lists the names of m, sorted.

@@ -296,10 +296,14 @@ func (d *Door) sync() {
 			next.ofThing[s.thing] = append(next.ofThing[s.thing], name)
 		}
 		if old := prev.lookup(name); old != nil && old.fp == s.fp && old.thing == s.thing && old.group == s.group {
-			s.tool = old.tool
+			if s != old { // a group's spec, made anew at each reading
+				s.tool = old.tool
+			}
 			continue
 		}
-		s.tool = s.mcpTool()
+		if s.tool == nil { // a published spec keeps its tool
+			s.tool = s.mcpTool()
+		}
 		add = append(add, s)
 	}
 	var removed []string
@@ -389,16 +393,32 @@ func goneReason(s *spec, next *catalog) string {
 
 // mcpTool is the SDK's tool of s.
 func (s *spec) mcpTool() *mcp.Tool {
-	t := &mcp.Tool{Name: s.name, Title: s.title, Description: s.desc, InputSchema: s.in}
+	t := &mcp.Tool{Name: s.name, Title: s.title, Description: s.desc, InputSchema: s.in,
+		Annotations: annotations[boolIndex(s.readOnly)*2+boolIndex(s.idempotent)]}
 	if s.out != nil {
 		t.OutputSchema = s.out
 	}
-	t.Annotations = &mcp.ToolAnnotations{Title: s.title, ReadOnlyHint: s.readOnly, IdempotentHint: s.idempotent}
-	if !s.readOnly {
-		yes := true
-		t.Annotations.DestructiveHint = &yes
-	}
 	return t
+}
+
+// annotations are the four a tool can have, shared by all tools:
+// readOnlyHint from the action's "safe", idempotentHint from its
+// "idempotent", destructiveHint unless safe.
+var annotations = func() [4]*mcp.ToolAnnotations {
+	yes, no := true, false
+	return [4]*mcp.ToolAnnotations{
+		{DestructiveHint: &yes},
+		{DestructiveHint: &yes, IdempotentHint: true},
+		{DestructiveHint: &no, ReadOnlyHint: true},
+		{DestructiveHint: &no, ReadOnlyHint: true, IdempotentHint: true},
+	}
+}()
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ServeHTTP serves /mcp. The principal is the one the hub's HTTP server

@@ -61,7 +61,7 @@ func TestListChangesAsAgentsComeAndGo(t *testing.T) {
 	for v, c := range clients {
 		c.waitTools(t, v+": list first__do", func(m map[string]*mcp.Tool) bool { return m["first__do"] != nil })
 	}
-	for round := 0; round < 3; round++ {
+	for round := range 3 {
 		for _, c := range clients {
 			c.drainChanged()
 		}

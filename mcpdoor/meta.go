@@ -91,13 +91,13 @@ func (d *Door) addMetaTools() {
 }
 
 type foundTool struct {
-	Name        string         `json:"name"`
-	Title       string         `json:"title,omitempty"`
-	Description string         `json:"description,omitempty"`
-	Thing       string         `json:"thing,omitempty"`
-	Group       string         `json:"group,omitempty"`
-	Action      string         `json:"action"`
-	InputSchema map[string]any `json:"inputSchema"`
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Thing       string          `json:"thing,omitempty"`
+	Group       string          `json:"group,omitempty"`
+	Action      string          `json:"action"`
+	InputSchema json.RawMessage `json:"inputSchema"`
 }
 
 func found(s *spec) foundTool {

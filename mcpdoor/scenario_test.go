@@ -100,7 +100,7 @@ func TestScenarioCallsThroughJoinsLeavesAndReconnects(t *testing.T) {
 			wantWS++
 		}
 		// The HTTP proxy, between MCP calls.
-		resp, b := h.Do(http.MethodPost, "/proxy/urn:scn:ws/actions/do", "application/json", []byte(fmt.Sprintf(`{"n":%d}`, round)), "")
+		resp, b := h.Do(http.MethodPost, "/proxy/urn:scn:ws/actions/do", "application/json", fmt.Appendf(nil, `{"n":%d}`, round), "")
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), fmt.Sprintf(`"n":%d`, round+1)) {
 			t.Fatalf("proxy: %d %s", resp.StatusCode, b)
 		}

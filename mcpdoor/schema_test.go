@@ -40,9 +40,9 @@ func toolSchemas(t testing.TB, doc map[string]any) []map[string]any {
 	ts := thingSpecsOf(hub.Thing{ID: "urn:x"}, doc)
 	var out []map[string]any
 	for _, s := range ts.specs {
-		out = append(out, s.in)
+		out = append(out, decode(t, s.in))
 		if s.out != nil {
-			out = append(out, s.out)
+			out = append(out, decode(t, s.out))
 		}
 	}
 	return out
@@ -102,17 +102,26 @@ func TestEveryGeneratedSchemaIsJSONSchema(t *testing.T) {
 	ts := thingSpecsOf(hub.Thing{ID: "urn:x"}, mustDoc(tricky))
 	got := map[string]string{}
 	for _, s := range ts.specs {
-		got[s.action] = mustJSON(s.in) + " " + mustJSON(s.out)
+		got[s.action] = string(s.in) + " " + string(s.out)
 	}
 	for action, want := range map[string]string{
 		"tuple": `"prefixItems":[{"type":"string"},{"type":"integer"}]`,
 		"str":   `"description":"unit: degree Celsius"`,
-		"none":  `{"additionalProperties":false,"properties":{},"type":"object"} null`,
+		"none":  `{"additionalProperties":false,"properties":{},"type":"object"} `,
 	} {
 		if !strings.Contains(got[action], want) {
 			t.Errorf("%s: %s lacks %s", action, got[action], want)
 		}
 	}
+}
+
+func decode(t testing.TB, raw []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func mustDoc(s string) map[string]any {
