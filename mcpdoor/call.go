@@ -21,7 +21,18 @@ import (
 // Thing's, the hub's, the input's — is a tool error carrying its problem,
 // which the model can read and act on.
 
-// toolHandler is the SDK handler of s.
+// callRef calls the tool name, which r stands for.
+func (d *Door) callRef(ctx context.Context, req *mcp.CallToolRequest, name string, r *ref) *mcp.CallToolResult {
+	s, err := d.specOf(name, r)
+	if err != nil {
+		d.stats.call(outcomeToolError)
+		return toolError(err)
+	}
+	res, _ := d.toolHandler(s)(ctx, req)
+	return res
+}
+
+// toolHandler is the handler of s.
 func (d *Door) toolHandler(s *spec) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := d.callerOf(req.Extra)

@@ -1,7 +1,6 @@
 package mcpdoor
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,28 +9,26 @@ import (
 	"sync"
 
 	"github.com/eclipse-lmos/lmos-hub/hub"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// The catalog is the door's view of the directory: one spec per tool.
-// sync rebuilds it from the registry, reusing each Thing's specs while its
-// description is unchanged (the same Summary), and tells the SDK server
-// only what changed, so a Thing joining adds its tools and announces one
-// list change.
+// The catalog is the door's view of the directory: every tool's name and
+// what it stands for. sync makes it from the registry's summaries alone (a
+// Thing's title and action names), so following the directory decodes no
+// document and the door holds ~100 bytes per tool. What a client sees of a
+// tool — its description and schemas, from the TD — is a spec, made when a
+// listing, a search or a call needs it and kept in a bounded cache.
 
-// spec is one tool: a Thing's action or a group's.
+// spec is one tool as a client sees it: a Thing's action or a group's.
 type spec struct {
 	name   string
-	prefix string // the name's first part (nameAll)
 	thing  string // the Thing's id; "" for a group tool
 	group  string // the group's id; "" for a Thing's tool
 	action string
 	title  string // the tool's title: the Thing's and the action's
 	desc   string
 	// in and out are the inputSchema and outputSchema (out nil: none),
-	// as JSON: with thousands of tools, the encoded form takes a tenth of
-	// the memory of the decoded one, and is what the clients are sent.
+	// as JSON, what the clients are sent.
 	in, out json.RawMessage
 	// noInput says the action takes no input (its tool takes {}).
 	noInput bool
@@ -41,15 +38,10 @@ type spec struct {
 	inWrapped, outWrapped, chat bool
 	readOnly                    bool // the action is safe (TD "safe")
 	idempotent                  bool
-	// fp is a digest of everything the client sees of the tool but its
-	// name, so sync re-announces a tool only when it changed.
-	fp [32]byte
 	// actDesc is what the TD says of the action alone.
 	actDesc string
-	// tool is what the SDK server holds (sync).
-	tool *mcp.Tool
-	// check validates outputs against out (shared by the copies nameAll
-	// makes).
+	// check validates outputs against out (shared by the copies specOf
+	// makes to name a spec).
 	check *outChecker
 }
 
@@ -60,39 +52,59 @@ type outChecker struct {
 	err    error
 }
 
-// thingSpecs are a Thing's tools before names are given.
+// thingSpecs are the specs of a Thing's actions, unnamed, made from one
+// description (the cache's entry).
 type thingSpecs struct {
-	sum   *hub.Summary // the description they were made from
+	sum   *hub.Summary
 	title string
-	slug  string
 	specs []*spec
+}
+
+func (ts *thingSpecs) action(name string) *spec {
+	for _, s := range ts.specs {
+		if s.action == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// ref is what a tool's name stands for.
+type ref struct {
+	prefix               string // the name's first part (nameAll)
+	thing, group, action string
+}
+
+// entry is a Thing as the catalog knows it: enough to name its tools.
+type entry struct {
+	sum     *hub.Summary
+	title   string
+	slug    string
+	actions []string // sorted
+}
+
+func entryOf(t *hub.Thing) *entry {
+	e := &entry{sum: t.Summary}
+	if t.Summary != nil {
+		e.title = t.Summary.Title
+		e.actions = t.Summary.Affordances("actions")
+	}
+	e.slug = slug(e.title, true)
+	return e
 }
 
 // catalog is one state of the tools: by name, and per Thing.
 type catalog struct {
-	byName  map[string]*spec
+	byName  map[string]*ref
 	names   []string // sorted
-	things  map[string]*thingSpecs
+	things  map[string]*entry
 	ofThing map[string][]string // Thing id → its tool names
-}
-
-func (c *catalog) lookup(name string) *spec {
-	if c == nil {
-		return nil
-	}
-	return c.byName[name]
-}
-
-// fingerprint digests what a client sees of s besides its name.
-func (s *spec) fingerprint() {
-	b, _ := json.Marshal([]any{s.thing, s.group, s.action, s.title, s.desc, s.in, s.out, s.inWrapped, s.outWrapped, s.chat, s.readOnly, s.idempotent})
-	s.fp = sha256.Sum256(b)
 }
 
 // thingSpecsOf builds the specs of a Thing's actions from its description.
 func thingSpecsOf(t hub.Thing, doc map[string]any) *thingSpecs {
 	title, _ := doc["title"].(string)
-	ts := &thingSpecs{sum: t.Summary, title: title, slug: slug(title, true)}
+	ts := &thingSpecs{sum: t.Summary, title: title}
 	actions, _ := doc["actions"].(map[string]any)
 	names := make([]string, 0, len(actions))
 	for name := range actions {
@@ -108,7 +120,6 @@ func thingSpecsOf(t hub.Thing, doc map[string]any) *thingSpecs {
 		s := actionSpec(name, aff, about)
 		s.thing = t.ID
 		s.title = joinTitle(title, affTitle(name, aff))
-		s.fingerprint()
 		ts.specs = append(ts.specs, s)
 	}
 	return ts
@@ -251,44 +262,23 @@ func typesOf(doc map[string]any) []string {
 	return nil
 }
 
-// groupSpecs builds the tools of a group: one per action some member has,
-// its input schema from the first member (by id) that has it.
-func groupSpecs(g *hub.Group, things map[string]*thingSpecs) []*spec {
-	first := map[string]*spec{}
-	var names []string
-	for _, id := range g.MemberIDs() {
-		ts := things[id]
-		if ts == nil {
-			continue
-		}
-		for _, s := range ts.specs {
-			if _, ok := first[s.action]; !ok {
-				first[s.action] = s
-				names = append(names, s.action)
-			}
-		}
-	}
-	sort.Strings(names)
+// groupSpec is the tool of group g's action, its input schema from the
+// member m's (the first member, by id, that has the action).
+func groupSpec(g *hub.Group, m *spec) *spec {
 	title := g.Title
 	if title == "" {
 		title = g.ID
 	}
-	about := fmt.Sprintf("Group %q (%s) of %d members: invokes the action on every member that has it, in parallel, and returns one result per member.", title, g.ID, len(g.Members))
+	about := fmt.Sprintf("Group %q (%s): invokes the action on every member that has it, in parallel, and returns one result per member.", title, g.ID)
 	if g.Description != "" {
 		about += " " + g.Description
 	}
-	specs := make([]*spec, 0, len(names))
-	for _, name := range names {
-		m := first[name]
-		s := &spec{group: g.ID, action: name, in: m.in, inWrapped: m.inWrapped, noInput: m.noInput, chat: m.chat, actDesc: m.actDesc, check: &outChecker{}}
-		s.title = joinTitle("Group "+title, name)
-		// A group answers with every member's result, not one output.
-		s.out = groupOutput
-		s.describe(about)
-		s.fingerprint()
-		specs = append(specs, s)
-	}
-	return specs
+	s := &spec{group: g.ID, action: m.action, in: m.in, inWrapped: m.inWrapped, noInput: m.noInput, chat: m.chat, actDesc: m.actDesc, check: &outChecker{}}
+	s.title = joinTitle("Group "+title, m.action)
+	// A group answers with every member's result, not one output.
+	s.out = groupOutput
+	s.describe(about)
+	return s
 }
 
 // groupOutput is the outputSchema of every group tool.
@@ -311,70 +301,79 @@ var groupOutput = encode(map[string]any{
 	"required": []any{"group", "action", "results"},
 })
 
-// nameAll gives every spec its name: Things by their title slug (with a
-// tag of the id when another Thing's title reads the same), groups by
-// "group_" and their id's slug; any name still taken twice (a cut name,
-// actions whose names read the same) gets a tag of its Thing and action.
-func nameAll(things map[string]*thingSpecs, groups map[string][]*spec) map[string]*spec {
+// nameAll names every tool: a Thing's by its title's slug (with a tag of
+// its id when another Thing's title reads the same), a group's by "group_"
+// and its id's slug; any name still taken twice (a cut name, actions whose
+// names read the same) gets a tag of its Thing and action.
+func nameAll(things map[string]*entry, groups map[string][]string) map[string]*ref {
 	bySlug := map[string]int{}
-	for _, ts := range things {
-		bySlug[ts.slug]++
+	for _, e := range things {
+		bySlug[e.slug]++
 	}
-	var all []*spec
-	for id, ts := range things {
+	type named struct {
+		name string
+		r    *ref
+	}
+	var all []named
+	for id, e := range things {
 		dis := ""
-		if bySlug[ts.slug] > 1 {
+		if bySlug[e.slug] > 1 {
 			dis = tag(id)
 		}
-		for _, tmpl := range ts.specs {
-			all = append(all, named(tmpl, ts.slug, toolName(ts.slug, dis, tmpl.action, id)))
+		for _, a := range e.actions {
+			all = append(all, named{toolName(e.slug, dis, a, id), &ref{prefix: e.slug, thing: id, action: a}})
 		}
 	}
-	for gid, specs := range groups {
-		for _, s := range specs {
-			prefix := "group_" + slug(gid, true)
-			all = append(all, named(s, prefix, toolName(prefix, "", s.action, "group:"+gid)))
+	for gid, actions := range groups {
+		prefix := "group_" + slug(gid, true)
+		for _, a := range actions {
+			all = append(all, named{toolName(prefix, "", a, "group:"+gid), &ref{prefix: prefix, group: gid, action: a}})
 		}
 	}
-	count := map[string]int{}
-	for _, s := range all {
-		count[s.name]++
+	count := map[string]int{findToolsName: 1, callToolName: 1} // reserved
+	for _, n := range all {
+		count[n.name]++
 	}
-	count[findToolsName]++ // reserved
-	count[callToolName]++
-	out := make(map[string]*spec, len(all))
-	for _, s := range all {
-		if count[s.name] > 1 {
-			key := s.thing
-			if s.group != "" {
-				key = "group:" + s.group
+	out := make(map[string]*ref, len(all))
+	for _, n := range all {
+		if count[n.name] > 1 {
+			key := n.r.thing
+			if n.r.group != "" {
+				key = "group:" + n.r.group
 			}
-			s = named(s, s.prefix, toolName(s.prefix, tag(key+"\x00"+s.action), s.action, key))
+			n.name = toolName(n.r.prefix, tag(key+"\x00"+n.r.action), n.r.action, key)
 		}
-		out[s.name] = s
+		out[n.name] = n.r
 	}
 	return out
 }
 
-// named is s named name. A spec no catalog holds yet is named in place; a
-// published one, which handlers read, is copied when its name changes (a
-// namesake joined or left), so that each Thing's specs are not copied at
-// every reading of the directory.
-func named(s *spec, prefix, name string) *spec {
-	switch {
-	case s.name == name:
-		return s
-	case s.name == "":
-		s.prefix, s.name = prefix, name
-		return s
+// groupActions are, per group, the actions some member has.
+func groupActions(groups []hub.Group, things map[string]*entry) map[string][]string {
+	out := map[string][]string{}
+	for i := range groups {
+		seen := map[string]bool{}
+		var actions []string
+		for _, id := range groups[i].MemberIDs() {
+			if e := things[id]; e != nil {
+				for _, a := range e.actions {
+					if !seen[a] {
+						seen[a] = true
+						actions = append(actions, a)
+					}
+				}
+			}
+		}
+		if len(actions) > 0 {
+			sort.Strings(actions)
+			out[groups[i].ID] = actions
+		}
 	}
-	cp := *s
-	cp.prefix, cp.name, cp.tool = prefix, name, nil
-	return &cp
+	return out
 }
 
 // sortedNames lists the names of m, sorted.
-func sortedNames(m map[string]*spec) []string {
+func sortedNames(m map[string]*ref) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)

@@ -95,9 +95,11 @@ type Door struct {
 	stats     counters
 	callers   sync.Map // refHeader value → *caller
 
-	mu   sync.RWMutex
-	cat  *catalog
-	gone map[string]string // names of tools that went, and why
+	mu  sync.RWMutex
+	cat *catalog
+	// specs caches what clients see of the tools of recently used Things.
+	specs specCache
+	gone  map[string]string // names of tools that went, and why
 	// synced is the registry revision the catalog reflects.
 	synced atomic.Uint64
 	syncs  atomic.Uint64 // how many times it read the directory
@@ -149,7 +151,8 @@ func New(cfg Config) *Door {
 		version = "dev"
 	}
 	d := &Door{cfg: cfg, reg: cfg.Registry, access: cfg.Access, log: cfg.Logger,
-		calls: make(chan struct{}, cfg.MaxCalls), cat: &catalog{}, gone: map[string]string{}, ready: make(chan struct{})}
+		calls: make(chan struct{}, cfg.MaxCalls), cat: &catalog{}, gone: map[string]string{}, ready: make(chan struct{}),
+		specs: specCache{max: max(minCachedThings, cfg.MaxListed)}}
 	d.srv = mcp.NewServer(&mcp.Implementation{Name: "lmos-hub", Title: "LMOS hub", Version: version}, &mcp.ServerOptions{
 		Instructions: "Tools of the agents and Things on this LAN's LMOS hub. If the tool you need is not listed, " +
 			"search with find_tools and call it by name, or with call_tool by Thing id and action.",
@@ -260,165 +263,106 @@ func (d *Door) catalog() *catalog {
 	return d.cat
 }
 
-// sync rebuilds the catalog from the registry and changes the SDK
-// server's tools where they differ.
+// sync rebuilds the catalog from the registry's summaries and, when a
+// tool or a Thing changed, has the SDK server announce it.
 func (d *Door) sync() {
 	rev := d.reg.Revision()
 	things, _ := d.reg.List(0, 0)
 	prev := d.catalog()
-	next := &catalog{things: make(map[string]*thingSpecs, len(things)), ofThing: map[string][]string{}}
+	next := &catalog{things: make(map[string]*entry, len(things)), ofThing: map[string][]string{}}
+	// tools: a Thing with actions came, went or changed its description
+	// (its tools' schemas and descriptions with it); things: a Thing came,
+	// went or took another title (the resources).
+	tools, resources := false, len(things) != len(prev.things)
 	for _, t := range things {
-		if old := prev.things[t.ID]; old != nil && old.sum == t.Summary {
+		old := prev.things[t.ID]
+		if old != nil && old.sum == t.Summary {
 			next.things[t.ID] = old
 			continue
 		}
-		doc, err := d.reg.Document(t.ID)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		next.things[t.ID] = thingSpecsOf(*t, doc)
+		e := entryOf(t)
+		next.things[t.ID] = e
+		tools = tools || len(e.actions) > 0 || old != nil && len(old.actions) > 0
+		resources = resources || old == nil || old.title != e.title
 	}
-	groups := map[string][]*spec{}
-	if d.cfg.GroupActions != nil {
-		gs := d.reg.Groups()
-		for i := range gs {
-			if sp := groupSpecs(&gs[i], next.things); len(sp) > 0 {
-				groups[gs[i].ID] = sp
-			}
+	for id, old := range prev.things {
+		if next.things[id] == nil && len(old.actions) > 0 {
+			tools = true
 		}
+	}
+	var groups map[string][]string
+	if d.cfg.GroupActions != nil {
+		groups = groupActions(d.reg.Groups(), next.things)
 	}
 	next.byName = nameAll(next.things, groups)
 	next.names = sortedNames(next.byName)
-	var add []*spec
 	for _, name := range next.names {
-		s := next.byName[name]
-		if s.thing != "" {
-			next.ofThing[s.thing] = append(next.ofThing[s.thing], name)
+		r := next.byName[name]
+		if r.thing != "" {
+			next.ofThing[r.thing] = append(next.ofThing[r.thing], name)
 		}
-		if old := prev.lookup(name); old != nil && old.fp == s.fp && old.thing == s.thing && old.group == s.group {
-			if s != old { // a group's spec, made anew at each reading
-				s.tool = old.tool
-			}
-			continue
+		if old := prev.byName[name]; old == nil || *old != *r {
+			tools = true
 		}
-		if s.tool == nil { // a published spec keeps its tool
-			s.tool = s.mcpTool()
-		}
-		add = append(add, s)
 	}
-	var removed []string
 	d.mu.Lock()
 	for _, name := range prev.names {
-		if next.byName[name] != nil {
-			continue
+		if next.byName[name] == nil {
+			tools = true
+			d.gone[name] = goneReason(prev.byName[name], next)
 		}
-		removed = append(removed, name)
-		d.gone[name] = goneReason(prev.byName[name], next)
 	}
-	for _, s := range add {
-		delete(d.gone, s.name)
+	for _, name := range next.names {
+		delete(d.gone, name)
 	}
 	if len(d.gone) > maxGone {
 		d.gone = map[string]string{} // forget old names rather than grow
 	}
 	d.cat = next
 	d.mu.Unlock()
-	if len(removed) > 0 {
-		d.srv.RemoveTools(removed...)
+	if tools {
+		d.announceTools()
 	}
-	for _, s := range add {
-		d.addTool(s)
+	if resources {
+		d.announceResources()
 	}
-	d.syncResources(prev, next)
 	d.synced.Store(rev)
 	d.syncs.Add(1)
 	d.once.Do(func() { close(d.ready) })
 }
 
-// syncResources gives the SDK server a resource per Thing, so that a
-// Thing joining, leaving or renamed sends notifications/resources/
-// list_changed; resources/list itself is answered per caller (list.go).
-func (d *Door) syncResources(prev, next *catalog) {
-	var gone []string
-	for id := range prev.things {
-		if next.things[id] == nil {
-			gone = append(gone, thingURI(id))
-		}
-	}
-	if len(gone) > 0 {
-		d.srv.RemoveResources(gone...)
-	}
-	for id, ts := range next.things {
-		if old := prev.things[id]; old != nil && old.title == ts.title {
-			continue
-		}
-		title := ts.title
-		if title == "" {
-			title = id
-		}
-		d.srv.AddResource(thingResource(id, title), d.readResource)
-	}
+// announceTools has the SDK server send notifications/tools/list_changed
+// to every session and listen stream (within its 10 ms debounce). The
+// Thing tools are the door's (middleware answers tools/list and
+// tools/call), not the SDK server's: the SDK announces a change when a
+// tool is added, so find_tools is added again, unchanged.
+func (d *Door) announceTools() {
+	d.srv.AddTool(findToolsTool(d.cfg.MaxListed), d.findTools)
 }
 
-// addTool gives s to the SDK server. The SDK panics on a schema it
-// refuses; the schemas are made to pass (schema.go), and a Thing's TD must
-// never stop the door even so: such a tool is left out and logged.
-func (d *Door) addTool(s *spec) {
-	defer func() {
-		if err := recover(); err != nil {
-			d.log.Error("a Thing's action cannot be an MCP tool", "thing", s.thing, "group", s.group, "action", s.action, "err", err)
-		}
-	}()
-	d.srv.AddTool(s.tool, d.toolHandler(s))
+// announceResources sends notifications/resources/list_changed the same
+// way, through the TD resources' template.
+func (d *Door) announceResources() {
+	d.srv.AddResourceTemplate(thingTemplate, d.readResource)
 }
 
 // maxGone bounds the names of gone tools the door explains.
 const maxGone = 4096
 
 // goneReason says why a tool of prev is no longer in next.
-func goneReason(s *spec, next *catalog) string {
+func goneReason(r *ref, next *catalog) string {
 	switch {
-	case s.group != "":
-		return fmt.Sprintf("the tool was group %q's action %q; the group or the action is gone. Search with find_tools", s.group, s.action)
-	case next.things[s.thing] == nil:
-		return fmt.Sprintf("the tool was action %q of Thing %q, which left the hub. Search with find_tools", s.action, s.thing)
+	case r.group != "":
+		return fmt.Sprintf("the tool was group %q's action %q; the group or the action is gone. Search with find_tools", r.group, r.action)
+	case next.things[r.thing] == nil:
+		return fmt.Sprintf("the tool was action %q of Thing %q, which left the hub. Search with find_tools", r.action, r.thing)
 	}
-	for _, name := range next.ofThing[s.thing] {
-		if n := next.byName[name]; n.action == s.action {
-			return fmt.Sprintf("the tool of action %q of Thing %q is now named %q", s.action, s.thing, name)
+	for _, name := range next.ofThing[r.thing] {
+		if n := next.byName[name]; n.action == r.action {
+			return fmt.Sprintf("the tool of action %q of Thing %q is now named %q", r.action, r.thing, name)
 		}
 	}
-	return fmt.Sprintf("Thing %q no longer has action %q. Search with find_tools", s.thing, s.action)
-}
-
-// mcpTool is the SDK's tool of s.
-func (s *spec) mcpTool() *mcp.Tool {
-	t := &mcp.Tool{Name: s.name, Title: s.title, Description: s.desc, InputSchema: s.in,
-		Annotations: annotations[boolIndex(s.readOnly)*2+boolIndex(s.idempotent)]}
-	if s.out != nil {
-		t.OutputSchema = s.out
-	}
-	return t
-}
-
-// annotations are the four a tool can have, shared by all tools:
-// readOnlyHint from the action's "safe", idempotentHint from its
-// "idempotent", destructiveHint unless safe.
-var annotations = func() [4]*mcp.ToolAnnotations {
-	yes, no := true, false
-	return [4]*mcp.ToolAnnotations{
-		{DestructiveHint: &yes},
-		{DestructiveHint: &yes, IdempotentHint: true},
-		{DestructiveHint: &no, ReadOnlyHint: true},
-		{DestructiveHint: &no, ReadOnlyHint: true, IdempotentHint: true},
-	}
-}()
-
-func boolIndex(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return fmt.Sprintf("Thing %q no longer has action %q. Search with find_tools", r.thing, r.action)
 }
 
 // ServeHTTP serves /mcp. The principal is the one the hub's HTTP server

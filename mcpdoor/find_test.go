@@ -241,3 +241,28 @@ func TestNamesSurviveARestart(t *testing.T) {
 		t.Fatalf("names after a restart: %s, before: %s", again, first)
 	}
 }
+
+// TestChangedTDChangesTheTool: a Thing's new description (here a new
+// input schema) is what the next listing shows, announced as a change;
+// the door's cache of tool descriptions never serves the old one.
+func TestChangedTDChangesTheTool(t *testing.T) {
+	h := startHub(t, nil)
+	put := func(max int) {
+		td := agentTD("urn:test:dial", "Dial", map[string]any{"turn": map[string]any{
+			"input": map[string]any{"type": "object", "properties": map[string]any{"to": map[string]any{"type": "integer", "maximum": max}}},
+			"forms": []any{map[string]any{"href": "mqtt://hub.local/lmos/v1/things/urn:test:dial/actions/turn"}},
+		}})
+		h.Put("urn:test:dial", []byte(mustJSON(td)))
+	}
+	put(10)
+	c := connect(t, h, v2025, "", "")
+	c.waitTools(t, "list dial__turn", func(m map[string]*mcp.Tool) bool {
+		return m["dial__turn"] != nil && strings.Contains(mustJSON(m["dial__turn"].InputSchema), `"maximum":10`)
+	})
+	c.drainChanged()
+	put(20)
+	c.waitChanged(t, "the TD changed")
+	c.waitTools(t, "show the new maximum", func(m map[string]*mcp.Tool) bool {
+		return m["dial__turn"] != nil && strings.Contains(mustJSON(m["dial__turn"].InputSchema), `"maximum":20`)
+	})
+}

@@ -37,9 +37,15 @@ func (d *Door) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return &mcp.ListResourcesResult{Resources: res, Cacheable: private}, nil
 		case "tools/call":
+			// The Things' and groups' tools are the door's own (see
+			// announceTools); find_tools and call_tool are the SDK's.
 			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
-				if why := d.goneTool(r.Params.Name); why != "" {
-					return toolError(hub.Errorf(hub.ENOTFOUND, "unknown tool %q: %s", r.Params.Name, why)), nil
+				name := r.Params.Name
+				if ref := d.catalog().byName[name]; ref != nil {
+					return d.callRef(ctx, r, name, ref), nil
+				}
+				if why := d.goneTool(name); why != "" {
+					return toolError(hub.Errorf(hub.ENOTFOUND, "unknown tool %q: %s", name, why)), nil
 				}
 			}
 		}
@@ -70,35 +76,40 @@ func (d *Door) listTools(ctx context.Context, c *caller) ([]*mcp.Tool, error) {
 		return nil, filterError(err)
 	}
 	cat := d.catalog()
-	var listed []*mcp.Tool
+	var listed []string
 	for _, name := range cat.names {
-		s := cat.byName[name]
-		if !d.usable(c.p, s) || !m.spec(s) {
+		r := cat.byName[name]
+		if !d.usable(c.p, r) || !m.ref(r) {
 			continue
 		}
 		if len(listed) == d.cfg.MaxListed {
 			return tools, nil // too many: find_tools finds them
 		}
-		listed = append(listed, s.tool)
+		listed = append(listed, name)
 	}
-	return append(tools, listed...), nil
+	for _, name := range listed {
+		if s, err := d.specOf(name, cat.byName[name]); err == nil { // else it left meanwhile
+			tools = append(tools, s.mcpTool())
+		}
+	}
+	return tools, nil
 }
 
-// usable reports whether p may call s.
-func (d *Door) usable(p hub.Principal, s *spec) bool {
-	if s.group != "" {
+// usable reports whether p may call the tool r stands for.
+func (d *Door) usable(p hub.Principal, r *ref) bool {
+	if r.group != "" {
 		return d.access.Allow(p, hub.OpInvokeAction, nil) == nil
 	}
-	t, err := d.reg.Get(s.thing)
+	t, err := d.reg.Get(r.thing)
 	return err == nil && d.access.Allow(p, hub.OpInvokeAction, &t) == nil
 }
 
-// spec reports whether the filter keeps s.
-func (m *matcher) spec(s *spec) bool {
-	if s.group != "" {
-		return m.group(s.group)
+// ref reports whether the filter keeps the tool r stands for.
+func (m *matcher) ref(r *ref) bool {
+	if r.group != "" {
+		return m.group(r.group)
 	}
-	t, err := m.reg.Get(s.thing)
+	t, err := m.reg.Get(r.thing)
 	return err == nil && m.thing(&t)
 }
 

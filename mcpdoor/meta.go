@@ -130,25 +130,37 @@ func (d *Door) findTools(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	cat := d.catalog()
 	out := []foundTool{}
-	for _, h := range hits {
-		for _, name := range cat.ofThing[h.ID] {
-			if s := cat.byName[name]; d.usable(c.p, s) {
+	add := func(name string) {
+		if r := cat.byName[name]; d.usable(c.p, r) {
+			if s, err := d.specOf(name, r); err == nil { // else it left meanwhile
 				out = append(out, found(s))
 			}
+		}
+	}
+	for _, h := range hits {
+		for _, name := range cat.ofThing[h.ID] {
+			add(name)
 		}
 	}
 	// Groups whose title or id has a word of the query.
 	if args.Type == "" {
 		words := strings.Fields(strings.ToLower(args.Query))
+		titles := map[string]string{}
 		for _, name := range cat.names {
-			s := cat.byName[name]
-			if s.group == "" || !d.usable(c.p, s) {
+			r := cat.byName[name]
+			if r.group == "" {
 				continue
 			}
-			title := strings.ToLower(s.title + " " + s.group)
+			title, ok := titles[r.group]
+			if !ok {
+				if g, err := d.reg.Group(r.group); err == nil {
+					title = strings.ToLower(g.Title + " " + g.ID)
+				}
+				titles[r.group] = title
+			}
 			for _, w := range words {
 				if strings.Contains(title, w) {
-					out = append(out, found(s))
+					add(name)
 					break
 				}
 			}
@@ -189,18 +201,12 @@ func (d *Door) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	case args.Property != "":
 		return d.run(func() *mcp.CallToolResult { return d.readProperty(ctx, c, args.Thing, args.Property) }), nil
 	}
-	cat := d.catalog()
-	var s *spec
-	for _, name := range cat.ofThing[args.Thing] {
-		if n := cat.byName[name]; n.action == args.Action {
-			s = n
-		}
+	if _, err := d.reg.Get(args.Thing); err != nil {
+		return toolError(err), nil
 	}
-	if s == nil {
-		if _, err := d.reg.Get(args.Thing); err != nil {
-			return toolError(err), nil
-		}
-		return toolError(hub.Errorf(hub.ENOTFOUND, "Thing %q has no action %q", args.Thing, args.Action)), nil
+	s, err := d.specOf(callToolName, &ref{thing: args.Thing, action: args.Action})
+	if err != nil {
+		return toolError(err), nil
 	}
 	var input []byte
 	if len(args.Input) > 0 && string(args.Input) != "null" {

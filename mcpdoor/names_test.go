@@ -51,15 +51,11 @@ func TestSlugAndToolNames(t *testing.T) {
 // tag of their id; every name is valid and none is taken twice, nor a
 // name of the door's own tools.
 func TestNameAllIsOrderFreeAndUnique(t *testing.T) {
-	mk := func(id, title string, actions ...string) *thingSpecs {
-		ts := &thingSpecs{title: title, slug: slug(title, true)}
-		for _, a := range actions {
-			ts.specs = append(ts.specs, &spec{thing: id, action: a})
-		}
-		return ts
+	mk := func(id, title string, actions ...string) *entry {
+		return &entry{title: title, slug: slug(title, true), actions: actions}
 	}
-	build := func() map[string]*thingSpecs {
-		return map[string]*thingSpecs{
+	build := func() map[string]*entry {
+		return map[string]*entry{
 			"urn:a": mk("urn:a", "Lamp", "on", "off"),
 			"urn:b": mk("urn:b", "lamp!", "on"),
 			"urn:c": mk("urn:c", "Heater", "set-x", "set_x"),
@@ -75,8 +71,8 @@ func TestNameAllIsOrderFreeAndUnique(t *testing.T) {
 		}
 	}
 	want := map[string]bool{"lamp_" + tag("urn:a") + "__on": true, "lamp_" + tag("urn:a") + "__off": true, "lamp_" + tag("urn:b") + "__on": true, "thing__go": true}
-	for n, s := range first {
-		if !validName(n) || n == findToolsName || n == callToolName || s.name != n {
+	for n, r := range first {
+		if !validName(n) || n == findToolsName || n == callToolName || r.thing == "" {
 			t.Errorf("bad name %q", n)
 		}
 		delete(want, n)

@@ -39,9 +39,12 @@ func escape(s string) string {
 	return b.String()
 }
 
+// thingTemplate is the resource template of the TDs.
+var thingTemplate = &mcp.ResourceTemplate{URITemplate: thingScheme + "{id}", Name: "thing-description", Title: "Thing Description",
+	Description: "The W3C WoT Thing Description of a Thing registered on the hub, by its id.", MIMEType: mediaTD}
+
 func (d *Door) addResourceTemplates() {
-	d.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: thingScheme + "{id}", Name: "thing-description", Title: "Thing Description",
-		Description: "The W3C WoT Thing Description of a Thing registered on the hub, by its id.", MIMEType: mediaTD}, d.readResource)
+	d.srv.AddResourceTemplate(thingTemplate, d.readResource)
 	d.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: thingScheme + "{id}/properties/{name}", Name: "property-value", Title: "Property value",
 		Description: "The current value of a readable property of a Thing, read from the Thing.", MIMEType: "application/json"}, d.readResource)
 }
