@@ -23,25 +23,50 @@ func TestScopeDecidesTools(t *testing.T) {
 	operate, operateID := createToken(t, h, "operate")
 	for _, v := range versions {
 		t.Run(v, func(t *testing.T) {
-			anon := connect(t, h, v, "", "")
-			if tools := anon.tools(t); len(tools) != 0 {
-				t.Errorf("anonymous (access.anonymous none) lists %v", names(tools))
+			// Anonymous under access.anonymous none: refused before it
+			// holds a session or a stream, as every door refuses it.
+			hdr := map[string]string{"Mcp-Protocol-Version": v}
+			body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}`
+			if v == v2026 {
+				body = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+				hdr["Mcp-Method"] = "tools/list"
 			}
-			if res, err := anon.ListResources(context.Background(), nil); err != nil || len(res.Resources) != 0 {
-				t.Errorf("anonymous resources/list: %v %v", res, err)
+			before := countSessions(t, h)
+			for _, method := range []string{http.MethodPost, http.MethodGet} {
+				status, got, rh := rawPost(t, h, method, "", body, hdr)
+				if status != http.StatusUnauthorized || !strings.HasPrefix(rh.Get("WWW-Authenticate"), "Bearer") {
+					t.Errorf("anonymous %s: %d %q %s", method, status, rh.Get("WWW-Authenticate"), got)
+					continue
+				}
+				if code, msg := rpcError(t, got); code != -32000 || !strings.Contains(msg, "bearer token is required") {
+					t.Errorf("anonymous %s: %d %q", method, code, msg)
+				}
 			}
-			res := anon.call(t, "doubler__do", map[string]any{"n": 2})
-			if !res.IsError || !strings.Contains(text(res), "bearer token is required") {
-				t.Errorf("anonymous call: error=%v %s", res.IsError, text(res))
+			if after := countSessions(t, h); after != before {
+				t.Errorf("a refused anonymous client opened %d sessions", after-before)
 			}
 			r := connect(t, h, v, "", read)
 			tools := r.tools(t)
 			if tools["find_tools"] == nil || tools["call_tool"] == nil || tools["doubler__do"] != nil {
 				t.Errorf("read token lists %v, want find_tools and call_tool only", names(tools))
 			}
-			res = r.call(t, "doubler__do", map[string]any{"n": 2})
+			res := r.call(t, "doubler__do", map[string]any{"n": 2})
 			if !res.IsError || !strings.Contains(text(res), "needs scope operate") {
 				t.Errorf("read token call: error=%v %s", res.IsError, text(res))
+			}
+			// Refused before anything of the Thing is looked at: a
+			// guessed action, bad input, all the same answer.
+			for _, args := range []map[string]any{
+				{"thing": "urn:test:a", "action": "guess"},
+				{"thing": "urn:test:a", "action": "do", "input": map[string]any{"n": "x"}},
+			} {
+				res := r.call(t, "call_tool", args)
+				if !res.IsError || !strings.Contains(text(res), "needs scope operate") {
+					t.Errorf("read token call_tool %v: error=%v %s", args, res.IsError, text(res))
+				}
+			}
+			if res := r.call(t, "doubler__do", map[string]any{"n": "x"}); !res.IsError || !strings.Contains(text(res), "needs scope operate") {
+				t.Errorf("read token, bad input: error=%v %s", res.IsError, text(res))
 			}
 			o := connect(t, h, v, "", operate)
 			o.waitTools(t, "list doubler__do", func(m map[string]*mcp.Tool) bool { return m["doubler__do"] != nil })

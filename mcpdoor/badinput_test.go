@@ -119,6 +119,11 @@ func TestMalformedAndHugeRequests(t *testing.T) {
 		{"a string", "", `"hi"`, nil, http.StatusBadRequest, -32600},
 		{"no method", "", `{"jsonrpc":"2.0","id":1}`, nil, http.StatusBadRequest, -32600},
 		{"too large (2026)", "", huge, v26, http.StatusRequestEntityTooLarge, -32600},
+		{"listen under a second \"Method\" (2026)", "", `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","Method":"ping","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			map[string]string{"Mcp-Protocol-Version": v2026, "Mcp-Method": "subscriptions/listen"}, http.StatusBadRequest, -32600},
+		{"method twice", "", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/list"}`, nil, http.StatusBadRequest, -32600},
+		{"subscriptions/listen on a session", "", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`, nil, http.StatusBadRequest, -32600},
+		{"too many types", "/mcp?" + strings.Repeat("type=a&", 17), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil, http.StatusBadRequest, -32602},
 		{"unknown filter", "/mcp?colour=red", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil, http.StatusBadRequest, -32602},
 		{"filter too long", "/mcp?type=" + strings.Repeat("a", 2000), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil, http.StatusBadRequest, -32602},
 	} {

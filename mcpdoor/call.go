@@ -36,6 +36,12 @@ func (d *Door) callRef(ctx context.Context, req *mcp.CallToolRequest, name strin
 func (d *Door) toolHandler(s *spec) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := d.callerOf(req.Extra)
+		// Who may comes first: a refused client learns nothing of the
+		// tool's input.
+		if err := d.mayInvoke(c.p, s); err != nil {
+			d.stats.call(outcomeToolError)
+			return toolError(err), nil
+		}
 		input, err := unwrapInput(req.Params.Arguments, s.inWrapped, s.noInput)
 		if err == nil && s.chat {
 			input, err = conversation(input)
@@ -48,6 +54,19 @@ func (d *Door) toolHandler(s *spec) mcp.ToolHandler {
 		}
 		return d.run(func() *mcp.CallToolResult { return d.invoke(ctx, req, c, s, input) }), nil
 	}
+}
+
+// mayInvoke decides whether p may call s (invoke and invokeGroup decide
+// again, for the Thing as it is then).
+func (d *Door) mayInvoke(p hub.Principal, s *spec) error {
+	if s.group != "" {
+		return d.access.Allow(p, hub.OpInvokeAction, nil)
+	}
+	t, err := d.reg.Get(s.thing)
+	if err != nil {
+		return err
+	}
+	return d.access.Allow(p, hub.OpInvokeAction, &t)
 }
 
 // run runs one call in a slot of mcp.maxCalls, and counts its outcome.

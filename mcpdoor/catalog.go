@@ -330,18 +330,35 @@ func nameAll(things map[string]*entry, groups map[string][]string) map[string]*r
 			all = append(all, named{toolName(prefix, "", a, "group:"+gid), &ref{prefix: prefix, group: gid, action: a}})
 		}
 	}
+	// In a fixed order, so that resolving clashes gives the same names
+	// whatever order the maps gave.
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i].r, all[j].r
+		if a.thing+"\x00"+a.group != b.thing+"\x00"+b.group {
+			return a.thing+"\x00"+a.group < b.thing+"\x00"+b.group
+		}
+		return a.action < b.action
+	})
 	count := map[string]int{findToolsName: 1, callToolName: 1} // reserved
 	for _, n := range all {
 		count[n.name]++
 	}
 	out := make(map[string]*ref, len(all))
+	taken := func(name string) bool { return out[name] != nil || name == findToolsName || name == callToolName }
 	for _, n := range all {
-		if count[n.name] > 1 {
+		if count[n.name] > 1 || taken(n.name) {
 			key := n.r.thing
 			if n.r.group != "" {
 				key = "group:" + n.r.group
 			}
-			n.name = toolName(n.r.prefix, tag(key+"\x00"+n.r.action), n.r.action, key)
+			// Tagged by Thing and action; a tag that clashes again (a
+			// title made to read like one) is tagged once more.
+			for i := 0; ; i++ {
+				n.name = toolName(n.r.prefix, tag(fmt.Sprint(key, "\x00", n.r.action, "\x00", i)), n.r.action, key)
+				if !taken(n.name) && count[n.name] == 0 {
+					break
+				}
+			}
 		}
 		out[n.name] = n.r
 	}

@@ -92,6 +92,7 @@ type Door struct {
 
 	calls     chan struct{}
 	listening atomic.Int64
+	opening   atomic.Int64 // initializes not yet sessions
 	stats     counters
 	callers   sync.Map // refHeader value → *caller
 
@@ -373,6 +374,14 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		p = hub.AnonymousFrom(r.RemoteAddr)
 	}
+	// A client that may not read the directory may use nothing here:
+	// refused before it holds a session or a stream (access.anonymous
+	// none), as every door refuses it.
+	if err := d.access.Allow(p, hub.OpReadDirectory, nil); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="lmos-hub"`)
+		d.refuse(w, hub.ProblemOf(err).Status, -32000, hub.ProblemOf(err).Detail)
+		return
+	}
 	f, err := parseFilter(r.URL.Query())
 	if err != nil {
 		d.refuse(w, http.StatusBadRequest, -32602, err.Error())
@@ -380,6 +389,11 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	stateless := r.Header.Get("Mcp-Protocol-Version") >= statelessVersion
 	method, status, err := d.peek(w, r)
+	if err == nil && !stateless && method == "subscriptions/listen" {
+		// A session's notifications come on its GET stream; the SDK
+		// would hold this request's handler until the session ends.
+		status, err = http.StatusBadRequest, errors.New("subscriptions/listen is a method of 2026-07-28 and later; a session listens on its GET stream")
+	}
 	if err != nil {
 		code := -32600
 		if status == http.StatusBadRequest && strings.HasPrefix(err.Error(), "parse error") {
@@ -388,8 +402,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.refuse(w, status, code, err.Error())
 		return
 	}
-	listen := r.Method == http.MethodGet || stateless && method == "subscriptions/listen"
-	if listen {
+	if r.Method == http.MethodGet || method == "subscriptions/listen" {
 		if d.listening.Add(1) > int64(d.cfg.MaxListeners) {
 			d.listening.Add(-1)
 			w.Header().Set("Retry-After", "10")
@@ -399,11 +412,17 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer d.listening.Add(-1)
 	}
-	if !stateless && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && d.sessions() >= d.cfg.MaxSessions {
-		w.Header().Set("Retry-After", "10")
-		d.refuse(w, http.StatusServiceUnavailable, -32000,
-			fmt.Sprintf("too many MCP sessions are open on this hub (mcp.maxSessions: %d); close one or try again later", d.cfg.MaxSessions))
-		return
+	if !stateless && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		// A new session: counted from now, so that initializes at once
+		// cannot all pass the check before any of them is a session.
+		opening := d.opening.Add(1)
+		defer d.opening.Add(-1)
+		if int64(d.sessions())+opening > int64(d.cfg.MaxSessions) {
+			w.Header().Set("Retry-After", "10")
+			d.refuse(w, http.StatusServiceUnavailable, -32000,
+				fmt.Sprintf("too many MCP sessions are open on this hub (mcp.maxSessions: %d); close one or try again later", d.cfg.MaxSessions))
+			return
+		}
 	}
 	ref := newRef()
 	d.callers.Store(ref, &caller{p: p, filter: f})
@@ -459,16 +478,39 @@ func (d *Door) peek(w http.ResponseWriter, r *http.Request) (string, int, error)
 }
 
 // rpcMethod reads a JSON-RPC message's method; false when b is not one.
+// Its keys are read as the SDK reads them, case-sensitively: a second
+// "Method" must not make the door see another method than the SDK (a
+// listen stream the door does not count), so any member named like one of
+// the protocol's in another case, or twice, is refused.
 func rpcMethod(b []byte) (string, bool) {
-	b = bytes.TrimSpace(b)
-	var msg struct {
-		Method        string
-		Result, Error json.RawMessage
-	}
-	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &msg) != nil || msg.Method == "" && msg.Result == nil && msg.Error == nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return "", false
 	}
-	return msg.Method, true
+	method, seen := "", map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, isKey := tok.(string)
+		if err != nil || !isKey {
+			return "", false
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return "", false
+		}
+		lower := strings.ToLower(key)
+		switch lower {
+		case "method", "result", "error", "id", "params", "jsonrpc":
+			if key != lower || seen[lower] {
+				return "", false
+			}
+			seen[lower] = true
+		}
+		if key == "method" && json.Unmarshal(v, &method) != nil {
+			return "", false
+		}
+	}
+	return method, method != "" || seen["result"] || seen["error"]
 }
 
 // Sessions counts the open sessions (of revisions before 2026-07-28; a

@@ -20,8 +20,12 @@ type filter struct {
 	jsonpath string
 }
 
-// maxFilterBytes bounds each filter parameter.
-const maxFilterBytes = 1024
+// maxFilterBytes bounds each filter parameter, maxTypes the types one
+// filter names.
+const (
+	maxFilterBytes = 1024
+	maxTypes       = 16
+)
 
 func parseFilter(q url.Values) (filter, error) {
 	var f filter
@@ -33,6 +37,9 @@ func parseFilter(q url.Values) (filter, error) {
 		}
 		switch k {
 		case "type":
+			if len(vs) > maxTypes {
+				return f, fmt.Errorf("at most %d type parameters", maxTypes)
+			}
 			f.types = vs
 		case "group":
 			f.group = q.Get(k)

@@ -201,7 +201,11 @@ func (d *Door) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	case args.Property != "":
 		return d.run(func() *mcp.CallToolResult { return d.readProperty(ctx, c, args.Thing, args.Property) }), nil
 	}
-	if _, err := d.reg.Get(args.Thing); err != nil {
+	t, err := d.reg.Get(args.Thing)
+	if err == nil { // who may comes before what the Thing has
+		err = d.access.Allow(c.p, hub.OpInvokeAction, &t)
+	}
+	if err != nil {
 		return toolError(err), nil
 	}
 	s, err := d.specOf(callToolName, &ref{thing: args.Thing, action: args.Action})

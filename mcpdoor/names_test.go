@@ -84,3 +84,36 @@ func TestNameAllIsOrderFreeAndUnique(t *testing.T) {
 		t.Errorf("%d names, want 7: %v", len(first), sortedNames(first))
 	}
 }
+
+// TestNameClashMadeOnPurpose: a Thing whose title is made to read like
+// another's tagged name (tags are of public ids) takes no tool from it:
+// every tool keeps a name of its own, the same at every reading.
+func TestNameClashMadeOnPurpose(t *testing.T) {
+	build := func() map[string]*entry {
+		mk := func(title string) *entry { return &entry{title: title, slug: slug(title, true), actions: []string{"on"}} }
+		return map[string]*entry{
+			"urn:a": mk("Lamp"),
+			"urn:b": mk("Lamp"),
+			"urn:c": mk("lamp " + tag("urn:a")), // reads as urn:a's tagged name
+		}
+	}
+	first := nameAll(build(), nil)
+	if len(first) != 3 {
+		t.Fatalf("%d names for 3 tools: %v", len(first), sortedNames(first))
+	}
+	things := map[string]bool{}
+	for n, r := range first {
+		things[r.thing] = true
+		if !validName(n) {
+			t.Errorf("bad name %q", n)
+		}
+	}
+	if len(things) != 3 {
+		t.Errorf("a Thing lost its tool: %v", sortedNames(first))
+	}
+	for range 20 {
+		if again := nameAll(build(), nil); strings.Join(sortedNames(again), " ") != strings.Join(sortedNames(first), " ") {
+			t.Fatalf("names changed: %v vs %v", sortedNames(again), sortedNames(first))
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ Exit status: 0 stdin ended, 1 the hub could not be reached, 2 usage error.
 
 // maxMessage bounds one message read from stdin or the hub.
 const maxMessage = 16 << 20
+
+// maxListenBackoff is the longest wait before the notification stream is
+// opened again.
+const maxListenBackoff = 30 * time.Second
 
 // Run runs `lmos-hub mcp` with args (the arguments after "mcp") until
 // stdin ends; getenv reads the environment (nil: none).
@@ -101,6 +106,7 @@ type relay struct {
 	session   string // Mcp-Session-Id the hub gave
 	version   string // the negotiated protocol version, for MCP-Protocol-Version
 	listenGen int    // the notification stream of the current session
+	ending    bool   // stdin ended: no stream is opened any more
 
 	// ctx bounds the requests, listenCtx the notification streams: when
 	// stdin ends, the streams end at once and the calls in flight are
@@ -126,6 +132,7 @@ type message struct {
 	Result *struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	} `json:"result,omitempty"`
+	batch []json.RawMessage // the ids of a batch's requests
 }
 
 func (r *relay) run(stdin io.Reader) error {
@@ -142,9 +149,12 @@ func (r *relay) run(stdin io.Reader) error {
 			break // stdin ended: the client is done
 		}
 	}
+	r.mu.Lock()
+	r.ending = true // no stream is opened from now on
+	r.mu.Unlock()
 	r.endListen()
+	r.wg.Wait() // the calls: one may open a session again, not a stream
 	r.listens.Wait()
-	r.wg.Wait()
 	r.cancel()
 	r.closeSession()
 	return nil
@@ -172,6 +182,24 @@ func readLine(in *bufio.Reader) ([]byte, error) {
 // send posts one message to the hub, in its own goroutine: a long call or
 // a listen request must not hold up the others.
 func (r *relay) send(line []byte) {
+	if trimmed := bytes.TrimSpace(line); trimmed[0] == '[' {
+		// A batch (revisions before 2025-06-18): relayed as it is, in
+		// order; the hub answers it as one, or its refusal answers each
+		// request in it.
+		var batch []message
+		if err := json.Unmarshal(trimmed, &batch); err != nil {
+			r.write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: a batch must be an array of JSON-RPC messages"}}`))
+			return
+		}
+		m := message{Method: "batch"}
+		for _, b := range batch {
+			if len(b.ID) > 0 && b.Method != "" {
+				m.batch = append(m.batch, b.ID)
+			}
+		}
+		r.post(r.ctx, trimmed, m)
+		return
+	}
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {
 		r.write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: the line is not JSON"}}`))
@@ -186,23 +214,38 @@ func (r *relay) send(line []byte) {
 		r.version = v // 2026-07-28 and later name it in each request
 		r.mu.Unlock()
 	}
-	if m.Method == "initialize" {
+	switch {
+	case m.Method == "initialize":
 		r.mu.Lock()
 		r.init = append([]byte(nil), line...)
 		r.mu.Unlock()
 		// The session the answer opens is needed by what follows.
 		r.post(r.ctx, line, m)
 		return
+	case len(m.ID) == 0 || m.Method == "":
+		// A notification or an answer to the hub: the hub acknowledges
+		// it at once, and it must reach the hub in its turn (a
+		// cancellation after the request it cancels).
+		r.post(r.ctx, line, m)
+		return
 	}
+	// A request runs as long as it runs, beside the others; the next line
+	// is read once this one has reached the hub.
 	ctx, wg := r.ctx, &r.wg
 	if m.Method == "subscriptions/listen" {
 		ctx, wg = r.listenCtx, &r.listens
 	}
+	sent := make(chan struct{})
+	var once sync.Once
+	wrote := func() { once.Do(func() { close(sent) }) }
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote() }})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer wrote() // also when it failed before it was written
 		r.post(ctx, line, m)
 	}()
+	<-sent
 }
 
 func (r *relay) headers(req *http.Request) {
@@ -409,11 +452,13 @@ func compact(v json.RawMessage) string {
 // stream of an older session ends by itself.
 func (r *relay) startListen() {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ending {
+		return
+	}
 	r.listenGen++
-	gen := r.listenGen
-	r.mu.Unlock()
-	r.listens.Add(1)
-	go r.listen(gen)
+	r.listens.Add(1) // under mu: never after run began to wait
+	go r.listen(r.listenGen)
 }
 
 // listen holds the session's GET stream open for the hub's notifications
@@ -427,7 +472,7 @@ func (r *relay) listen(gen int) {
 		return r.listenGen == gen
 	}
 	fails := 0
-	for r.listenCtx.Err() == nil && fails < 10 && current() {
+	for r.listenCtx.Err() == nil && current() {
 		req, err := http.NewRequestWithContext(r.listenCtx, http.MethodGet, r.endpoint, nil)
 		if err != nil {
 			return
@@ -454,9 +499,11 @@ func (r *relay) listen(gen int) {
 			}
 			fails++
 		}
+		// Until stdin ends, whatever the hub answers: a hub that is
+		// away for a while keeps the session.
 		select {
 		case <-r.listenCtx.Done():
-		case <-time.After(time.Duration(fails) * time.Second):
+		case <-time.After(min(time.Duration(fails)*time.Second, maxListenBackoff)):
 		}
 	}
 }
@@ -521,12 +568,18 @@ func (r *relay) fail(m message, code int, msg string) {
 	if code == 0 {
 		code = -32000
 	}
-	if len(m.ID) == 0 || string(m.ID) == "null" {
+	ids := m.batch
+	if len(m.ID) > 0 && string(m.ID) != "null" {
+		ids = []json.RawMessage{m.ID}
+	}
+	if len(ids) == 0 {
 		fmt.Fprintf(r.log, "lmos-hub mcp: %s: %s\n", m.Method, msg)
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": code, "message": msg}})
-	r.write(b)
+	for _, id := range ids {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+		r.write(b)
+	}
 }
 
 func (r *relay) write(b []byte) {

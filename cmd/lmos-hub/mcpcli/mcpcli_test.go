@@ -164,6 +164,14 @@ func TestRelayAnswersWhatTheHubRefuses(t *testing.T) {
 			t.Errorf("output lacks %s:\n%s", want, got)
 		}
 	}
+	// A batch is relayed as one: its answer, or the hub's refusal of it,
+	// comes back, never the relay's "not JSON".
+	out.b.Reset()
+	batch := lines[:strings.Index(lines, "\n")+1] + `[{"jsonrpc":"2.0","id":5,"method":"ping"}]` + "\n"
+	if code := mcpcli.Run([]string{"--hub", h.URL, "--token", hubtest.Token}, strings.NewReader(batch), &out, &stderr, nil); code != 0 ||
+		strings.Contains(out.b.String(), "-32700") || !strings.Contains(out.b.String(), `"id":5`) || strings.Count(out.b.String(), "\n") != 2 {
+		t.Errorf("batch: exit %d:\n%s", code, out.b.String())
+	}
 	// No hub: each request is answered with an error.
 	out.b.Reset()
 	code = mcpcli.Run([]string{"--hub", "http://127.0.0.1:1", "--timeout", "2s"}, strings.NewReader(lines), &out, &stderr, nil)
