@@ -90,7 +90,9 @@ func TestNameAllIsOrderFreeAndUnique(t *testing.T) {
 // every tool keeps a name of its own, the same at every reading.
 func TestNameClashMadeOnPurpose(t *testing.T) {
 	build := func() map[string]*entry {
-		mk := func(title string) *entry { return &entry{title: title, slug: slug(title, true), actions: []string{"on"}} }
+		mk := func(title string) *entry {
+			return &entry{title: title, slug: slug(title, true), actions: []string{"on"}}
+		}
 		return map[string]*entry{
 			"urn:a": mk("Lamp"),
 			"urn:b": mk("Lamp"),
