@@ -510,6 +510,12 @@ func rpcMethod(b []byte) (string, bool) {
 			return "", false
 		}
 	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return "", false
+	}
+	if _, err := dec.Token(); err != io.EOF { // nothing after the object
+		return "", false
+	}
 	return method, method != "" || seen["result"] || seen["error"]
 }
 

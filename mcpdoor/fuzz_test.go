@@ -54,3 +54,31 @@ func FuzzUnwrapInput(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRPCMethod: the method the door reads from a body is the one a
+// case-sensitive reading gives (the SDK's), or the body is refused.
+func FuzzRPCMethod(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"method":"a","Method":"b"}`, `{"result":{}}`,
+		`{"method":"a","method":"b"}`, `{"METHOD":"x","id":2}`, `[]`, `{"method":5}`, `{"id":1}`, `{"method":"x","params":{"method":"y"}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		method, ok := rpcMethod([]byte(body))
+		if !ok {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatalf("%q accepted but not a JSON object: %v", body, err)
+		}
+		var exact string
+		if raw, has := m["method"]; has {
+			if err := json.Unmarshal(raw, &exact); err != nil {
+				t.Fatalf("%q: method %q but not a string", body, method)
+			}
+		}
+		if exact != method {
+			t.Fatalf("%q: the door reads %q, a case-sensitive reading %q", body, method, exact)
+		}
+	})
+}
