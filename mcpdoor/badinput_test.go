@@ -237,3 +237,29 @@ func TestTooManyCallsAndListeners(t *testing.T) {
 		t.Errorf("%d sessions, want 2", n)
 	}
 }
+
+// TestConcurrentInitializesKeepTheCap: initializes that arrive at once
+// open no more sessions than mcp.maxSessions; the others are refused.
+func TestConcurrentInitializesKeepTheCap(t *testing.T) {
+	h := startHub(t, func(c *app.Config) { c.MCP.MaxSessions = 3 })
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}`
+	statuses := make(chan int, 12)
+	for range 12 {
+		go func() {
+			status, _, _ := rawPost(t, h, http.MethodPost, "", init, nil)
+			statuses <- status
+		}()
+	}
+	ok, refused := 0, 0
+	for range 12 {
+		switch <-statuses {
+		case http.StatusOK:
+			ok++
+		case http.StatusServiceUnavailable:
+			refused++
+		}
+	}
+	if ok != 3 || refused != 9 || countSessions(t, h) != 3 {
+		t.Errorf("%d opened, %d refused, %d sessions; want 3, 9, 3", ok, refused, countSessions(t, h))
+	}
+}

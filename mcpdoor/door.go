@@ -92,7 +92,7 @@ type Door struct {
 
 	calls     chan struct{}
 	listening atomic.Int64
-	opening   atomic.Int64 // initializes not yet sessions
+	opening   sync.Mutex // one new session at a time
 	stats     counters
 	callers   sync.Map // refHeader value → *caller
 
@@ -413,11 +413,12 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer d.listening.Add(-1)
 	}
 	if !stateless && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-		// A new session: counted from now, so that initializes at once
-		// cannot all pass the check before any of them is a session.
-		opening := d.opening.Add(1)
-		defer d.opening.Add(-1)
-		if int64(d.sessions())+opening > int64(d.cfg.MaxSessions) {
+		// A new session: one at a time, so that initializes at once
+		// cannot all pass the check before any of them is a session
+		// (an initialize does no work of a Thing's: it is quick).
+		d.opening.Lock()
+		defer d.opening.Unlock()
+		if d.sessions() >= d.cfg.MaxSessions {
 			w.Header().Set("Retry-After", "10")
 			d.refuse(w, http.StatusServiceUnavailable, -32000,
 				fmt.Sprintf("too many MCP sessions are open on this hub (mcp.maxSessions: %d); close one or try again later", d.cfg.MaxSessions))
