@@ -3,6 +3,7 @@ package mcpdoor_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -245,9 +246,18 @@ func TestConcurrentInitializesKeepTheCap(t *testing.T) {
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}`
 	statuses := make(chan int, 12)
 	for range 12 {
-		go func() {
-			status, _, _ := rawPost(t, h, http.MethodPost, "", init, nil)
-			statuses <- status
+		go func() { // not rawPost: t.Fatal belongs to the test's goroutine
+			req, _ := http.NewRequest(http.MethodPost, h.URL+"/mcp", strings.NewReader(init))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
 		}()
 	}
 	ok, refused := 0, 0
