@@ -317,6 +317,8 @@ for _ in pairs:
     if kind != "msg": sys.exit("disconnected rc %s" % v)
     print("%.6f %s" % (at, v), flush=True)
 for i in infos:
+    # The PUBACK may come after the join's result: wait for it (bounded).
+    i.wait_for_publish(timeout=60)
     if not i.is_published(): sys.exit("a publish was not acknowledged")
 c.disconnect()
 c.loop_stop()
