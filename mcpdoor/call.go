@@ -23,37 +23,31 @@ import (
 
 // callRef calls the tool name, which r stands for.
 func (d *Door) callRef(ctx context.Context, req *mcp.CallToolRequest, name string, r *ref) *mcp.CallToolResult {
-	s, err := d.specOf(name, r)
-	if err != nil {
+	refused := func(err error) *mcp.CallToolResult {
 		d.stats.call(outcomeToolError)
 		return toolError(err)
 	}
-	res, _ := d.toolHandler(s)(ctx, req)
-	return res
-}
-
-// toolHandler is the handler of s.
-func (d *Door) toolHandler(s *spec) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		c := d.callerOf(req.Extra)
-		// Who may comes first: a refused client learns nothing of the
-		// tool's input.
-		if err := d.mayInvoke(c.p, s); err != nil {
-			d.stats.call(outcomeToolError)
-			return toolError(err), nil
-		}
-		input, err := unwrapInput(req.Params.Arguments, s.inWrapped, s.noInput)
-		if err == nil && s.chat {
-			input, err = conversation(input)
-		}
-		if err != nil {
-			return toolError(err), nil
-		}
-		if s.group != "" {
-			return d.run(func() *mcp.CallToolResult { return d.invokeGroup(ctx, req, c, s, input) }), nil
-		}
-		return d.run(func() *mcp.CallToolResult { return d.invoke(ctx, req, c, s, input) }), nil
+	s, err := d.specOf(name, r)
+	if err != nil {
+		return refused(err)
 	}
+	c := d.callerOf(req.Extra)
+	// Who may comes first: a refused client learns nothing of the tool's
+	// input.
+	if err := d.mayInvoke(c.p, s); err != nil {
+		return refused(err)
+	}
+	input, err := unwrapInput(req.Params.Arguments, s.inWrapped, s.noInput)
+	if err == nil && s.chat {
+		input, err = conversation(input)
+	}
+	if err != nil {
+		return refused(err)
+	}
+	if s.group != "" {
+		return d.run(func() *mcp.CallToolResult { return d.invokeGroup(ctx, req, c, s, input) })
+	}
+	return d.run(func() *mcp.CallToolResult { return d.invoke(ctx, req, c, s, input) })
 }
 
 // mayInvoke decides whether p may call s (invoke and invokeGroup decide

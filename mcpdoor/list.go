@@ -10,8 +10,9 @@ import (
 )
 
 // Each client sees the tools and resources it may use (hub.Access), and
-// the tools of its filter: the SDK holds every tool, and middleware
-// answers tools/list and resources/list per caller.
+// the tools of its filter: the SDK server holds only find_tools and
+// call_tool, and middleware answers tools/list, resources/list and the
+// Things' and groups' tools/call per caller, from the catalog.
 
 // private is the cache hint of a list made for its caller.
 var private = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
