@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -18,8 +17,6 @@ import (
 // token that is unknown, revoked or expired is refused (401) even where an
 // anonymous request would pass, so a client learns its token is dead.
 
-type principalKey struct{}
-
 // access is the policy, the open one when none is configured.
 func (s *Server) access() *hub.Access {
 	if s.cfg.Access == nil {
@@ -30,7 +27,7 @@ func (s *Server) access() *hub.Access {
 
 // principalOf is who sends r: a verified token's principal or anonymous.
 func (s *Server) principalOf(r *http.Request) (hub.Principal, error) {
-	if p, ok := r.Context().Value(principalKey{}).(hub.Principal); ok {
+	if p, ok := hub.PrincipalFrom(r.Context()); ok {
 		return p, nil
 	}
 	if h := r.Header.Get("Authorization"); lmos.IsPeerAuthorization(h) {
@@ -89,7 +86,7 @@ func (s *Server) allow(op hub.Op, h http.HandlerFunc) http.HandlerFunc {
 			s.refuse(w, r, err)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		h(w, r.WithContext(hub.ContextWithPrincipal(r.Context(), p)))
 	}
 }
 
@@ -140,7 +137,7 @@ func (s *Server) identify(h http.HandlerFunc) http.HandlerFunc {
 			s.refuse(w, r, err)
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		h(w, r.WithContext(hub.ContextWithPrincipal(r.Context(), p)))
 	}
 }
 
